@@ -1,0 +1,21 @@
+"""jaxlagrange: differentiable Lagrangian mechanics in JAX."""
+
+from ._constraints import (
+    accelerations as accelerations,
+    constraint_force as constraint_force,
+    multipliers as multipliers,
+)
+from ._eom import (
+    energy as energy,
+    mass_matrix as mass_matrix,
+    momenta as momenta,
+)
+from ._simulate import (
+    RESULTS as RESULTS,
+    simulate as simulate,
+    Trajectory as Trajectory,
+)
+from ._system import LagrangianSystem as LagrangianSystem
+
+
+__version__ = "0.1.0"

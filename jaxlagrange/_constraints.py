@@ -1,0 +1,287 @@
+"""Accelerations and Lagrange multipliers: the KKT system through its Schur complement.
+
+With C = [G; A] stacking the holonomic Jacobian G = ∂g/∂q, the nonholonomic
+A = ∂a/∂q̇ and the active unilateral rows ∂h/∂q, the equations of motion are
+
+    M q̈ = f + Cᵀλ,    C q̈ = −b,
+
+where b collects the velocity-product terms of g̈ (and of ȧ, ḧ). With the
+Cholesky factor M = LLᵀ, Y = L⁻¹Cᵀ and z = L⁻¹f,
+
+    (YᵀY) λ = −b − Yᵀz,    q̈ = L⁻ᵀ(z + Yλ),
+
+so M is factored once and the (small) Schur complement S = C M⁻¹ Cᵀ = YᵀY is
+factored by Cholesky as well. Rank-deficient C makes S singular, which is
+flagged, not silently regularized.
+
+Baumgarte stabilization replaces the constraint rows' right-hand side by
+−b − 2α ċ − β² c (holonomic, unilateral) and −b − α a (nonholonomic), so that
+drift off the manifold decays instead of growing; at a consistent state the
+extra terms vanish and the result is the exact q̈.
+"""
+
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from ._custom_types import Array, BoolScalar, ScalarLike, Vector, VectorLike
+from ._eom import _SINGULAR_MASS, _check_finite, _terms
+from ._linalg import cho_solve, cholesky, solve_lower, solve_upper_t
+from ._system import LagrangianSystem, _as_state
+
+
+class Dynamics(NamedTuple):
+    """Everything the equations of motion give at one state."""
+
+    accelerations: Array  # q̈, (n,)
+    multipliers: Array  # (m + k + u,), zero for inactive unilateral rows
+    constraint_matrix: Array | None  # C, (m + k + u, n); None without constraints
+    singular_mass: BoolScalar
+    singular_constraints: BoolScalar
+
+
+class ConstraintValues(NamedTuple):
+    """The constraint functions and their first time derivatives at a state."""
+
+    holonomic: Array | None  # g, (m,)
+    holonomic_rate: Array | None  # ġ
+    nonholonomic: Array | None  # a, (k,)
+    unilateral: Array | None  # h, (u,)
+    unilateral_rate: Array | None  # ḣ
+
+
+def _position_rows(fn, q: Array, qd: Array, t: Array):
+    """For c(q, t): the Jacobian ∂c/∂q, the term b of c̈ = (∂c/∂q) q̈ + b, c and ċ."""
+    one = jnp.ones((), t.dtype)
+
+    def rate(q, t):
+        return jax.jvp(fn, (q, t), (qd, one))
+
+    def rate_only(q, t):
+        return rate(q, t)[1]
+
+    value, velocity = rate(q, t)
+    jac = jax.jacfwd(fn)(q, t)
+    _, b = jax.jvp(rate_only, (q, t), (qd, one))
+    return jac, b, value, velocity
+
+
+def _velocity_rows(fn, q: Array, qd: Array, t: Array):
+    """For a(q, q̇, t) affine in q̇: A = ∂a/∂q̇, the term b of ȧ = A q̈ + b, and a."""
+    one = jnp.ones((), t.dtype)
+    jac = jax.jacfwd(fn, argnums=1)(q, qd, t)
+    value, b = jax.jvp(fn, (q, qd, t), (qd, jnp.zeros_like(qd), one))
+    return jac, b, value
+
+
+def constraint_values(
+    system: LagrangianSystem, q: Array, qd: Array, t: Array
+) -> ConstraintValues:
+    """g, ġ, a, h and ḣ at a state (None where the system has no such constraint)."""
+    one = jnp.ones((), t.dtype)
+    g = gd = a = h = hd = None
+    if system.holonomic is not None:
+        g, gd = jax.jvp(system._holonomic, (q, t), (qd, one))
+    if system.nonholonomic is not None:
+        a = system._nonholonomic(q, qd, t)
+    if system.unilateral is not None:
+        h, hd = jax.jvp(system._unilateral, (q, t), (qd, one))
+    return ConstraintValues(g, gd, a, h, hd)
+
+
+def _num_unilateral(system: LagrangianSystem, q: Array, t: Array) -> int:
+    if system.unilateral is None:
+        return 0
+    return jax.eval_shape(system._unilateral, q, t).shape[0]
+
+
+def _dynamics(
+    system: LagrangianSystem,
+    q: Array,
+    qd: Array,
+    t: Array,
+    *,
+    active: Array | None = None,
+    baumgarte: tuple[ScalarLike, ScalarLike] | None = None,
+) -> Dynamics:
+    """q̈ and the multipliers with a given set of active unilateral constraints.
+
+    `active` is a boolean (u,) mask (None: all unilateral constraints active).
+    `baumgarte` is the pair of gains (α, β) or None for the exact dynamics.
+    Never raises on values: singularities are returned as flags.
+    """
+    terms = _terms(system, q, qd, t)
+    chol = cholesky(terms.mass)
+    factor = chol.factor
+    false = jnp.array(False)
+    if not system.has_constraints:
+        qdd = cho_solve(factor, terms.forcing)
+        return Dynamics(qdd, jnp.zeros((0,), q.dtype), None, chol.singular, false)
+
+    alpha, beta = (0.0, 0.0) if baumgarte is None else baumgarte
+    rows, rhs, masks = [], [], []
+    if system.holonomic is not None:
+        jac, b, g, gd = _position_rows(system._holonomic, q, qd, t)
+        rows.append(jac)
+        rhs.append(-b - 2 * alpha * gd - beta**2 * g)
+        masks.append(jnp.ones(g.shape, bool))
+    if system.nonholonomic is not None:
+        jac, b, a = _velocity_rows(system._nonholonomic, q, qd, t)
+        rows.append(jac)
+        rhs.append(-b - alpha * a)
+        masks.append(jnp.ones(a.shape, bool))
+    if system.unilateral is not None:
+        jac, b, h, hd = _position_rows(system._unilateral, q, qd, t)
+        rows.append(jac)
+        rhs.append(-b - 2 * alpha * hd - beta**2 * h)
+        masks.append(jnp.ones(h.shape, bool) if active is None else active)
+    matrix = jnp.concatenate(rows)
+    target = jnp.concatenate(rhs)
+    mask = jnp.concatenate(masks)
+
+    y = solve_lower(factor, matrix.T)  # L⁻¹Cᵀ, (n, c)
+    z = solve_lower(factor, terms.forcing)  # L⁻¹f
+    schur = y.T @ y
+    residual = target - y.T @ z
+    # Inactive rows become λ_i = 0.
+    both = mask[:, None] & mask[None, :]
+    schur = jnp.where(both, schur, jnp.eye(mask.shape[0], dtype=q.dtype))
+    residual = jnp.where(mask, residual, 0.0)
+    schur_chol = cholesky(schur)
+    lam = cho_solve(schur_chol.factor, residual)
+    lam = jnp.where(mask, lam, 0.0)
+    qdd = solve_upper_t(factor, z + y @ lam)
+    return Dynamics(qdd, lam, matrix, chol.singular, schur_chol.singular)
+
+
+def _contact_tolerance(dtype) -> float:
+    return float(jnp.finfo(dtype).eps) ** 0.5
+
+
+def contact_set(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Array:
+    """The unilateral constraints in contact at a state: h ≈ 0, ḣ ≈ 0 and λ ≥ 0.
+
+    Candidates are the rows with h ≤ tol and ḣ ≤ tol (tol = √eps); rows whose
+    multiplier would pull (λ < 0) are released one sweep at a time, u sweeps in
+    all, which settles the active set of any contact problem with u rows whose
+    releases do not re-activate one another.
+    """
+    u = _num_unilateral(system, q, t)
+    if u == 0:
+        return jnp.zeros((0,), bool)
+    values = constraint_values(system, q, qd, t)
+    tol = _contact_tolerance(q.dtype)
+    active = (values.unilateral <= tol) & (values.unilateral_rate <= tol)
+    offset = _num_bilateral(system, q, qd, t)
+    for _ in range(u):
+        lam = _dynamics(system, q, qd, t, active=active).multipliers[offset:]
+        active = active & (lam >= 0)
+    return active
+
+
+def _num_bilateral(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> int:
+    m = 0 if system.holonomic is None else jax.eval_shape(system._holonomic, q, t).shape[0]
+    k = (
+        0
+        if system.nonholonomic is None
+        else jax.eval_shape(system._nonholonomic, q, qd, t).shape[0]
+    )
+    return m + k
+
+
+_SINGULAR_CONSTRAINTS = (
+    "The constraint Jacobian C = [∂g/∂q; ∂a/∂qd; ∂h/∂q] is rank-deficient at this "
+    "state: the constraints are redundant or degenerate here. Remove the redundant "
+    "ones."
+)
+
+
+def _checked(system, q, qd, t) -> Dynamics:
+    q, qd, t = _as_state(q, qd, t)
+    active = contact_set(system, q, qd, t) if system.unilateral is not None else None
+    dyn = _dynamics(system, q, qd, t, active=active)
+    qdd = eqx.error_if(dyn.accelerations, dyn.singular_mass, _SINGULAR_MASS)
+    qdd = eqx.error_if(qdd, dyn.singular_constraints, _SINGULAR_CONSTRAINTS)
+    qdd = _check_finite(qdd, q, qd, t)
+    lam = eqx.error_if(dyn.multipliers, dyn.singular_mass, _SINGULAR_MASS)
+    lam = eqx.error_if(lam, dyn.singular_constraints, _SINGULAR_CONSTRAINTS)
+    return dyn._replace(accelerations=qdd, multipliers=lam)
+
+
+def accelerations(
+    system: LagrangianSystem, q: VectorLike, qd: VectorLike, t: ScalarLike
+) -> Vector:
+    """The generalized accelerations q̈, constraint forces included.
+
+    Solves d/dt ∂L/∂q̇ − ∂L/∂q = Q + Gᵀλ + Aᵀμ together with the constraints
+    (holonomic, nonholonomic, and the unilateral ones in contact at this state).
+
+    **Arguments:**
+
+    - `system`: the `LagrangianSystem`.
+    - `q`, `qd`: coordinates and velocities, 1-D arrays of the same shape (n,).
+    - `t`: the time, a scalar.
+
+    **Returns:** q̈, shape (n,).
+
+    **Raises:** `ValueError` at trace time for wrong shapes; under `jax.jit` too, an
+    error when the mass matrix is singular or indefinite, when the constraints are
+    redundant, or when the state is not finite.
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import jaxlagrange as jl
+
+    def lagrangian(q, qd, t):
+        return 0.5 * jnp.sum(qd**2) - 0.5 * jnp.sum(q**2)
+
+    oscillator = jl.LagrangianSystem(lagrangian)
+    jl.accelerations(oscillator, jnp.array([1.0, 2.0]), jnp.zeros(2), 0.0)  # -q
+    ```
+    """
+    return _checked(system, q, qd, t).accelerations
+
+
+def multipliers(
+    system: LagrangianSystem, q: VectorLike, qd: VectorLike, t: ScalarLike
+) -> Vector:
+    """The Lagrange multipliers, in the order holonomic, nonholonomic, unilateral.
+
+    **Arguments:** as for [`jaxlagrange.accelerations`][].
+
+    **Returns:** shape (m + k + u,); a unilateral constraint that is not in contact
+    has multiplier 0. With the sign convention `d/dt ∂L/∂q̇ − ∂L/∂q = Q + Cᵀλ`, a
+    unilateral multiplier is ≥ 0 while it pushes.
+
+    **Example:**
+
+    ```python
+    lam = jl.multipliers(system, q, qd, 0.0)
+    ```
+    """
+    return _checked(system, q, qd, t).multipliers
+
+
+def constraint_force(
+    system: LagrangianSystem, q: VectorLike, qd: VectorLike, t: ScalarLike
+) -> Vector:
+    """The generalized force the constraints exert, Cᵀλ.
+
+    **Arguments:** as for [`jaxlagrange.accelerations`][].
+
+    **Returns:** shape (n,); zeros for a system without constraints.
+
+    **Example:**
+
+    ```python
+    force = jl.constraint_force(system, q, qd, 0.0)
+    ```
+    """
+    dyn = _checked(system, q, qd, t)
+    if dyn.constraint_matrix is None:
+        return jnp.zeros_like(dyn.accelerations)
+    return dyn.constraint_matrix.T @ dyn.multipliers

@@ -1,0 +1,28 @@
+"""Type aliases shared by the public signatures."""
+
+from typing import Any, Callable
+
+from jaxtyping import Array, ArrayLike, Bool, Float, PyTree
+
+
+Params = PyTree[Any]
+Scalar = Float[Array, ""]
+ScalarLike = Float[ArrayLike, ""]
+Vector = Float[Array, " n"]
+VectorLike = Float[ArrayLike, " n"]
+Matrix = Float[Array, "n n"]
+BoolScalar = Bool[Array, ""]
+UserFunction = Callable[..., Any]
+
+__all__ = [
+    "Array",
+    "ArrayLike",
+    "BoolScalar",
+    "Matrix",
+    "Params",
+    "Scalar",
+    "ScalarLike",
+    "UserFunction",
+    "Vector",
+    "VectorLike",
+]

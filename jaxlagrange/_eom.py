@@ -1,0 +1,138 @@
+"""Mass matrix, forcing term, momenta and energy of a `LagrangianSystem`.
+
+With p(q, q̇, t) = ∂L/∂q̇, Lagrange's equations read M q̈ = f with
+
+    M = ∂p/∂q̇,    f = ∂L/∂q − (∂p/∂q) q̇ − ∂p/∂t + Q.
+
+Both come from one forward-mode pass over ∇L: its tangents along the n unit
+directions in q̇ are the columns of M, and its tangent along (q̇, 0, 1) is the
+velocity-product and explicit-time term (∂p/∂q) q̇ + ∂p/∂t. No mixed Hessian is
+ever formed.
+"""
+
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from ._custom_types import Array, Matrix, Scalar, ScalarLike, Vector, VectorLike
+from ._system import LagrangianSystem, _as_state
+
+
+class _Terms(NamedTuple):
+    mass: Array  # M = ∂²L/∂q̇², (n, n)
+    forcing: Array  # f, (n,): everything but the constraint forces
+    momenta: Array  # p = ∂L/∂q̇, (n,)
+
+
+def _terms(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> _Terms:
+    n = q.shape[0]
+    dtype = q.dtype
+
+    def gradient(q, qd, t):
+        return jax.grad(system._lagrangian, argnums=(0, 1))(q, qd, t)
+
+    # n + 1 tangent directions: (0, e_i, 0) for the mass matrix, (q̇, 0, 1) for f.
+    eye = jnp.eye(n, dtype=dtype)
+    tq = jnp.concatenate([jnp.zeros((n, n), dtype), qd[None]])
+    tqd = jnp.concatenate([eye, jnp.zeros((1, n), dtype)])
+    tt = jnp.concatenate([jnp.zeros(n, dtype), jnp.ones(1, dtype)])
+
+    def push(tq, tqd, tt):
+        return jax.jvp(gradient, (q, qd, t), (tq, tqd, tt))
+
+    (dLdq, p), (_, dp) = jax.vmap(push, out_axes=(None, 0))(tq, tqd, tt)
+    mass = dp[:n]
+    mass = 0.5 * (mass + mass.T)
+    forcing = dLdq - dp[n]
+    force = system._force(q, qd, t)
+    if force is not None:
+        forcing = forcing + force
+    return _Terms(mass, forcing, p)
+
+
+def mass_matrix(
+    system: LagrangianSystem, q: VectorLike, qd: VectorLike, t: ScalarLike
+) -> Matrix:
+    """The generalized mass matrix M = ∂²L/∂q̇² at a state.
+
+    **Arguments:**
+
+    - `system`: the `LagrangianSystem`.
+    - `q`, `qd`: coordinates and velocities, 1-D arrays of the same shape (n,).
+    - `t`: the time, a scalar.
+
+    **Returns:** the symmetric (n, n) matrix M.
+
+    **Raises:** `ValueError` when the shapes of `q`, `qd`, `t` or of the
+    Lagrangian's output are wrong.
+
+    **Example:**
+
+    ```python
+    M = jl.mass_matrix(system, q, qd, 0.0)
+    ```
+    """
+    q, qd, t = _as_state(q, qd, t)
+
+    def momenta_of(qd):
+        return jax.grad(system._lagrangian, argnums=1)(q, qd, t)
+
+    mass = jax.jacfwd(momenta_of)(qd)
+    return 0.5 * (mass + mass.T)
+
+
+def momenta(
+    system: LagrangianSystem, q: VectorLike, qd: VectorLike, t: ScalarLike
+) -> Vector:
+    """The generalized (canonical) momenta p = ∂L/∂q̇.
+
+    **Arguments:** as for [`jaxlagrange.mass_matrix`][].
+
+    **Returns:** p, shape (n,). For a charge in a magnetic field this is the
+    canonical momentum m v + e A, not the kinetic one.
+
+    **Example:**
+
+    ```python
+    p = jl.momenta(system, q, qd, 0.0)
+    ```
+    """
+    q, qd, t = _as_state(q, qd, t)
+    return jax.grad(system._lagrangian, argnums=1)(q, qd, t)
+
+
+def energy(system: LagrangianSystem, q: VectorLike, qd: VectorLike, t: ScalarLike) -> Scalar:
+    """The Jacobi integral h = q̇·p − L.
+
+    It is the total energy T + V when L = T − V with T quadratic in q̇, and it is
+    conserved whenever L does not depend on t explicitly and there are no
+    non-conservative forces (scleronomic constraints do no work).
+
+    **Arguments:** as for [`jaxlagrange.mass_matrix`][].
+
+    **Returns:** the scalar h.
+
+    **Example:**
+
+    ```python
+    h = jl.energy(system, q, qd, 0.0)
+    ```
+    """
+    q, qd, t = _as_state(q, qd, t)
+    lagrangian, p = jax.value_and_grad(system._lagrangian, argnums=1)(q, qd, t)
+    return jnp.dot(qd, p) - lagrangian
+
+
+_SINGULAR_MASS = (
+    "The mass matrix ∂²L/∂qd² is singular or not positive definite at this state: "
+    "the Lagrangian must be strictly convex in qd (for L = T − V, a kinetic energy "
+    "T = ½ qdᵀ M(q) qd with M positive definite)."
+)
+_NON_FINITE_STATE = "The state (q, qd, t) contains a non-finite value (NaN or inf)."
+
+
+def _check_finite(x: Array, q: Array, qd: Array, t: Array) -> Array:
+    finite = jnp.all(jnp.isfinite(q)) & jnp.all(jnp.isfinite(qd)) & jnp.isfinite(t)
+    return eqx.error_if(x, ~finite, _NON_FINITE_STATE)

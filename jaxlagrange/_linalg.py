@@ -1,0 +1,95 @@
+"""Cholesky factor and solve for the SPD mass matrix, with a singularity flag.
+
+For small n the factorization is unrolled into scalar arithmetic: under `vmap` XLA
+fuses it with the rest of the equations of motion, where a LAPACK call would be one
+batched custom call per state. Past `_UNROLL_MAX` the LAPACK routines win.
+
+A factorization never produces NaN: a pivot that is not clearly positive raises
+the `singular` flag and is replaced by 1, so the caller decides how to report it
+(an `eqx.error_if` in the public functions, a result code in `simulate`).
+"""
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from ._custom_types import Array, BoolScalar
+
+
+_UNROLL_MAX = 6
+
+
+class Cholesky(NamedTuple):
+    factor: Array  # lower triangular, M = factor @ factor.T
+    singular: BoolScalar  # a pivot was not positive (relative to its diagonal)
+
+
+def _pivot_tolerance(n: int, dtype) -> float:
+    return 8 * n * float(jnp.finfo(dtype).eps)
+
+
+def cholesky(matrix: Array) -> Cholesky:
+    """Lower Cholesky factor of a symmetric matrix, flagging non-positive pivots."""
+    n = matrix.shape[0]
+    tol = _pivot_tolerance(n, matrix.dtype)
+    if n <= _UNROLL_MAX:
+        rows = [[None] * n for _ in range(n)]
+        singular = jnp.array(False)
+        for j in range(n):
+            pivot = matrix[j, j] - sum(rows[j][k] ** 2 for k in range(j))
+            bad = ~(pivot > tol * jnp.abs(matrix[j, j]))
+            singular = singular | bad
+            d = jnp.sqrt(jnp.where(bad, 1.0, pivot))
+            rows[j][j] = d
+            for i in range(j + 1, n):
+                s = matrix[i, j] - sum(rows[i][k] * rows[j][k] for k in range(j))
+                rows[i][j] = s / d
+        zero = jnp.zeros((), matrix.dtype)
+        factor = jnp.stack(
+            [jnp.stack([rows[i][j] if j <= i else zero for j in range(n)]) for i in range(n)]
+        )
+        return Cholesky(factor, singular)
+    factor = jnp.linalg.cholesky(matrix)
+    diag = jnp.diagonal(factor)
+    pivots = diag**2
+    singular = ~jnp.all(jnp.isfinite(factor)) | jnp.any(
+        ~(pivots > tol * jnp.abs(jnp.diagonal(matrix)))
+    )
+    factor = jnp.where(singular, jnp.eye(n, dtype=matrix.dtype), factor)
+    return Cholesky(factor, singular)
+
+
+def solve_lower(factor: Array, b: Array) -> Array:
+    """Solve `factor @ x = b` for lower-triangular `factor`; `b` is (n,) or (n, k)."""
+    n = factor.shape[0]
+    if n <= _UNROLL_MAX:
+        vector = b.ndim == 1
+        b2 = b[:, None] if vector else b
+        xs = []
+        for i in range(n):
+            s = b2[i] - sum(factor[i, k] * xs[k] for k in range(i))
+            xs.append(s / factor[i, i])
+        x = jnp.stack(xs)
+        return x[:, 0] if vector else x
+    return jax.scipy.linalg.solve_triangular(factor, b, lower=True)
+
+
+def solve_upper_t(factor: Array, b: Array) -> Array:
+    """Solve `factor.T @ x = b` for lower-triangular `factor`."""
+    n = factor.shape[0]
+    if n <= _UNROLL_MAX:
+        vector = b.ndim == 1
+        b2 = b[:, None] if vector else b
+        xs = [None] * n
+        for i in reversed(range(n)):
+            s = b2[i] - sum(factor[k, i] * xs[k] for k in range(i + 1, n))
+            xs[i] = s / factor[i, i]
+        x = jnp.stack(xs)
+        return x[:, 0] if vector else x
+    return jax.scipy.linalg.solve_triangular(factor, b, lower=True, trans="T")
+
+
+def cho_solve(factor: Array, b: Array) -> Array:
+    """Solve `M x = b` given the lower Cholesky factor of M."""
+    return solve_upper_t(factor, solve_lower(factor, b))

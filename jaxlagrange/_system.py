@@ -1,0 +1,243 @@
+"""`LagrangianSystem`, and calling user functions with or without params."""
+
+import inspect
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._custom_types import Array, Params, UserFunction
+
+
+_SIGNATURES = {
+    "lagrangian": "(q, qd, t)",
+    "force": "(q, qd, t)",
+    "dissipation": "(q, qd, t)",
+    "holonomic": "(q, t)",
+    "nonholonomic": "(q, qd, t)",
+    "unilateral": "(q, t)",
+}
+
+
+def _to_leaf(x: Any) -> Any:
+    # Python and NumPy numbers become JAX floats, so that they are differentiable
+    # leaves; everything else (arrays, activation functions of an MLP, ...) is kept.
+    if isinstance(x, bool):
+        return x
+    if isinstance(x, (int, float)):
+        return jnp.asarray(float(x))
+    if isinstance(x, (np.ndarray, np.generic)):
+        x = jnp.asarray(x)
+        return x.astype(float) if jnp.issubdtype(x.dtype, jnp.integer) else x
+    return x
+
+
+def _accepts(fn: UserFunction, nargs: int) -> bool | None:
+    """Whether `fn` can be called with `nargs` positional arguments (None: unknown)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    try:
+        signature.bind(*range(nargs))
+    except TypeError:
+        return False
+    return True
+
+
+def _describe(fn: UserFunction) -> str:
+    try:
+        return f"{getattr(fn, '__name__', type(fn).__name__)}{inspect.signature(fn)}"
+    except (TypeError, ValueError):
+        return repr(fn)
+
+
+class LagrangianSystem(eqx.Module):
+    """A mechanical system given by a Lagrangian L(q, q̇, t), written in JAX.
+
+    Every user function takes `(q, qd, t)` (constraints `(q, t)`), followed by
+    `params` when the system has params.
+
+    **Arguments:**
+
+    - `lagrangian`: `L(q, qd, t[, params]) -> scalar`.
+    - `params`: any pytree of arrays, passed to every user function. Its array leaves
+        are the differentiable parameters of the system (Python numbers are turned
+        into JAX floats). `None` means the functions take no `params` argument.
+    - `force`: generalized non-conservative force `Q(q, qd, t[, params]) -> (n,)`.
+    - `dissipation`: Rayleigh function `R(q, qd, t[, params]) -> scalar`; adds
+        `-∂R/∂qd` to the generalized force.
+    - `holonomic`: `g(q, t[, params]) -> (m,)`, the constraints `g = 0`.
+    - `nonholonomic`: `a(q, qd, t[, params]) -> (k,)`, affine in `qd`, the
+        constraints `a = 0`.
+    - `unilateral`: `h(q, t[, params]) -> (u,)`, the one-sided constraints `h >= 0`.
+    - `restitution`: coefficient of restitution of impacts on the unilateral
+        constraints, a scalar or one per constraint (0: plastic, 1: elastic).
+
+    Sign convention: `d/dt ∂L/∂qd − ∂L/∂q = Q + Gᵀλ + Aᵀμ`.
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import jaxlagrange as jl
+
+    def lagrangian(q, qd, t, params):
+        return 0.5 * params["m"] * params["l"] ** 2 * qd[0] ** 2 + params[
+            "m"
+        ] * 9.81 * params["l"] * jnp.cos(q[0])
+
+    pendulum = jl.LagrangianSystem(lagrangian, params={"m": 1.0, "l": 2.0})
+    qdd = jl.accelerations(pendulum, jnp.array([0.3]), jnp.array([0.0]), 0.0)
+    ```
+    """
+
+    lagrangian: UserFunction = eqx.field(static=True)
+    params: Params
+    force: UserFunction | None = eqx.field(static=True)
+    dissipation: UserFunction | None = eqx.field(static=True)
+    holonomic: UserFunction | None = eqx.field(static=True)
+    nonholonomic: UserFunction | None = eqx.field(static=True)
+    unilateral: UserFunction | None = eqx.field(static=True)
+    restitution: Any
+    has_params: bool = eqx.field(static=True)
+
+    def __init__(
+        self,
+        lagrangian: UserFunction,
+        params: Params = None,
+        force: UserFunction | None = None,
+        dissipation: UserFunction | None = None,
+        holonomic: UserFunction | None = None,
+        nonholonomic: UserFunction | None = None,
+        unilateral: UserFunction | None = None,
+        *,
+        restitution: Any = 0.0,
+    ):
+        self.lagrangian = lagrangian
+        self.has_params = params is not None
+        self.params = jax.tree_util.tree_map(_to_leaf, params)
+        self.force = force
+        self.dissipation = dissipation
+        self.holonomic = holonomic
+        self.nonholonomic = nonholonomic
+        self.unilateral = unilateral
+        self.restitution = _to_leaf(restitution)
+
+    def __check_init__(self):
+        for name, signature in _SIGNATURES.items():
+            fn = getattr(self, name)
+            if fn is None:
+                continue
+            if not callable(fn):
+                raise ValueError(
+                    f"`{name}` must be a function {signature}, got {type(fn).__name__}."
+                )
+            nargs = signature.count(",") + 1
+            with_params = _accepts(fn, nargs + 1)
+            without_params = _accepts(fn, nargs)
+            if self.has_params and with_params is False:
+                raise ValueError(
+                    f"`{name}` must take {signature[:-1]}, params) because the system "
+                    f"has params, but it is {_describe(fn)}."
+                )
+            if not self.has_params and without_params is False:
+                hint = (
+                    " Pass `params=` to LagrangianSystem to give it params."
+                    if with_params
+                    else ""
+                )
+                raise ValueError(
+                    f"`{name}` must take {signature} because the system has no "
+                    f"params, but it is {_describe(fn)}.{hint}"
+                )
+
+    # Calling user functions, with the trace-time shape checks.
+
+    def _call(self, fn: UserFunction, *args):
+        return fn(*args, self.params) if self.has_params else fn(*args)
+
+    def _lagrangian(self, q: Array, qd: Array, t: Array) -> Array:
+        out = jnp.asarray(self._call(self.lagrangian, q, qd, t))
+        if out.shape != ():
+            raise ValueError(
+                f"`lagrangian` must return a scalar, but it returned shape {out.shape} "
+                f"for q of shape {q.shape}."
+            )
+        return out
+
+    def _force(self, q: Array, qd: Array, t: Array) -> Array | None:
+        """The total generalized force: `force` plus the Rayleigh term `-∂R/∂qd`."""
+        total = None
+        if self.force is not None:
+            out = jnp.asarray(self._call(self.force, q, qd, t))
+            if out.shape != q.shape:
+                raise ValueError(
+                    f"`force` must return shape {q.shape} (the shape of q), but it "
+                    f"returned shape {out.shape}."
+                )
+            total = out
+        if self.dissipation is not None:
+
+            def rayleigh(qd):
+                out = jnp.asarray(self._call(self.dissipation, q, qd, t))
+                if out.shape != ():
+                    raise ValueError(
+                        "`dissipation` must return a scalar (the Rayleigh function), "
+                        f"but it returned shape {out.shape}."
+                    )
+                return out
+
+            damping = -jax.grad(rayleigh)(qd)
+            total = damping if total is None else total + damping
+        return total
+
+    def _constraint(self, name: str, *args) -> Array | None:
+        fn = getattr(self, name)
+        if fn is None:
+            return None
+        out = jnp.asarray(self._call(fn, *args))
+        if out.ndim != 1:
+            raise ValueError(
+                f"`{name}` must return a 1-D array (one entry per constraint), but it "
+                f"returned shape {out.shape}."
+            )
+        return out
+
+    def _holonomic(self, q: Array, t: Array) -> Array | None:
+        return self._constraint("holonomic", q, t)
+
+    def _nonholonomic(self, q: Array, qd: Array, t: Array) -> Array | None:
+        return self._constraint("nonholonomic", q, qd, t)
+
+    def _unilateral(self, q: Array, t: Array) -> Array | None:
+        return self._constraint("unilateral", q, t)
+
+    @property
+    def has_constraints(self) -> bool:
+        return (
+            self.holonomic is not None
+            or self.nonholonomic is not None
+            or self.unilateral is not None
+        )
+
+
+def _as_state(q, qd, t, where: str = "q") -> tuple[Array, Array, Array]:
+    """Check and convert a state `(q, qd, t)` to arrays of one floating dtype."""
+    q = jnp.asarray(q)
+    qd = jnp.asarray(qd)
+    if q.ndim != 1:
+        raise ValueError(f"`{where}` must be a 1-D array of coordinates, got shape {q.shape}.")
+    if qd.shape != q.shape:
+        raise ValueError(
+            f"q and qd must have the same shape, got q {q.shape} and qd {qd.shape}."
+        )
+    t = jnp.asarray(t)
+    if t.shape != ():
+        raise ValueError(f"`t` must be a scalar, got shape {t.shape}.")
+    dtype = jnp.result_type(q.dtype, qd.dtype, float)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise ValueError(f"q and qd must be real, got dtype {dtype}.")
+    return q.astype(dtype), qd.astype(dtype), t.astype(dtype)

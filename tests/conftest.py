@@ -1,0 +1,5 @@
+import jax
+
+
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_platform_name", "cpu")

@@ -1,0 +1,97 @@
+"""`ReadySystem` and the registry of ready systems by name."""
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import equinox as eqx
+import jax.numpy as jnp
+
+from .._custom_types import Array
+from .._system import LagrangianSystem
+
+
+class ReadySystem(eqx.Module):
+    """A ready system: the `LagrangianSystem` with its default initial state.
+
+    Unpacks as `system, q0, qd0 = jl.systems.double_pendulum()`.
+
+    **Attributes:**
+
+    - `system`: the `LagrangianSystem` (its params are `system.params`).
+    - `q0`, `qd0`: the default initial state, shape (n,).
+    - `name`: the registry name.
+    - `coordinates`: one label per coordinate, for plots and tables.
+    """
+
+    system: LagrangianSystem
+    q0: Array
+    qd0: Array
+    name: str = eqx.field(static=True)
+    coordinates: tuple[str, ...] = eqx.field(static=True)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.system, self.q0, self.qd0))
+
+
+_REGISTRY: dict[str, Callable[..., ReadySystem]] = {}
+
+
+def register(name: str):
+    """Add a ready-system factory to the registry under `name`."""
+
+    def wrap(factory: Callable[..., ReadySystem]) -> Callable[..., ReadySystem]:
+        if name in _REGISTRY:
+            raise ValueError(f"A ready system named {name!r} is already registered.")
+        _REGISTRY[name] = factory
+        return factory
+
+    return wrap
+
+
+def names() -> tuple[str, ...]:
+    """The names of all ready systems, sorted."""
+    return tuple(sorted(_REGISTRY))
+
+
+def get(name: str) -> Callable[..., ReadySystem]:
+    """The factory of the ready system `name`; unknown names list the known ones."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(
+            f"Unknown system {name!r}; known systems: {', '.join(names())}."
+        ) from None
+
+
+def make(name: str, **kwargs) -> ReadySystem:
+    """Build the ready system `name`, e.g. `make("spring_chain", n=5, params={"k": 2.0})`."""
+    return get(name)(**kwargs)
+
+
+def merge_params(
+    name: str, defaults: Mapping[str, Any], params: Mapping[str, Any] | None
+) -> dict[str, Array]:
+    """Defaults overridden by `params`; an unknown key names the valid ones."""
+    params = {} if params is None else dict(params)
+    unknown = sorted(set(params) - set(defaults))
+    if unknown:
+        raise ValueError(
+            f"Unknown parameter {unknown[0]!r} for system {name!r}; valid parameters: "
+            f"{', '.join(sorted(defaults))}."
+        )
+    return {k: jnp.asarray(params.get(k, v), dtype=float) for k, v in defaults.items()}
+
+
+def initial_state(
+    name: str, q0: Any, qd0: Any, default_q0: Any, default_qd0: Any
+) -> tuple[Array, Array]:
+    """The initial state, defaults where None, with a shape check naming the system."""
+    q0 = jnp.asarray(default_q0 if q0 is None else q0, dtype=float)
+    qd0 = jnp.asarray(default_qd0 if qd0 is None else qd0, dtype=float)
+    expected = jnp.shape(jnp.asarray(default_q0))
+    for label, x in (("q0", q0), ("qd0", qd0)):
+        if x.shape != expected:
+            raise ValueError(
+                f"`{label}` for system {name!r} must have shape {expected}, got {x.shape}."
+            )
+    return q0, qd0

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 
 from ._custom_types import Array, BoolScalar, ScalarLike, Vector, VectorLike
-from ._eom import _SINGULAR_MASS, _check_finite, _terms
+from ._eom import _NON_FINITE_STATE, _SINGULAR_MASS, _finite, _terms, _unconstrained
 from ._linalg import cho_solve, cholesky, solve_lower, solve_upper_t
 from ._system import LagrangianSystem, _as_state
 
@@ -112,13 +112,13 @@ def _dynamics(
     `baumgarte` is the pair of gains (α, β) or None for the exact dynamics.
     Never raises on values: singularities are returned as flags.
     """
+    if not system.has_constraints:
+        qdd, singular = _unconstrained(system, q, qd, t)
+        no = jnp.zeros((0,), q.dtype)
+        return Dynamics(qdd, no, None, singular, jnp.array(False))
     terms = _terms(system, q, qd, t)
     chol = cholesky(terms.mass)
     factor = chol.factor
-    false = jnp.array(False)
-    if not system.has_constraints:
-        qdd = cho_solve(factor, terms.forcing)
-        return Dynamics(qdd, jnp.zeros((0,), q.dtype), None, chol.singular, false)
 
     alpha, beta = (0.0, 0.0) if baumgarte is None else baumgarte
     rows, rhs, masks = [], [], []
@@ -199,14 +199,24 @@ _SINGULAR_CONSTRAINTS = (
 
 
 def _checked(system, q, qd, t) -> Dynamics:
-    q, qd, t = _as_state(q, qd, t)
+    return _checked_dynamics(system, *_as_state(q, qd, t))
+
+
+@eqx.filter_jit
+def _checked_dynamics(system, q, qd, t) -> Dynamics:
     active = contact_set(system, q, qd, t) if system.unilateral is not None else None
     dyn = _dynamics(system, q, qd, t, active=active)
-    qdd = eqx.error_if(dyn.accelerations, dyn.singular_mass, _SINGULAR_MASS)
-    qdd = eqx.error_if(qdd, dyn.singular_constraints, _SINGULAR_CONSTRAINTS)
-    qdd = _check_finite(qdd, q, qd, t)
-    lam = eqx.error_if(dyn.multipliers, dyn.singular_mass, _SINGULAR_MASS)
-    lam = eqx.error_if(lam, dyn.singular_constraints, _SINGULAR_CONSTRAINTS)
+    # One check for all failures (one reduction and one branch under vmap); the
+    # most basic failure in the batch names the error.
+    code = jnp.where(dyn.singular_constraints, 1, 0)
+    code = jnp.where(dyn.singular_mass, 2, code)
+    code = jnp.where(_finite(q, qd, t), code, 3)
+    qdd, lam = eqx.branched_error_if(
+        (dyn.accelerations, dyn.multipliers),
+        code > 0,
+        jnp.maximum(code - 1, 0),
+        (_SINGULAR_CONSTRAINTS, _SINGULAR_MASS, _NON_FINITE_STATE),
+    )
     return dyn._replace(accelerations=qdd, multipliers=lam)
 
 

@@ -1,12 +1,16 @@
-"""Cholesky factor and solve for the SPD mass matrix, with a singularity flag.
+"""Factor and solve the SPD mass matrix, with a singularity flag.
 
-For small n the factorization is unrolled into scalar arithmetic: under `vmap` XLA
-fuses it with the rest of the equations of motion, where a LAPACK call would be one
-batched custom call per state. Past `_UNROLL_MAX` the LAPACK routines win.
+For small n the factorizations are unrolled into scalar arithmetic: under `vmap`
+XLA fuses them with the rest of the equations of motion into one loop, where a
+LAPACK call would be one batched custom call per state. Past `_UNROLL_MAX` the
+LAPACK routines win.
+
+`spd_solve` (the unconstrained path) uses LDLᵀ, which needs no square root and one
+reciprocal per pivot; `cholesky` gives the factor that the constrained path reuses.
 
 A factorization never produces NaN: a pivot that is not clearly positive raises
-the `singular` flag and is replaced by 1, so the caller decides how to report it
-(an `eqx.error_if` in the public functions, a result code in `simulate`).
+the `singular` flag, so the caller decides how to report it (an `eqx.error_if` in
+the public functions, a result code in `simulate`).
 """
 
 from typing import NamedTuple
@@ -47,7 +51,10 @@ def cholesky(matrix: Array) -> Cholesky:
                 rows[i][j] = s / d
         zero = jnp.zeros((), matrix.dtype)
         factor = jnp.stack(
-            [jnp.stack([rows[i][j] if j <= i else zero for j in range(n)]) for i in range(n)]
+            [
+                jnp.stack([rows[i][j] if j <= i else zero for j in range(n)])
+                for i in range(n)
+            ]
         )
         return Cholesky(factor, singular)
     factor = jnp.linalg.cholesky(matrix)
@@ -93,3 +100,43 @@ def solve_upper_t(factor: Array, b: Array) -> Array:
 def cho_solve(factor: Array, b: Array) -> Array:
     """Solve `M x = b` given the lower Cholesky factor of M."""
     return solve_upper_t(factor, solve_lower(factor, b))
+
+
+def spd_solve(matrix, b) -> tuple[Array, BoolScalar]:
+    """Solve `matrix @ x = b` for symmetric positive definite `matrix`.
+
+    Reads only the lower triangle. For n up to `_UNROLL_MAX`, `matrix` may be rows of
+    scalars and `b` a list of scalars. Returns `x` and the `singular` flag; where it
+    is raised, `x` is finite but meaningless.
+    """
+    n = len(b)
+    if n > _UNROLL_MAX:
+        chol = cholesky(matrix)
+        return cho_solve(chol.factor, b), chol.singular
+    tol = _pivot_tolerance(n, jnp.result_type(*b))
+    # M = U D Uᵀ with U unit lower triangular; w[i][j] = U[i][j] D[j].
+    unit = [[None] * n for _ in range(n)]
+    w = [[None] * n for _ in range(n)]
+    inverse_pivots = []
+    for j in range(n):
+        pivot = matrix[j][j] - sum(w[j][k] * unit[j][k] for k in range(j))
+        good = pivot > tol * jnp.abs(matrix[j][j])
+        # A bad pivot becomes 1/inf = 0: the flag is then read off the reciprocals,
+        # which XLA materializes anyway, instead of recomputing the pivots.
+        inverse = 1 / jnp.where(good, pivot, jnp.inf)
+        inverse_pivots.append(inverse)
+        for i in range(j + 1, n):
+            w[i][j] = matrix[i][j] - sum(w[i][k] * unit[j][k] for k in range(j))
+            unit[i][j] = w[i][j] * inverse
+    y = []
+    for i in range(n):
+        y.append(b[i] - sum(unit[i][k] * y[k] for k in range(i)))
+    x = [None] * n
+    for i in reversed(range(n)):
+        x[i] = y[i] * inverse_pivots[i] - sum(
+            unit[k][i] * x[k] for k in range(i + 1, n)
+        )
+    singular = inverse_pivots[0] == 0
+    for inverse in inverse_pivots[1:]:
+        singular = singular | (inverse == 0)
+    return jnp.stack(x), singular

@@ -1,5 +1,6 @@
 """Ready systems: each a function returning a `ReadySystem`, registered by name."""
 
+from ._cavity import cavity as cavity
 from ._registry import (
     get as get,
     make as make,

@@ -4,17 +4,10 @@ With p(q, q̇, t) = ∂L/∂q̇, Lagrange's equations read M q̈ = f with
 
     M = ∂p/∂q̇,    f = ∂L/∂q − (∂p/∂q) q̇ − ∂p/∂t + Q.
 
-The velocity-product and explicit-time term (∂p/∂q) q̇ + ∂p/∂t is one
-Jacobian-vector product of p along (q̇, 1); the columns of M are its products
-along the unit directions in q̇. No mixed Hessian is ever formed.
-
-For small n (up to `_UNROLL_MAX`) every entry is its own forward-mode derivative
-of L with respect to scalar coordinates, e.g. M_ij = ∂/∂q̇_j (∂L/∂q̇_i). Under
-`vmap` this keeps the whole equation of motion elementwise over the batch, so XLA
-compiles it (with the unrolled solve of `_linalg`) into one loop that computes
-each sine and cosine of L once; reverse mode would route the gradient through the
-transposes of the user's indexing, which XLA materializes as padded arrays.
-For larger n it is one `vmap` of the n + 1 products over ∇L.
+Both come from one forward-mode pass over ∇L: its tangents along the n unit
+directions in q̇ are the columns of M, and its tangent along (q̇, 0, 1) is the
+velocity-product and explicit-time term (∂p/∂q) q̇ + ∂p/∂t. No mixed Hessian is
+ever formed.
 """
 
 import functools
@@ -33,52 +26,17 @@ from ._custom_types import (
     Vector,
     VectorLike,
 )
-from ._linalg import _UNROLL_MAX, spd_solve
+from ._linalg import spd_solve
 from ._system import LagrangianSystem, _as_state
 
 
 class _Terms(NamedTuple):
-    mass: Array  # M = ∂²L/∂q̇², (n, n); exact in its lower triangle
+    mass: Array  # M = ∂²L/∂q̇², (n, n); symmetric up to rounding
     forcing: Array  # f, (n,): everything but the constraint forces
 
 
-def _derivative(fn, x: Array) -> Array:
-    return jax.jvp(fn, (x,), (jnp.ones_like(x),))[1]
-
-
-def _put(xs: list, i: int, x) -> list:
-    return xs[:i] + [x] + xs[i + 1 :]
-
-
-def _entries(
-    system: LagrangianSystem, q: Array, qd: Array, t: Array
-) -> tuple[list[list[Array]], list[Array]]:
-    """Small n: the entries of M (rows of scalars) and of f (without Q)."""
-    n = q.shape[0]
-    qs = [q[i] for i in range(n)]
-    qds = [qd[i] for i in range(n)]
-    one = jnp.ones((), q.dtype)
-
-    def lagrangian(qs, qds, t):
-        return system._lagrangian(jnp.stack(qs), jnp.stack(qds), t)
-
-    def momentum(i, qs, qds, t):
-        return _derivative(lambda x: lagrangian(qs, _put(qds, i, x), t), qds[i])
-
-    def mass(i, j):  # M_ij = ∂p_i/∂q̇_j
-        return _derivative(lambda y: momentum(i, qs, _put(qds, j, y), t), qds[j])
-
-    def forcing(i):  # ∂L/∂q_i − (∂p_i/∂q) q̇ − ∂p_i/∂t
-        dldq = _derivative(lambda x: lagrangian(_put(qs, i, x), qds, t), qs[i])
-        _, rate = jax.jvp(lambda qs, t: momentum(i, qs, qds, t), (qs, t), (qds, one))
-        return dldq - rate
-
-    lower = {(i, j): mass(i, j) for i in range(n) for j in range(i + 1)}
-    rows = [[lower[max(i, j), min(i, j)] for j in range(n)] for i in range(n)]
-    return rows, [forcing(i) for i in range(n)]
-
-
-def _vector_terms(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> _Terms:
+def _terms(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> _Terms:
+    """M and f at a state (f includes the generalized and the Rayleigh forces)."""
     n = q.shape[0]
     dtype = q.dtype
 
@@ -94,36 +52,20 @@ def _vector_terms(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> _T
         return jax.jvp(gradient, (q, qd, t), (tq, tqd, tt))
 
     (dldq, _), (_, dp) = jax.vmap(push, out_axes=(None, 0))(tq, tqd, tt)
-    # Row i of dp is ∂p/∂q̇_i; M is symmetric, and the solvers read one triangle.
-    return _Terms(dp[:n], dldq - dp[n])
-
-
-def _terms(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> _Terms:
-    """M and f at a state (f includes the generalized and the Rayleigh forces)."""
-    if q.shape[0] <= _UNROLL_MAX:
-        rows, forcing = _entries(system, q, qd, t)
-        terms = _Terms(jnp.stack([jnp.stack(row) for row in rows]), jnp.stack(forcing))
-    else:
-        terms = _vector_terms(system, q, qd, t)
+    # Not symmetrized: the factorizations read one triangle (LAPACK's symmetrizes).
+    mass, forcing = dp[:n], dldq - dp[n]
     force = system._force(q, qd, t)
-    if force is None:
-        return terms
-    return terms._replace(forcing=terms.forcing + force)
+    if force is not None:
+        forcing = forcing + force
+    return _Terms(mass, forcing)
 
 
 def _unconstrained(
     system: LagrangianSystem, q: Array, qd: Array, t: Array
 ) -> tuple[Array, BoolScalar]:
     """q̈ = M⁻¹f without constraints, and whether M is singular or indefinite."""
-    if q.shape[0] > _UNROLL_MAX:
-        terms = _terms(system, q, qd, t)
-        return spd_solve(terms.mass, terms.forcing)
-    # Scalars all the way into the unrolled solve: no stacking and slicing back.
-    rows, forcing = _entries(system, q, qd, t)
-    force = system._force(q, qd, t)
-    if force is not None:
-        forcing = [f + force[i] for i, f in enumerate(forcing)]
-    return spd_solve(rows, forcing)
+    terms = _terms(system, q, qd, t)
+    return spd_solve(terms.mass, terms.forcing)
 
 
 def _on_state(fn):

@@ -102,31 +102,30 @@ def cho_solve(factor: Array, b: Array) -> Array:
     return solve_upper_t(factor, solve_lower(factor, b))
 
 
-def spd_solve(matrix, b) -> tuple[Array, BoolScalar]:
-    """Solve `matrix @ x = b` for symmetric positive definite `matrix`.
+def spd_solve(matrix: Array, b: Array) -> tuple[Array, BoolScalar]:
+    """Solve `matrix @ x = b`, (n, n) and (n,), for symmetric positive definite `matrix`.
 
-    Reads only the lower triangle. For n up to `_UNROLL_MAX`, `matrix` may be rows of
-    scalars and `b` a list of scalars. Returns `x` and the `singular` flag; where it
-    is raised, `x` is finite but meaningless.
+    Reads one triangle. Returns `x` and the `singular` flag; where it is raised, `x`
+    is finite but meaningless.
     """
-    n = len(b)
+    n = matrix.shape[0]
     if n > _UNROLL_MAX:
         chol = cholesky(matrix)
         return cho_solve(chol.factor, b), chol.singular
-    tol = _pivot_tolerance(n, jnp.result_type(*b))
+    tol = _pivot_tolerance(n, matrix.dtype)
     # M = U D Uᵀ with U unit lower triangular; w[i][j] = U[i][j] D[j].
     unit = [[None] * n for _ in range(n)]
     w = [[None] * n for _ in range(n)]
     inverse_pivots = []
     for j in range(n):
-        pivot = matrix[j][j] - sum(w[j][k] * unit[j][k] for k in range(j))
-        good = pivot > tol * jnp.abs(matrix[j][j])
-        # A bad pivot becomes 1/inf = 0: the flag is then read off the reciprocals,
-        # which XLA materializes anyway, instead of recomputing the pivots.
+        pivot = matrix[j, j] - sum(w[j][k] * unit[j][k] for k in range(j))
+        good = pivot > tol * jnp.abs(matrix[j, j])
+        # A bad pivot becomes 1/inf = 0, so the flag is read off the reciprocals
+        # (which a fused loop keeps) instead of recomputing the pivots.
         inverse = 1 / jnp.where(good, pivot, jnp.inf)
         inverse_pivots.append(inverse)
         for i in range(j + 1, n):
-            w[i][j] = matrix[i][j] - sum(w[i][k] * unit[j][k] for k in range(j))
+            w[i][j] = matrix[i, j] - sum(w[i][k] * unit[j][k] for k in range(j))
             unit[i][j] = w[i][j] * inverse
     y = []
     for i in range(n):

@@ -121,7 +121,7 @@ def quadratic_lagrangian(x, xd, t, p):
     )
 
 
-@pytest.mark.parametrize("n", [1, 2, 5, 6, 7, 12, 40])
+@pytest.mark.parametrize("n", [1, 2, 6, 7, 40])
 def test_quadratic_energy(n):
     params = _quadratic(n, n)
     system = jl.LagrangianSystem(quadratic_lagrangian, params=params)
@@ -387,11 +387,12 @@ def test_grad_wrt_params_matches_finite_differences():
     q = jnp.array([0.5, -0.8])
     qd = jnp.array([1.2, 0.4])
 
+    @jax.jit
     def loss(params):
         s = jl.LagrangianSystem(double_pendulum_lagrangian, params=params)
         return jnp.sum(jnp.sin(jl.accelerations(s, q, qd, 0.0)))
 
-    grads = jax.grad(loss)(system.params)
+    grads = jax.jit(jax.grad(loss))(system.params)
     closed = jax.grad(
         lambda p: jnp.sum(jnp.sin(double_pendulum_accelerations(q, qd, p)))
     )(system.params)

@@ -102,9 +102,7 @@ def _oracle(n: int, seed: int):
     return lagrangian_fn, sympy_accelerations
 
 
-@pytest.mark.parametrize(
-    "n, seed", [(2, 0), (2, 1), (3, 2), (3, 3), (4, 4), (4, 5), (5, 6), (5, 7)]
-)
+@pytest.mark.parametrize("n, seed", [(2, 0), (2, 1), (3, 2), (4, 4), (5, 7)])
 def test_against_sympy(n, seed):
     lagrangian, expected = _oracle(n, seed)
     system = jl.LagrangianSystem(lagrangian)

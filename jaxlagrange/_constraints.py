@@ -114,8 +114,8 @@ def _dynamics(
     """
     if not system.has_constraints:
         qdd, singular = _unconstrained(system, q, qd, t)
-        no = jnp.zeros((0,), q.dtype)
-        return Dynamics(qdd, no, None, singular, jnp.array(False))
+        none = jnp.zeros((0,), q.dtype)
+        return Dynamics(qdd, none, None, singular, jnp.array(False))
     terms = _terms(system, q, qd, t)
     chol = cholesky(terms.mass)
     factor = chol.factor
@@ -206,7 +206,7 @@ def _checked(system, q, qd, t) -> Dynamics:
 def _checked_dynamics(system, q, qd, t) -> Dynamics:
     active = contact_set(system, q, qd, t) if system.unilateral is not None else None
     dyn = _dynamics(system, q, qd, t, active=active)
-    # One check for all failures (one reduction and one branch under vmap); the
+    # One check for all failures (one branch, also under vmap); the
     # most basic failure in the batch names the error.
     code = jnp.where(dyn.singular_constraints, 1, 0)
     code = jnp.where(dyn.singular_mass, 2, code)

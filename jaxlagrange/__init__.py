@@ -1,5 +1,6 @@
 """jaxlagrange: differentiable Lagrangian mechanics in JAX."""
 
+from ._batch import failed as failed, simulate_batch as simulate_batch
 from ._constraints import (
     accelerations as accelerations,
     constraint_force as constraint_force,

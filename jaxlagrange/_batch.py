@@ -11,7 +11,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ._custom_types import Array, Bool, Params
-from ._simulate import RESULTS, simulate, Trajectory
+from ._simulate import RESULTS, Trajectory, simulate
 from ._system import LagrangianSystem
 
 
@@ -82,13 +82,13 @@ def _batch_size(q0: Array, qd0: Array, params: Params) -> int:
     if qd0.ndim == 2:
         sizes["qd0"] = qd0.shape[0]
     for path, leaf in jax.tree_util.tree_leaves_with_path(params):
-        leaf = jnp.asarray(leaf)
-        if leaf.ndim == 0:
+        shape = leaf.shape if hasattr(leaf, "shape") else np.shape(leaf)
+        if len(shape) == 0:
             raise ValueError(
                 f"`params{jax.tree_util.keystr(path)}` is a scalar; batched params "
                 "need a leading batch axis."
             )
-        sizes[f"params{jax.tree_util.keystr(path)}"] = leaf.shape[0]
+        sizes[f"params{jax.tree_util.keystr(path)}"] = shape[0]
     if not sizes:
         raise ValueError(
             "`simulate_batch` got nothing batched: give q0 or qd0 of shape (batch, n), "

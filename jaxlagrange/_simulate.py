@@ -95,6 +95,7 @@ class _GuardState(NamedTuple):
     inner: Any  # the wrapped controller's state
     resolution: Array  # the smallest step that still advances t meaningfully
     failed_dt: Array  # size of the step that stopped the solve (0: none)
+    failed_finite: BoolScalar  # whether that step's state was finite
 
 
 class _AbstractGuard(diffrax.AbstractStepSizeController):
@@ -112,12 +113,13 @@ class _AbstractGuard(diffrax.AbstractStepSizeController):
         span = jnp.maximum(jnp.abs(t0), jnp.abs(t1))
         dtype = jnp.result_type(tnext)
         resolution = 16 * jnp.finfo(dtype).eps * span.astype(dtype)
-        return tnext, _GuardState(inner, resolution, jnp.zeros((), dtype))
+        state = _GuardState(inner, resolution, jnp.zeros((), dtype), jnp.array(True))
+        return tnext, state
 
     def adapt_step_size(
         self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state
     ):
-        inner, resolution, failed_dt = controller_state
+        inner, resolution, failed_dt, failed_finite = controller_state
         keep, next_t0, next_t1, made_jump, inner, result = (
             self.controller.adapt_step_size(
                 t0, t1, y0, y1_candidate, args, y_error, error_order, inner
@@ -135,8 +137,9 @@ class _AbstractGuard(diffrax.AbstractStepSizeController):
         else:
             stuck = ~finite
         failed_dt = jnp.where(stuck, t1 - t0, failed_dt)
+        failed_finite = jnp.where(stuck, finite, failed_finite)
         result = diffrax.RESULTS.where(stuck, diffrax.RESULTS.dt_min_reached, result)
-        state = _GuardState(inner, resolution, failed_dt)
+        state = _GuardState(inner, resolution, failed_dt, failed_finite)
         return keep, next_t0, next_t1, made_jump, state, result
 
 
@@ -171,15 +174,21 @@ def _guard(controller: diffrax.AbstractStepSizeController) -> _AbstractGuard:
 _PROBES = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.25, 1.5)
 
 
-def _diagnose(system, q, qd, t, dt, baumgarte, initial_mass_diagonal) -> RESULTS:
-    """Name the cause of a stopped solve from the probes along the failed step."""
+def _diagnose(system, y0, t0, y, t, guard: _GuardState, baumgarte) -> RESULTS:
+    """Name the cause of a stopped solve from the probes along the failed step.
+
+    `y0`, `t0` is the initial state, `y`, `t` the last accepted one.
+    """
+    (q0, qd0), (q, qd), dt = y0, y, guard.failed_dt
     dyn = _dynamics(system, q, qd, t, baumgarte=baumgarte)
-    s = jnp.asarray(_PROBES, q.dtype)
-    qs = q + (s * dt)[:, None] * qd
-    qds = qd + (s * dt)[:, None] * dyn.accelerations
-    probes = jax.vmap(
-        lambda q, qd, t: _dynamics(system, q, qd, t, baumgarte=baumgarte)
-    )(qs, qds, t + s * dt)
+    s = jnp.asarray(_PROBES, q.dtype) * dt
+    qs = q + s[:, None] * qd
+    qds = qd + s[:, None] * dyn.accelerations
+
+    def probe(q, qd, t):
+        return _dynamics(system, q, qd, t, baumgarte=baumgarte)
+
+    probes = jax.vmap(probe)(qs, qds, t + s)
     nonfinite = ~(
         jnp.all(jnp.isfinite(probes.accelerations), axis=1)
         & jnp.all(jnp.isfinite(qs), axis=1)
@@ -190,12 +199,17 @@ def _diagnose(system, q, qd, t, dt, baumgarte, initial_mass_diagonal) -> RESULTS
     first = jnp.argmax(bad)
     # A solution that blows up at a singular M stops just short of it, where a
     # pivot of M has fallen below eps^(1/4) of that diagonal entry at t0.
-    pivots = jnp.diagonal(cholesky(_terms(system, q, qd, t).mass).factor) ** 2
-    ratios = pivots / jnp.abs(initial_mass_diagonal)
-    nearly_singular = ~jnp.all(ratios > jnp.finfo(q.dtype).eps ** 0.25)
-    result = RESULTS.where(
-        nearly_singular, RESULTS.singular_mass_matrix, RESULTS.step_size_collapsed
+    masses = jax.vmap(lambda q, qd, t: _terms(system, q, qd, t).mass)(
+        jnp.stack([q0, q]), jnp.stack([qd0, qd]), jnp.stack([t0, t])
     )
+    pivots = jnp.diagonal(cholesky(masses[1]).factor) ** 2
+    ratios = pivots / jnp.abs(jnp.diagonal(masses[0]))
+    nearly_singular = ~jnp.all(ratios > jnp.finfo(q.dtype).eps ** 0.25)
+
+    result = RESULTS.where(
+        guard.failed_finite, RESULTS.step_size_collapsed, RESULTS.non_finite_state
+    )
+    result = RESULTS.where(nearly_singular, RESULTS.singular_mass_matrix, result)
     result = RESULTS.where(nonfinite[first], RESULTS.non_finite_state, result)
     result = RESULTS.where(
         probes.singular_constraints[first], RESULTS.redundant_constraints, result
@@ -205,11 +219,13 @@ def _diagnose(system, q, qd, t, dt, baumgarte, initial_mass_diagonal) -> RESULTS
     )
 
 
-def _is_concrete(*xs) -> bool:
-    return not any(isinstance(x, jax.core.Tracer) for x in xs)
+def _known(x) -> np.ndarray | None:
+    """`x` as a NumPy array if its value is known at trace time, else None."""
+    return None if isinstance(x, jax.core.Tracer) else np.asarray(x)
 
 
 def _check_tolerance(name: str, value) -> Array:
+    known = _known(value)
     value = jnp.asarray(value)
     if value.shape != () or not (
         jnp.issubdtype(value.dtype, jnp.floating)
@@ -220,15 +236,17 @@ def _check_tolerance(name: str, value) -> Array:
             f"dtype {value.dtype}."
         )
     message = f"`{name}` must be positive and finite, got {{}}."
-    if _is_concrete(value):
-        if not (np.isfinite(value) and value > 0):
-            raise ValueError(message.format(float(value)))
+    if known is not None:
+        if not (np.isfinite(known) and known > 0):
+            raise ValueError(message.format(float(known)))
         return value
     bad = ~(jnp.isfinite(value) & (value > 0))
     return eqx.error_if(value, bad, message.format("a value that is not"))
 
 
 def _check_times(t0, t1, saveat, dtype) -> tuple[Array, Array, Array]:
+    a, b = _known(t0), _known(t1)
+    s = b[None] if saveat is None and b is not None else _known(saveat)
     t0 = jnp.asarray(t0)
     t1 = jnp.asarray(t1)
     for name, t in (("t0", t0), ("t1", t1)):
@@ -250,8 +268,8 @@ def _check_times(t0, t1, saveat, dtype) -> tuple[Array, Array, Array]:
     order = "`t1` must be greater than `t0`, got t0 = {} and t1 = {}."
     increasing = "`saveat` must be strictly increasing{}."
     inside = "`saveat` must lie in [t0, t1] = [{}, {}]{}."
-    if _is_concrete(t0, t1, ts):
-        a, b, s = float(t0), float(t1), np.asarray(ts)
+    if a is not None and b is not None and s is not None:
+        a, b = float(a), float(b)
         if not (np.isfinite(a) and np.isfinite(b) and b > a):
             raise ValueError(order.format(a, b))
         if np.any(np.diff(s) <= 0):
@@ -416,14 +434,17 @@ def simulate(
             "`progress_meter` must be a diffrax progress meter such as "
             f"diffrax.TextProgressMeter(), got {type(progress_meter).__name__}."
         )
+    q0_in, qd0_in = q0, qd0
     q0, qd0 = _as_initial_state(q0, qd0)
     dtype = q0.dtype
     t0, t1, ts = _check_times(t0, t1, saveat, dtype)
     rtol = _check_tolerance("rtol", rtol)
     atol = _check_tolerance("atol", atol)
 
-    if throw and _is_concrete(q0, qd0) and not bool(_all_finite((q0, qd0))):
-        raise ValueError(_NON_FINITE_INITIAL)
+    known = (_known(q0_in), _known(qd0_in))
+    if throw and known[0] is not None and known[1] is not None:
+        if not (np.all(np.isfinite(known[0])) and np.all(np.isfinite(known[1]))):
+            raise ValueError(_NON_FINITE_INITIAL)
     if dt0 is not None:
         dt0 = jnp.asarray(dt0, dtype)
     if baumgarte is not None:
@@ -504,15 +525,8 @@ def _solve(
     result = RESULTS.promote(sol.result)
     guard = sol.controller_state
     stopped = (result == RESULTS.dt_min_reached) & (guard.failed_dt != 0)
-    initial_mass = _terms(system, q0, qd0, t0).mass
     diagnosed = _diagnose(
-        system,
-        q_final,
-        qd_final,
-        t_final,
-        guard.failed_dt,
-        baumgarte,
-        jnp.diagonal(initial_mass),
+        system, (q0, qd0), t0, (q_final, qd_final), t_final, guard, baumgarte
     )
     result = RESULTS.where(stopped, diagnosed, result)
     result = RESULTS.where(finite, result, RESULTS.non_finite_state)
@@ -520,12 +534,17 @@ def _solve(
     reached = reached & finite
     saved_ts = jnp.where(reached, saved_ts, inf)
     q, qd = (jnp.where(reached[:, None], y, inf) for y in (q, qd))
-    dyn = jax.vmap(lambda q, qd, t: _dynamics(system, q, qd, t, baumgarte=baumgarte))(
-        jnp.where(reached[:, None], q, 0.0),
-        jnp.where(reached[:, None], qd, 0.0),
-        jnp.where(reached, saved_ts, t0),
-    )
-    multipliers = jnp.where(reached[:, None], dyn.multipliers, jnp.inf)
+    if system.has_constraints:
+        dyn = jax.vmap(
+            lambda q, qd, t: _dynamics(system, q, qd, t, baumgarte=baumgarte)
+        )(
+            jnp.where(reached[:, None], q, 0.0),
+            jnp.where(reached[:, None], qd, 0.0),
+            jnp.where(reached, saved_ts, t0),
+        )
+        multipliers = jnp.where(reached[:, None], dyn.multipliers, jnp.inf)
+    else:
+        multipliers = jnp.zeros((ts.shape[0], 0), dtype)
     stats = dict(sol.stats)
     traj = Trajectory(saved_ts, q, qd, multipliers, result, t_final, stats)
     if throw:

@@ -78,7 +78,9 @@ def cavity(params=None, *, modes: int = 10, q0=None, qd0=None) -> ReadySystem:
     ```
     """
     if not isinstance(modes, int) or isinstance(modes, bool) or modes < 1:
-        raise ValueError(f"`modes` for system 'cavity' must be an integer >= 1, got {modes!r}.")
+        raise ValueError(
+            f"`modes` for system 'cavity' must be an integer >= 1, got {modes!r}."
+        )
     params = merge_params("cavity", _DEFAULTS, params)
     default_q0 = np.zeros(modes + 1)
     default_q0[0] = 1.0

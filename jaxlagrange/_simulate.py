@@ -23,7 +23,7 @@ import numpy as np
 from ._constraints import _dynamics
 from ._custom_types import Array, BoolScalar, Float, ScalarLike, VectorLike
 from ._eom import _terms
-from ._linalg import cholesky
+from ._linalg import cho_solve, cholesky
 from ._system import LagrangianSystem
 
 
@@ -180,10 +180,18 @@ def _diagnose(system, y0, t0, y, t, guard: _GuardState, baumgarte) -> RESULTS:
     `y0`, `t0` is the initial state, `y`, `t` the last accepted one.
     """
     (q0, qd0), (q, qd), dt = y0, y, guard.failed_dt
-    dyn = _dynamics(system, q, qd, t, baumgarte=baumgarte)
+    terms = jax.vmap(lambda q, qd, t: _terms(system, q, qd, t))(
+        jnp.stack([q0, q]), jnp.stack([qd0, qd]), jnp.stack([t0, t])
+    )
+    factor = cholesky(terms.mass[1]).factor
+    # A solution that blows up at a singular M stops just short of it, where a
+    # pivot of M has fallen below eps^(1/4) of that diagonal entry at t0.
+    ratios = jnp.diagonal(factor) ** 2 / jnp.abs(jnp.diagonal(terms.mass[0]))
+    nearly_singular = ~jnp.all(ratios > jnp.finfo(q.dtype).eps ** 0.25)
+    # The probes follow the step to first order (constraint forces left out).
     s = jnp.asarray(_PROBES, q.dtype) * dt
     qs = q + s[:, None] * qd
-    qds = qd + s[:, None] * dyn.accelerations
+    qds = qd + s[:, None] * cho_solve(factor, terms.forcing[1])
 
     def probe(q, qd, t):
         return _dynamics(system, q, qd, t, baumgarte=baumgarte)
@@ -197,14 +205,6 @@ def _diagnose(system, y0, t0, y, t, guard: _GuardState, baumgarte) -> RESULTS:
     # The first bad probe along the step; at one probe, singular mass comes first.
     bad = probes.singular_mass | probes.singular_constraints | nonfinite
     first = jnp.argmax(bad)
-    # A solution that blows up at a singular M stops just short of it, where a
-    # pivot of M has fallen below eps^(1/4) of that diagonal entry at t0.
-    masses = jax.vmap(lambda q, qd, t: _terms(system, q, qd, t).mass)(
-        jnp.stack([q0, q]), jnp.stack([qd0, qd]), jnp.stack([t0, t])
-    )
-    pivots = jnp.diagonal(cholesky(masses[1]).factor) ** 2
-    ratios = pivots / jnp.abs(jnp.diagonal(masses[0]))
-    nearly_singular = ~jnp.all(ratios > jnp.finfo(q.dtype).eps ** 0.25)
 
     result = RESULTS.where(
         guard.failed_finite, RESULTS.step_size_collapsed, RESULTS.non_finite_state
@@ -470,6 +470,7 @@ def simulate(
         baumgarte,
         progress_meter,
         throw,
+        saveat is None,
     )
 
 
@@ -489,6 +490,7 @@ def _solve(
     baumgarte,
     progress_meter,
     throw,
+    t1_only,
 ) -> Trajectory:
     dtype = q0.dtype
     finite = _all_finite((q0, qd0))
@@ -507,21 +509,31 @@ def _solve(
         dt0=dt0,
         y0=(q0, qd0),
         args=args,
-        saveat=diffrax.SaveAt(ts=ts, t1=True, controller_state=True),
+        saveat=diffrax.SaveAt(
+            ts=None if t1_only else ts, t1=True, controller_state=True
+        ),
         stepsize_controller=_guard(stepsize_controller),
         adjoint=adjoint,
         max_steps=max_steps,
         progress_meter=progress_meter,
         throw=False,
     )
-    # The final state follows the save times that were reached.
-    last = jnp.sum(jnp.isfinite(sol.ts)) - 1
-    reached = jnp.arange(ts.shape[0]) < last
+    inf = jnp.array(jnp.inf, dtype)
+    if t1_only:
+        # Saving at `ts` interpolates on every step (a quarter of the run time of
+        # a small system), so t1 alone is saved through `SaveAt(t1=True)`.
+        last = 0
+        reached = sol.ts == t1
+        saved_ts, (q, qd) = sol.ts, sol.ys
+    else:
+        # The final state follows the save times that were reached.
+        last = jnp.sum(jnp.isfinite(sol.ts)) - 1
+        reached = jnp.arange(ts.shape[0]) < last
+        saved_ts, (q, qd) = sol.ts[:-1], (y[:-1] for y in sol.ys)
     t_final = sol.ts[last]
     q_final, qd_final = (y[last] for y in sol.ys)
-    inf = jnp.array(jnp.inf, dtype)
-    saved_ts = jnp.where(reached, sol.ts[:-1], inf)
-    q, qd = (jnp.where(reached[:, None], y[:-1], inf) for y in sol.ys)
+    saved_ts = jnp.where(reached, saved_ts, inf)
+    q, qd = (jnp.where(reached[:, None], y, inf) for y in (q, qd))
     result = RESULTS.promote(sol.result)
     guard = sol.controller_state
     stopped = (result == RESULTS.dt_min_reached) & (guard.failed_dt != 0)

@@ -167,8 +167,6 @@ def test_singular_mass_matrix(options):
     # Singular at t = 1: adaptive steps close in on it, a fixed step stops before.
     tol = 1e-12 if not options else 0.01 + 1e-12
     assert 1.0 - tol <= traj.t_final <= 1.0
-    with pytest.raises(eqx.EquinoxRuntimeError, match="mass matrix .* became singular"):
-        jl.simulate(degenerating, q0, qd0, t1=3.0, **options)
 
 
 def test_singular_mass_matrix_at_a_blow_up():
@@ -179,15 +177,16 @@ def test_singular_mass_matrix_at_a_blow_up():
 
 @pytest.mark.parametrize("options", [{}, fixed], ids=["adaptive", "constant"])
 def test_nan_right_hand_side(options):
-    q0, qd0 = jnp.ones(1), jnp.array([-2.0])
-    traj = jl.simulate(three_halves, q0, qd0, t1=3.0, throw=False, **options)
+    q0, qd0, ts = jnp.ones(1), jnp.array([-2.0]), jnp.linspace(0.0, 3.0, 31)
+    traj = jl.simulate(three_halves, q0, qd0, t1=3.0, saveat=ts, throw=False, **options)
     assert traj.result == jl.RESULTS.non_finite_state
     tol = 1e-10 if not options else 0.01
     assert _crossing_time() - tol <= traj.t_final <= _crossing_time()
     # What was reached before the failure is kept; the rest is inf, as in diffrax.
-    assert np.all(np.isfinite(traj.q[traj.ts <= traj.t_final]))
-    with pytest.raises(eqx.EquinoxRuntimeError, match="became non-finite"):
-        jl.simulate(three_halves, q0, qd0, t1=3.0, **options)
+    reached = ts <= traj.t_final
+    assert np.sum(reached) == 5  # t* = 0.44
+    np.testing.assert_array_equal(traj.ts[reached], ts[reached])
+    assert np.all(np.isfinite(traj.q[reached])) and np.all(traj.q[~reached] == np.inf)
 
 
 def test_vmap_has_a_result_per_member():
@@ -201,6 +200,6 @@ def test_vmap_has_a_result_per_member():
     np.testing.assert_array_equal(singular, [True, False, False])
     np.testing.assert_array_equal(successful, [False, True, True])
     np.testing.assert_allclose(batched.t_final, [1.0, 5.0, 5.0], rtol=1e-12)
-    # With throw=True one failing member raises for the whole batch.
-    with pytest.raises(eqx.EquinoxRuntimeError, match="mass matrix"):
+    # With throw=True one failing member raises for the whole batch, naming the cause.
+    with pytest.raises(eqx.EquinoxRuntimeError, match="mass matrix .* became singular"):
         jax.vmap(lambda q0, qd0: jl.simulate(degenerating, q0, qd0, t1=5.0))(q0, qd0)

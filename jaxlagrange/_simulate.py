@@ -219,6 +219,11 @@ def _diagnose(system, y0, t0, y, t, guard: _GuardState, baumgarte) -> RESULTS:
     )
 
 
+def _no_gradient(*trees):
+    stop = lambda x: jax.lax.stop_gradient(x) if eqx.is_array(x) else x  # noqa: E731
+    return jtu.tree_map(stop, trees)
+
+
 def _known(x) -> np.ndarray | None:
     """`x` as a NumPy array if its value is known at trace time, else None."""
     return None if isinstance(x, jax.core.Tracer) else np.asarray(x)
@@ -537,8 +542,11 @@ def _solve(
     result = RESULTS.promote(sol.result)
     guard = sol.controller_state
     stopped = (result == RESULTS.dt_min_reached) & (guard.failed_dt != 0)
+    # The diagnosis is an integer code: keep autodiff from tracing through it.
     diagnosed = _diagnose(
-        system, (q0, qd0), t0, (q_final, qd_final), t_final, guard, baumgarte
+        *_no_gradient(
+            system, (q0, qd0), t0, (q_final, qd_final), t_final, guard, baumgarte
+        )
     )
     result = RESULTS.where(stopped, diagnosed, result)
     result = RESULTS.where(finite, result, RESULTS.non_finite_state)

@@ -126,35 +126,26 @@ def test_constrained_pendulum_multipliers_are_the_tension():
     np.testing.assert_allclose(jnp.sum(traj.q**2, axis=1), 1.0, atol=1e-9)
 
 
-def test_vmap_equals_a_loop():
+def test_vmap_equals_a_loop_under_jit():
     q0 = jnp.array([[0.1, 0.2], [1.0, -0.5], [2.0, 2.5], [-0.3, 0.0]])
     qd0 = jnp.array([[0.0, 0.0], [0.5, 0.0], [0.0, -1.0], [1.0, 1.0]])
-    ts = jnp.linspace(0.0, 3.0, 7)
+    t1 = jnp.array([3.0, 2.0, 2.5, 1.0])
 
     @jax.jit
-    def run(q0, qd0):
-        traj = jl.simulate(double_pendulum, q0, qd0, t1=3.0, saveat=ts)
-        return traj.q, traj.qd
+    def run(q0, qd0, t1):
+        # The times are traced too: t1 and the save times depend on the input.
+        ts = jnp.linspace(0.0, 1.0, 7) * t1
+        return jl.simulate(double_pendulum, q0, qd0, t1=t1, saveat=ts)
 
-    q, qd = jax.vmap(run)(q0, qd0)
+    batched = jax.vmap(run)(q0, qd0, t1)
     for i in range(q0.shape[0]):
-        qi, qdi = run(q0[i], qd0[i])
-        np.testing.assert_allclose(q[i], qi, rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(qd[i], qdi, rtol=1e-10, atol=1e-12)
-
-
-def test_jit_with_traced_times_equals_eager():
-    q0, qd0 = jnp.array([0.5, -0.5]), jnp.array([0.0, 1.0])
-    ts = jnp.array([0.5, 1.0, 2.0])
-    eager = jl.simulate(double_pendulum, q0, qd0, t0=0.5, t1=2.0, saveat=ts)
-    jitted = jax.jit(
-        lambda t0, t1, ts: jl.simulate(
-            double_pendulum, q0, qd0, t0=t0, t1=t1, saveat=ts
-        )
-    )(0.5, 2.0, ts)
-    np.testing.assert_allclose(jitted.q, eager.q, rtol=1e-13)
-    np.testing.assert_allclose(eager.q[0], q0)
-    assert jitted.t_final == 2.0 and jitted.result == jl.RESULTS.successful
+        single = run(q0[i], qd0[i], t1[i])
+        np.testing.assert_allclose(batched.q[i], single.q, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(batched.qd[i], single.qd, rtol=1e-10, atol=1e-12)
+        assert single.t_final == t1[i] and single.ts[-1] == t1[i]
+    np.testing.assert_array_equal(batched.q[:, 0], q0)
+    np.testing.assert_array_equal(batched.t_final, t1)
+    np.testing.assert_array_equal(batched.result == jl.RESULTS.successful, True)
 
 
 def _pendulum(q, qd, t, params):

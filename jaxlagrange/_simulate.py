@@ -317,18 +317,37 @@ _NON_FINITE_INITIAL = (
 )
 
 
+_THROW_FALSE = (
+    "`jl.simulate(..., throw=False)` returns the trajectory up to the failure, "
+    "with `Trajectory.result` and `Trajectory.t_final`, the time reached."
+)
+
+
 def _messages(max_steps: int) -> list[str]:
+    """The message of each result code, indexed by its value."""
     messages = list(RESULTS._index_to_message)  # pyright: ignore
-    suffix = (
-        "\nWith `jl.simulate(..., throw=False)` the trajectory up to the failure is "
-        "returned and `Trajectory.t_final` is the time reached."
-    )
     steps = RESULTS.max_steps_reached._value  # pyright: ignore
     messages[int(steps)] = (
         f"The maximum number of solver steps ({max_steps}) was reached before t1. "
         "Raise it with `jl.simulate(..., max_steps=...)`, or loosen `rtol`/`atol`."
     )
-    return [m + suffix if m else m for m in messages]
+    return messages
+
+
+def _raise_on_failure(traj: Trajectory, max_steps: int, t1: Array) -> Trajectory:
+    code = _known(traj.result._value)  # pyright: ignore
+    failed = traj.result != RESULTS.successful
+    messages = _messages(max_steps)
+    if code is None:
+        # Under jit or vmap: a runtime error, without the time reached.
+        messages = [m + "\n" + _THROW_FALSE if m else m for m in messages]
+        return eqx.branched_error_if(traj, failed, traj.result._value, messages)  # pyright: ignore
+    if code != RESULTS.successful._value:  # pyright: ignore
+        raise eqx.EquinoxRuntimeError(
+            f"jl.simulate stopped at t = {float(traj.t_final)!r} before t1 = "
+            f"{float(t1)!r}: {messages[int(code)]}\n{_THROW_FALSE}"
+        )
+    return traj
 
 
 def simulate(
@@ -450,6 +469,8 @@ def simulate(
     if throw and known[0] is not None and known[1] is not None:
         if not (np.all(np.isfinite(known[0])) and np.all(np.isfinite(known[1]))):
             raise ValueError(_NON_FINITE_INITIAL)
+    elif throw:
+        q0 = eqx.error_if(q0, ~_all_finite((q0, qd0)), _NON_FINITE_INITIAL)
     if dt0 is not None:
         dt0 = jnp.asarray(dt0, dtype)
     if baumgarte is not None:
@@ -460,7 +481,7 @@ def simulate(
     adjoint = diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint
     if progress_meter is None:
         progress_meter = diffrax.NoProgressMeter()
-    return _solve(
+    traj = _solve(
         system,
         q0,
         qd0,
@@ -474,9 +495,9 @@ def simulate(
         adjoint,
         baumgarte,
         progress_meter,
-        throw,
         saveat is None,
     )
+    return _raise_on_failure(traj, max_steps, t1) if throw else traj
 
 
 @eqx.filter_jit
@@ -494,13 +515,10 @@ def _solve(
     adjoint,
     baumgarte,
     progress_meter,
-    throw,
     t1_only,
 ) -> Trajectory:
     dtype = q0.dtype
     finite = _all_finite((q0, qd0))
-    if throw:
-        q0 = eqx.error_if(q0, ~finite, _NON_FINITE_INITIAL)
     # A non-finite initial state is integrated as zeros and reported afterwards.
     q0 = jnp.where(finite, q0, 0.0)
     qd0 = jnp.where(finite, qd0, 0.0)
@@ -567,8 +585,4 @@ def _solve(
         multipliers = jnp.zeros((ts.shape[0], 0), dtype)
     stats = dict(sol.stats)
     traj = Trajectory(saved_ts, q, qd, multipliers, result, t_final, stats)
-    if throw:
-        traj = eqx.branched_error_if(
-            traj, result != RESULTS.successful, result._value, _messages(max_steps)
-        )
     return traj

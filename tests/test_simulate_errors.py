@@ -150,10 +150,14 @@ def test_max_steps():
     assert traj.stats["num_steps"] == 10
     with pytest.raises(
         eqx.EquinoxRuntimeError,
-        match=r"maximum number of solver steps \(10\) was reached before t1\. Raise it "
-        r"with `jl.simulate\(\.\.\., max_steps=\.\.\.\)`",
+        match=r"stopped at t = .* before t1 = 10\.0: The maximum number of solver steps "
+        r"\(10\) was reached before t1\. Raise it with `jl.simulate\(\.\.\., "
+        r"max_steps=\.\.\.\)`",
     ):
         jl.simulate(pendulum, q1, qd1, t1=10.0, max_steps=10)
+    # Under jit the message cannot hold the time, and says where to find it.
+    with pytest.raises(_UNDER_JIT, match=r"\(10\) was reached(.|\n)*t_final"):
+        jax.jit(lambda q: jl.simulate(pendulum, q, qd1, t1=10.0, max_steps=10).q)(q1)
 
 
 @pytest.mark.parametrize("options", [{}, fixed], ids=["adaptive", "constant"])
@@ -164,6 +168,13 @@ def test_singular_mass_matrix(options):
     # Singular at t = 1: adaptive steps close in on it, a fixed step stops before.
     tol = 1e-12 if not options else 0.01 + 1e-12
     assert 1.0 - tol <= traj.t_final <= 1.0
+    # Raised (eagerly) with the time reached.
+    with pytest.raises(
+        eqx.EquinoxRuntimeError,
+        match=r"stopped at t = 0\.99\d* before t1 = 3\.0: The mass matrix .* became "
+        r"singular(.|\n)*throw=False",
+    ):
+        jl.simulate(degenerating, q0, qd0, t1=3.0, **options)
 
 
 def test_singular_mass_matrix_at_a_blow_up():
@@ -184,6 +195,10 @@ def test_nan_right_hand_side(options):
     assert np.sum(reached) == 5  # t* = 0.44
     np.testing.assert_array_equal(traj.ts[reached], ts[reached])
     assert np.all(np.isfinite(traj.q[reached])) and np.all(traj.q[~reached] == np.inf)
+    with pytest.raises(
+        eqx.EquinoxRuntimeError, match=r"stopped at t = 0\.4.*non-finite"
+    ):
+        jl.simulate(three_halves, q0, qd0, t1=3.0, saveat=ts, **options)
 
 
 def test_vmap_has_a_result_per_member():
@@ -203,7 +218,9 @@ def test_vmap_has_a_result_per_member():
     for i, code in enumerate(codes):
         np.testing.assert_array_equal(batched.result == code, np.arange(3) == i)
     np.testing.assert_allclose(batched.t_final, [1.5, 5.0, 0.5], rtol=1e-12)
-    assert np.all(np.isfinite(batched.q[1])) and np.all(batched.q[np.array([0, 2])] == np.inf)
-    # With throw=True one failing member raises for the whole batch, naming the cause.
-    with pytest.raises(eqx.EquinoxRuntimeError, match="mass matrix .* became singular"):
-        jax.vmap(lambda q0, qd0: run(q0, qd0, True))(q0[:2], qd0[:2])
+    assert np.all(np.isfinite(batched.q[1])) and np.all(
+        batched.q[np.array([0, 2])] == np.inf
+    )
+    # With throw=True one failing member raises for the whole batch.
+    with pytest.raises(eqx.EquinoxRuntimeError, match=r"initial state \(q0, qd0\)"):
+        jax.vmap(lambda q0, qd0: run(q0, qd0, True))(q0, qd0)

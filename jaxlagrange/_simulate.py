@@ -23,7 +23,7 @@ import numpy as np
 from ._constraints import _dynamics
 from ._custom_types import Array, BoolScalar, Float, ScalarLike, VectorLike
 from ._eom import _terms
-from ._linalg import cholesky
+from ._linalg import cho_solve, cholesky
 from ._system import LagrangianSystem
 
 
@@ -180,10 +180,18 @@ def _diagnose(system, y0, t0, y, t, guard: _GuardState, baumgarte) -> RESULTS:
     `y0`, `t0` is the initial state, `y`, `t` the last accepted one.
     """
     (q0, qd0), (q, qd), dt = y0, y, guard.failed_dt
-    dyn = _dynamics(system, q, qd, t, baumgarte=baumgarte)
+    terms = jax.vmap(lambda q, qd, t: _terms(system, q, qd, t))(
+        jnp.stack([q0, q]), jnp.stack([qd0, qd]), jnp.stack([t0, t])
+    )
+    factor = cholesky(terms.mass[1]).factor
+    # A solution that blows up at a singular M stops just short of it, where a
+    # pivot of M has fallen below eps^(1/4) of that diagonal entry at t0.
+    ratios = jnp.diagonal(factor) ** 2 / jnp.abs(jnp.diagonal(terms.mass[0]))
+    nearly_singular = ~jnp.all(ratios > jnp.finfo(q.dtype).eps ** 0.25)
+    # The probes follow the step to first order (constraint forces left out).
     s = jnp.asarray(_PROBES, q.dtype) * dt
     qs = q + s[:, None] * qd
-    qds = qd + s[:, None] * dyn.accelerations
+    qds = qd + s[:, None] * cho_solve(factor, terms.forcing[1])
 
     def probe(q, qd, t):
         return _dynamics(system, q, qd, t, baumgarte=baumgarte)
@@ -197,14 +205,6 @@ def _diagnose(system, y0, t0, y, t, guard: _GuardState, baumgarte) -> RESULTS:
     # The first bad probe along the step; at one probe, singular mass comes first.
     bad = probes.singular_mass | probes.singular_constraints | nonfinite
     first = jnp.argmax(bad)
-    # A solution that blows up at a singular M stops just short of it, where a
-    # pivot of M has fallen below eps^(1/4) of that diagonal entry at t0.
-    masses = jax.vmap(lambda q, qd, t: _terms(system, q, qd, t).mass)(
-        jnp.stack([q0, q]), jnp.stack([qd0, qd]), jnp.stack([t0, t])
-    )
-    pivots = jnp.diagonal(cholesky(masses[1]).factor) ** 2
-    ratios = pivots / jnp.abs(jnp.diagonal(masses[0]))
-    nearly_singular = ~jnp.all(ratios > jnp.finfo(q.dtype).eps ** 0.25)
 
     result = RESULTS.where(
         guard.failed_finite, RESULTS.step_size_collapsed, RESULTS.non_finite_state
@@ -217,6 +217,11 @@ def _diagnose(system, y0, t0, y, t, guard: _GuardState, baumgarte) -> RESULTS:
     return RESULTS.where(
         probes.singular_mass[first], RESULTS.singular_mass_matrix, result
     )
+
+
+def _no_gradient(*trees):
+    stop = lambda x: jax.lax.stop_gradient(x) if eqx.is_array(x) else x  # noqa: E731
+    return jtu.tree_map(stop, trees)
 
 
 def _known(x) -> np.ndarray | None:
@@ -312,18 +317,37 @@ _NON_FINITE_INITIAL = (
 )
 
 
+_THROW_FALSE = (
+    "`jl.simulate(..., throw=False)` returns the trajectory up to the failure, "
+    "with `Trajectory.result` and `Trajectory.t_final`, the time reached."
+)
+
+
 def _messages(max_steps: int) -> list[str]:
+    """The message of each result code, indexed by its value."""
     messages = list(RESULTS._index_to_message)  # pyright: ignore
-    suffix = (
-        "\nWith `jl.simulate(..., throw=False)` the trajectory up to the failure is "
-        "returned and `Trajectory.t_final` is the time reached."
-    )
     steps = RESULTS.max_steps_reached._value  # pyright: ignore
     messages[int(steps)] = (
         f"The maximum number of solver steps ({max_steps}) was reached before t1. "
         "Raise it with `jl.simulate(..., max_steps=...)`, or loosen `rtol`/`atol`."
     )
-    return [m + suffix if m else m for m in messages]
+    return messages
+
+
+def _raise_on_failure(traj: Trajectory, max_steps: int, t1: Array) -> Trajectory:
+    code = _known(traj.result._value)  # pyright: ignore
+    failed = traj.result != RESULTS.successful
+    messages = _messages(max_steps)
+    if code is None:
+        # Under jit or vmap: a runtime error, without the time reached.
+        messages = [m + "\n" + _THROW_FALSE if m else m for m in messages]
+        return eqx.branched_error_if(traj, failed, traj.result._value, messages)  # pyright: ignore
+    if code != RESULTS.successful._value:  # pyright: ignore
+        raise eqx.EquinoxRuntimeError(
+            f"jl.simulate stopped at t = {float(traj.t_final)!r} before t1 = "
+            f"{float(t1)!r}: {messages[int(code)]}\n{_THROW_FALSE}"
+        )
+    return traj
 
 
 def simulate(
@@ -445,6 +469,8 @@ def simulate(
     if throw and known[0] is not None and known[1] is not None:
         if not (np.all(np.isfinite(known[0])) and np.all(np.isfinite(known[1]))):
             raise ValueError(_NON_FINITE_INITIAL)
+    elif throw:
+        q0 = eqx.error_if(q0, ~_all_finite((q0, qd0)), _NON_FINITE_INITIAL)
     if dt0 is not None:
         dt0 = jnp.asarray(dt0, dtype)
     if baumgarte is not None:
@@ -455,7 +481,7 @@ def simulate(
     adjoint = diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint
     if progress_meter is None:
         progress_meter = diffrax.NoProgressMeter()
-    return _solve(
+    traj = _solve(
         system,
         q0,
         qd0,
@@ -469,8 +495,9 @@ def simulate(
         adjoint,
         baumgarte,
         progress_meter,
-        throw,
+        saveat is None,
     )
+    return _raise_on_failure(traj, max_steps, t1) if throw else traj
 
 
 @eqx.filter_jit
@@ -488,12 +515,10 @@ def _solve(
     adjoint,
     baumgarte,
     progress_meter,
-    throw,
+    t1_only,
 ) -> Trajectory:
     dtype = q0.dtype
     finite = _all_finite((q0, qd0))
-    if throw:
-        q0 = eqx.error_if(q0, ~finite, _NON_FINITE_INITIAL)
     # A non-finite initial state is integrated as zeros and reported afterwards.
     q0 = jnp.where(finite, q0, 0.0)
     qd0 = jnp.where(finite, qd0, 0.0)
@@ -507,26 +532,39 @@ def _solve(
         dt0=dt0,
         y0=(q0, qd0),
         args=args,
-        saveat=diffrax.SaveAt(ts=ts, t1=True, controller_state=True),
+        saveat=diffrax.SaveAt(
+            ts=None if t1_only else ts, t1=True, controller_state=True
+        ),
         stepsize_controller=_guard(stepsize_controller),
         adjoint=adjoint,
         max_steps=max_steps,
         progress_meter=progress_meter,
         throw=False,
     )
-    # The final state follows the save times that were reached.
-    last = jnp.sum(jnp.isfinite(sol.ts)) - 1
-    reached = jnp.arange(ts.shape[0]) < last
+    inf = jnp.array(jnp.inf, dtype)
+    if t1_only:
+        # Saving at `ts` interpolates on every step (a quarter of the run time of
+        # a small system), so t1 alone is saved through `SaveAt(t1=True)`.
+        last = 0
+        reached = sol.ts == t1
+        saved_ts, (q, qd) = sol.ts, sol.ys
+    else:
+        # The final state follows the save times that were reached.
+        last = jnp.sum(jnp.isfinite(sol.ts)) - 1
+        reached = jnp.arange(ts.shape[0]) < last
+        saved_ts, (q, qd) = sol.ts[:-1], (y[:-1] for y in sol.ys)
     t_final = sol.ts[last]
     q_final, qd_final = (y[last] for y in sol.ys)
-    inf = jnp.array(jnp.inf, dtype)
-    saved_ts = jnp.where(reached, sol.ts[:-1], inf)
-    q, qd = (jnp.where(reached[:, None], y[:-1], inf) for y in sol.ys)
+    saved_ts = jnp.where(reached, saved_ts, inf)
+    q, qd = (jnp.where(reached[:, None], y, inf) for y in (q, qd))
     result = RESULTS.promote(sol.result)
     guard = sol.controller_state
     stopped = (result == RESULTS.dt_min_reached) & (guard.failed_dt != 0)
+    # The diagnosis is an integer code: keep autodiff from tracing through it.
     diagnosed = _diagnose(
-        system, (q0, qd0), t0, (q_final, qd_final), t_final, guard, baumgarte
+        *_no_gradient(
+            system, (q0, qd0), t0, (q_final, qd_final), t_final, guard, baumgarte
+        )
     )
     result = RESULTS.where(stopped, diagnosed, result)
     result = RESULTS.where(finite, result, RESULTS.non_finite_state)
@@ -547,8 +585,4 @@ def _solve(
         multipliers = jnp.zeros((ts.shape[0], 0), dtype)
     stats = dict(sol.stats)
     traj = Trajectory(saved_ts, q, qd, multipliers, result, t_final, stats)
-    if throw:
-        traj = eqx.branched_error_if(
-            traj, result != RESULTS.successful, result._value, _messages(max_steps)
-        )
     return traj

@@ -230,7 +230,7 @@ def test_charged_particle_lorentz_force_cyclotron_and_drift():
     # The EOM are linear: the state matrix has eigenvalues ±i ω, ω = |q| |B| / m the
     # cyclotron frequency, and four zeros (translations and motion along B).
     zero = jnp.zeros(3)
-    jac_q, jac_qd = jax.jacfwd(jl.accelerations, argnums=(1, 2))(
+    jac_q, jac_qd = jax.jit(jax.jacfwd(jl.accelerations, argnums=(1, 2)))(
         system, zero, zero, 0.0
     )
     state = np.block([[np.zeros((3, 3)), np.eye(3)], [jac_q, jac_qd]])

@@ -1,5 +1,7 @@
 """The strict TOML config layer: every mistake is one line naming the culprit."""
 
+from pathlib import Path
+
 import diffrax
 import jax
 import jax.numpy as jnp
@@ -238,3 +240,16 @@ def test_extra_sections_for_other_subcommands(tmp_path):
         _config.load(path, schema)
     with pytest.raises(ConfigError, match=r"unknown section \[fit\]"):
         _config.load(path)
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.toml")),
+    ids=lambda p: p.name,
+)
+def test_example_configs(path):
+    config = _config.load(path)
+    ready = _config.ready_system(config)
+    kwargs = _config.simulate_kwargs(config)
+    assert ready.name == config["system"]["name"]
+    assert kwargs["saveat"].shape == (config["simulate"]["saves"],)

@@ -1,5 +1,9 @@
 """jaxlagrange: differentiable Lagrangian mechanics in JAX."""
 
+from ._batch import failed as failed, simulate_batch as simulate_batch
+from ._lyapunov import finite_time_lyapunov as finite_time_lyapunov
+from ._store import open_store as open_store
+from ._sweep import simulate_sweep as simulate_sweep, sweep as sweep
 from ._constraints import (
     accelerations as accelerations,
     constraint_force as constraint_force,

@@ -1,0 +1,418 @@
+"""`simulate_batch`: ensembles of `simulate`, vmapped and sharded across devices."""
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from ._custom_types import Array, Bool, Params
+from ._simulate import RESULTS, Trajectory, simulate
+from ._system import LagrangianSystem
+
+
+_AXIS = "batch"
+
+
+# Options of `simulate` that `simulate_batch` forwards; `throw` is handled here.
+def _simulate_options() -> tuple[str, ...]:
+    parameters = inspect.signature(simulate).parameters.values()
+    return tuple(
+        p.name
+        for p in parameters
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name != "throw"
+    )
+
+
+def _check_options(options: Mapping[str, Any], where: str) -> None:
+    valid = _simulate_options()
+    for key in options:
+        if key not in valid:
+            raise ValueError(
+                f"`{where}` got an unknown option {key!r}; the options of "
+                f"`simulate` are: {', '.join(valid)}."
+            )
+
+
+def _override(base: Params, new: Params, size: int, path: str = "params") -> Params:
+    """Check that `new` batches `base` (or a sub-dict of it) along a leading axis."""
+    if isinstance(new, Mapping) and isinstance(base, Mapping):
+        out = {}
+        for key, value in new.items():
+            if key not in base:
+                raise ValueError(
+                    f"`{path}` has an unknown key {key!r}; the system's params are: "
+                    f"{', '.join(map(str, base))}."
+                )
+            out[key] = _override(base[key], value, size, f"{path}[{key!r}]")
+        return out
+    new = jax.tree.map(jnp.asarray, new)
+    base_leaves, base_tree = jax.tree.flatten(base)
+    new_leaves, new_tree = jax.tree.flatten(new)
+    if new_tree != base_tree:
+        raise ValueError(
+            f"`{path}` must have the structure of the system's params, {base_tree}, "
+            f"with a leading batch axis on every leaf; got {new_tree}."
+        )
+    for b, n in zip(base_leaves, new_leaves, strict=True):
+        expected = (size, *jnp.shape(b))
+        if n.shape != expected:
+            raise ValueError(
+                f"`{path}` leaves must have shape (batch, *shape of the system's "
+                f"leaf) = {expected}, got {n.shape}."
+            )
+    return jax.tree.map(lambda b, n: n.astype(jnp.result_type(b, float)), base, new)
+
+
+def _merge(base: Params, new: Params) -> Params:
+    """One member's params: `base` with the leaves of `new` put in."""
+    if isinstance(new, Mapping) and isinstance(base, Mapping):
+        return {**base, **{k: _merge(base[k], v) for k, v in new.items()}}
+    return new
+
+
+def _batch_size(q0: Array, qd0: Array, params: Params) -> int:
+    sizes = {}
+    if q0.ndim == 2:
+        sizes["q0"] = q0.shape[0]
+    if qd0.ndim == 2:
+        sizes["qd0"] = qd0.shape[0]
+    for path, leaf in jax.tree_util.tree_leaves_with_path(params):
+        shape = leaf.shape if hasattr(leaf, "shape") else np.shape(leaf)
+        if len(shape) == 0:
+            raise ValueError(
+                f"`params{jax.tree_util.keystr(path)}` is a scalar; batched params "
+                "need a leading batch axis."
+            )
+        sizes[f"params{jax.tree_util.keystr(path)}"] = shape[0]
+    if not sizes:
+        raise ValueError(
+            "`simulate_batch` got nothing batched: give q0 or qd0 of shape (batch, n), "
+            "or `params` with a leading batch axis (for one system use `simulate`)."
+        )
+    if len(set(sizes.values())) > 1:
+        listed = ", ".join(f"{k} {v}" for k, v in sizes.items())
+        raise ValueError(f"The batch sizes disagree: {listed}.")
+    (size,) = set(sizes.values())
+    if size == 0:
+        raise ValueError("The batch is empty (batch size 0).")
+    return size
+
+
+def _check_state(x: Array, name: str) -> Array:
+    if x.ndim not in (1, 2):
+        raise ValueError(
+            f"`{name}` must have shape (n,) or (batch, n), got shape {x.shape}."
+        )
+    return x
+
+
+# Sharding: the batch axis is split over a 1-D mesh of devices with `shard_map`, so
+# each device runs its own vmapped solve (its own while loop) with no communication.
+
+
+def _devices(devices: Sequence[jax.Device] | None) -> tuple[jax.Device, ...]:
+    devices = tuple(jax.devices() if devices is None else devices)
+    if not devices:
+        raise ValueError("`devices` is empty.")
+    for d in devices:
+        if not isinstance(d, jax.Device):
+            raise ValueError(f"`devices` must be JAX devices, got {d!r}.")
+    if len(set(devices)) != len(devices):
+        raise ValueError(f"`devices` lists a device twice: {list(devices)}.")
+    return devices
+
+
+def _pad(x: Array, pad: int) -> Array:
+    # Padding repeats member 0, a valid member, so the padding cannot fail.
+    return x if pad == 0 else jnp.concatenate([x, jnp.repeat(x[:1], pad, axis=0)])
+
+
+def _global(x: Any, sharding: NamedSharding) -> Any:
+    # Across hosts, every process holds the whole (small) input; each device takes
+    # its slice of it. This builds the global array without communication.
+    if not eqx.is_array(x):
+        return x
+    x = np.asarray(x)
+    return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+
+
+def _sharded_map(
+    fn: Callable[[Any, Any], Any],
+    batched: Any,
+    shared: Any,
+    size: int,
+    devices: Sequence[jax.Device] | None,
+) -> Any:
+    """`vmap(fn, in_axes=(0, None))(batched, shared)`, split over `devices`.
+
+    The batch is padded to a multiple of the number of devices and the padding is
+    stripped from the result. With devices in several processes (after
+    `jax.distributed.initialize`) every process returns the whole result.
+    """
+    devices = _devices(devices)
+    count = len(devices)
+    pad = (-size) % count
+    multiprocess = len({d.process_index for d in devices}) > 1
+    mesh = Mesh(np.asarray(devices), (_AXIS,))
+    if multiprocess:
+        replicated = NamedSharding(mesh, PartitionSpec())
+        batched = jax.tree.map(lambda x: _global(x, replicated), batched)
+        shared = jax.tree.map(lambda x: _global(x, replicated), shared)
+    batched_dyn, batched_static = eqx.partition(batched, eqx.is_array)
+    shared_dyn, shared_static = eqx.partition(shared, eqx.is_array)
+    out = _run(
+        batched_dyn,
+        shared_dyn,
+        fn=fn,
+        static=(batched_static, shared_static),
+        mesh=mesh,
+        pad=pad,
+        gather=multiprocess,
+    )
+    if multiprocess:
+        out = jax.tree.map(lambda x: jnp.asarray(x.addressable_data(0)), out)
+    return jax.tree.map(lambda x: x[:size], out)
+
+
+@eqx.filter_jit
+def _run(batched_dyn, shared_dyn, *, fn, static, mesh, pad, gather):
+    batched_dyn = jax.tree.map(lambda x: _pad(x, pad), batched_dyn)
+    dyn = (batched_dyn, shared_dyn)
+    if mesh.size == 1:
+        out = _local(dyn, fn, static)
+    else:
+        out = _shard_mapped(dyn, fn, static, mesh)
+    if gather:
+        replicated = NamedSharding(mesh, PartitionSpec())
+        out = jax.lax.with_sharding_constraint(out, replicated)
+    return out
+
+
+def _local(dyn, fn, static):
+    """The vmapped `fn` on one device's share of the batch."""
+    (batched_dyn, shared_dyn), (batched_static, shared_static) = dyn, static
+    batched = eqx.combine(batched_dyn, batched_static)
+    shared = eqx.combine(shared_dyn, shared_static)
+    return jax.vmap(fn, in_axes=(0, None))(batched, shared)
+
+
+def _local_vjp(dyn, cotangents, fn, static):
+    """Per-member gradients on one device's share: batched ones, and the shared
+    inputs' per-member contributions (summed over the batch by the caller)."""
+    (batched_dyn, shared_dyn), (batched_static, shared_static) = dyn, static
+
+    def member(batched_dyn, cotangent):
+        def f(dyn):
+            batched_dyn, shared_dyn = dyn
+            batched = eqx.combine(batched_dyn, batched_static)
+            shared = eqx.combine(shared_dyn, shared_static)
+            return fn(batched, shared)
+
+        _, vjp = eqx.filter_vjp(f, (batched_dyn, shared_dyn))
+        (grad,) = vjp(cotangent)
+        return grad
+
+    return jax.vmap(member)(batched_dyn, cotangents)
+
+
+def _specs(tree, spec):
+    return jax.tree.map(lambda _: spec, tree)
+
+
+# JAX cannot differentiate diffrax's checkpointed while loop inside `shard_map`
+# (equinox's closure conversion sees the per-device shapes), so the reverse pass
+# recomputes each member's solve and pulls its cotangent back as a `vmap` of
+# `filter_vjp`, split over the same devices by sharding constraints (GSPMD).
+@eqx.filter_custom_vjp
+def _shard_mapped(dyn, fn, static, mesh):
+    batch, shared = PartitionSpec(_AXIS), PartitionSpec()
+    in_specs = (_specs(dyn[0], batch), _specs(dyn[1], shared))
+    return jax.shard_map(
+        lambda dyn: _local(dyn, fn, static),
+        mesh=mesh,
+        in_specs=(in_specs,),
+        out_specs=batch,
+        check_vma=False,
+    )(dyn)
+
+
+@_shard_mapped.def_fwd
+def _shard_mapped_fwd(perturbed, dyn, fn, static, mesh):
+    del perturbed
+    return _shard_mapped.fn(dyn, fn, static, mesh), None
+
+
+@_shard_mapped.def_bwd
+def _shard_mapped_bwd(residuals, cotangents, perturbed, dyn, fn, static, mesh):
+    del residuals, perturbed
+    out = jax.eval_shape(lambda: _shard_mapped.fn(dyn, fn, static, mesh))
+    # Symbolic zeros (None) of inexact outputs become zeros; others stay None.
+    cotangents = jax.tree.map(
+        lambda o, c: (
+            jnp.zeros(o.shape, o.dtype)
+            if c is None and jnp.issubdtype(o.dtype, jnp.inexact)
+            else c
+        ),
+        out,
+        cotangents,
+        is_leaf=lambda x: x is None,
+    )
+    batch = NamedSharding(mesh, PartitionSpec(_AXIS))
+    constrain = lambda tree: jax.tree.map(  # noqa: E731
+        lambda x: jax.lax.with_sharding_constraint(x, batch), tree
+    )
+    batched_dyn, shared_dyn = dyn
+    grad_batched, grad_shared = constrain(
+        _local_vjp(
+            (constrain(batched_dyn), shared_dyn), constrain(cotangents), fn, static
+        )
+    )
+    grad_shared = jax.tree.map(lambda g: jnp.sum(g, axis=0), grad_shared)
+    return grad_batched, grad_shared
+
+
+def failed(traj: Trajectory) -> Bool[Array, " *batch"]:
+    """Which members of a (batched) trajectory failed.
+
+    **Arguments:**
+
+    - `traj`: a `Trajectory`, e.g. from `simulate_batch(..., throw=False)`.
+
+    **Returns:** a boolean array with the batch shape of `traj`: True where the solve
+    did not succeed. `traj.result[i]` says why, e.g.
+    `jl.RESULTS[traj.result._value[i]]`.
+
+    **Example:**
+
+    ```python
+    traj = jl.simulate_batch(system, q0s, qd0s, t1=10.0, throw=False)
+    bad = jl.failed(traj)
+    print(f"{int(bad.sum())} of {bad.size} failed, e.g. member {int(bad.argmax())}")
+    ```
+    """
+    return traj.result != RESULTS.successful
+
+
+def _raise_if_failed(traj: Trajectory) -> Trajectory:
+    bad = failed(traj)
+    first = jnp.argmax(bad)
+    # Error messages are static, so the message is chosen by the first failure's
+    # result code; `jl.failed` finds the members.
+    messages = [
+        f"`simulate_batch`: a member failed: {message} Pass `throw=False` and use "
+        "`jl.failed(traj)` to see which members failed."
+        for message in RESULTS._index_to_message
+    ]
+    return eqx.branched_error_if(
+        traj, jnp.any(bad), traj.result._value[first], messages
+    )
+
+
+def simulate_batch(
+    system: LagrangianSystem,
+    q0: Array,
+    qd0: Array,
+    *,
+    params: Params = None,
+    devices: Sequence[jax.Device] | None = None,
+    throw: bool = True,
+    **simulate_options: Any,
+) -> Trajectory:
+    """`simulate` a batch of initial states and/or params in one call.
+
+    Built on `jax.vmap` of `simulate`, with the batch split across devices by
+    `jax.shard_map` over a one-axis `jax.sharding.Mesh`: each device integrates its
+    share independently. The batch is padded to a multiple of the number of devices
+    and the padding removed from the result, which equals the unsharded run's.
+    jit-, grad- and vmap-compatible, like `simulate`.
+
+    With several processes (`jax.distributed.initialize` called first in each),
+    `jax.devices()` lists the devices of all of them; every process must call
+    `simulate_batch` with the same inputs, each computes its devices' share, and
+    every process gets the whole result back.
+
+    **Arguments:**
+
+    - `system`: the `LagrangianSystem`.
+    - `q0`, `qd0`: initial states, shape (batch, n), or (n,) for one state shared
+        by all members.
+    - `params`: batched params: the system's params pytree (or, for dict params, a
+        dict with some of its keys) with a leading batch axis on every leaf; these
+        replace the system's params per member. None: all members use
+        `system.params`.
+    - `devices`: the devices to split the batch over (default `jax.devices()`: all
+        of them, in all processes).
+    - `throw`: raise if any member fails. With `throw=False` every member carries
+        its own `result`; `jl.failed(traj)` says which members failed.
+    - `**simulate_options`: the keyword options of `simulate` (`t1`, `saveat`,
+        `solver`, `rtol`, ...), the same for every member. An unknown option is an
+        error.
+
+    **Returns:** a `Trajectory` whose every array has a leading batch axis:
+    `traj.q` has shape (batch, T, n), `traj.result` shape (batch,).
+
+    **Raises:** `ValueError` for inconsistent batch sizes or shapes, unknown
+    options or params keys; with `throw=True`, an error naming the cause if a member
+    fails.
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import jaxlagrange as jl
+
+    def lagrangian(q, qd, t, params):
+        return 0.5 * qd[0] ** 2 + params["g"] * jnp.cos(q[0])
+
+    pendulum = jl.LagrangianSystem(lagrangian, params={"g": 9.81})
+    q0 = jnp.linspace(0.1, 3.0, 64)[:, None]  # 64 amplitudes
+    traj = jl.simulate_batch(pendulum, q0, jnp.zeros(1), t1=5.0)
+    traj.q.shape  # (64, 1, 1)
+    ```
+    """
+    _check_options(simulate_options, "simulate_batch")
+    q0 = _check_state(jnp.asarray(q0), "q0")
+    qd0 = _check_state(jnp.asarray(qd0), "qd0")
+    if params is not None and not system.has_params:
+        raise ValueError("`params` was given but the system has no params.")
+    size = _batch_size(q0, qd0, params)
+    if params is not None:
+        params = _override(system.params, params, size)
+    if q0.shape[-1] != qd0.shape[-1]:
+        raise ValueError(
+            f"q0 and qd0 must have the same number of coordinates, got q0 {q0.shape} "
+            f"and qd0 {qd0.shape}."
+        )
+    batched = {
+        "q0": q0 if q0.ndim == 2 else None,
+        "qd0": qd0 if qd0.ndim == 2 else None,
+    }
+    batched["params"] = params
+    shared = (system, q0 if q0.ndim == 1 else None, qd0 if qd0.ndim == 1 else None)
+    options = tuple(sorted(simulate_options.items()))
+    dyn_options, static_options = eqx.partition(options, eqx.is_array)
+    shared = (shared, dyn_options)
+    fn = _Member(static_options)
+    traj = _sharded_map(fn, batched, shared, size, devices)
+    return _raise_if_failed(traj) if throw else traj
+
+
+class _Member(eqx.Module):
+    """One member of a batch: `simulate` with its initial state and params."""
+
+    static_options: Any = eqx.field(static=True)
+
+    def __call__(self, batched, shared):
+        (system, q0, qd0), dyn_options = shared
+        options = dict(eqx.combine(dyn_options, self.static_options))
+        q0 = batched["q0"] if batched["q0"] is not None else q0
+        qd0 = batched["qd0"] if batched["qd0"] is not None else qd0
+        if batched["params"] is not None:
+            params = _merge(system.params, batched["params"])
+            system = eqx.tree_at(lambda s: s.params, system, params)
+        return simulate(system, q0, qd0, throw=False, **options)

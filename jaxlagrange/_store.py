@@ -1,0 +1,237 @@
+"""A resumable chunked store on disk: a Zarr v3 directory store plus a manifest.
+
+Layout of a store directory:
+
+```
+zarr.json              the root group; attrs: what the sweep was, and the manifest
+inputs/<name>/...      the per-member inputs, batch axis first
+outputs/<name>/...     the per-member outputs, batch axis first
+```
+
+Every array is chunked along the batch axis only, with the sweep's chunk size, so
+one chunk of the sweep is one file per array (`outputs/q/c/3/0/0`). Zarr's local
+store writes every file, `zarr.json` included, to a temporary name and renames it
+into place (zarr >= 3.1.3). The manifest (the root attribute `"manifest"`: the
+completed chunks) is rewritten after a chunk's files are all in place, so a chunk
+is either listed and complete, or not listed and computed again on resume.
+"""
+
+import hashlib
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+_MANIFEST = "manifest"
+_FORMAT = "jaxlagrange-sweep/1"
+
+
+def _zarr():
+    try:
+        import zarr
+    except ImportError:
+        raise ImportError(
+            "Sweeps to disk need Zarr: `pip install 'jaxlagrange[sweep]'` (or "
+            "`pip install zarr`)."
+        ) from None
+    return zarr
+
+
+def fingerprint(arrays: Mapping[str, Any], chunk_size: int, attrs: Any) -> str:
+    """A hash of the inputs and the sweep's description, to refuse a wrong resume."""
+    h = hashlib.sha256()
+    h.update(json.dumps(attrs, sort_keys=True, default=repr).encode())
+    h.update(str(chunk_size).encode())
+    for name in sorted(arrays):
+        x = arrays[name]
+        h.update(f"{name}{tuple(x.shape)}{np.dtype(x.dtype).str}".encode())
+        for start in range(0, x.shape[0], chunk_size):
+            h.update(np.ascontiguousarray(x[start : start + chunk_size]).tobytes())
+    return h.hexdigest()
+
+
+class ChunkedStore:
+    """A Zarr store filled chunk by chunk along a batch axis, resumable."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        size: int,
+        chunk_size: int,
+        inputs: Mapping[str, Any],
+        outputs: Mapping[str, tuple[tuple[int, ...], Any]],
+        attrs: Mapping[str, Any],
+        writer: bool = True,
+    ):
+        """Open the store at `path`, creating it if needed.
+
+        `inputs` are arrays (anything sliceable) with leading axis `size`;
+        `outputs` maps each output name to its per-member (shape, dtype). A store
+        made by a different sweep (other inputs, sizes or attrs) is refused.
+        Only the `writer` process touches the disk.
+        """
+        zarr = _zarr()
+        self.path = Path(path)
+        self.size = size
+        self.chunk_size = chunk_size
+        self.num_chunks = -(-size // chunk_size)
+        self.writer = writer
+        self.key = fingerprint(inputs, chunk_size, dict(attrs))
+        existing = None
+        if (self.path / "zarr.json").exists():
+            existing = zarr.open_group(self.path, mode="r+" if writer else "r")
+        if existing is not None and _MANIFEST in existing.attrs:
+            self.manifest = dict(existing.attrs[_MANIFEST])
+            if self.manifest.get("fingerprint") != self.key:
+                raise ValueError(
+                    f"The store {str(self.path)!r} holds a different sweep (other "
+                    "inputs, sizes or settings); remove it or choose another output "
+                    "directory."
+                )
+            self.group = existing
+            if writer:
+                self._remove_temporaries()
+            return
+        if self.path.exists() and any(self.path.iterdir()):
+            raise ValueError(
+                f"{str(self.path)!r} exists and is not a sweep store; remove it or "
+                "choose another output directory."
+            )
+        self.manifest = {
+            "format": _FORMAT,
+            "fingerprint": self.key,
+            "size": size,
+            "chunk_size": chunk_size,
+            "num_chunks": self.num_chunks,
+            "completed": [],
+        }
+        if not writer:
+            # Other processes wait for the writer to create the store.
+            self.group = None
+            return
+        self.path.mkdir(parents=True, exist_ok=True)
+        group = zarr.open_group(
+            self.path, mode="w", zarr_format=3, attributes=dict(attrs)
+        )
+        for name, x in inputs.items():
+            a = group.create_array(
+                f"inputs/{name}",
+                shape=tuple(x.shape),
+                chunks=(chunk_size, *x.shape[1:]),
+                dtype=np.dtype(x.dtype),
+            )
+            for start in range(0, size, chunk_size):
+                a[start : start + chunk_size] = np.asarray(
+                    x[start : start + chunk_size]
+                )
+        for name, (shape, dtype) in outputs.items():
+            group.create_array(
+                f"outputs/{name}",
+                shape=(size, *shape),
+                chunks=(chunk_size, *shape),
+                dtype=np.dtype(dtype),
+                fill_value=_fill(dtype),
+            )
+        self.group = group
+        self._write_manifest()
+
+    @property
+    def completed(self) -> set[int]:
+        return set(self.manifest["completed"])
+
+    def missing(self) -> list[int]:
+        done = self.completed
+        return [k for k in range(self.num_chunks) if k not in done]
+
+    def bounds(self, chunk: int) -> tuple[int, int]:
+        start = chunk * self.chunk_size
+        return start, min(start + self.chunk_size, self.size)
+
+    def write(self, chunk: int, outputs: Mapping[str, np.ndarray]) -> None:
+        """Write one chunk of every output, then mark it complete."""
+        if not self.writer:
+            return
+        start, stop = self.bounds(chunk)
+        for name, value in outputs.items():
+            self.group[f"outputs/{name}"][start:stop] = value
+        self.manifest["completed"] = sorted(self.completed | {chunk})
+        self._write_manifest()
+
+    def finish(self) -> None:
+        if self.writer and not self.missing():
+            self.manifest["complete"] = True
+            self._write_manifest()
+
+    def _write_manifest(self) -> None:
+        self.group.attrs[_MANIFEST] = self.manifest
+
+    def _remove_temporaries(self) -> None:
+        # Left by a process killed mid-write.
+        for p in self.path.rglob("*.partial"):
+            if p.is_file():
+                p.unlink(missing_ok=True)
+
+
+def _fill(dtype) -> Any:
+    dtype = np.dtype(dtype)
+    if np.issubdtype(dtype, np.inexact):
+        return np.nan
+    if np.issubdtype(dtype, np.integer):
+        return -1
+    return 0
+
+
+class Progress:
+    """A one-line progress bar on stderr, redrawn at most every `interval` seconds."""
+
+    def __init__(
+        self, total: int, *, done: int = 0, enabled: bool = True, label="sweep"
+    ):
+        self.total = total
+        self.done = done
+        self.start_done = done
+        self.enabled = enabled
+        self.label = label
+        self.t0 = time.perf_counter()
+        self.last = -float("inf")
+        self.tty = sys.stderr.isatty()
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        now = time.perf_counter()
+        if self.enabled and (now - self.last > 1.0 or self.done == self.total):
+            self.last = now
+            self._draw(now)
+
+    def _draw(self, now: float) -> None:
+        fraction = self.done / max(self.total, 1)
+        bar = "#" * int(24 * fraction)
+        rate = (self.done - self.start_done) / max(now - self.t0, 1e-9)
+        left = (self.total - self.done) / rate if rate > 0 else float("inf")
+        line = (
+            f"{self.label}: {self.done}/{self.total} chunks [{bar:<24}] "
+            f"{100 * fraction:5.1f}%  {_duration(now - self.t0)} elapsed, "
+            f"{_duration(left)} left"
+        )
+        end = "" if self.tty and self.done < self.total else "\n"
+        print(("\r" if self.tty else "") + line, end=end, file=sys.stderr, flush=True)
+
+
+def _duration(seconds: float) -> str:
+    if not np.isfinite(seconds):
+        return "?"
+    minutes, seconds = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds:02d}s"
+
+
+def open_store(path: str | os.PathLike):
+    """Open a sweep store read-only as a `zarr.Group`."""
+    return _zarr().open_group(Path(path), mode="r")

@@ -182,3 +182,55 @@ def test_output_bytes():
     assert np.array_equal(data["ts"], np.arange(3.0)) and data["q"].shape == (3, 2)
     text = _cli.json_bytes({"a": np.float64(1.5), "b": np.arange(2), "c": float("nan")})
     assert json.loads(text) == {"a": 1.5, "b": [0, 1], "c": None}
+
+
+@pytest.fixture
+def constrained_pendulum():
+    # A pendulum in Cartesian coordinates on the circle x² + y² = 1: a registered
+    # system with one holonomic constraint, removed from the registry afterwards.
+    import jax.numpy as jnp
+
+    import jaxlagrange as jl
+    from jaxlagrange.systems import _registry
+
+    def lagrangian(q, qd, t):
+        return 0.5 * jnp.sum(qd**2) - 9.81 * q[1]
+
+    def circle(q, t):
+        return jnp.array([q @ q - 1.0])
+
+    @jl.systems.register("test_cartesian_pendulum")
+    def factory(params=None, *, q0=None, qd0=None):
+        system = jl.LagrangianSystem(lagrangian, holonomic=circle)
+        q0 = jnp.array([0.6, -0.8]) if q0 is None else jnp.asarray(q0)
+        qd0 = jnp.zeros(2) if qd0 is None else jnp.asarray(qd0)
+        return jl.systems.ReadySystem(
+            system, q0, qd0, "test_cartesian_pendulum", ("x", "y")
+        )
+
+    yield "test_cartesian_pendulum"
+    del _registry._REGISTRY["test_cartesian_pendulum"]
+
+
+def test_run_saves_multipliers_of_constrained_systems(
+    tmp_path, capsys, constrained_pendulum
+):
+    config = tmp_path / "constrained.toml"
+    config.write_text(
+        f"[system]\nname = '{constrained_pendulum}'\n[simulate]\nt1 = 0.5\nsaves = 11\n"
+        "[output]\nplots = false"
+    )
+    status, _, err = _main(
+        capsys, "run", str(config), "--out", str(tmp_path / "o"), "--quiet"
+    )
+    assert status == 0, err
+    assert {p.name for p in (tmp_path / "o").iterdir()} == {
+        "trajectory.npz",
+        "summary.json",
+    }
+    with np.load(tmp_path / "o" / "trajectory.npz") as data:
+        assert data["multipliers"].shape == (11, 1)
+        # Released from rest at angle α below the horizontal (sin α = 0.8), the
+        # constraint force Gᵀλ = 2λ q balances gravity along the rod: 2λ = −g sin α.
+        assert data["multipliers"][0, 0] == pytest.approx(-0.5 * 9.81 * 0.8, rel=1e-10)
+        assert np.all(np.isfinite(data["multipliers"]))

@@ -321,12 +321,60 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+# `jaxlagrange systems`.
+
+
+def _systems_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("names", nargs="*", metavar="NAME", help="only these systems")
+
+
+def _format_value(x: Any) -> str:
+    x = np.asarray(x)
+    return (
+        f"{x.item():g}" if x.ndim == 0 else "[" + ", ".join(f"{v:g}" for v in x) + "]"
+    )
+
+
+def _systems(args: argparse.Namespace) -> int:
+    from . import systems
+
+    for name in args.names:
+        if name not in systems.names():
+            raise CLIError(
+                f"unknown system {name!r}; known systems: {', '.join(systems.names())}"
+            )
+    for name in args.names or systems.names():
+        factory = systems.get(name)
+        ready = factory()
+        options = _config.factory_options(factory)
+        params = ready.system.params or {}
+        print(name)
+        print(f"  coordinates: {', '.join(ready.coordinates)}")
+        print(
+            "  params:      "
+            + ", ".join(f"{k} = {_format_value(v)}" for k, v in params.items())
+        )
+        if options:
+            shown = ", ".join(f"{k} = {v!r}" for k, v in options.items())
+            print(f"  options:     {shown}")
+        print(
+            f"  initial:     q = {_format_value(ready.q0)}, qd = {_format_value(ready.qd0)}"
+        )
+    return 0
+
+
 # The parser and the entry point.
 
 _COMMANDS: list[
     tuple[str, str, Callable[[argparse.ArgumentParser], None], Callable[..., int]]
 ] = [
     ("run", "simulate a system from a TOML config", _run_arguments, _run),
+    (
+        "systems",
+        "list the ready systems, their params and options",
+        _systems_arguments,
+        _systems,
+    ),
 ]
 """(name, help, add_arguments, handler) of each subcommand."""
 

@@ -234,3 +234,20 @@ def test_run_saves_multipliers_of_constrained_systems(
         # constraint force Gᵀλ = 2λ q balances gravity along the rod: 2λ = −g sin α.
         assert data["multipliers"][0, 0] == pytest.approx(-0.5 * 9.81 * 0.8, rel=1e-10)
         assert np.all(np.isfinite(data["multipliers"]))
+
+
+def test_systems_listing(capsys):
+    status, out, _ = _main(capsys, "systems", "spring_chain")
+    assert status == 0
+    assert out.splitlines() == [
+        "spring_chain",
+        "  coordinates: x₁, x₂, x₃, x₄, x₅",
+        "  params:      k = 1, m = 1",
+        "  options:     n = 5",
+        "  initial:     q = [0.5, 0, 0, 0, 0], qd = [0, 0, 0, 0, 0]",
+    ]
+    status, out, err = _main(capsys, "systems", "kepler", "foo")
+    assert status == 1 and out == ""
+    assert err.startswith(
+        "jaxlagrange systems: error: unknown system 'foo'; known systems: "
+    )

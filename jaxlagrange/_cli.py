@@ -1,6 +1,13 @@
 """The `jaxlagrange` command line.
 
-    jaxlagrange run [CONFIG.toml] [--out DIR] [--quiet] [--no-plots]
+    jaxlagrange run [CONFIG.toml] [--out DIR] [--quiet] [--no-plots] [--show-config]
+    jaxlagrange systems [NAME ...]
+
+`run` simulates the system of a TOML config (see `jaxlagrange._config`; without
+one, the embedded default: a chaotic double pendulum) and writes, into `--out`
+(default: `[output] dir`, else `out/<system name>` under the current directory),
+`trajectory.npz` (`ts`, `q`, `qd`, `energy`, and `multipliers` for constrained
+systems), `summary.json` and PNG plots. The simulation runs in float64.
 
 Each subcommand is a pair of small functions, `_<name>_arguments(parser)` and
 `_<name>(args) -> int`, listed in `_COMMANDS`. A subcommand raises `CLIError` (or

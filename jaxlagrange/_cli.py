@@ -159,17 +159,17 @@ def _stats(stats: Mapping[str, Any]) -> dict[str, int]:
     return {k: int(np.asarray(v)) for k, v in stats.items()}
 
 
-def _energy_conserved(system, ts, q, qd) -> bool:
-    """Whether the Jacobi integral is a constant of the motion along (ts, q, qd).
+def _energy_along(system, ts, q, qd):
+    """The Jacobi integral along (ts, q, qd), and whether it is conserved there.
 
-    Not when there are forces or dissipation, nor when L or a constraint depends
-    on t explicitly somewhere on the trajectory.
+    It is not when there are forces or dissipation, nor when L or a constraint
+    depends on t explicitly somewhere on the trajectory.
     """
+    import equinox as eqx
     import jax
     import jax.numpy as jnp
 
-    if system.force is not None or system.dissipation is not None:
-        return False
+    from ._eom import energy
 
     def time_derivatives(q, qd, t):
         parts = [jax.grad(system._lagrangian, argnums=2)(q, qd, t)[None]]
@@ -179,8 +179,15 @@ def _energy_conserved(system, ts, q, qd) -> bool:
             parts.append(jax.jacfwd(system._nonholonomic, argnums=2)(q, qd, t))
         return jnp.concatenate(parts)
 
-    rates = jax.vmap(time_derivatives)(q, qd, ts)
-    return not bool(jnp.any(rates != 0))
+    @eqx.filter_jit
+    def along(ts, q, qd):
+        energies = jax.vmap(energy, in_axes=(None, 0, 0, 0))(system, q, qd, ts)
+        rates = jax.vmap(time_derivatives)(q, qd, ts)
+        return energies, jnp.all(rates == 0)
+
+    energies, autonomous = along(ts, q, qd)
+    forced = system.force is not None or system.dissipation is not None
+    return energies, bool(autonomous) and not forced
 
 
 # `jaxlagrange run`.
@@ -218,7 +225,6 @@ def _run(args: argparse.Namespace) -> int:
     import jax.numpy as jnp
 
     from . import __version__, plotting
-    from ._eom import energy
     from ._simulate import RESULTS, simulate
 
     config = _config.load(args.config)
@@ -258,10 +264,7 @@ def _run(args: argparse.Namespace) -> int:
             f"(t1 = {kwargs['t1']:.6g}): {message}"
         )
 
-    energies = jax.vmap(energy, in_axes=(None, 0, 0, 0))(
-        ready.system, traj.q, traj.qd, traj.ts
-    )
-    conserved = _energy_conserved(ready.system, traj.ts, traj.q, traj.qd)
+    energies, conserved = _energy_along(ready.system, traj.ts, traj.q, traj.qd)
     e0 = float(energies[0])
     drift = float(jnp.max(jnp.abs(energies - energies[0])))
     arrays = {"ts": traj.ts, "q": traj.q, "qd": traj.qd, "energy": energies}

@@ -1,15 +1,30 @@
-"""`simulate`: integrate a `LagrangianSystem` with diffrax, and `Trajectory`."""
+"""`simulate`: integrate a `LagrangianSystem` with diffrax, and `Trajectory`.
 
-from typing import Any
+Failures are named by their cause. diffrax's adaptive controllers reject a step
+whose state is NaN and shrink the step, so a right-hand side that goes NaN (a
+singular mass matrix, the square root of a negative number) would otherwise
+creep towards the bad point until "maximum number of steps reached", and a
+constant step size would carry the NaN silently to t1. Every step size
+controller is therefore wrapped in `_Guard`, which rejects non-finite steps,
+stops the solve once the step can no longer shrink (or, with a fixed step, at
+once), and remembers the failed step; `_diagnose` then probes the dynamics
+along that step to say why it failed.
+"""
+
+from typing import Any, NamedTuple
 
 import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import jax.tree_util as jtu
+import numpy as np
 
 from ._constraints import _dynamics
-from ._custom_types import Array, ScalarLike, VectorLike
-from ._system import LagrangianSystem, _as_state
+from ._custom_types import Array, BoolScalar, Float, ScalarLike, VectorLike
+from ._eom import _terms
+from ._linalg import cholesky
+from ._system import LagrangianSystem
 
 
 class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
@@ -24,7 +39,13 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "constraints are redundant or degenerate there."
     )
     non_finite_state = (
-        "The state became non-finite (NaN or inf) during the solve."
+        "The state or the equations of motion became non-finite (NaN or inf) during "
+        "the solve, e.g. a square root or logarithm of a negative number in a user "
+        "function."
+    )
+    step_size_collapsed = (
+        "The step size collapsed to the resolution of t before t1: the solution "
+        "blows up or is not smooth there."
     )
 
 
@@ -38,16 +59,20 @@ class Trajectory(eqx.Module):
     - `multipliers`: Lagrange multipliers at `ts`, shape (T, m + k + u)
         (holonomic, nonholonomic, unilateral; (T, 0) without constraints).
     - `result`: a `jaxlagrange.RESULTS` code; `RESULTS.successful` on success.
-    - `t_final`: the time the solve reached (t1 on success).
-    - `stats`: diffrax's statistics (`num_steps`, `num_accepted_steps`, ...).
+    - `t_final`: the time the solve reached (t1 on success; on failure the last
+        accepted time, and t0 for a non-finite initial state).
+    - `stats`: diffrax's statistics (`num_steps`, `num_accepted_steps`,
+        `num_rejected_steps`, `max_steps`).
+
+    After a failure the save times that were not reached hold `inf`, as in diffrax.
     """
 
-    ts: Array
-    q: Array
-    qd: Array
-    multipliers: Array
+    ts: Float[Array, " T"]
+    q: Float[Array, "T n"]
+    qd: Float[Array, "T n"]
+    multipliers: Float[Array, "T c"]
     result: RESULTS
-    t_final: Array
+    t_final: Float[Array, ""]
     stats: dict[str, Any]
 
 
@@ -56,18 +81,249 @@ def _vector_field(t, y, args):
     q, qd = y
     dyn = _dynamics(system, q, qd, t, baumgarte=baumgarte)
     bad = dyn.singular_mass | dyn.singular_constraints
-    # NaN makes diffrax's adaptive controller reject the step; the cause is then
-    # diagnosed from the final state and reported by its own result code.
+    # A NaN step is rejected by `_Guard`; the cause is found by `_diagnose`.
     qdd = jnp.where(bad, jnp.nan, dyn.accelerations)
     return qd, qdd
 
 
-def _diagnose(system, q, qd, t, baumgarte) -> RESULTS:
+def _all_finite(tree) -> BoolScalar:
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jtu.tree_leaves(tree)]
+    return jnp.stack(leaves).all() if leaves else jnp.array(True)
+
+
+class _GuardState(NamedTuple):
+    inner: Any  # the wrapped controller's state
+    resolution: Array  # the smallest step that still advances t meaningfully
+    failed_dt: Array  # size of the step that stopped the solve (0: none)
+    failed_finite: BoolScalar  # whether that step's state was finite
+
+
+class _AbstractGuard(diffrax.AbstractStepSizeController):
+    """Rejects non-finite steps and stops the solve when the step cannot shrink."""
+
+    controller: eqx.AbstractVar[diffrax.AbstractStepSizeController]
+
+    def wrap(self, direction):
+        return type(self)(self.controller.wrap(direction))
+
+    def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
+        tnext, inner = self.controller.init(
+            terms, t0, t1, y0, dt0, args, func, error_order
+        )
+        span = jnp.maximum(jnp.abs(t0), jnp.abs(t1))
+        dtype = jnp.result_type(tnext)
+        resolution = 16 * jnp.finfo(dtype).eps * span.astype(dtype)
+        state = _GuardState(inner, resolution, jnp.zeros((), dtype), jnp.array(True))
+        return tnext, state
+
+    def adapt_step_size(
+        self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state
+    ):
+        inner, resolution, failed_dt, failed_finite = controller_state
+        keep, next_t0, next_t1, made_jump, inner, result = (
+            self.controller.adapt_step_size(
+                t0, t1, y0, y1_candidate, args, y_error, error_order, inner
+            )
+        )
+        finite = _all_finite(y1_candidate)
+        keep = keep & finite
+        # An adaptive controller has already shrunk the step of a non-finite state
+        # (diffrax turns its NaN error into inf); a fixed one must not advance.
+        dt = next_t1 - next_t0
+        next_t0 = jnp.where(finite, next_t0, t0)
+        next_t1 = next_t0 + dt
+        if isinstance(self, _AdaptiveGuard):
+            stuck = dt <= resolution
+        else:
+            stuck = ~finite
+        failed_dt = jnp.where(stuck, t1 - t0, failed_dt)
+        failed_finite = jnp.where(stuck, finite, failed_finite)
+        result = diffrax.RESULTS.where(stuck, diffrax.RESULTS.dt_min_reached, result)
+        state = _GuardState(inner, resolution, failed_dt, failed_finite)
+        return keep, next_t0, next_t1, made_jump, state, result
+
+
+class _FixedGuard(_AbstractGuard):
+    controller: diffrax.AbstractStepSizeController
+
+
+class _AdaptiveGuard(_AbstractGuard, diffrax.AbstractAdaptiveStepSizeController):
+    controller: diffrax.AbstractAdaptiveStepSizeController
+
+    # Implicit solvers read the tolerances of an adaptive controller.
+    @property
+    def rtol(self):
+        return self.controller.rtol
+
+    @property
+    def atol(self):
+        return self.controller.atol
+
+    @property
+    def norm(self):
+        return self.controller.norm
+
+
+def _guard(controller: diffrax.AbstractStepSizeController) -> _AbstractGuard:
+    if isinstance(controller, diffrax.AbstractAdaptiveStepSizeController):
+        return _AdaptiveGuard(controller)
+    return _FixedGuard(controller)
+
+
+# Where along the failed step (as fractions of it) the dynamics are probed.
+_PROBES = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.25, 1.5)
+
+
+def _diagnose(system, y0, t0, y, t, guard: _GuardState, baumgarte) -> RESULTS:
+    """Name the cause of a stopped solve from the probes along the failed step.
+
+    `y0`, `t0` is the initial state, `y`, `t` the last accepted one.
+    """
+    (q0, qd0), (q, qd), dt = y0, y, guard.failed_dt
     dyn = _dynamics(system, q, qd, t, baumgarte=baumgarte)
-    finite = jnp.all(jnp.isfinite(q)) & jnp.all(jnp.isfinite(qd))
-    result = RESULTS.where(dyn.singular_constraints, RESULTS.redundant_constraints, RESULTS.successful)
-    result = RESULTS.where(dyn.singular_mass, RESULTS.singular_mass_matrix, result)
-    return RESULTS.where(finite, result, RESULTS.non_finite_state)
+    s = jnp.asarray(_PROBES, q.dtype) * dt
+    qs = q + s[:, None] * qd
+    qds = qd + s[:, None] * dyn.accelerations
+
+    def probe(q, qd, t):
+        return _dynamics(system, q, qd, t, baumgarte=baumgarte)
+
+    probes = jax.vmap(probe)(qs, qds, t + s)
+    nonfinite = ~(
+        jnp.all(jnp.isfinite(probes.accelerations), axis=1)
+        & jnp.all(jnp.isfinite(qs), axis=1)
+        & jnp.all(jnp.isfinite(qds), axis=1)
+    )
+    # The first bad probe along the step; at one probe, singular mass comes first.
+    bad = probes.singular_mass | probes.singular_constraints | nonfinite
+    first = jnp.argmax(bad)
+    # A solution that blows up at a singular M stops just short of it, where a
+    # pivot of M has fallen below eps^(1/4) of that diagonal entry at t0.
+    masses = jax.vmap(lambda q, qd, t: _terms(system, q, qd, t).mass)(
+        jnp.stack([q0, q]), jnp.stack([qd0, qd]), jnp.stack([t0, t])
+    )
+    pivots = jnp.diagonal(cholesky(masses[1]).factor) ** 2
+    ratios = pivots / jnp.abs(jnp.diagonal(masses[0]))
+    nearly_singular = ~jnp.all(ratios > jnp.finfo(q.dtype).eps ** 0.25)
+
+    result = RESULTS.where(
+        guard.failed_finite, RESULTS.step_size_collapsed, RESULTS.non_finite_state
+    )
+    result = RESULTS.where(nearly_singular, RESULTS.singular_mass_matrix, result)
+    result = RESULTS.where(nonfinite[first], RESULTS.non_finite_state, result)
+    result = RESULTS.where(
+        probes.singular_constraints[first], RESULTS.redundant_constraints, result
+    )
+    return RESULTS.where(
+        probes.singular_mass[first], RESULTS.singular_mass_matrix, result
+    )
+
+
+def _known(x) -> np.ndarray | None:
+    """`x` as a NumPy array if its value is known at trace time, else None."""
+    return None if isinstance(x, jax.core.Tracer) else np.asarray(x)
+
+
+def _check_tolerance(name: str, value) -> Array:
+    known = _known(value)
+    value = jnp.asarray(value)
+    if value.shape != () or not (
+        jnp.issubdtype(value.dtype, jnp.floating)
+        or jnp.issubdtype(value.dtype, jnp.integer)
+    ):
+        raise ValueError(
+            f"`{name}` must be a positive scalar, got shape {value.shape} and "
+            f"dtype {value.dtype}."
+        )
+    message = f"`{name}` must be positive and finite, got {{}}."
+    if known is not None:
+        if not (np.isfinite(known) and known > 0):
+            raise ValueError(message.format(float(known)))
+        return value
+    bad = ~(jnp.isfinite(value) & (value > 0))
+    return eqx.error_if(value, bad, message.format("a value that is not"))
+
+
+def _check_times(t0, t1, saveat, dtype) -> tuple[Array, Array, Array]:
+    a, b = _known(t0), _known(t1)
+    s = b[None] if saveat is None and b is not None else _known(saveat)
+    t0 = jnp.asarray(t0)
+    t1 = jnp.asarray(t1)
+    for name, t in (("t0", t0), ("t1", t1)):
+        if t.shape != ():
+            raise ValueError(f"`{name}` must be a scalar, got shape {t.shape}.")
+    t0 = t0.astype(dtype)
+    t1 = t1.astype(dtype)
+    if saveat is None:
+        ts = t1[None]
+    else:
+        ts = jnp.asarray(saveat)
+        if ts.ndim != 1 or ts.shape[0] == 0:
+            raise ValueError(
+                "`saveat` must be a non-empty 1-D array of times, got shape "
+                f"{ts.shape}."
+            )
+        ts = ts.astype(dtype)
+
+    order = "`t1` must be greater than `t0`, got t0 = {} and t1 = {}."
+    increasing = "`saveat` must be strictly increasing{}."
+    inside = "`saveat` must lie in [t0, t1] = [{}, {}]{}."
+    if a is not None and b is not None and s is not None:
+        a, b = float(a), float(b)
+        if not (np.isfinite(a) and np.isfinite(b) and b > a):
+            raise ValueError(order.format(a, b))
+        if np.any(np.diff(s) <= 0):
+            i = int(np.argmax(np.diff(s) <= 0))
+            raise ValueError(
+                increasing.format(
+                    f", but saveat[{i}] = {s[i]} and saveat[{i + 1}] = {s[i + 1]}"
+                )
+            )
+        if np.any((s < a) | (s > b)) or not np.all(np.isfinite(s)):
+            i = int(np.argmax((s < a) | (s > b) | ~np.isfinite(s)))
+            raise ValueError(inside.format(a, b, f", but saveat[{i}] = {s[i]}"))
+        return t0, t1, ts
+    t1 = eqx.error_if(t1, ~(t1 > t0), order.format("t0", "a value not greater"))
+    ts = eqx.error_if(ts, jnp.any(ts[1:] <= ts[:-1]), increasing.format(""))
+    ts = eqx.error_if(ts, jnp.any((ts < t0) | (ts > t1)), inside.format("t0", "t1", ""))
+    return t0, t1, ts
+
+
+def _as_initial_state(q0, qd0) -> tuple[Array, Array]:
+    q0 = jnp.asarray(q0)
+    qd0 = jnp.asarray(qd0)
+    if q0.ndim != 1:
+        raise ValueError(
+            f"`q0` must be a 1-D array of coordinates, got shape {q0.shape}."
+        )
+    if qd0.shape != q0.shape:
+        raise ValueError(
+            "`q0` and `qd0` must have the same shape, got q0 "
+            f"{q0.shape} and qd0 {qd0.shape}."
+        )
+    dtype = jnp.result_type(q0.dtype, qd0.dtype, float)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise ValueError(f"`q0` and `qd0` must be real, got dtype {dtype}.")
+    return q0.astype(dtype), qd0.astype(dtype)
+
+
+_NON_FINITE_INITIAL = (
+    "The initial state (q0, qd0) contains a non-finite value (NaN or inf)."
+)
+
+
+def _messages(max_steps: int) -> list[str]:
+    messages = list(RESULTS._index_to_message)  # pyright: ignore
+    suffix = (
+        "\nWith `jl.simulate(..., throw=False)` the trajectory up to the failure is "
+        "returned and `Trajectory.t_final` is the time reached."
+    )
+    steps = RESULTS.max_steps_reached._value  # pyright: ignore
+    messages[int(steps)] = (
+        f"The maximum number of solver steps ({max_steps}) was reached before t1. "
+        "Raise it with `jl.simulate(..., max_steps=...)`, or loosen `rtol`/`atol`."
+    )
+    return [m + suffix if m else m for m in messages]
 
 
 def simulate(
@@ -77,50 +333,171 @@ def simulate(
     *,
     t0: ScalarLike = 0.0,
     t1: ScalarLike,
-    saveat: Any = None,
+    saveat: Float[Array, " T"] | None = None,
     solver: diffrax.AbstractSolver | None = None,
-    rtol: float = 1e-8,
-    atol: float = 1e-8,
+    rtol: ScalarLike = 1e-8,
+    atol: ScalarLike = 1e-8,
     dt0: ScalarLike | None = None,
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
     max_steps: int = 100_000,
     adjoint: diffrax.AbstractAdjoint | None = None,
-    baumgarte: tuple[float, float] | None = None,
+    baumgarte: tuple[ScalarLike, ScalarLike] | None = None,
     progress_meter: diffrax.AbstractProgressMeter | None = None,
     throw: bool = True,
 ) -> Trajectory:
     """Integrate the equations of motion from (q0, qd0) at t0 to t1.
+
+    `simulate` is a pure function of its array arguments: it can be `jax.jit`-ed,
+    `jax.vmap`-ed (over initial states, times or the system's params) and
+    differentiated with `jax.grad` with respect to the params and the initial state.
 
     **Arguments:**
 
     - `system`: the `LagrangianSystem`.
     - `q0`, `qd0`: initial coordinates and velocities, shape (n,).
     - `t0`, `t1`: start and end time, t1 > t0.
-    - `saveat`: increasing array of times in [t0, t1] to save at (None: t1 only).
-    - `solver`: any diffrax ODE solver (default `diffrax.Tsit5()`).
-    - `rtol`, `atol`: tolerances of the adaptive step-size controller.
-    - `dt0`: initial step (None: chosen automatically).
-    - `stepsize_controller`: overrides the default `diffrax.PIDController(rtol, atol)`.
+    - `saveat`: strictly increasing 1-D array of times in [t0, t1] to save at
+        (None: t1 only).
+    - `solver`: any diffrax ODE solver. The default, `diffrax.Tsit5()`, took the
+        least wall time on the benchmarked systems at rtol 1e-8 (see
+        `benchmarks/bench_simulate.py`); for rtol ≲ 1e-10 prefer `diffrax.Dopri8()`.
+    - `rtol`, `atol`: tolerances of the default adaptive step-size controller
+        `diffrax.PIDController(rtol, atol)`, positive.
+    - `dt0`: initial step (None: chosen automatically); required with a constant
+        step size, e.g. `stepsize_controller=diffrax.ConstantStepSize()`.
+    - `stepsize_controller`: replaces the default `diffrax.PIDController(rtol, atol)`.
     - `max_steps`: the most steps the solver may take.
-    - `adjoint`: how to differentiate (default `diffrax.RecursiveCheckpointAdjoint()`).
+    - `adjoint`: how to differentiate. The default,
+        `diffrax.RecursiveCheckpointAdjoint()`, differentiates the solver's own
+        operations (exact gradients of the computed trajectory, memory O(log steps)
+        checkpoints). `diffrax.BacksolveAdjoint()` solves the adjoint ODE backwards
+        (O(1) memory, gradients only as accurate as that solve);
+        `diffrax.DirectAdjoint()` also supports forward-mode `jax.jvp`/`jax.jacfwd`.
     - `baumgarte`: gains (α, β) of the constraint stabilization (None: no
         stabilization).
-    - `progress_meter`: a diffrax progress meter, e.g. `diffrax.TqdmProgressMeter()`.
-    - `throw`: raise on failure; with `throw=False` inspect `Trajectory.result`.
+    - `progress_meter`: a diffrax progress meter for long runs, e.g.
+        `diffrax.TextProgressMeter()` (`diffrax.TqdmProgressMeter()` needs the
+        `tqdm` package).
+    - `throw`: raise on failure. With `throw=False` check `Trajectory.result`; under
+        `vmap` every member then has its own result and `t_final`.
 
     **Returns:** a `Trajectory`.
+
+    **Raises:**
+
+    - `ValueError` at trace time for wrong shapes (`q0` and `qd0` must be 1-D of the
+        same shape, `saveat` 1-D), and for values known at trace time: t1 ≤ t0,
+        `saveat` not increasing or outside [t0, t1], non-positive `rtol`/`atol`,
+        a non-finite initial state (with `throw=True`).
+    - Under `jax.jit` the same value checks as runtime errors
+        (`equinox.EquinoxRuntimeError`).
+    - With `throw=True`, a runtime error naming the failure: the maximum number of
+        steps reached (and how to raise it), a singular mass matrix, redundant
+        constraints, a non-finite state, a collapsed step size.
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import jaxlagrange as jl
+
+    def lagrangian(q, qd, t, params):
+        return 0.5 * qd[0] ** 2 + params["g"] * jnp.cos(q[0])
+
+    pendulum = jl.LagrangianSystem(lagrangian, params={"g": 9.81})
+    traj = jl.simulate(
+        pendulum, jnp.array([1.0]), jnp.array([0.0]), t1=10.0,
+        saveat=jnp.linspace(0.0, 10.0, 101),
+    )
+    traj.q.shape  # (101, 1)
+    ```
     """
-    q0, qd0, t0 = _as_state(q0, qd0, t0, where="q0")
+    if not isinstance(system, LagrangianSystem):
+        raise ValueError(
+            f"`system` must be a jaxlagrange.LagrangianSystem, got {type(system).__name__}."
+        )
+    if (
+        isinstance(max_steps, bool)
+        or not isinstance(max_steps, (int, np.integer))
+        or max_steps < 1
+    ):
+        raise ValueError(f"`max_steps` must be a positive int, got {max_steps!r}.")
+    max_steps = int(max_steps)
+    if solver is not None and not isinstance(solver, diffrax.AbstractSolver):
+        raise ValueError(
+            f"`solver` must be a diffrax solver, got {type(solver).__name__}."
+        )
+    if progress_meter is not None and not isinstance(
+        progress_meter, diffrax.AbstractProgressMeter
+    ):
+        raise ValueError(
+            "`progress_meter` must be a diffrax progress meter such as "
+            f"diffrax.TextProgressMeter(), got {type(progress_meter).__name__}."
+        )
+    q0_in, qd0_in = q0, qd0
+    q0, qd0 = _as_initial_state(q0, qd0)
     dtype = q0.dtype
-    t1 = jnp.asarray(t1, dtype)
-    ts = t1[None] if saveat is None else jnp.asarray(saveat, dtype)
+    t0, t1, ts = _check_times(t0, t1, saveat, dtype)
+    rtol = _check_tolerance("rtol", rtol)
+    atol = _check_tolerance("atol", atol)
+
+    known = (_known(q0_in), _known(qd0_in))
+    if throw and known[0] is not None and known[1] is not None:
+        if not (np.all(np.isfinite(known[0])) and np.all(np.isfinite(known[1]))):
+            raise ValueError(_NON_FINITE_INITIAL)
+    if dt0 is not None:
+        dt0 = jnp.asarray(dt0, dtype)
+    if baumgarte is not None:
+        baumgarte = tuple(jnp.asarray(gain, dtype) for gain in baumgarte)
     solver = diffrax.Tsit5() if solver is None else solver
     if stepsize_controller is None:
         stepsize_controller = diffrax.PIDController(rtol=rtol, atol=atol)
     adjoint = diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint
-    progress_meter = (
-        diffrax.NoProgressMeter() if progress_meter is None else progress_meter
+    if progress_meter is None:
+        progress_meter = diffrax.NoProgressMeter()
+    return _solve(
+        system,
+        q0,
+        qd0,
+        t0,
+        t1,
+        ts,
+        solver,
+        dt0,
+        stepsize_controller,
+        max_steps,
+        adjoint,
+        baumgarte,
+        progress_meter,
+        throw,
     )
+
+
+@eqx.filter_jit
+def _solve(
+    system,
+    q0,
+    qd0,
+    t0,
+    t1,
+    ts,
+    solver,
+    dt0,
+    stepsize_controller,
+    max_steps,
+    adjoint,
+    baumgarte,
+    progress_meter,
+    throw,
+) -> Trajectory:
+    dtype = q0.dtype
+    finite = _all_finite((q0, qd0))
+    if throw:
+        q0 = eqx.error_if(q0, ~finite, _NON_FINITE_INITIAL)
+    # A non-finite initial state is integrated as zeros and reported afterwards.
+    q0 = jnp.where(finite, q0, 0.0)
+    qd0 = jnp.where(finite, qd0, 0.0)
+
     args = (system, baumgarte)
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(_vector_field),
@@ -130,26 +507,48 @@ def simulate(
         dt0=dt0,
         y0=(q0, qd0),
         args=args,
-        saveat=diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True)]),
-        stepsize_controller=stepsize_controller,
+        saveat=diffrax.SaveAt(ts=ts, t1=True, controller_state=True),
+        stepsize_controller=_guard(stepsize_controller),
         adjoint=adjoint,
         max_steps=max_steps,
         progress_meter=progress_meter,
         throw=False,
     )
-    (saved_ts, final_ts), ((q, qd), (q_final, qd_final)) = sol.ts, sol.ys
-    t_final = final_ts[0]
+    # The final state follows the save times that were reached.
+    last = jnp.sum(jnp.isfinite(sol.ts)) - 1
+    reached = jnp.arange(ts.shape[0]) < last
+    t_final = sol.ts[last]
+    q_final, qd_final = (y[last] for y in sol.ys)
+    inf = jnp.array(jnp.inf, dtype)
+    saved_ts = jnp.where(reached, sol.ts[:-1], inf)
+    q, qd = (jnp.where(reached[:, None], y[:-1], inf) for y in sol.ys)
     result = RESULTS.promote(sol.result)
-    diagnosed = _diagnose(system, q_final[0], qd_final[0], t_final, baumgarte)
-    failed = result != RESULTS.successful
-    result = RESULTS.where(failed & (diagnosed != RESULTS.successful), diagnosed, result)
-    result = RESULTS.where(
-        diagnosed == RESULTS.non_finite_state, RESULTS.non_finite_state, result
+    guard = sol.controller_state
+    stopped = (result == RESULTS.dt_min_reached) & (guard.failed_dt != 0)
+    diagnosed = _diagnose(
+        system, (q0, qd0), t0, (q_final, qd_final), t_final, guard, baumgarte
     )
-    multipliers = jax.vmap(
-        lambda q, qd, t: _dynamics(system, q, qd, t, baumgarte=baumgarte).multipliers
-    )(q, qd, saved_ts)
-    traj = Trajectory(saved_ts, q, qd, multipliers, result, t_final, sol.stats)
+    result = RESULTS.where(stopped, diagnosed, result)
+    result = RESULTS.where(finite, result, RESULTS.non_finite_state)
+    t_final = jnp.where(finite, t_final, t0)
+    reached = reached & finite
+    saved_ts = jnp.where(reached, saved_ts, inf)
+    q, qd = (jnp.where(reached[:, None], y, inf) for y in (q, qd))
+    if system.has_constraints:
+        dyn = jax.vmap(
+            lambda q, qd, t: _dynamics(system, q, qd, t, baumgarte=baumgarte)
+        )(
+            jnp.where(reached[:, None], q, 0.0),
+            jnp.where(reached[:, None], qd, 0.0),
+            jnp.where(reached, saved_ts, t0),
+        )
+        multipliers = jnp.where(reached[:, None], dyn.multipliers, jnp.inf)
+    else:
+        multipliers = jnp.zeros((ts.shape[0], 0), dtype)
+    stats = dict(sol.stats)
+    traj = Trajectory(saved_ts, q, qd, multipliers, result, t_final, stats)
     if throw:
-        traj = result.error_if(traj, result != RESULTS.successful)
+        traj = eqx.branched_error_if(
+            traj, result != RESULTS.successful, result._value, _messages(max_steps)
+        )
     return traj

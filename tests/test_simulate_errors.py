@@ -1,0 +1,206 @@
+"""`simulate` on bad input and on failing solves: clear errors and result codes."""
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.integrate
+
+import jaxlagrange as jl
+
+
+def _pendulum(q, qd, t):
+    return 0.5 * qd[0] ** 2 + jnp.cos(q[0])
+
+
+def _degenerating(q, qd, t):
+    # M = diag(1, 1 − q₀): q₀ moves at constant speed (qd₁ = 0 stays 0), so M turns
+    # singular at q₀ = 1 with perfectly finite dynamics before.
+    return 0.5 * qd[0] ** 2 + 0.5 * (1 - q[0]) * qd[1] ** 2
+
+
+def _blowing_up(q, qd, t):
+    # M = 1 − q²; (1 − q²) qd² is conserved, so from q = 0, qd = 1 the particle
+    # reaches q = 1 at t = ∫₀¹ √(1 − q²) dq = π/4 with qd → ∞.
+    return 0.5 * (1 - q[0] ** 2) * qd[0] ** 2
+
+
+def _three_halves(q, qd, t):
+    # V = q^{3/2} is NaN for q < 0: crossing q = 0 makes the right-hand side NaN.
+    return 0.5 * qd[0] ** 2 - q[0] ** 1.5
+
+
+pendulum = jl.LagrangianSystem(_pendulum)
+degenerating = jl.LagrangianSystem(_degenerating)
+blowing_up = jl.LagrangianSystem(_blowing_up)
+three_halves = jl.LagrangianSystem(_three_halves)
+q1, qd1 = jnp.array([1.0]), jnp.array([0.0])
+fixed = dict(dt0=0.01, stepsize_controller=diffrax.ConstantStepSize())
+
+
+def _crossing_time():
+    # From q = 1, qd = −2 with E = 3: t* = ∫₀¹ dq / √(2(E − q^{3/2})).
+    value, _ = scipy.integrate.quad(lambda q: 1 / np.sqrt(6 - 2 * q**1.5), 0, 1)
+    return value
+
+
+# Trace-time errors.
+
+
+def test_t1_not_after_t0():
+    with pytest.raises(ValueError, match=r"`t1` must be greater than `t0`.*t1 = 0.5"):
+        jl.simulate(pendulum, q1, qd1, t0=1.0, t1=0.5)
+    with pytest.raises(ValueError, match="`t1` must be greater than `t0`"):
+        jl.simulate(pendulum, q1, qd1, t0=1.0, t1=1.0)
+
+
+def test_saveat_checks():
+    with pytest.raises(
+        ValueError, match=r"`saveat` must lie in \[t0, t1\].*saveat\[2\]"
+    ):
+        jl.simulate(pendulum, q1, qd1, t1=1.0, saveat=jnp.array([0.0, 0.5, 1.5]))
+    with pytest.raises(ValueError, match=r"`saveat` must lie in \[t0, t1\]"):
+        jl.simulate(pendulum, q1, qd1, t0=0.2, t1=1.0, saveat=jnp.array([0.1, 0.5]))
+    with pytest.raises(ValueError, match=r"strictly increasing, but saveat\[1\] = 0.5"):
+        jl.simulate(pendulum, q1, qd1, t1=1.0, saveat=jnp.array([0.0, 0.5, 0.5]))
+    with pytest.raises(ValueError, match="strictly increasing"):
+        jl.simulate(pendulum, q1, qd1, t1=1.0, saveat=jnp.array([0.5, 0.2]))
+    with pytest.raises(
+        ValueError, match=r"non-empty 1-D array of times, got shape \(2, 2\)"
+    ):
+        jl.simulate(pendulum, q1, qd1, t1=1.0, saveat=jnp.zeros((2, 2)))
+    with pytest.raises(
+        ValueError, match=r"non-empty 1-D array of times, got shape \(0,\)"
+    ):
+        jl.simulate(pendulum, q1, qd1, t1=1.0, saveat=jnp.zeros((0,)))
+
+
+@pytest.mark.parametrize("name", ["rtol", "atol"])
+@pytest.mark.parametrize("value", [0.0, -1e-8, float("nan")])
+def test_tolerances_must_be_positive(name, value):
+    with pytest.raises(ValueError, match=f"`{name}` must be positive and finite"):
+        jl.simulate(pendulum, q1, qd1, t1=1.0, **{name: value})
+
+
+def test_state_shapes():
+    with pytest.raises(ValueError, match=r"`q0` and `qd0` must have the same shape"):
+        jl.simulate(pendulum, jnp.zeros(2), jnp.zeros(3), t1=1.0)
+    with pytest.raises(ValueError, match=r"`q0` must be a 1-D array.*\(2, 1\)"):
+        jl.simulate(pendulum, jnp.zeros((2, 1)), jnp.zeros((2, 1)), t1=1.0)
+    with pytest.raises(ValueError, match=r"`t0` must be a scalar"):
+        jl.simulate(pendulum, q1, qd1, t0=jnp.zeros(2), t1=1.0)
+
+
+def test_option_checks():
+    with pytest.raises(ValueError, match="`max_steps` must be a positive int"):
+        jl.simulate(pendulum, q1, qd1, t1=1.0, max_steps=0)
+    with pytest.raises(
+        ValueError, match="`system` must be a jaxlagrange.LagrangianSystem"
+    ):
+        jl.simulate(_pendulum, q1, qd1, t1=1.0)
+    with pytest.raises(ValueError, match="`solver` must be a diffrax solver"):
+        jl.simulate(pendulum, q1, qd1, t1=1.0, solver="tsit5")
+    with pytest.raises(ValueError, match="`progress_meter` must be a diffrax progress"):
+        jl.simulate(pendulum, q1, qd1, t1=1.0, progress_meter=True)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'rtoll'"):
+        jl.simulate(pendulum, q1, qd1, t1=1.0, rtoll=1e-6)
+
+
+def test_non_finite_initial_state():
+    with pytest.raises(
+        ValueError, match=r"initial state \(q0, qd0\) contains a non-finite"
+    ):
+        jl.simulate(pendulum, jnp.array([jnp.nan]), qd1, t1=1.0)
+    traj = jl.simulate(pendulum, q1, jnp.array([jnp.inf]), t0=0.5, t1=1.0, throw=False)
+    assert traj.result == jl.RESULTS.non_finite_state
+    assert traj.t_final == 0.5
+    assert not np.any(np.isfinite(traj.q))
+
+
+# The same checks under jit, where the values are not known at trace time. Under
+# `jax.jit` (not `eqx.filter_jit`) XLA re-raises equinox's error as its own type.
+_UNDER_JIT = (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError, ValueError)
+
+
+def test_value_checks_under_jit():
+    @jax.jit
+    def final(q0, t1, rtol, saves):
+        return jl.simulate(pendulum, q0, qd1, t1=t1, rtol=rtol, saveat=saves).q
+
+    good = (q1, 1.0, 1e-8, jnp.array([0.5, 1.0]))
+    assert np.all(np.isfinite(final(*good)))
+    with pytest.raises(_UNDER_JIT, match="initial state"):
+        final(jnp.array([jnp.nan]), *good[1:])
+    with pytest.raises(_UNDER_JIT, match="`t1` must be greater than `t0`"):
+        final(q1, -1.0, *good[2:])
+    with pytest.raises(_UNDER_JIT, match="`rtol` must be positive"):
+        final(q1, 1.0, -1.0, good[3])
+    with pytest.raises(_UNDER_JIT, match="strictly increasing"):
+        final(*good[:3], jnp.array([1.0, 0.5]))
+    with pytest.raises(_UNDER_JIT, match=r"must lie in \[t0, t1\]"):
+        final(*good[:3], jnp.array([0.5, 2.0]))
+
+
+# Solver failures: result codes, the time reached, and the raised messages.
+
+
+def test_max_steps():
+    traj = jl.simulate(pendulum, q1, qd1, t1=10.0, max_steps=10, throw=False)
+    assert traj.result == jl.RESULTS.max_steps_reached
+    assert 0 < traj.t_final < 10.0
+    assert traj.stats["num_steps"] == 10
+    with pytest.raises(
+        eqx.EquinoxRuntimeError,
+        match=r"maximum number of solver steps \(10\) was reached before t1\. Raise it "
+        r"with `jl.simulate\(\.\.\., max_steps=\.\.\.\)`",
+    ):
+        jl.simulate(pendulum, q1, qd1, t1=10.0, max_steps=10)
+
+
+@pytest.mark.parametrize("options", [{}, fixed], ids=["adaptive", "constant"])
+def test_singular_mass_matrix(options):
+    q0, qd0 = jnp.zeros(2), jnp.array([1.0, 0.0])
+    traj = jl.simulate(degenerating, q0, qd0, t1=3.0, throw=False, **options)
+    assert traj.result == jl.RESULTS.singular_mass_matrix
+    # Singular at t = 1: adaptive steps close in on it, a fixed step stops before.
+    tol = 1e-12 if not options else 0.01 + 1e-12
+    assert 1.0 - tol <= traj.t_final <= 1.0
+    with pytest.raises(eqx.EquinoxRuntimeError, match="mass matrix .* became singular"):
+        jl.simulate(degenerating, q0, qd0, t1=3.0, **options)
+
+
+def test_singular_mass_matrix_at_a_blow_up():
+    traj = jl.simulate(blowing_up, jnp.zeros(1), jnp.ones(1), t1=2.0, throw=False)
+    assert traj.result == jl.RESULTS.singular_mass_matrix
+    assert abs(traj.t_final - np.pi / 4) < 1e-8
+
+
+@pytest.mark.parametrize("options", [{}, fixed], ids=["adaptive", "constant"])
+def test_nan_right_hand_side(options):
+    q0, qd0 = jnp.ones(1), jnp.array([-2.0])
+    traj = jl.simulate(three_halves, q0, qd0, t1=3.0, throw=False, **options)
+    assert traj.result == jl.RESULTS.non_finite_state
+    tol = 1e-10 if not options else 0.01
+    assert _crossing_time() - tol <= traj.t_final <= _crossing_time()
+    # What was reached before the failure is kept; the rest is inf, as in diffrax.
+    assert np.all(np.isfinite(traj.q[traj.ts <= traj.t_final]))
+    with pytest.raises(eqx.EquinoxRuntimeError, match="became non-finite"):
+        jl.simulate(three_halves, q0, qd0, t1=3.0, **options)
+
+
+def test_vmap_has_a_result_per_member():
+    q0 = jnp.zeros((3, 2))
+    qd0 = jnp.array([[1.0, 0.0], [0.1, 0.0], [0.15, 0.0]])  # singular at t = 1, 10, 6.7
+    batched = jax.vmap(
+        lambda q0, qd0: jl.simulate(degenerating, q0, qd0, t1=5.0, throw=False)
+    )(q0, qd0)
+    singular = batched.result == jl.RESULTS.singular_mass_matrix
+    successful = batched.result == jl.RESULTS.successful
+    np.testing.assert_array_equal(singular, [True, False, False])
+    np.testing.assert_array_equal(successful, [False, True, True])
+    np.testing.assert_allclose(batched.t_final, [1.0, 5.0, 5.0], rtol=1e-12)
+    # With throw=True one failing member raises for the whole batch.
+    with pytest.raises(eqx.EquinoxRuntimeError, match="mass matrix"):
+        jax.vmap(lambda q0, qd0: jl.simulate(degenerating, q0, qd0, t1=5.0))(q0, qd0)

@@ -193,7 +193,24 @@ def _energy_along(system, ts, q, qd):
 # `jaxlagrange run`.
 
 
+_RUN_EPILOG = """\
+outputs (written atomically into the output directory):
+  trajectory.npz     ts (T,), q and qd (T, n), energy (T,), multipliers (T, m)
+                     for constrained systems
+  summary.json       system, params, initial state, solver settings, result,
+                     energy drift, solver statistics, wall time, versions
+  coordinates.png    the coordinates against time
+  phase.png          velocity against coordinate, coloured by time
+  energy.png         the energy error (or the energy, when not conserved)
+  configuration.png  the path in the plane of the first two coordinates (n >= 2)
+
+example configs: configs/*.toml; the default: jaxlagrange run --show-config
+"""
+
+
 def _run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = _RUN_EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument(
         "config",
         nargs="?",

@@ -251,3 +251,8 @@ def test_systems_listing(capsys):
     assert err.startswith(
         "jaxlagrange systems: error: unknown system 'foo'; known systems: "
     )
+
+
+def test_debug_shows_the_exception(tmp_path):
+    with pytest.raises(_cli.ConfigError, match=r"no such config file"):
+        _cli.main(["--debug", "run", str(tmp_path / "none.toml")])

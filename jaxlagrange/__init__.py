@@ -20,7 +20,7 @@ from ._simulate import (
     Trajectory as Trajectory,
 )
 from ._system import LagrangianSystem as LagrangianSystem
-from . import systems as systems
+from . import plotting as plotting, systems as systems
 
 
 __version__ = "0.1.0"

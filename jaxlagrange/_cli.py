@@ -1,6 +1,13 @@
 """The `jaxlagrange` command line.
 
-    jaxlagrange run [CONFIG.toml] [--out DIR] [--quiet] [--no-plots]
+    jaxlagrange run [CONFIG.toml] [--out DIR] [--quiet] [--no-plots] [--show-config]
+    jaxlagrange systems [NAME ...]
+
+`run` simulates the system of a TOML config (see `jaxlagrange._config`; without
+one, the embedded default: a chaotic double pendulum) and writes, into `--out`
+(default: `[output] dir`, else `out/<system name>` under the current directory),
+`trajectory.npz` (`ts`, `q`, `qd`, `energy`, and `multipliers` for constrained
+systems), `summary.json` and PNG plots. The simulation runs in float64.
 
 Each subcommand is a pair of small functions, `_<name>_arguments(parser)` and
 `_<name>(args) -> int`, listed in `_COMMANDS`. A subcommand raises `CLIError` (or
@@ -152,17 +159,17 @@ def _stats(stats: Mapping[str, Any]) -> dict[str, int]:
     return {k: int(np.asarray(v)) for k, v in stats.items()}
 
 
-def _energy_conserved(system, ts, q, qd) -> bool:
-    """Whether the Jacobi integral is a constant of the motion along (ts, q, qd).
+def _energy_along(system, ts, q, qd):
+    """The Jacobi integral along (ts, q, qd), and whether it is conserved there.
 
-    Not when there are forces or dissipation, nor when L or a constraint depends
-    on t explicitly somewhere on the trajectory.
+    It is not when there are forces or dissipation, nor when L or a constraint
+    depends on t explicitly somewhere on the trajectory.
     """
+    import equinox as eqx
     import jax
     import jax.numpy as jnp
 
-    if system.force is not None or system.dissipation is not None:
-        return False
+    from ._eom import energy
 
     def time_derivatives(q, qd, t):
         parts = [jax.grad(system._lagrangian, argnums=2)(q, qd, t)[None]]
@@ -172,14 +179,38 @@ def _energy_conserved(system, ts, q, qd) -> bool:
             parts.append(jax.jacfwd(system._nonholonomic, argnums=2)(q, qd, t))
         return jnp.concatenate(parts)
 
-    rates = jax.vmap(time_derivatives)(q, qd, ts)
-    return not bool(jnp.any(rates != 0))
+    @eqx.filter_jit
+    def along(ts, q, qd):
+        energies = jax.vmap(energy, in_axes=(None, 0, 0, 0))(system, q, qd, ts)
+        rates = jax.vmap(time_derivatives)(q, qd, ts)
+        return energies, jnp.all(rates == 0)
+
+    energies, autonomous = along(ts, q, qd)
+    forced = system.force is not None or system.dissipation is not None
+    return energies, bool(autonomous) and not forced
 
 
 # `jaxlagrange run`.
 
 
+_RUN_EPILOG = """\
+outputs (written atomically into the output directory):
+  trajectory.npz     ts (T,), q and qd (T, n), energy (T,), multipliers (T, m)
+                     for constrained systems
+  summary.json       system, params, initial state, solver settings, result,
+                     energy drift, solver statistics, wall time, versions
+  coordinates.png    the coordinates against time
+  phase.png          velocity against coordinate, coloured by time
+  energy.png         the energy error (or the energy, when not conserved)
+  configuration.png  the path in the plane of the first two coordinates (n >= 2)
+
+example configs: configs/*.toml; the default: jaxlagrange run --show-config
+"""
+
+
 def _run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = _RUN_EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument(
         "config",
         nargs="?",
@@ -211,7 +242,6 @@ def _run(args: argparse.Namespace) -> int:
     import jax.numpy as jnp
 
     from . import __version__, plotting
-    from ._eom import energy
     from ._simulate import RESULTS, simulate
 
     config = _config.load(args.config)
@@ -251,10 +281,7 @@ def _run(args: argparse.Namespace) -> int:
             f"(t1 = {kwargs['t1']:.6g}): {message}"
         )
 
-    energies = jax.vmap(energy, in_axes=(None, 0, 0, 0))(
-        ready.system, traj.q, traj.qd, traj.ts
-    )
-    conserved = _energy_conserved(ready.system, traj.ts, traj.q, traj.qd)
+    energies, conserved = _energy_along(ready.system, traj.ts, traj.q, traj.qd)
     e0 = float(energies[0])
     drift = float(jnp.max(jnp.abs(energies - energies[0])))
     arrays = {"ts": traj.ts, "q": traj.q, "qd": traj.qd, "energy": energies}
@@ -321,12 +348,60 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+# `jaxlagrange systems`.
+
+
+def _systems_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("names", nargs="*", metavar="NAME", help="only these systems")
+
+
+def _format_value(x: Any) -> str:
+    x = np.asarray(x)
+    return (
+        f"{x.item():g}" if x.ndim == 0 else "[" + ", ".join(f"{v:g}" for v in x) + "]"
+    )
+
+
+def _systems(args: argparse.Namespace) -> int:
+    from . import systems
+
+    for name in args.names:
+        if name not in systems.names():
+            raise CLIError(
+                f"unknown system {name!r}; known systems: {', '.join(systems.names())}"
+            )
+    for name in args.names or systems.names():
+        factory = systems.get(name)
+        ready = factory()
+        options = _config.factory_options(factory)
+        params = ready.system.params or {}
+        print(name)
+        print(f"  coordinates: {', '.join(ready.coordinates)}")
+        print(
+            "  params:      "
+            + ", ".join(f"{k} = {_format_value(v)}" for k, v in params.items())
+        )
+        if options:
+            shown = ", ".join(f"{k} = {v!r}" for k, v in options.items())
+            print(f"  options:     {shown}")
+        print(
+            f"  initial:     q = {_format_value(ready.q0)}, qd = {_format_value(ready.qd0)}"
+        )
+    return 0
+
+
 # The parser and the entry point.
 
 _COMMANDS: list[
     tuple[str, str, Callable[[argparse.ArgumentParser], None], Callable[..., int]]
 ] = [
     ("run", "simulate a system from a TOML config", _run_arguments, _run),
+    (
+        "systems",
+        "list the ready systems, their params and options",
+        _systems_arguments,
+        _systems,
+    ),
 ]
 """(name, help, add_arguments, handler) of each subcommand."""
 

@@ -290,14 +290,20 @@ def load(
     return config
 
 
-def _options(config, factory) -> dict[str, Any]:
-    """`[system] options`, checked against the factory's keyword-only arguments."""
-    source, name = config["source"], config["system"]["name"]
-    valid = {
+def factory_options(factory) -> dict[str, Any]:
+    """The structural options of a ready-system factory and their defaults: its
+    keyword-only arguments other than `q0` and `qd0` (e.g. `n`, `modes`)."""
+    return {
         p.name: p.default
         for p in inspect.signature(factory).parameters.values()
         if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in ("q0", "qd0")
     }
+
+
+def _options(config, factory) -> dict[str, Any]:
+    """`[system] options`, checked against the factory's keyword-only arguments."""
+    source, name = config["source"], config["system"]["name"]
+    valid = factory_options(factory)
     options = config["system"]["options"]
     for key, value in options.items():
         if key not in valid:

@@ -64,7 +64,7 @@ def coordinates(
     if n <= _MANY:
         for i in range(n):
             ax.plot(ts, q[:, i], label=labels[i], lw=1.2)
-        ax.legend(loc="upper right", frameon=False, ncols=min(n, 3))
+        ax.legend(loc="best", framealpha=0.85, ncols=min(n, 3))
         ax.set_ylabel("coordinate")
         ax.grid(alpha=0.3)
     else:
@@ -126,7 +126,7 @@ def phase_portrait(
         ax.set_xlabel(labels[i])
         ax.set_ylabel(_rate(labels[i]))
         ax.grid(alpha=0.3)
-    axes[0].legend(loc="best", frameon=False)
+    axes[0].legend(loc="best", framealpha=0.85)
     fig.colorbar(points, ax=list(axes), label="time t" if ts is not None else "sample")
     shown = "" if k == n else f" (first {k} of {n} coordinates)"
     fig.suptitle((title or "Phase portrait") + shown)
@@ -162,7 +162,7 @@ def configuration(
     ax.set_xlabel(labels[0])
     ax.set_ylabel(labels[1])
     ax.grid(alpha=0.3)
-    ax.legend(loc="best", frameon=False)
+    ax.legend(loc="best", framealpha=0.85)
     fig.colorbar(points, ax=ax, label="time t" if ts is not None else "sample")
     ax.set_title(title or f"Configuration path ({labels[0]}, {labels[1]})")
     return fig
@@ -203,7 +203,20 @@ def energy(
             title or f"Energy error (max {np.max(error):.2e}, E(0) = {e0:.6g})"
         )
     else:
-        ax.plot(ts, energies, lw=1.0, color="C3")
+        ax.plot(ts, energies, lw=0.5, color="C3", alpha=0.6, label="E(t)")
+        window = len(ts) // 40
+        if window >= 3:  # the slow trend under a fast drive
+            kernel = np.ones(window) / window
+            mean = np.convolve(energies, kernel, mode="valid")
+            middle = np.convolve(ts, kernel, mode="valid")
+            ax.plot(
+                middle,
+                mean,
+                lw=1.8,
+                color="k",
+                label=f"running mean ({window} samples)",
+            )
+            ax.legend(loc="best", framealpha=0.85)
         ax.set_ylabel("energy E(t)")
         ax.set_title(title or "Energy (not conserved: driven or damped system)")
     ax.set_xlabel("time t")

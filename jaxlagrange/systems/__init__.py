@@ -1,7 +1,10 @@
 """Ready systems: each a function returning a `ReadySystem`, registered by name."""
 
 from ._cavity import cavity as cavity
+from ._charged_particle import charged_particle as charged_particle
 from ._double_pendulum import double_pendulum as double_pendulum
+from ._kapitza import kapitza as kapitza
+from ._kepler import kepler as kepler
 from ._pendulum import pendulum as pendulum
 from ._registry import (
     ReadySystem as ReadySystem,
@@ -10,3 +13,5 @@ from ._registry import (
     names as names,
     register as register,
 )
+from ._spherical_pendulum import spherical_pendulum as spherical_pendulum
+from ._spring_chain import spring_chain as spring_chain

@@ -79,7 +79,17 @@ def merge_params(
             f"Unknown parameter {unknown[0]!r} for system {name!r}; valid parameters: "
             f"{', '.join(sorted(defaults))}."
         )
-    return {k: jnp.asarray(params.get(k, v), dtype=float) for k, v in defaults.items()}
+    merged = {}
+    for key, default in defaults.items():
+        value = jnp.asarray(params.get(key, default), dtype=float)
+        expected = jnp.shape(jnp.asarray(default))
+        if value.shape != expected:
+            raise ValueError(
+                f"Parameter {key!r} of system {name!r} must have shape {expected}, "
+                f"got {value.shape}."
+            )
+        merged[key] = value
+    return merged
 
 
 def initial_state(

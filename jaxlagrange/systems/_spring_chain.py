@@ -1,0 +1,56 @@
+"""A chain of masses joined by springs between two fixed walls."""
+
+import jax.numpy as jnp
+
+from .._system import LagrangianSystem
+from ._registry import ReadySystem, initial_state, merge_params, register
+
+
+_DEFAULTS = {"m": 1.0, "k": 1.0}
+_SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+
+
+def _lagrangian(q, qd, t, params):
+    m, k = params["m"], params["k"]
+    stretch = jnp.diff(jnp.pad(q, 1))  # the walls are fixed at displacement 0
+    return 0.5 * m * jnp.sum(qd**2) - 0.5 * k * jnp.sum(stretch**2)
+
+
+@register("spring_chain")
+def spring_chain(params=None, *, q0=None, qd0=None, n: int = 5) -> ReadySystem:
+    """`n` equal masses `m` in a line, joined to each other and to two fixed walls
+    by `n + 1` equal springs of stiffness `k`.
+
+    With displacements x₁ … xₙ from equilibrium (and x₀ = xₙ₊₁ = 0 the walls),
+
+        L = ½ m Σᵢ ẋᵢ² − ½ k Σᵢ₌₀ⁿ (xᵢ₊₁ − xᵢ)².
+
+    Its normal modes have frequencies ωⱼ = 2 sqrt(k/m) sin(jπ / (2(n + 1))),
+    j = 1 … n, and shapes sin(ijπ / (n + 1)).
+
+    **Arguments:**
+
+    - `params`: overrides of the defaults `{"m": 1.0, "k": 1.0}`.
+    - `q0`, `qd0`: initial displacements and velocities, shape (n,); default the
+        first mass displaced by 0.5 and all at rest (every mode excited).
+    - `n`: the number of masses, at least 1.
+
+    **Returns:** a `ReadySystem` with coordinates `("x₁", …, "xₙ")`.
+
+    **Example:**
+
+    ```python
+    system, q0, qd0 = jl.systems.spring_chain(n=8, params={"k": 2.0})
+    traj = jl.simulate(system, q0, qd0, t1=30.0)
+    ```
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(
+            f"`n` (the number of masses) must be an integer >= 1, got {n!r}."
+        )
+    params = merge_params("spring_chain", _DEFAULTS, params)
+    default_q0 = jnp.zeros(n).at[0].set(0.5)
+    q0, qd0 = initial_state("spring_chain", q0, qd0, default_q0, jnp.zeros(n))
+    system = LagrangianSystem(_lagrangian, params=params)
+    labels = tuple(f"x{i}".translate(_SUBSCRIPTS) for i in range(1, n + 1))
+    return ReadySystem(system, q0, qd0, "spring_chain", labels)

@@ -1,0 +1,258 @@
+"""The command line: end to end in a subprocess, errors, and atomic outputs."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jaxlagrange import _cli
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _jaxlagrange(*args, cwd):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
+    return subprocess.run(
+        [sys.executable, "-m", "jaxlagrange", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_run_default_end_to_end(tmp_path):
+    # No config: the embedded chaotic double pendulum, written to --out.
+    out = tmp_path / "result"
+    proc = _jaxlagrange("run", "--out", str(out), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "100.00%" in proc.stdout  # the progress meter
+    expected = {
+        "trajectory.npz",
+        "summary.json",
+        "coordinates.png",
+        "phase.png",
+        "energy.png",
+        "configuration.png",
+    }
+    assert {p.name for p in out.iterdir()} == expected  # no temporary files left
+    with np.load(out / "trajectory.npz") as data:
+        assert set(data.files) == {"ts", "q", "qd", "energy"}
+        assert data["ts"].shape == (2001,) and data["q"].shape == (2001, 2)
+        assert data["qd"].shape == (2001, 2) and data["q"].dtype == np.float64
+        assert all(np.all(np.isfinite(data[k])) for k in data.files)
+        assert np.allclose(data["ts"], np.linspace(0.0, 20.0, 2001))
+        energy = data["energy"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["system"] == "double_pendulum"
+    assert summary["coordinates"] == ["θ₁", "θ₂"]
+    assert summary["params"] == {"g": 9.81, "l1": 1.0, "l2": 1.0, "m1": 1.0, "m2": 1.0}
+    assert summary["initial"] == {"q": [2.0, 2.5], "qd": [0.0, 0.0]}
+    assert summary["simulate"]["rtol"] == 1e-10 and summary["simulate"]["t1"] == 20.0
+    assert summary["result"] == "successful" and summary["t_final"] == 20.0
+    assert summary["stats"]["num_steps"] > 100
+    assert summary["wall_time_s"]["run"] > 0
+    assert summary["versions"]["jaxlagrange"] == "0.1.0"
+    drift = summary["energy"]
+    assert drift["conserved"] is True
+    assert drift["max_abs_drift"] == pytest.approx(np.max(np.abs(energy - energy[0])))
+    # The chaotic double pendulum at rtol = atol = 1e-10 keeps its energy to 1e-7.
+    assert 0 < drift["max_rel_drift"] < 1e-7
+    for name in expected - {"trajectory.npz", "summary.json"}:
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bad_config_in_a_subprocess(tmp_path):
+    (tmp_path / "bad.toml").write_text(
+        "[system]\nname = 'kepler'\n[simulate]\nrtol = -1"
+    )
+    proc = _jaxlagrange("run", "bad.toml", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert (
+        proc.stderr
+        == "jaxlagrange run: error: bad.toml: [simulate] rtol: must be > 0, got -1\n"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def _main(capsys, *argv):
+    status = _cli.main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        (
+            "[system]\nname = 'kepler'\nmu = 2",
+            "unknown key 'mu' in [system]; valid keys: ",
+        ),
+        ("[system]\nname = 'kepplr'", "[system] name: unknown system 'kepplr'; known "),
+        (
+            "[system]\nname = 'kepler'\n[simulate]\nsolver = 'Foo'",
+            "unknown solver 'Foo'",
+        ),
+        ("[system]\nname = 'kepler'\n[initial]\nq = [1.0]", "[initial] q must have 2 "),
+        (
+            "[system]\nname = 'kepler'\n[simulate]\nt1 = -3.0",
+            "t1 must be greater than t0",
+        ),
+        (
+            "[system]\nname = 'kepler'\n[simulate]\nt1 = '3'",
+            "t1: must be a finite number",
+        ),
+    ],
+)
+def test_bad_configs(tmp_path, capsys, text, match):
+    (tmp_path / "bad.toml").write_text(text)
+    status, out, err = _main(capsys, "run", str(tmp_path / "bad.toml"), "--quiet")
+    assert status == 1
+    assert err.count("\n") == 1 and err.startswith("jaxlagrange run: error: ")
+    assert match in err and "Traceback" not in err
+    assert out == ""
+
+
+def test_usage_errors(tmp_path, capsys):
+    status, _, err = _main(capsys, "run", str(tmp_path / "none.toml"))
+    assert status == 1
+    assert (
+        err
+        == f"jaxlagrange run: error: {tmp_path / 'none.toml'}: no such config file\n"
+    )
+    with pytest.raises(SystemExit) as info:
+        _cli.main(["walk"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "invalid choice: 'walk'" in err
+    (tmp_path / "file").write_text("")
+    status, _, err = _main(capsys, "run", "--out", str(tmp_path / "file"))
+    assert status == 1
+    assert "output directory" in err and "is an existing file" in err
+
+
+def test_failed_simulation_writes_nothing(tmp_path, capsys):
+    config = tmp_path / "short.toml"
+    config.write_text(
+        "[system]\nname = 'pendulum'\n[simulate]\nt1 = 5.0\nmax_steps = 4\n"
+        f"[output]\ndir = '{tmp_path / 'out'}'"
+    )
+    status, _, err = _main(capsys, "run", str(config), "--quiet")
+    assert status == 1
+    assert err.startswith(
+        "jaxlagrange run: error: simulation of 'pendulum' failed at t = "
+    )
+    assert "raise [simulate] max_steps (now 4)" in err and err.count("\n") == 1
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_show_config(capsys):
+    status, out, _ = _main(capsys, "run", "--show-config")
+    assert status == 0 and out == _cli._config.DEFAULT_CONFIG
+
+
+def test_atomic_write(tmp_path, monkeypatch):
+    path = tmp_path / "summary.json"
+    _cli.atomic_write(path, b"old")
+    assert path.read_bytes() == b"old"
+    assert oct(path.stat().st_mode & 0o777) == oct(0o666 & ~_cli._umask())
+
+    def interrupted(src, dst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _cli.atomic_write(path, b"new and longer")
+    # The old file is untouched and the temporary file is gone.
+    assert path.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]
+
+
+def test_output_bytes():
+    import io
+
+    data = np.load(io.BytesIO(_cli.npz_bytes(ts=np.arange(3.0), q=np.ones((3, 2)))))
+    assert np.array_equal(data["ts"], np.arange(3.0)) and data["q"].shape == (3, 2)
+    text = _cli.json_bytes({"a": np.float64(1.5), "b": np.arange(2), "c": float("nan")})
+    assert json.loads(text) == {"a": 1.5, "b": [0, 1], "c": None}
+
+
+@pytest.fixture
+def constrained_pendulum():
+    # A pendulum in Cartesian coordinates on the circle x² + y² = 1: a registered
+    # system with one holonomic constraint, removed from the registry afterwards.
+    import jax.numpy as jnp
+
+    import jaxlagrange as jl
+    from jaxlagrange.systems import _registry
+
+    def lagrangian(q, qd, t):
+        return 0.5 * jnp.sum(qd**2) - 9.81 * q[1]
+
+    def circle(q, t):
+        return jnp.array([q @ q - 1.0])
+
+    @jl.systems.register("test_cartesian_pendulum")
+    def factory(params=None, *, q0=None, qd0=None):
+        system = jl.LagrangianSystem(lagrangian, holonomic=circle)
+        q0 = jnp.array([0.6, -0.8]) if q0 is None else jnp.asarray(q0)
+        qd0 = jnp.zeros(2) if qd0 is None else jnp.asarray(qd0)
+        return jl.systems.ReadySystem(
+            system, q0, qd0, "test_cartesian_pendulum", ("x", "y")
+        )
+
+    yield "test_cartesian_pendulum"
+    del _registry._REGISTRY["test_cartesian_pendulum"]
+
+
+def test_run_saves_multipliers_of_constrained_systems(
+    tmp_path, capsys, constrained_pendulum
+):
+    config = tmp_path / "constrained.toml"
+    config.write_text(
+        f"[system]\nname = '{constrained_pendulum}'\n[simulate]\nt1 = 0.5\nsaves = 11\n"
+        "[output]\nplots = false"
+    )
+    status, _, err = _main(
+        capsys, "run", str(config), "--out", str(tmp_path / "o"), "--quiet"
+    )
+    assert status == 0, err
+    assert {p.name for p in (tmp_path / "o").iterdir()} == {
+        "trajectory.npz",
+        "summary.json",
+    }
+    with np.load(tmp_path / "o" / "trajectory.npz") as data:
+        assert data["multipliers"].shape == (11, 1)
+        # Released from rest at angle α below the horizontal (sin α = 0.8), the
+        # constraint force Gᵀλ = 2λ q balances gravity along the rod: 2λ = −g sin α.
+        assert data["multipliers"][0, 0] == pytest.approx(-0.5 * 9.81 * 0.8, rel=1e-10)
+        assert np.all(np.isfinite(data["multipliers"]))
+
+
+def test_systems_listing(capsys):
+    status, out, _ = _main(capsys, "systems", "spring_chain")
+    assert status == 0
+    assert out.splitlines() == [
+        "spring_chain",
+        "  coordinates: x₁, x₂, x₃, x₄, x₅",
+        "  params:      k = 1, m = 1",
+        "  options:     n = 5",
+        "  initial:     q = [0.5, 0, 0, 0, 0], qd = [0, 0, 0, 0, 0]",
+    ]
+    status, out, err = _main(capsys, "systems", "kepler", "foo")
+    assert status == 1 and out == ""
+    assert err.startswith(
+        "jaxlagrange systems: error: unknown system 'foo'; known systems: "
+    )
+
+
+def test_debug_shows_the_exception(tmp_path):
+    with pytest.raises(_cli.ConfigError, match=r"no such config file"):
+        _cli.main(["--debug", "run", str(tmp_path / "none.toml")])

@@ -1,0 +1,50 @@
+"""Figures: the right kind of plot for the data, labelled from the coordinates."""
+
+import numpy as np
+import pytest
+
+import jaxlagrange as jl
+
+
+pytest.importorskip("matplotlib")
+
+TS = np.linspace(0.0, 10.0, 201)
+
+
+def test_coordinates_lines_or_image():
+    q = np.stack([np.sin(TS), np.cos(TS)], axis=1)
+    fig = jl.plotting.coordinates(TS, q, ("θ₁", "θ₂"))
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["θ₁", "θ₂"]
+    assert np.allclose(ax.lines[1].get_ydata(), np.cos(TS))
+    # Many coordinates: one space-time image with a colour bar, not 12 lines.
+    many = np.sin(TS[:, None] + np.arange(12))
+    fig = jl.plotting.coordinates(TS, many, [f"x{i}" for i in range(12)])
+    assert len(fig.axes[0].images) == 1 and len(fig.axes[0].lines) == 0
+    assert len(fig.axes) == 2
+
+
+def test_phase_portrait_panels():
+    q = np.sin(TS[:, None] + np.arange(6))
+    fig = jl.plotting.phase_portrait(q, np.cos(TS[:, None] + np.arange(6)), ts=TS)
+    panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+    assert len(panels) == 4
+    assert panels[0].get_xlabel() == "q0" and panels[0].get_ylabel() == "dq0/dt"
+    assert "first 4 of 6 coordinates" in fig.texts[0].get_text()
+
+
+def test_energy_error_or_energy():
+    energy = 2.0 + 1e-9 * np.sin(TS)
+    fig = jl.plotting.energy(TS, energy)
+    ax = fig.axes[0]
+    assert ax.get_yscale() == "log" and "/ |E(0)|" in ax.get_ylabel()
+    assert np.nanmax(ax.lines[0].get_ydata()) == pytest.approx(0.5e-9, rel=1e-3)
+    # E(0) = 0: an absolute error.
+    fig = jl.plotting.energy(TS, 1e-9 * np.sin(TS))
+    assert fig.axes[0].get_ylabel() == "|E(t) − E(0)|"
+    # Not conserved: E(t) itself, with its running mean.
+    fig = jl.plotting.energy(TS, np.sin(50 * TS) + TS, conserved=False)
+    ax = fig.axes[0]
+    assert ax.get_yscale() == "linear" and len(ax.lines) == 2
+    mean = ax.lines[1].get_ydata()
+    assert np.allclose(mean, ax.lines[1].get_xdata(), atol=0.2)  # the trend, t

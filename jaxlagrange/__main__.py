@@ -1,0 +1,9 @@
+"""`python -m jaxlagrange`: the command line."""
+
+import sys
+
+from ._cli import main
+
+
+if __name__ == "__main__":
+    sys.exit(main())

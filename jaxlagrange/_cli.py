@@ -1,0 +1,384 @@
+"""The `jaxlagrange` command line.
+
+    jaxlagrange run [CONFIG.toml] [--out DIR] [--quiet] [--no-plots]
+
+Each subcommand is a pair of small functions, `_<name>_arguments(parser)` and
+`_<name>(args) -> int`, listed in `_COMMANDS`. A subcommand raises `CLIError` (or
+`ConfigError`) for a user error; `main` prints it as one line on stderr and exits
+with status 1, never a traceback (`jaxlagrange --debug ...` shows it). Outputs are
+first rendered in memory, then each is written atomically with `write_outputs`.
+"""
+
+import argparse
+import io
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, NoReturn
+
+import numpy as np
+
+from . import _config
+from ._config import ConfigError
+
+
+class CLIError(Exception):
+    """A user error of the command line; its message is printed as one line."""
+
+
+# Atomic outputs.
+
+
+def atomic_write(path: str | Path, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file and `os.replace`.
+
+    A reader (or a crash) sees either the old file or the complete new one, never
+    a partial file under the final name; the temporary file is removed on failure.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private (0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def npz_bytes(**arrays: Any) -> bytes:
+    """The bytes of an `.npz` file holding `arrays`."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **{k: np.asarray(v) for k, v in arrays.items()})
+    return buffer.getvalue()
+
+
+def json_bytes(obj: Any) -> bytes:
+    """Pretty JSON (NaN/inf are not JSON: they become null)."""
+    return (json.dumps(_jsonable(obj), indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def png_bytes(fig: Any, dpi: int = 130) -> bytes:
+    """The bytes of a PNG of the matplotlib figure `fig`."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    return buffer.getvalue()
+
+
+def output_dir(path: str | Path) -> Path:
+    """Create the output directory `path` (and its parents); a clear error if not."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise CLIError(f"output directory {str(path)!r} is an existing file") from None
+    except OSError as e:
+        raise CLIError(
+            f"cannot create output directory {str(path)!r}: {e.strerror}"
+        ) from None
+    if not os.access(path, os.W_OK):
+        raise CLIError(f"output directory {str(path)!r} is not writable")
+    return path
+
+
+def write_outputs(directory: str | Path, files: Mapping[str, bytes]) -> list[Path]:
+    """Write each `name: bytes` of `files` atomically into `directory`."""
+    directory = output_dir(directory)
+    written = []
+    for name, data in files.items():
+        atomic_write(directory / name, data)
+        written.append(directory / name)
+    return written
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if hasattr(obj, "shape") and hasattr(obj, "dtype"):  # NumPy and JAX arrays
+        return _jsonable(np.asarray(obj).tolist())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+# Shared helpers of the subcommands.
+
+
+def _enable_x64() -> None:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+
+
+def _progress_meter(args):
+    import diffrax
+
+    if args.quiet:
+        return diffrax.NoProgressMeter()
+    return diffrax.TextProgressMeter(minimum_increase=0.1)
+
+
+def _say(args, message: str) -> None:
+    if not args.quiet:
+        print(message, flush=True)
+
+
+def _result_message(result) -> str:
+    from ._simulate import RESULTS
+
+    return "successful" if result == RESULTS.successful else RESULTS[result]
+
+
+def _stats(stats: Mapping[str, Any]) -> dict[str, int]:
+    return {k: int(np.asarray(v)) for k, v in stats.items()}
+
+
+def _energy_conserved(system, ts, q, qd) -> bool:
+    """Whether the Jacobi integral is a constant of the motion along (ts, q, qd).
+
+    Not when there are forces or dissipation, nor when L or a constraint depends
+    on t explicitly somewhere on the trajectory.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    if system.force is not None or system.dissipation is not None:
+        return False
+
+    def time_derivatives(q, qd, t):
+        parts = [jax.grad(system._lagrangian, argnums=2)(q, qd, t)[None]]
+        if system.holonomic is not None:
+            parts.append(jax.jacfwd(system._holonomic, argnums=1)(q, t))
+        if system.nonholonomic is not None:
+            parts.append(jax.jacfwd(system._nonholonomic, argnums=2)(q, qd, t))
+        return jnp.concatenate(parts)
+
+    rates = jax.vmap(time_derivatives)(q, qd, ts)
+    return not bool(jnp.any(rates != 0))
+
+
+# `jaxlagrange run`.
+
+
+def _run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "config",
+        nargs="?",
+        help="a TOML config (default: the embedded double-pendulum config)",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="output directory (default: [output] dir, else out/<system name>)",
+    )
+    parser.add_argument("--no-plots", action="store_true", help="write no PNG plots")
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress meter or messages"
+    )
+    parser.add_argument(
+        "--show-config",
+        action="store_true",
+        help="print the embedded default config and exit",
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.show_config:
+        print(_config.DEFAULT_CONFIG, end="")
+        return 0
+    _enable_x64()
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+
+    from . import __version__, plotting
+    from ._eom import energy
+    from ._simulate import RESULTS, simulate
+
+    config = _config.load(args.config)
+    ready = _config.ready_system(config)
+    kwargs = _config.simulate_kwargs(config)
+    out = args.out or config["output"]["dir"] or os.path.join("out", ready.name)
+    out = output_dir(out)
+    plots = config["output"]["plots"] and not args.no_plots
+
+    _say(args, f"jaxlagrange run: {ready.name}, t = {kwargs['t0']} .. {kwargs['t1']}")
+    run = eqx.filter_jit(
+        lambda system, q0, qd0: simulate(
+            system,
+            q0,
+            qd0,
+            **kwargs,
+            progress_meter=_progress_meter(args),
+            throw=False,
+        )
+    )
+    start = time.perf_counter()
+    compiled = run.lower(ready.system, ready.q0, ready.qd0).compile()
+    compile_s = time.perf_counter() - start
+    traj = jax.block_until_ready(compiled(ready.system, ready.q0, ready.qd0))
+    run_s = time.perf_counter() - start - compile_s
+
+    if traj.result != RESULTS.successful:
+        if traj.result == RESULTS.max_steps_reached:
+            message = (
+                f"the maximum number of solver steps was reached; raise [simulate] "
+                f"max_steps (now {kwargs['max_steps']}) or loosen rtol/atol"
+            )
+        else:
+            message = _result_message(traj.result).rstrip(".")
+        raise CLIError(
+            f"simulation of {ready.name!r} failed at t = {float(traj.t_final):.6g} "
+            f"(t1 = {kwargs['t1']:.6g}): {message}"
+        )
+
+    energies = jax.vmap(energy, in_axes=(None, 0, 0, 0))(
+        ready.system, traj.q, traj.qd, traj.ts
+    )
+    conserved = _energy_conserved(ready.system, traj.ts, traj.q, traj.qd)
+    e0 = float(energies[0])
+    drift = float(jnp.max(jnp.abs(energies - energies[0])))
+    arrays = {"ts": traj.ts, "q": traj.q, "qd": traj.qd, "energy": energies}
+    if ready.system.has_constraints:
+        arrays["multipliers"] = traj.multipliers
+    files = {"trajectory.npz": npz_bytes(**arrays)}
+    if plots:
+        title = f"{ready.name}: "
+        labels = ready.coordinates
+        figures = {
+            "coordinates.png": plotting.coordinates(
+                traj.ts, traj.q, labels, title=title + "coordinates against time"
+            ),
+            "phase.png": plotting.phase_portrait(
+                traj.q, traj.qd, labels, ts=traj.ts, title=title + "phase portrait"
+            ),
+            "energy.png": plotting.energy(traj.ts, energies, conserved=conserved),
+        }
+        if ready.q0.shape[0] >= 2:
+            figures["configuration.png"] = plotting.configuration(
+                traj.q, labels, ts=traj.ts
+            )
+        files.update((name, png_bytes(fig)) for name, fig in figures.items())
+    section = config["simulate"]
+    summary = {
+        "system": ready.name,
+        "coordinates": list(ready.coordinates),
+        "params": ready.system.params,
+        "options": config["system"]["options"],
+        "initial": {"q": ready.q0, "qd": ready.qd0},
+        "simulate": dict(section),
+        "result": _result_message(traj.result),
+        "t_final": float(traj.t_final),
+        "energy": {
+            "conserved": conserved,
+            "initial": e0,
+            "final": float(energies[-1]),
+            "max_abs_drift": drift,
+            "max_rel_drift": drift / abs(e0) if e0 != 0 else None,
+        },
+        "stats": _stats(traj.stats),
+        "wall_time_s": {
+            "compile": compile_s,
+            "run": run_s,
+            "total": compile_s + run_s,
+        },
+        "config": config["source"],
+        "versions": {"jaxlagrange": __version__, "jax": jax.__version__},
+        "files": sorted([*files, "summary.json"]),
+    }
+    files["summary.json"] = json_bytes(summary)
+    write_outputs(out, files)
+    relative = summary["energy"]["max_rel_drift"]
+    drift_text = (
+        f"relative energy drift {relative:.2e}"
+        if conserved and relative is not None
+        else f"energy change {drift:.2e}"
+    )
+    _say(
+        args,
+        f"{summary['stats']['num_steps']} steps in {run_s:.2f} s "
+        f"(+ {compile_s:.2f} s compile), {drift_text}; wrote {out}/",
+    )
+    return 0
+
+
+# The parser and the entry point.
+
+_COMMANDS: list[
+    tuple[str, str, Callable[[argparse.ArgumentParser], None], Callable[..., int]]
+] = [
+    ("run", "simulate a system from a TOML config", _run_arguments, _run),
+]
+"""(name, help, add_arguments, handler) of each subcommand."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # One line, like every other error of the command line.
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="jaxlagrange",
+        description="Differentiable Lagrangian mechanics in JAX.",
+    )
+    parser.add_argument(
+        "--debug", action="store_true", help="show tracebacks of errors"
+    )
+    subparsers = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, parser_class=_Parser
+    )
+    for name, help, add_arguments, handler in _COMMANDS:
+        sub = subparsers.add_parser(name, help=help, description=help)
+        add_arguments(sub)
+        sub.set_defaults(handler=handler)
+    return parser
+
+
+def _one_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line with `argv` (default `sys.argv[1:]`); the exit status."""
+    args = _parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except KeyboardInterrupt:
+        print("jaxlagrange: interrupted", file=sys.stderr)
+        return 130
+    except (CLIError, ConfigError) as e:
+        if args.debug:
+            raise
+        print(f"jaxlagrange {args.command}: error: {_one_line(e)}", file=sys.stderr)
+        return 1
+    except Exception as e:
+        if args.debug:
+            raise
+        print(
+            f"jaxlagrange {args.command}: error: {type(e).__name__}: {_one_line(e)} "
+            "(run with --debug for the traceback)",
+            file=sys.stderr,
+        )
+        return 1

@@ -1,0 +1,212 @@
+"""Figures of trajectories; matplotlib is imported only when a figure is made.
+
+Each function returns a `matplotlib.figure.Figure` (no pyplot, no global state):
+save it with `fig.savefig("x.png")`.
+"""
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+
+def _figure(width: float, height: float):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), layout="constrained")
+    return fig
+
+
+def _labels(n: int, coordinates: Sequence[str] | None) -> list[str]:
+    if coordinates is None or len(coordinates) != n:
+        return [f"q{i}" for i in range(n)]
+    return list(coordinates)
+
+
+def _rate(label: str) -> str:
+    # Not a combining dot above: matplotlib's fonts misplace it on θ₁ and friends.
+    return f"d{label}/dt"
+
+
+_MANY = 6  # above this many coordinates, draw a space-time image instead of lines
+
+
+def coordinates(
+    ts: Any,
+    q: Any,
+    coordinates: Sequence[str] | None = None,
+    *,
+    title: str | None = None,
+):
+    """The coordinates against time: one line each, or an image for many of them.
+
+    **Arguments:**
+
+    - `ts`: the times, shape (T,).
+    - `q`: the coordinates, shape (T, n).
+    - `coordinates`: one label per coordinate (e.g. `ReadySystem.coordinates`).
+    - `title`: the figure title.
+
+    **Returns:** a `matplotlib.figure.Figure`.
+
+    **Example:**
+
+    ```python
+    fig = jl.plotting.coordinates(traj.ts, traj.q, ready.coordinates)
+    fig.savefig("coordinates.png")
+    ```
+    """
+    ts, q = np.asarray(ts), np.asarray(q)
+    n = q.shape[1]
+    labels = _labels(n, coordinates)
+    fig = _figure(8, 4.5)
+    ax = fig.add_subplot()
+    if n <= _MANY:
+        for i in range(n):
+            ax.plot(ts, q[:, i], label=labels[i], lw=1.2)
+        ax.legend(loc="upper right", frameon=False, ncols=min(n, 3))
+        ax.set_ylabel("coordinate")
+        ax.grid(alpha=0.3)
+    else:
+        limit = float(np.max(np.abs(q))) or 1.0
+        image = ax.imshow(
+            q.T,
+            aspect="auto",
+            origin="lower",
+            extent=(ts[0], ts[-1], -0.5, n - 0.5),
+            cmap="RdBu_r",
+            vmin=-limit,
+            vmax=limit,
+            interpolation="nearest",
+        )
+        step = max(1, n // 12)
+        ax.set_yticks(range(0, n, step), labels[::step])
+        ax.set_ylabel("coordinate")
+        fig.colorbar(image, ax=ax, label="value")
+    ax.set_xlabel("time t")
+    ax.set_xlim(ts[0], ts[-1])
+    ax.set_title(title or "Coordinates against time")
+    return fig
+
+
+def phase_portrait(
+    q: Any,
+    qd: Any,
+    coordinates: Sequence[str] | None = None,
+    *,
+    ts: Any = None,
+    title: str | None = None,
+    max_panels: int = 4,
+):
+    """Velocity against coordinate, one panel per coordinate, coloured by time.
+
+    **Arguments:**
+
+    - `q`, `qd`: coordinates and velocities, shape (T, n).
+    - `coordinates`: one label per coordinate.
+    - `ts`: the times (T,), for the colour scale (None: sample index).
+    - `title`: the figure title.
+    - `max_panels`: draw at most this many coordinates (the first ones).
+
+    **Returns:** a `matplotlib.figure.Figure`.
+    """
+    q, qd = np.asarray(q), np.asarray(qd)
+    n = q.shape[1]
+    labels = _labels(n, coordinates)
+    k = min(n, max_panels)
+    colour = np.arange(len(q)) if ts is None else np.asarray(ts)
+    fig = _figure(3.6 * k + 0.8, 3.8)
+    axes = fig.subplots(1, k, squeeze=False)[0]
+    for i, ax in enumerate(axes):
+        ax.plot(q[:, i], qd[:, i], color="0.8", lw=0.6, zorder=1)
+        points = ax.scatter(
+            q[:, i], qd[:, i], c=colour, s=2, cmap="viridis", zorder=2, linewidths=0
+        )
+        ax.plot(q[0, i], qd[0, i], "o", color="crimson", ms=5, zorder=3, label="start")
+        ax.set_xlabel(labels[i])
+        ax.set_ylabel(_rate(labels[i]))
+        ax.grid(alpha=0.3)
+    axes[0].legend(loc="best", frameon=False)
+    fig.colorbar(points, ax=list(axes), label="time t" if ts is not None else "sample")
+    shown = "" if k == n else f" (first {k} of {n} coordinates)"
+    fig.suptitle((title or "Phase portrait") + shown)
+    return fig
+
+
+def configuration(
+    q: Any,
+    coordinates: Sequence[str] | None = None,
+    *,
+    ts: Any = None,
+    title: str | None = None,
+):
+    """The path in the plane of the first two coordinates, coloured by time.
+
+    **Arguments:**
+
+    - `q`: the coordinates, shape (T, n) with n ≥ 2.
+    - `coordinates`: one label per coordinate.
+    - `ts`: the times, for the colour scale.
+    - `title`: the figure title.
+
+    **Returns:** a `matplotlib.figure.Figure`.
+    """
+    q = np.asarray(q)
+    labels = _labels(q.shape[1], coordinates)
+    colour = np.arange(len(q)) if ts is None else np.asarray(ts)
+    fig = _figure(5.6, 5)
+    ax = fig.add_subplot()
+    ax.plot(q[:, 0], q[:, 1], color="0.8", lw=0.6, zorder=1)
+    points = ax.scatter(q[:, 0], q[:, 1], c=colour, s=2, cmap="viridis", zorder=2)
+    ax.plot(q[0, 0], q[0, 1], "o", color="crimson", ms=5, zorder=3, label="start")
+    ax.set_xlabel(labels[0])
+    ax.set_ylabel(labels[1])
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", frameon=False)
+    fig.colorbar(points, ax=ax, label="time t" if ts is not None else "sample")
+    ax.set_title(title or f"Configuration path ({labels[0]}, {labels[1]})")
+    return fig
+
+
+def energy(
+    ts: Any,
+    energies: Any,
+    *,
+    conserved: bool = True,
+    title: str | None = None,
+):
+    """The energy error |E(t) − E(0)| (relative where E(0) ≠ 0), or E(t) itself.
+
+    **Arguments:**
+
+    - `ts`: the times, shape (T,).
+    - `energies`: the energy (Jacobi integral) at `ts`, shape (T,).
+    - `conserved`: whether the energy should be conserved. If so the error is
+        drawn on a log scale; if not (a driven or damped system) E(t) is drawn.
+    - `title`: the figure title.
+
+    **Returns:** a `matplotlib.figure.Figure`.
+    """
+    ts, energies = np.asarray(ts), np.asarray(energies)
+    fig = _figure(8, 4)
+    ax = fig.add_subplot()
+    e0 = energies[0]
+    if conserved:
+        error = np.abs(energies - e0)
+        relative = e0 != 0
+        if relative:
+            error = error / abs(e0)
+        # Exact zeros (at t0, say) have no place on a log scale: leave gaps.
+        ax.semilogy(ts, np.where(error > 0, error, np.nan), lw=1.0, color="C3")
+        ax.set_ylabel("|E(t) − E(0)| / |E(0)|" if relative else "|E(t) − E(0)|")
+        ax.set_title(
+            title or f"Energy error (max {np.max(error):.2e}, E(0) = {e0:.6g})"
+        )
+    else:
+        ax.plot(ts, energies, lw=1.0, color="C3")
+        ax.set_ylabel("energy E(t)")
+        ax.set_title(title or "Energy (not conserved: driven or damped system)")
+    ax.set_xlabel("time t")
+    ax.set_xlim(ts[0], ts[-1])
+    ax.grid(alpha=0.3, which="both")
+    return fig

@@ -338,49 +338,12 @@ def _sweep_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _sweep_member(ready, swept_params, kwargs, lyapunov):
-    """The per-member function of a sweep config: the public calls of one member."""
-    import equinox as eqx
-    import jax
-
-    from ._eom import energy
-    from ._lyapunov import finite_time_lyapunov
-    from ._simulate import simulate
-
-    def member(inputs):
-        system = ready.system
-        if swept_params:
-            params = dict(system.params)
-            params.update({k: inputs[f"params/{k}"] for k in swept_params})
-            system = eqx.tree_at(lambda s: s.params, system, params)
-        q0, qd0 = inputs["q0"], inputs["qd0"]
-        traj = simulate(system, q0, qd0, **kwargs, throw=False)
-        energies = jax.vmap(energy, in_axes=(None, 0, 0, 0))(
-            system, traj.q, traj.qd, traj.ts
-        )
-        out = {
-            "q": traj.q,
-            "qd": traj.qd,
-            "energy": energies,
-            "result": traj.result._value,
-            "t_final": traj.t_final,
-        }
-        if lyapunov:
-            options = {k: kwargs[k] for k in ("t0", "t1", "solver", "rtol", "atol")}
-            out["lyapunov"] = finite_time_lyapunov(
-                system, q0, qd0, **options, max_steps=kwargs["max_steps"], throw=False
-            )
-        return out
-
-    return member
-
-
 def _sweep(args: argparse.Namespace) -> int:
     _enable_x64()
     import jax
 
     from . import __version__, plotting
-    from ._sweep import sweep
+    from ._sweep import _SweepMember, sweep
 
     config = _config.load(args.config, _config.SWEEP_SCHEMA)
     ready = _config.ready_system(config)
@@ -407,7 +370,7 @@ def _sweep(args: argparse.Namespace) -> int:
         else:
             swept_params.append(name)
             inputs[f"params/{name}"] = v
-    member = _sweep_member(ready, swept_params, kwargs, section["lyapunov"])
+    member = _SweepMember(ready.system, swept_params, kwargs, section["lyapunov"])
     attrs = {
         "kind": "jaxlagrange sweep",
         "system": ready.name,

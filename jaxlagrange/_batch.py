@@ -405,7 +405,14 @@ def simulate_batch(
     }
     batched["params"] = params
     shared = (system, q0 if q0.ndim == 1 else None, qd0 if qd0.ndim == 1 else None)
-    options = tuple(sorted(simulate_options.items()))
+    # Lists (e.g. `saveat=[...]`) become arrays: the rest of the options is
+    # static, hashed for the compilation cache.
+    options = tuple(
+        sorted(
+            (k, jnp.asarray(v) if isinstance(v, list) else v)
+            for k, v in simulate_options.items()
+        )
+    )
     dyn_options, static_options = eqx.partition(options, eqx.is_array)
     shared = (shared, dyn_options)
     fn = _Member(static_options)

@@ -321,7 +321,12 @@ def simulate_sweep(
         else np.broadcast_to(np.asarray(qd0, dtype), (size, n)),
         **{f"params/{k}": v for k, v in flat.items()},
     }
-    options = tuple(sorted(simulate_options.items()))
+    options = tuple(
+        sorted(
+            (k, jnp.asarray(v) if isinstance(v, list) else v)
+            for k, v in simulate_options.items()
+        )
+    )
     dyn_options, static_options = eqx.partition(options, eqx.is_array)
     fn = _SimulateMember(system, dyn_options, static_options, observe)
     attrs = {

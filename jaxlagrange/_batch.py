@@ -176,6 +176,10 @@ def _sharded_map(
     )
     if multiprocess:
         out = jax.tree.map(lambda x: jnp.asarray(x.addressable_data(0)), out)
+    if pad == 0:
+        return out  # still split over the devices
+    # (Stripping the padding gathers the result: a batch that is a multiple of the
+    # number of devices keeps it split.)
     return jax.tree.map(lambda x: x[:size], out)
 
 
@@ -308,9 +312,14 @@ def _raise_if_failed(traj: Trajectory) -> Trajectory:
         "`jl.failed(traj)` to see which members failed."
         for message in RESULTS._index_to_message
     ]
-    return eqx.branched_error_if(
-        traj, jnp.any(bad), traj.result._value[first], messages
-    )
+    code = traj.result._value[first]
+    if isinstance(code, jax.core.Tracer):
+        # Under jit the check must feed every output, or it is dead code.
+        return eqx.branched_error_if(traj, jnp.any(bad), code, messages)
+    # Run eagerly it raises at once: check the codes alone, so that the big
+    # arrays keep their sharding.
+    eqx.branched_error_if(traj.result._value, jnp.any(bad), code, messages)
+    return traj
 
 
 def simulate_batch(
@@ -354,7 +363,9 @@ def simulate_batch(
         error.
 
     **Returns:** a `Trajectory` whose every array has a leading batch axis:
-    `traj.q` has shape (batch, T, n), `traj.result` shape (batch,).
+    `traj.q` has shape (batch, T, n), `traj.result` shape (batch,). Its arrays stay
+    split over the devices when the batch is a multiple of their number (else the
+    padding is stripped and the result gathered).
 
     **Raises:** `ValueError` for inconsistent batch sizes or shapes, unknown
     options or params keys; with `throw=True`, an error naming the cause if a member
@@ -394,7 +405,14 @@ def simulate_batch(
     }
     batched["params"] = params
     shared = (system, q0 if q0.ndim == 1 else None, qd0 if qd0.ndim == 1 else None)
-    options = tuple(sorted(simulate_options.items()))
+    # Lists (e.g. `saveat=[...]`) become arrays: the rest of the options is
+    # static, hashed for the compilation cache.
+    options = tuple(
+        sorted(
+            (k, jnp.asarray(v) if isinstance(v, list) else v)
+            for k, v in simulate_options.items()
+        )
+    )
     dyn_options, static_options = eqx.partition(options, eqx.is_array)
     shared = (shared, dyn_options)
     fn = _Member(static_options)

@@ -321,7 +321,12 @@ def simulate_sweep(
         else np.broadcast_to(np.asarray(qd0, dtype), (size, n)),
         **{f"params/{k}": v for k, v in flat.items()},
     }
-    options = tuple(sorted(simulate_options.items()))
+    options = tuple(
+        sorted(
+            (k, jnp.asarray(v) if isinstance(v, list) else v)
+            for k, v in simulate_options.items()
+        )
+    )
     dyn_options, static_options = eqx.partition(options, eqx.is_array)
     fn = _SimulateMember(system, dyn_options, static_options, observe)
     attrs = {
@@ -339,3 +344,55 @@ def simulate_sweep(
         progress=progress,
         attrs=attrs,
     )
+
+
+class _SweepMember(eqx.Module):
+    """One member of `jaxlagrange sweep`: `simulate` (its energies) and optionally
+    `finite_time_lyapunov`, with swept initial states and scalar params.
+
+    A pytree whose non-array parts compare by value, so that two sweeps of one
+    config in a process share one compilation.
+    """
+
+    system: LagrangianSystem
+    saveat: Array
+    options: tuple = eqx.field(static=True)
+    swept_params: tuple = eqx.field(static=True)
+    lyapunov: bool = eqx.field(static=True)
+
+    def __init__(self, system, swept_params, simulate_kwargs, lyapunov):
+        self.system = system
+        self.saveat = simulate_kwargs["saveat"]
+        self.options = tuple(
+            sorted((k, v) for k, v in simulate_kwargs.items() if k != "saveat")
+        )
+        self.swept_params = tuple(swept_params)
+        self.lyapunov = lyapunov
+
+    def __call__(self, inputs: dict[str, Array]) -> dict[str, Array]:
+        from ._eom import energy
+        from ._lyapunov import finite_time_lyapunov
+
+        system = self.system
+        if self.swept_params:
+            params = dict(system.params)
+            params.update({k: inputs[f"params/{k}"] for k in self.swept_params})
+            system = eqx.tree_at(lambda s: s.params, system, params)
+        q0, qd0 = inputs["q0"], inputs["qd0"]
+        options = dict(self.options)
+        traj = simulate(system, q0, qd0, saveat=self.saveat, **options, throw=False)
+        energies = jax.vmap(energy, in_axes=(None, 0, 0, 0))(
+            system, traj.q, traj.qd, traj.ts
+        )
+        out = {
+            "q": traj.q,
+            "qd": traj.qd,
+            "energy": energies,
+            "result": traj.result._value,
+            "t_final": traj.t_final,
+        }
+        if self.lyapunov:
+            out["lyapunov"] = finite_time_lyapunov(
+                system, q0, qd0, **options, throw=False
+            )
+        return out

@@ -223,3 +223,71 @@ def energy(
     ax.set_xlim(ts[0], ts[-1])
     ax.grid(alpha=0.3, which="both")
     return fig
+
+
+def sweep_map(
+    axes: dict[str, Any],
+    values: Any,
+    *,
+    grid_shape: Sequence[int] | None = None,
+    label: str = "value",
+    title: str | None = None,
+    cmap: str = "magma",
+):
+    """A quantity over a sweep: an image over a 2-D grid, else a line or scatter.
+
+    **Arguments:**
+
+    - `axes`: axis name -> the swept value of each member, shape (size,) (the
+        first one or two axes are drawn).
+    - `values`: the quantity per member, shape (size,); NaN (failed members) is
+        drawn blank.
+    - `grid_shape`: the grid's shape when the members form a grid in C order.
+    - `label`, `title`, `cmap`: colour-bar label, title and colour map.
+
+    **Returns:** a `matplotlib.figure.Figure`.
+
+    **Example:**
+
+    ```python
+    fig = jl.plotting.sweep_map({"q[0]": a.ravel(), "q[1]": b.ravel()}, lam.ravel(),
+                                grid_shape=a.shape, label="λ")
+    ```
+    """
+    names = list(axes)
+    values = np.asarray(values, dtype=float)
+    finite = values[np.isfinite(values)]
+    vmin, vmax = (
+        (np.percentile(finite, 0.5), np.percentile(finite, 99.5))
+        if finite.size
+        else (0.0, 1.0)
+    )
+    fig = _figure(6.4, 5.4)
+    ax = fig.add_subplot()
+    x = np.asarray(axes[names[0]])
+    if len(names) == 1:
+        order = np.argsort(x)
+        ax.plot(x[order], values[order], lw=1.0)
+        ax.set_xlabel(names[0])
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    else:
+        y = np.asarray(axes[names[1]])
+        if grid_shape is not None and len(grid_shape) == 2:
+            image = ax.imshow(
+                values.reshape(grid_shape).T,
+                origin="lower",
+                aspect="auto",
+                extent=(x.min(), x.max(), y.min(), y.max()),
+                cmap=cmap,
+                vmin=vmin,
+                vmax=vmax,
+                interpolation="nearest",
+            )
+        else:
+            image = ax.scatter(x, y, c=values, s=4, cmap=cmap, vmin=vmin, vmax=vmax)
+        ax.set_xlabel(names[0])
+        ax.set_ylabel(names[1])
+        fig.colorbar(image, ax=ax, label=label)
+    ax.set_title(title or f"{label} over the sweep")
+    return fig

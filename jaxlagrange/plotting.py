@@ -40,6 +40,9 @@ def coordinates(
 ):
     """The coordinates against time: one line each, or an image for many of them.
 
+    In the image, coordinates of very different sizes are each shown about their
+    mean and scaled to their own range (the colour bar says so).
+
     **Arguments:**
 
     - `ts`: the times, shape (T,).
@@ -68,9 +71,18 @@ def coordinates(
         ax.set_ylabel("coordinate")
         ax.grid(alpha=0.3)
     else:
-        limit = float(np.max(np.abs(q))) or 1.0
+        values, label = q, "value"
+        scales = np.max(np.abs(q), axis=0)
+        if np.max(scales) > 10 * np.min(scales[scales > 0], initial=np.inf):
+            # Very different sizes (a mirror and its field modes, say): show each
+            # row's variation about its mean, scaled to its own largest value.
+            values = q - np.mean(q, axis=0)
+            spread = np.max(np.abs(values), axis=0)
+            values = values / np.where(spread > 0, spread, 1.0)
+            label = "per row: (q − mean) / max |q − mean|"
+        limit = float(np.max(np.abs(values))) or 1.0
         image = ax.imshow(
-            q.T,
+            values.T,
             aspect="auto",
             origin="lower",
             extent=(ts[0], ts[-1], -0.5, n - 0.5),
@@ -82,7 +94,7 @@ def coordinates(
         step = max(1, n // 12)
         ax.set_yticks(range(0, n, step), labels[::step])
         ax.set_ylabel("coordinate")
-        fig.colorbar(image, ax=ax, label="value")
+        fig.colorbar(image, ax=ax, label=label)
     ax.set_xlabel("time t")
     ax.set_xlim(ts[0], ts[-1])
     ax.set_title(title or "Coordinates against time")

@@ -22,6 +22,12 @@ def test_coordinates_lines_or_image():
     fig = jl.plotting.coordinates(TS, many, [f"x{i}" for i in range(12)])
     assert len(fig.axes[0].images) == 1 and len(fig.axes[0].lines) == 0
     assert len(fig.axes) == 2
+    # Of very different sizes (a mirror near 1, modes near 1e-3): each row scaled.
+    mixed = np.concatenate([1 + 0.1 * many[:, :1], 1e-3 * many[:, 1:]], axis=1)
+    fig = jl.plotting.coordinates(TS, mixed)
+    image = fig.axes[0].images[0].get_array()
+    assert np.allclose(np.max(np.abs(image), axis=1), 1.0)
+    assert "per row" in fig.axes[1].get_ylabel()
 
 
 def test_phase_portrait_panels():

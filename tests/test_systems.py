@@ -31,6 +31,7 @@ def _simulate(ready, t1, saves=2, tol=1e-11, **kwargs):
 
 def test_registry_lists_every_system():
     expected = {
+        "cavity",
         "charged_particle",
         "double_pendulum",
         "kapitza",

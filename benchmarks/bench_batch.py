@@ -121,17 +121,31 @@ def _hand_written():
     return jax.jit(jax.vmap(one))
 
 
-def _time(fn, args, repeats):
+def _compile(fn, args):
     import jax
 
     compiled = fn.lower(*args).compile()
     jax.block_until_ready(compiled(*args))
-    best = float("inf")
+    return compiled
+
+
+def _best(compiled_fns, args, repeats):
+    """Best-of-`repeats` seconds of each compiled function, run in interleaved
+    rounds so that a busy machine slows them alike."""
+    import jax
+
+    best = [float("inf")] * len(compiled_fns)
     for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(compiled(*args))
-        best = min(best, time.perf_counter() - start)
-    return best, compiled
+        for i, fn in enumerate(compiled_fns):
+            start = time.perf_counter()
+            jax.block_until_ready(fn(*args))
+            best[i] = min(best[i], time.perf_counter() - start)
+    return best
+
+
+def _time(fn, args, repeats):
+    compiled = _compile(fn, args)
+    return _best([compiled], args, repeats)[0], compiled
 
 
 def _memory(compiled, batch):
@@ -152,18 +166,22 @@ def throughput(sizes, repeats):
     rows = []
     for batch in sizes:
         q0, qd0 = (jnp.asarray(x) for x in _inputs(batch))
-        seconds, compiled = _time(ours, (q0, qd0), repeats)
+        compiled = _compile(ours, (q0, qd0))
+        compare = batch == sizes[-1] or batch == 1
+        fns = [compiled]
+        if compare:
+            fns += [_compile(hand, (q0, qd0)), _compile(plain, (q0, qd0))]
+        seconds, *others = _best(fns, (q0, qd0), repeats)
         row = {
             "batch": batch,
             "seconds": seconds,
             "traj_per_s": batch / seconds,
             "bytes_per_traj": _memory(compiled, batch),
         }
-        if batch == sizes[-1] or batch == 1:
-            hand_seconds, _ = _time(hand, (q0, qd0), repeats)
+        if compare:
+            hand_seconds, plain_seconds = others
             row["hand_seconds"] = hand_seconds
             row["ratio_vs_hand"] = seconds / hand_seconds
-            plain_seconds, _ = _time(plain, (q0, qd0), repeats)
             row["ratio_vs_vmap_simulate"] = seconds / plain_seconds
             # Same answers, to the solver's tolerance.
             a, b = ours(q0, qd0), hand(q0, qd0)

@@ -1,9 +1,6 @@
 """jaxlagrange: differentiable Lagrangian mechanics in JAX."""
 
 from ._batch import failed as failed, simulate_batch as simulate_batch
-from ._lyapunov import finite_time_lyapunov as finite_time_lyapunov
-from ._store import open_store as open_store
-from ._sweep import simulate_sweep as simulate_sweep, sweep as sweep
 from ._constraints import (
     accelerations as accelerations,
     constraint_force as constraint_force,
@@ -14,11 +11,14 @@ from ._eom import (
     mass_matrix as mass_matrix,
     momenta as momenta,
 )
+from ._lyapunov import finite_time_lyapunov as finite_time_lyapunov
 from ._simulate import (
     RESULTS as RESULTS,
     simulate as simulate,
     Trajectory as Trajectory,
 )
+from ._store import open_store as open_store
+from ._sweep import simulate_sweep as simulate_sweep, sweep as sweep
 from ._system import LagrangianSystem as LagrangianSystem
 from . import plotting as plotting, systems as systems
 

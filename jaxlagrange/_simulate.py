@@ -21,7 +21,7 @@ import jax.tree_util as jtu
 import numpy as np
 
 from ._constraints import _dynamics
-from ._custom_types import Array, BoolScalar, Float, ScalarLike, VectorLike
+from ._custom_types import Array, BoolScalar, Float, Int, ScalarLike, VectorLike
 from ._eom import _terms
 from ._linalg import cho_solve, cholesky
 from ._system import LagrangianSystem
@@ -47,6 +47,11 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "The step size collapsed to the resolution of t before t1: the solution "
         "blows up or is not smooth there."
     )
+    max_events_reached = (
+        "The maximum number of events (releases and impacts of unilateral "
+        "constraints) was reached before t1. Raise it with "
+        "`jl.simulate(..., max_events=...)`."
+    )
 
 
 class Trajectory(eqx.Module):
@@ -62,7 +67,17 @@ class Trajectory(eqx.Module):
     - `t_final`: the time the solve reached (t1 on success; on failure the last
         accepted time, and t0 for a non-finite initial state).
     - `stats`: diffrax's statistics (`num_steps`, `num_accepted_steps`,
-        `num_rejected_steps`, `max_steps`).
+        `num_rejected_steps`, `max_steps`), summed over the segments between
+        events.
+    - `event_ts`: the times of the events, shape (E,) with E = `max_events` for a
+        system with unilateral constraints and E = 0 without; `inf` in the unused
+        slots.
+    - `event_constraint`: which unilateral constraint each event concerns, an
+        index 0 ≤ i < u into the output of `system.unilateral` (-1 where unused).
+    - `event_kind`: `jl.EVENT_RELEASE` (the contact's multiplier reached zero and
+        it lets go) or `jl.EVENT_IMPACT` (a free constraint reached h = 0 moving
+        inwards), -1 where unused.
+    - `num_events`: how many event slots are used.
 
     After a failure the save times that were not reached hold `inf`, as in diffrax.
     """
@@ -74,12 +89,17 @@ class Trajectory(eqx.Module):
     result: RESULTS
     t_final: Float[Array, ""]
     stats: dict[str, Any]
+    event_ts: Float[Array, " E"]
+    event_constraint: Int[Array, " E"]
+    event_kind: Int[Array, " E"]
+    num_events: Int[Array, ""]
 
 
 def _vector_field(t, y, args):
-    system, baumgarte = args
+    # `active`: the unilateral constraints in contact (None: all of them).
+    system, baumgarte, active = args
     q, qd = y
-    dyn = _dynamics(system, q, qd, t, baumgarte=baumgarte)
+    dyn = _dynamics(system, q, qd, t, active=active, baumgarte=baumgarte)
     bad = dyn.singular_mass | dyn.singular_constraints
     # A NaN step is rejected by `_Guard`; the cause is found by `_diagnose`.
     qdd = jnp.where(bad, jnp.nan, dyn.accelerations)
@@ -174,7 +194,9 @@ def _guard(controller: diffrax.AbstractStepSizeController) -> _AbstractGuard:
 _PROBES = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.25, 1.5)
 
 
-def _diagnose(system, y0, t0, y, t, guard: _GuardState, baumgarte) -> RESULTS:
+def _diagnose(
+    system, y0, t0, y, t, guard: _GuardState, baumgarte, active=None
+) -> RESULTS:
     """Name the cause of a stopped solve from the probes along the failed step.
 
     `y0`, `t0` is the initial state, `y`, `t` the last accepted one.
@@ -194,7 +216,7 @@ def _diagnose(system, y0, t0, y, t, guard: _GuardState, baumgarte) -> RESULTS:
     qds = qd + s[:, None] * cho_solve(factor, terms.forcing[1])
 
     def probe(q, qd, t):
-        return _dynamics(system, q, qd, t, baumgarte=baumgarte)
+        return _dynamics(system, q, qd, t, active=active, baumgarte=baumgarte)
 
     probes = jax.vmap(probe)(qs, qds, t + s)
     nonfinite = ~(
@@ -323,7 +345,7 @@ _THROW_FALSE = (
 )
 
 
-def _messages(max_steps: int) -> list[str]:
+def _messages(max_steps: int, max_events: int) -> list[str]:
     """The message of each result code, indexed by its value."""
     messages = list(RESULTS._index_to_message)  # pyright: ignore
     steps = RESULTS.max_steps_reached._value  # pyright: ignore
@@ -331,13 +353,21 @@ def _messages(max_steps: int) -> list[str]:
         f"The maximum number of solver steps ({max_steps}) was reached before t1. "
         "Raise it with `jl.simulate(..., max_steps=...)`, or loosen `rtol`/`atol`."
     )
+    events = RESULTS.max_events_reached._value  # pyright: ignore
+    messages[int(events)] = (
+        f"The maximum number of events ({max_events}: releases and impacts of "
+        "unilateral constraints) was reached before t1. Raise it with "
+        "`jl.simulate(..., max_events=...)`."
+    )
     return messages
 
 
-def _raise_on_failure(traj: Trajectory, max_steps: int, t1: Array) -> Trajectory:
+def _raise_on_failure(
+    traj: Trajectory, max_steps: int, t1: Array, max_events: int = 0
+) -> Trajectory:
     code = _known(traj.result._value)  # pyright: ignore
     failed = traj.result != RESULTS.successful
-    messages = _messages(max_steps)
+    messages = _messages(max_steps, max_events)
     if code is None:
         # Under jit or vmap: a runtime error, without the time reached.
         messages = [m + "\n" + _THROW_FALSE if m else m for m in messages]
@@ -367,6 +397,7 @@ def simulate(
     adjoint: diffrax.AbstractAdjoint | None = None,
     baumgarte: tuple[ScalarLike, ScalarLike] | None = None,
     progress_meter: diffrax.AbstractProgressMeter | None = None,
+    max_events: int = 32,
     throw: bool = True,
 ) -> Trajectory:
     """Integrate the equations of motion from (q0, qd0) at t0 to t1.
@@ -481,6 +512,28 @@ def simulate(
     adjoint = diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint
     if progress_meter is None:
         progress_meter = diffrax.NoProgressMeter()
+    if system.unilateral is not None:
+        # Imported here: `_events` builds on this module.
+        from ._events import _check_max_events, _hybrid_solve
+
+        max_events = _check_max_events(max_events)
+        traj = _hybrid_solve(
+            system,
+            q0,
+            qd0,
+            t0,
+            t1,
+            ts,
+            solver,
+            dt0,
+            stepsize_controller,
+            max_steps,
+            adjoint,
+            baumgarte,
+            progress_meter,
+            max_events,
+        )
+        return _raise_on_failure(traj, max_steps, t1, max_events) if throw else traj
     traj = _solve(
         system,
         q0,
@@ -523,7 +576,7 @@ def _solve(
     q0 = jnp.where(finite, q0, 0.0)
     qd0 = jnp.where(finite, qd0, 0.0)
 
-    args = (system, baumgarte)
+    args = (system, baumgarte, None)
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(_vector_field),
         solver,
@@ -584,5 +637,18 @@ def _solve(
     else:
         multipliers = jnp.zeros((ts.shape[0], 0), dtype)
     stats = dict(sol.stats)
-    traj = Trajectory(saved_ts, q, qd, multipliers, result, t_final, stats)
+    no_events = jnp.zeros((0,), int)
+    traj = Trajectory(
+        saved_ts,
+        q,
+        qd,
+        multipliers,
+        result,
+        t_final,
+        stats,
+        event_ts=jnp.zeros((0,), dtype),
+        event_constraint=no_events,
+        event_kind=no_events,
+        num_events=jnp.zeros((), int),
+    )
     return traj

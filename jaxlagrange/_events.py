@@ -28,9 +28,11 @@ factorizations as the equations of motion. A contact whose impulse would pull
 (Λ < 0) lets go instead.
 
 Chatter: a ball bouncing with e < 1 makes infinitely many bounces in finite
-time. A rebound slower than √eps (in the units of ḣ, the tolerance under which
-`contact_set` treats ḣ as zero) is taken as plastic, so the ball comes to rest in
-contact after finitely many bounces; `max_events` bounds the count in any case.
+time. A rebound that would rise less than `atol` (in the units of h, under the
+free ḧ at the impact; the solver does not resolve lower flights) or that is
+slower than √eps is taken as plastic, so the ball comes to rest in contact after
+finitely many bounces, about log(√(2 g atol)/v₀)/log e of them; `max_events`
+bounds the count in any case.
 
 The loop over segments is a `lax.scan` of fixed length `max_events + 1` (each
 finished segment a no-op), so shapes are static under `jit` and `vmap`, and it
@@ -353,15 +355,32 @@ class _Carry(NamedTuple):
     stats: Array  # (3,) steps, accepted, rejected
 
 
-def _jump(system, q, qd, t, active, row, restitution):
+def _rebound(system, q, qd, t, active, row, restitution, rest):
+    """The rebound rate −e ḣ⁻ of an impact, or 0 where the bounce would be too low.
+
+    A flight rising less than `rest` (in the units of h) under the free ḧ is not
+    resolved by the solver, so it ends the chatter with a plastic impact.
+    """
+    one = jnp.ones_like(t)
+
+    def rate(q, qd, t):
+        return jax.jvp(system._unilateral, (q, t), (qd, one))[1]
+
+    qdd = _dynamics(system, q, qd, t, active=active).accelerations
+    hd, hdd = (x[row] for x in jax.jvp(rate, (q, qd, t), (qd, qdd, one)))
+    rebound = -restitution[row] * hd
+    pull = jnp.maximum(-hdd, 0.0)
+    low = (rebound <= _contact_tolerance(q.dtype)) | (rebound**2 <= 2 * pull * rest)
+    return jnp.where(low, 0.0, rebound)
+
+
+def _jump(system, q, qd, t, active, row, restitution, rest):
     """The state just after the event on unilateral constraint `row`."""
     onehot = jnp.arange(active.shape[0]) == row
     # Release: the contact lets go, velocities unchanged.
     released = _settle(system, q, qd, t, active & ~onehot)
     # Impact: the impacting row rebounds, the other contacts keep ḣ = 0.
-    rate = jax.jvp(system._unilateral, (q, t), (qd, jnp.ones_like(t)))[1][row]
-    rebound = -restitution[row] * rate
-    rebound = jnp.where(rebound > _contact_tolerance(q.dtype), rebound, 0.0)
+    rebound = _rebound(system, q, qd, t, active, row, restitution, rest)
     target = jnp.where(onehot, rebound, 0.0)
     impact = _impulse(system, q, qd, t, jnp.zeros_like(q), active | onehot, target)
     bounced = onehot & (rebound > 0)
@@ -390,6 +409,7 @@ def _hybrid_solve(
     baumgarte,
     progress_meter,
     max_events,
+    rest,
 ) -> Trajectory:
     """`simulate` for a system with unilateral constraints: segments between events."""
     dtype = q0.dtype
@@ -469,7 +489,7 @@ def _hybrid_solve(
         result = RESULTS.where(is_event, RESULTS.successful, result)
 
         row = jnp.argmax(jnp.stack(sol.event_mask)) if u else 0
-        jump = _jump(system, q_end, qd_end, t_end, carry.active, row, restitution)
+        jump = _jump(system, q_end, qd_end, t_end, carry.active, row, restitution, rest)
         qd_next, active_next, kind, bad = jump
         room = carry.num_events < max_events
         result = RESULTS.where(is_event & ~room, RESULTS.max_events_reached, result)

@@ -497,20 +497,11 @@ def _hybrid_solve(
             is_event & room & bad, RESULTS.redundant_constraints, result
         )
         record = is_event & room & ~carry.done
-        slot = jnp.minimum(carry.num_events, max(max_events - 1, 0))
-        if max_events:
-            event_ts = carry.event_ts.at[slot].set(
-                jnp.where(record, t_end, carry.event_ts[slot])
-            )
-            event_constraint = carry.event_constraint.at[slot].set(
-                jnp.where(record, row, carry.event_constraint[slot])
-            )
-            event_kind = carry.event_kind.at[slot].set(
-                jnp.where(record, kind, carry.event_kind[slot])
-            )
-        else:
-            event_ts, event_constraint = carry.event_ts, carry.event_constraint
-            event_kind = carry.event_kind
+        # Out of range (no event, or no room): the write is dropped.
+        slot = jnp.where(record, carry.num_events, max_events)
+        event_ts = carry.event_ts.at[slot].set(t_end, mode="drop")
+        event_constraint = carry.event_constraint.at[slot].set(row, mode="drop")
+        event_kind = carry.event_kind.at[slot].set(kind, mode="drop")
         go_on = record & (result == RESULTS.successful)
         stats = jnp.stack(
             [

@@ -79,6 +79,9 @@ class Trajectory(eqx.Module):
         inwards), -1 where unused.
     - `num_events`: how many event slots are used.
 
+    Velocities jump at impacts: a save time equal to an event time holds the state
+    just before the event.
+
     After a failure the save times that were not reached hold `inf`, as in diffrax.
     """
 

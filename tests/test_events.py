@@ -232,23 +232,72 @@ def test_no_unilateral_constraints_no_events():
     assert int(traj.num_events) == 0
 
 
-def test_vmap_and_jit_equal_a_loop():
+def test_plastic_ball_stays_on_the_floor():
+    traj = _ball(0.0, 1.0)
+    assert int(traj.num_events) == 1
+    assert int(traj.event_kind[0]) == jl.EVENT_IMPACT
+    landed = BALL_TS > np.sqrt(2 / G)
+    np.testing.assert_allclose(traj.q[landed, 0], 0.0, atol=1e-12)
+    np.testing.assert_allclose(traj.qd[landed, 0], 0.0, atol=1e-12)
+    np.testing.assert_allclose(traj.multipliers[landed, 0], G, rtol=1e-12)
+
+
+def _drift(q, qd, t):
+    return 0.5 * qd[0] ** 2
+
+
+def _walls(q, t):
+    return jnp.array([q[0], 1.0 - q[0]])
+
+
+def test_particle_between_two_walls():
+    # Free flight between walls at 0 and 1, restitution 1 on the left one and 0.5
+    # on the right one: each right-wall bounce halves the speed.
+    system = jl.LagrangianSystem(
+        _drift, unilateral=_walls, restitution=jnp.array([1.0, 0.5])
+    )
+    ts = 0.1 + 0.5 * np.arange(14)  # none at an event time
+    traj = jl.simulate(
+        system,
+        jnp.array([0.5]),
+        jnp.array([1.0]),
+        t1=7.0,
+        saveat=ts,
+        rtol=TOL,
+        atol=TOL,
+    )
+    # Right wall at 0.5 (speed 1 → 0.5), left at 2.5, right at 4.5 (0.5 → 0.25).
+    assert int(traj.num_events) == 3
+    np.testing.assert_allclose(traj.event_ts[:3], [0.5, 2.5, 4.5], atol=1e-9)
+    assert list(np.asarray(traj.event_constraint[:3])) == [1, 0, 1]
+    assert np.all(traj.event_kind[:3] == jl.EVENT_IMPACT)
+    speed = np.select([ts < 0.5, ts < 4.5], [1.0, 0.5], 0.25)
+    direction = np.select([ts < 0.5, ts < 2.5, ts < 4.5], [1.0, -1.0, 1.0], -1.0)
+    np.testing.assert_allclose(traj.qd[:, 0], speed * direction, rtol=1e-9)
+    assert np.all(traj.multipliers == 0)
+
+
+def test_batch_and_jit_equal_a_loop():
     heights = jnp.array([0.5, 1.0, 2.0])
     system, _, qd0 = jl.systems.bouncing_ball({"e": 0.7})
 
-    def run(y0):
-        return jl.simulate(
-            system, y0[None], qd0, t1=2.0, saveat=BALL_TS, rtol=TOL, atol=TOL
+    @jax.jit
+    def run(heights):
+        return jl.simulate_batch(
+            system, heights[:, None], qd0, t1=2.0, saveat=BALL_TS, rtol=TOL, atol=TOL
         )
 
-    batched = jax.jit(jax.vmap(run))(heights)
+    batched = run(heights)
     for i, y0 in enumerate(heights):
         single = _ball(0.7, float(y0))
+        assert int(batched.num_events[i]) == int(single.num_events) >= 2
         for name in ("ts", "q", "qd", "multipliers", "event_ts", "event_kind"):
             np.testing.assert_allclose(
-                getattr(batched, name)[i], getattr(single, name), rtol=1e-12, atol=1e-12
+                getattr(batched, name)[i],
+                getattr(single, name),
+                rtol=1e-12,
+                atol=1e-12,
             )
-        assert int(batched.num_events[i]) == int(single.num_events)
 
 
 def test_gradient_through_impacts():

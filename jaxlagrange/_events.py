@@ -34,6 +34,11 @@ slower than √eps is taken as plastic, so the ball comes to rest in contact aft
 finitely many bounces, about log(√(2 g atol)/v₀)/log e of them; `max_events`
 bounds the count in any case.
 
+Limitation: diffrax locates one event per solver step, that of the first
+constraint (in the order of h) whose event function changed sign in it. Events
+of two constraints within one step are handled only if that one is also the
+earlier of them.
+
 The loop over segments is a `lax.scan` of fixed length `max_events + 1` (each
 finished segment a no-op), so shapes are static under `jit` and `vmap`, and it
 can be differentiated in forward and reverse mode.

@@ -419,7 +419,8 @@ def simulate(
     `num_events`). The solve is then a sequence of diffrax solves between events,
     at most `max_events + 1` of them, which keeps every shape static under `jit`
     and `vmap` and is differentiable (the event times too). A system without
-    unilateral constraints takes a single diffrax solve.
+    unilateral constraints takes a single diffrax solve. Start with h(q0, t0) ≥ 0:
+    an event is a crossing of h from positive to zero.
 
     **Arguments:**
 

@@ -11,6 +11,11 @@ from ._eom import (
     mass_matrix as mass_matrix,
     momenta as momenta,
 )
+from ._events import (
+    apply_impulse as apply_impulse,
+    EVENT_IMPACT as EVENT_IMPACT,
+    EVENT_RELEASE as EVENT_RELEASE,
+)
 from ._lyapunov import finite_time_lyapunov as finite_time_lyapunov
 from ._simulate import (
     RESULTS as RESULTS,

@@ -164,8 +164,9 @@ def _stats(stats: Mapping[str, Any]) -> dict[str, int]:
 def _energy_along(system, ts, q, qd):
     """The Jacobi integral along (ts, q, qd), and whether it is conserved there.
 
-    It is not when there are forces or dissipation, nor when L or a constraint
-    depends on t explicitly somewhere on the trajectory.
+    It is not when there are forces or dissipation, inelastic impacts (a
+    restitution below 1), nor when L or a constraint depends on t explicitly
+    somewhere on the trajectory.
     """
     import equinox as eqx
     import jax
@@ -189,6 +190,8 @@ def _energy_along(system, ts, q, qd):
 
     energies, autonomous = along(ts, q, qd)
     forced = system.force is not None or system.dissipation is not None
+    if system.unilateral is not None:
+        forced = forced or not bool(jnp.all(jnp.asarray(system.restitution) == 1))
     return energies, bool(autonomous) and not forced
 
 

@@ -2,7 +2,7 @@
 
 from typing import Any, Callable
 
-from jaxtyping import Array, ArrayLike, Bool, Float, PyTree
+from jaxtyping import Array, ArrayLike, Bool, Float, Int, PyTree
 
 
 Params = PyTree[Any]
@@ -18,6 +18,8 @@ __all__ = [
     "Array",
     "ArrayLike",
     "BoolScalar",
+    "Float",
+    "Int",
     "Matrix",
     "Params",
     "Scalar",

@@ -31,11 +31,13 @@ def _simulate(ready, t1, saves=2, tol=1e-11, **kwargs):
 
 def test_registry_lists_every_system():
     expected = {
+        "bouncing_ball",
         "cavity",
         "charged_particle",
         "double_pendulum",
         "kapitza",
         "kepler",
+        "mass_on_sphere",
         "pendulum",
         "spherical_pendulum",
         "spring_chain",

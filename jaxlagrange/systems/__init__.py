@@ -1,10 +1,12 @@
 """Ready systems: each a function returning a `ReadySystem`, registered by name."""
 
+from ._bouncing_ball import bouncing_ball as bouncing_ball
 from ._cavity import cavity as cavity
 from ._charged_particle import charged_particle as charged_particle
 from ._double_pendulum import double_pendulum as double_pendulum
 from ._kapitza import kapitza as kapitza
 from ._kepler import kepler as kepler
+from ._mass_on_sphere import mass_on_sphere as mass_on_sphere
 from ._pendulum import pendulum as pendulum
 from ._registry import (
     ReadySystem as ReadySystem,

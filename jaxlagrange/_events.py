@@ -1,0 +1,603 @@
+"""Unilateral constraints over time: release and impact events, and impulses.
+
+A unilateral constraint h(q, t) ≥ 0 is holonomic while it is in contact and its
+multiplier pushes (λ ≥ 0); it is free otherwise. `simulate` integrates such a
+system segment by segment, each segment one `diffrax.diffeqsolve` with the set
+of contacts held fixed, ended by the first event:
+
+- a *release*: the multiplier of a contact falls through zero (root-found on
+  λ(t), so the release time is exact to the root finder's tolerance); the motion
+  goes on free of that constraint with unchanged velocities;
+- an *impact*: a free constraint reaches h = 0 moving inwards (root-found on
+  h(t)); the velocities jump by an impulse (below), and the constraint is in
+  contact afterwards if the rebound is zero and its multiplier then pushes.
+
+The events are down-crossings of one function per unilateral constraint, λᵢ
+while in contact and hᵢ while free, so a constraint that starts a segment at
+h ≈ 0 (just released, or just bounced) does not trigger at once.
+
+Impulses follow the textbook's impulsive Lagrange equations: over an instant
+the coordinates do not move and the momenta jump, M Δq̇ = P + CᵀΛ, where P is an
+applied generalized impulse and Λ the constraint impulses. Λ is fixed by the
+velocity-level constraints after the jump: the holonomic and nonholonomic ones
+stay satisfied (ġ = 0, a = 0), contacts keep ḣ = 0, and an impacting constraint
+rebounds with ḣ⁺ = −e ḣ⁻ for its coefficient of restitution e. With M = LLᵀ,
+Y = L⁻¹Cᵀ and z = L⁻¹P this is the Schur system (YᵀY) Λ = w − ċ − Yᵀz for the
+wanted rates w and the current ones ċ, and Δq̇ = L⁻ᵀ(z + YΛ): the same
+factorizations as the equations of motion. A contact whose impulse would pull
+(Λ < 0) lets go instead.
+
+Chatter: a ball bouncing with e < 1 makes infinitely many bounces in finite
+time. A rebound that would rise less than `atol` (in the units of h, under the
+free ḧ at the impact; the solver does not resolve lower flights) or that is
+slower than √eps is taken as plastic, so the ball comes to rest in contact after
+finitely many bounces, about log(√(2 g atol)/v₀)/log e of them; `max_events`
+bounds the count in any case.
+
+Limitation: diffrax locates one event per solver step, that of the first
+constraint (in the order of h) whose event function changed sign in it. Events
+of two constraints within one step are handled only if that one is also the
+earlier of them.
+
+The loop over segments is a `lax.scan` of fixed length `max_events + 1` (each
+finished segment a no-op), so shapes are static under `jit` and `vmap`, and it
+can be differentiated in forward and reverse mode.
+"""
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optimistix as optx
+
+from ._constraints import (
+    _SINGULAR_CONSTRAINTS,
+    _contact_tolerance,
+    _dynamics,
+    _num_bilateral,
+    _num_unilateral,
+    contact_set,
+)
+from ._custom_types import Array, BoolScalar, ScalarLike, Vector, VectorLike
+from ._eom import _NON_FINITE_STATE, _SINGULAR_MASS, _finite, _terms
+from ._linalg import cho_solve, cholesky, solve_lower, solve_upper_t
+from ._simulate import (
+    RESULTS,
+    Trajectory,
+    _all_finite,
+    _diagnose,
+    _guard,
+    _no_gradient,
+    _vector_field,
+)
+from ._system import LagrangianSystem, _as_state
+
+
+EVENT_RELEASE = 0
+"""`Trajectory.event_kind` of a contact letting go (its multiplier reached zero)."""
+
+EVENT_IMPACT = 1
+"""`Trajectory.event_kind` of a free unilateral constraint hitting h = 0."""
+
+
+# Impulses.
+
+
+class _Impulse(NamedTuple):
+    velocities: Array  # q̇ after the impulse, (n,)
+    contact: Array  # the unilateral rows that took an impulse, (u,) bool
+    singular_mass: BoolScalar
+    singular_constraints: BoolScalar
+
+
+def _rates(system: LagrangianSystem, q: Array, qd: Array, t: Array):
+    """C = [G; A; H] at velocity level and the current rates [ġ; a; ḣ]."""
+    one = jnp.ones((), t.dtype)
+    rows, rates = [], []
+    if system.holonomic is not None:
+        rows.append(jax.jacfwd(system._holonomic)(q, t))
+        rates.append(jax.jvp(system._holonomic, (q, t), (qd, one))[1])
+    if system.nonholonomic is not None:
+        rows.append(jax.jacfwd(system._nonholonomic, argnums=1)(q, qd, t))
+        rates.append(system._nonholonomic(q, qd, t))
+    if system.unilateral is not None:
+        rows.append(jax.jacfwd(system._unilateral)(q, t))
+        rates.append(jax.jvp(system._unilateral, (q, t), (qd, one))[1])
+    return jnp.concatenate(rows), jnp.concatenate(rates)
+
+
+def _impulse(
+    system: LagrangianSystem,
+    q: Array,
+    qd: Array,
+    t: Array,
+    impulse: Array,
+    contact: Array,
+    target: Array,
+) -> _Impulse:
+    """q̇⁺ from M Δq̇ = P + CᵀΛ with the bilateral rates 0 after the jump and the
+    rates of the unilateral rows in `contact` equal to `target`.
+
+    Contact rows whose impulse would pull are dropped, one sweep at a time.
+    """
+    mass = _terms(system, q, qd, t).mass
+    chol = cholesky(mass)
+    factor = chol.factor
+    z = solve_lower(factor, impulse)
+    if not system.has_constraints:
+        return _Impulse(
+            qd + solve_upper_t(factor, z), contact, chol.singular, jnp.array(False)
+        )
+    matrix, rates = _rates(system, q, qd, t)
+    bilateral = _num_bilateral(system, q, qd, t)
+    y = solve_lower(factor, matrix.T)
+    schur = y.T @ y
+    wanted = jnp.concatenate([jnp.zeros(bilateral, q.dtype), target])
+    residual = wanted - rates - y.T @ z
+    ones = jnp.ones(bilateral, bool)
+
+    def solve(contact):
+        mask = jnp.concatenate([ones, contact])
+        both = mask[:, None] & mask[None, :]
+        masked = jnp.where(both, schur, jnp.eye(mask.shape[0], dtype=q.dtype))
+        schur_chol = cholesky(masked)
+        lam = cho_solve(schur_chol.factor, jnp.where(mask, residual, 0.0))
+        return jnp.where(mask, lam, 0.0), schur_chol.singular
+
+    for _ in range(contact.shape[0]):
+        lam, _ = solve(contact)
+        contact = contact & (lam[bilateral:] >= 0)
+    lam, singular = solve(contact)
+    velocities = qd + solve_upper_t(factor, z + y @ lam)
+    return _Impulse(velocities, contact, chol.singular, singular)
+
+
+@eqx.filter_jit
+def _checked_impulse(system, q, qd, t, impulse):
+    if system.unilateral is None:
+        contact = jnp.zeros((0,), bool)
+    else:
+        contact = contact_set(system, q, qd, t)
+    target = jnp.zeros(contact.shape, q.dtype)
+    out = _impulse(system, q, qd, t, impulse, contact, target)
+    code = jnp.where(out.singular_constraints, 1, 0)
+    code = jnp.where(out.singular_mass, 2, code)
+    code = jnp.where(_finite(q, qd, t) & jnp.all(jnp.isfinite(impulse)), code, 3)
+    return eqx.branched_error_if(
+        out.velocities,
+        code > 0,
+        jnp.maximum(code - 1, 0),
+        (_SINGULAR_CONSTRAINTS, _SINGULAR_MASS, _NON_FINITE_STATE),
+    )
+
+
+def apply_impulse(
+    system: LagrangianSystem,
+    q: VectorLike,
+    qd: VectorLike,
+    t: ScalarLike,
+    impulse: VectorLike,
+) -> Vector:
+    """The velocities just after a generalized impulse P acts at a state.
+
+    Over an instant the coordinates do not move and the momenta jump:
+    M Δq̇ = P + CᵀΛ, where the constraint impulses Λ keep the holonomic and
+    nonholonomic constraints satisfied at velocity level (ġ = 0 and a = 0
+    afterwards). Unilateral constraints in contact (`contact_set`) act as plastic
+    contacts: they keep ḣ = 0 if their impulse pushes, and let go otherwise.
+
+    **Arguments:**
+
+    - `system`: the `LagrangianSystem`.
+    - `q`, `qd`: coordinates and velocities just before the impulse, shape (n,).
+    - `t`: the time, a scalar.
+    - `impulse`: the generalized impulse P = ∫ Q dt, shape (n,) (for a force F on
+        a point r(q), Pⱼ = F·∂r/∂qⱼ integrated over the blow).
+
+    **Returns:** the velocities q̇⁺ just after, shape (n,).
+
+    **Raises:** `ValueError` at trace time for wrong shapes (`impulse` must have
+    the shape of `q`); under `jax.jit` too, an error when the mass matrix is
+    singular, the constraints are redundant, or the state or impulse is not
+    finite.
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import jaxlagrange as jl
+
+    # A unit mass on a circle of radius 1, struck sideways at the bottom.
+    pendulum = jl.LagrangianSystem(
+        lambda q, qd, t: 0.5 * jnp.sum(qd**2) - 9.81 * q[1],
+        holonomic=lambda q, t: jnp.array([jnp.sum(q**2) - 1.0]),
+    )
+    q, qd = jnp.array([0.0, -1.0]), jnp.zeros(2)
+    jl.apply_impulse(pendulum, q, qd, 0.0, jnp.array([2.0, 5.0]))  # [2.0, 0.0]
+    ```
+    """
+    q, qd, t = _as_state(q, qd, t)
+    impulse = jnp.asarray(impulse)
+    if impulse.shape != q.shape:
+        raise ValueError(
+            f"`impulse` must have shape {q.shape} (the shape of q), got shape "
+            f"{impulse.shape}."
+        )
+    return _checked_impulse(system, q, qd, t, impulse.astype(q.dtype))
+
+
+# Events.
+
+
+def _settle(system, q, qd, t, candidates: Array) -> Array:
+    """The candidates whose multipliers push, released one sweep at a time."""
+    offset = _num_bilateral(system, q, qd, t)
+    active = candidates
+    for _ in range(candidates.shape[0]):
+        lam = _dynamics(system, q, qd, t, active=active).multipliers[offset:]
+        active = active & (lam >= 0)
+    return active
+
+
+def _segment_field(t, y, args):
+    return _vector_field(t, y, args[:3])
+
+
+def _condition(row: int, offset: int):
+    """The event function of unilateral constraint `row`: λ in contact, else h.
+
+    A free constraint's h is divided by the time since the segment start t_s:
+    the sign is unchanged, but the root at t_s of a constraint that starts at
+    h ≈ 0 (just released or bounced) is divided out. Otherwise a rounding error
+    h(t_s) ≲ 0 would hide a short flight that one solver step jumps over.
+    """
+
+    def condition(t, y, args, **kwargs):
+        del kwargs
+        system, baumgarte, active, start, initial = args
+        q, qd = y
+        dyn = _dynamics(system, q, qd, t, active=active, baumgarte=baumgarte)
+        h = system._unilateral(q, t)[row]
+        later = t > start
+        flight = h / jnp.where(later, t - start, 1.0)
+        free = jnp.where(later, flight, initial[row])
+        return jnp.where(active[row], dyn.multipliers[offset + row], free)
+
+    return condition
+
+
+def _initial_conditions(system, q, qd, t) -> Array:
+    """The free event functions at the segment start: h, or ḣ where h ≈ 0."""
+    h, rate = jax.jvp(system._unilateral, (q, t), (qd, jnp.ones_like(t)))
+    return jnp.where(h > _contact_tolerance(q.dtype), h, rate)
+
+
+class _TimeNewton(optx.AbstractRootFinder):
+    """Newton's method for an event time, converged when its step in t is small.
+
+    `optx.Newton` also asks |c| < atol of the event function c, which has the
+    units of a force or a length, not a time; this one needs only the step.
+    Steps are clipped to the last solver step [lower, upper], which brackets the
+    root.
+    """
+
+    rtol: float
+    atol: float
+    norm: Callable = optx.max_norm
+
+    def init(self, fn, y, args, options, f_struct, aux_struct, tags):
+        return jnp.full_like(y, jnp.inf)
+
+    def step(self, fn, y, args, options, state, tags):
+        def value(t):
+            return fn(t, args)
+
+        (f, aux), (df, _) = jax.jvp(value, (y,), (jnp.ones_like(y),))
+        # diffrax passes one value per event function, zero but the triggered one.
+        f, df = (sum(jax.tree_util.tree_leaves(x)) for x in (f, df))
+        new = y - f / df
+        new = jnp.where(jnp.isfinite(new), new, y)
+        new = jnp.clip(new, options.get("lower"), options.get("upper"))
+        return new, new - y, aux
+
+    def terminate(self, fn, y, args, options, state, tags):
+        small = jnp.abs(state) <= self.atol + self.rtol * jnp.abs(y)
+        return small, optx.RESULTS.successful
+
+    def postprocess(self, fn, y, aux, args, options, state, tags, result):
+        return y, aux, {}
+
+
+def _root_finder(dtype) -> optx.AbstractRootFinder:
+    # Newton converges quadratically, so the event time ends far more accurate
+    # than this tolerance on its last step.
+    tol = float(jnp.finfo(dtype).eps) ** (2 / 3)
+    return _TimeNewton(rtol=tol, atol=tol)
+
+
+def _restitution(system: LagrangianSystem, u: int, dtype) -> Array:
+    e = jnp.asarray(system.restitution, dtype)
+    if e.shape not in ((), (u,)):
+        raise ValueError(
+            "`restitution` must be a scalar or have one entry per unilateral "
+            f"constraint, shape ({u},), got shape {e.shape}."
+        )
+    return jnp.broadcast_to(e, (u,))
+
+
+def _check_max_events(max_events) -> int:
+    if (
+        isinstance(max_events, bool)
+        or not isinstance(max_events, (int, np.integer))
+        or max_events < 0
+    ):
+        raise ValueError(
+            f"`max_events` must be a non-negative int, got {max_events!r}."
+        )
+    return int(max_events)
+
+
+class _Carry(NamedTuple):
+    t: Array
+    q: Array
+    qd: Array
+    active: Array  # (u,) bool: the contacts
+    done: BoolScalar
+    result: RESULTS
+    ts: Array  # (T,) the save times, as they are filled
+    qs: Array  # (T, n)
+    qds: Array  # (T, n)
+    actives: Array  # (T, u): the contacts at each save time
+    filled: Array  # (T,) bool
+    event_ts: Array  # (E,)
+    event_constraint: Array  # (E,)
+    event_kind: Array  # (E,)
+    num_events: Array
+    stats: Array  # (3,) steps, accepted, rejected
+
+
+def _rebound(system, q, qd, t, active, row, restitution, rest):
+    """The rebound rate −e ḣ⁻ of an impact, or 0 where the bounce would be too low.
+
+    A flight rising less than `rest` (in the units of h) under the free ḧ is not
+    resolved by the solver, so it ends the chatter with a plastic impact.
+    """
+    one = jnp.ones_like(t)
+
+    def rate(q, qd, t):
+        return jax.jvp(system._unilateral, (q, t), (qd, one))[1]
+
+    qdd = _dynamics(system, q, qd, t, active=active).accelerations
+    hd, hdd = (x[row] for x in jax.jvp(rate, (q, qd, t), (qd, qdd, one)))
+    rebound = -restitution[row] * hd
+    pull = jnp.maximum(-hdd, 0.0)
+    low = (rebound <= _contact_tolerance(q.dtype)) | (rebound**2 <= 2 * pull * rest)
+    return jnp.where(low, 0.0, rebound)
+
+
+def _jump(system, q, qd, t, active, row, restitution, rest):
+    """The state just after the event on unilateral constraint `row`."""
+    onehot = jnp.arange(active.shape[0]) == row
+    # Release: the contact lets go, velocities unchanged.
+    released = _settle(system, q, qd, t, active & ~onehot)
+    # Impact: the impacting row rebounds, the other contacts keep ḣ = 0.
+    rebound = _rebound(system, q, qd, t, active, row, restitution, rest)
+    target = jnp.where(onehot, rebound, 0.0)
+    impact = _impulse(system, q, qd, t, jnp.zeros_like(q), active | onehot, target)
+    bounced = onehot & (rebound > 0)
+    contacts = _settle(system, q, impact.velocities, t, impact.contact & ~bounced)
+    is_release = active[row]
+    qd = jnp.where(is_release, qd, impact.velocities)
+    active = jnp.where(is_release, released, contacts)
+    kind = jnp.where(is_release, EVENT_RELEASE, EVENT_IMPACT)
+    bad = ~is_release & (impact.singular_mass | impact.singular_constraints)
+    return qd, active, kind, bad
+
+
+@eqx.filter_jit
+def _hybrid_solve(
+    system,
+    q0,
+    qd0,
+    t0,
+    t1,
+    ts,
+    solver,
+    dt0,
+    stepsize_controller,
+    max_steps,
+    adjoint,
+    baumgarte,
+    progress_meter,
+    max_events,
+    rest,
+) -> Trajectory:
+    """`simulate` for a system with unilateral constraints: segments between events."""
+    dtype = q0.dtype
+    n = q0.shape[0]
+    u = _num_unilateral(system, q0, t0)
+    restitution = _restitution(system, u, dtype)
+    offset = _num_bilateral(system, q0, qd0, t0)
+    finite = _all_finite((q0, qd0))
+    # A non-finite initial state is integrated as zeros and reported afterwards.
+    q0 = jnp.where(finite, q0, 0.0)
+    qd0 = jnp.where(finite, qd0, 0.0)
+    num_ts = ts.shape[0]
+    inf = jnp.array(jnp.inf, dtype)
+
+    event = diffrax.Event(
+        [_condition(i, offset) for i in range(u)],
+        root_finder=_root_finder(dtype),
+        direction=False,
+    )
+    controller = _guard(stepsize_controller)
+
+    def segment(carry: _Carry) -> _Carry:
+        # A finished member of a vmapped batch runs this too: make it trivial.
+        start = jnp.where(carry.done, t1, carry.t)
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(_segment_field),
+            solver,
+            t0=start,
+            t1=t1,
+            dt0=dt0,
+            y0=(carry.q, carry.qd),
+            args=(
+                system,
+                baumgarte,
+                carry.active,
+                start,
+                _initial_conditions(system, carry.q, carry.qd, start),
+            ),
+            saveat=diffrax.SaveAt(
+                ts=jnp.clip(ts, start, t1), t1=True, controller_state=True
+            ),
+            stepsize_controller=controller,
+            adjoint=adjoint,
+            event=event,
+            max_steps=max_steps,
+            progress_meter=progress_meter,
+            throw=False,
+        )
+        # The end of the segment follows the save times reached (as in `_solve`).
+        last = jnp.sum(jnp.isfinite(sol.ts)) - 1
+        t_end = sol.ts[last]
+        q_end, qd_end = (y[last] for y in sol.ys)
+        new = (jnp.arange(num_ts) < last) & ~carry.filled & ~carry.done
+        ts_out = jnp.where(new, sol.ts[:num_ts], carry.ts)
+        qs = jnp.where(new[:, None], sol.ys[0][:num_ts], carry.qs)
+        qds = jnp.where(new[:, None], sol.ys[1][:num_ts], carry.qds)
+        actives = jnp.where(new[:, None], carry.active, carry.actives)
+        filled = carry.filled | new
+
+        result = RESULTS.promote(sol.result)
+        guard = sol.controller_state
+        stopped = (result == RESULTS.dt_min_reached) & (guard.failed_dt != 0)
+        diagnosed = _diagnose(
+            *_no_gradient(
+                system,
+                (q0, qd0),
+                t0,
+                (q_end, qd_end),
+                t_end,
+                guard,
+                baumgarte,
+                carry.active,
+            )
+        )
+        result = RESULTS.where(stopped, diagnosed, result)
+        is_event = result == RESULTS.event_occurred
+        result = RESULTS.where(is_event, RESULTS.successful, result)
+
+        row = jnp.argmax(jnp.stack(sol.event_mask)) if u else 0
+        jump = _jump(system, q_end, qd_end, t_end, carry.active, row, restitution, rest)
+        qd_next, active_next, kind, bad = jump
+        room = carry.num_events < max_events
+        result = RESULTS.where(is_event & ~room, RESULTS.max_events_reached, result)
+        result = RESULTS.where(
+            is_event & room & bad, RESULTS.redundant_constraints, result
+        )
+        record = is_event & room & ~carry.done
+        # Out of range (no event, or no room): the write is dropped.
+        slot = jnp.where(record, carry.num_events, max_events)
+        event_ts = carry.event_ts.at[slot].set(t_end, mode="drop")
+        event_constraint = carry.event_constraint.at[slot].set(row, mode="drop")
+        event_kind = carry.event_kind.at[slot].set(kind, mode="drop")
+        go_on = record & (result == RESULTS.successful)
+        stats = jnp.stack(
+            [
+                sol.stats["num_steps"],
+                sol.stats["num_accepted_steps"],
+                sol.stats["num_rejected_steps"],
+            ]
+        )
+        keep = carry.done
+
+        def pick(old, new):
+            return jnp.where(keep, old, new)
+
+        return _Carry(
+            t=pick(carry.t, t_end),
+            q=pick(carry.q, q_end),
+            qd=pick(carry.qd, jnp.where(go_on, qd_next, qd_end)),
+            active=pick(carry.active, jnp.where(go_on, active_next, carry.active)),
+            done=carry.done | ~go_on,
+            result=RESULTS.where(keep, carry.result, result),
+            ts=ts_out,
+            qs=qs,
+            qds=qds,
+            actives=actives,
+            filled=filled,
+            event_ts=event_ts,
+            event_constraint=event_constraint,
+            event_kind=event_kind,
+            num_events=carry.num_events + record.astype(carry.num_events.dtype),
+            stats=carry.stats + jnp.where(keep, 0, stats),
+        )
+
+    def body(carry, _):
+        return jax.lax.cond(carry.done, lambda c: c, segment, carry), None
+
+    unused = -jnp.ones((max_events,), int)
+    init = _Carry(
+        t=t0,
+        q=q0,
+        qd=qd0,
+        active=contact_set(system, q0, qd0, t0),
+        done=jnp.array(False),
+        result=RESULTS.where(jnp.array(True), RESULTS.successful, RESULTS.successful),
+        ts=jnp.full((num_ts,), inf),
+        qs=jnp.full((num_ts, n), inf),
+        qds=jnp.full((num_ts, n), inf),
+        actives=jnp.zeros((num_ts, u), bool),
+        filled=jnp.zeros((num_ts,), bool),
+        event_ts=jnp.full((max_events,), inf),
+        event_constraint=unused,
+        event_kind=unused,
+        num_events=jnp.zeros((), int),
+        stats=jnp.zeros((3,), int),
+    )
+    final, _ = jax.lax.scan(body, init, None, length=max_events + 1)
+
+    result = RESULTS.where(finite, final.result, RESULTS.non_finite_state)
+    t_final = jnp.where(finite, final.t, t0)
+    reached = final.filled & finite
+    saved_ts = jnp.where(reached, final.ts, inf)
+    q, qd = (jnp.where(reached[:, None], y, inf) for y in (final.qs, final.qds))
+
+    def multipliers(q, qd, t, active):
+        return _dynamics(
+            system, q, qd, t, active=active, baumgarte=baumgarte
+        ).multipliers
+
+    lam = jax.vmap(multipliers)(
+        jnp.where(reached[:, None], q, 0.0),
+        jnp.where(reached[:, None], qd, 0.0),
+        jnp.where(reached, saved_ts, t0),
+        final.actives,
+    )
+    lam = jnp.where(reached[:, None], lam, jnp.inf)
+    steps, accepted, rejected = final.stats
+    stats = {
+        "num_steps": steps,
+        "num_accepted_steps": accepted,
+        "num_rejected_steps": rejected,
+        "max_steps": max_steps,
+    }
+    return Trajectory(
+        saved_ts,
+        q,
+        qd,
+        lam,
+        result,
+        t_final,
+        stats,
+        event_ts=final.event_ts,
+        event_constraint=final.event_constraint,
+        event_kind=final.event_kind,
+        num_events=final.num_events,
+    )

@@ -129,14 +129,26 @@ class _ProjectedInterpolation(diffrax.AbstractLocalInterpolation):
     def evaluate(self, t0, t1=None, left=True):
         if t1 is not None:
             return self.evaluate(t1, left=left) - self.evaluate(t0, left=left)
-        q, qd = self.inner.evaluate(t0, left=left)
-        t = jnp.asarray(t0, q.dtype)
-        q, qd, _ = _project(self.system, q, qd, t, _STEP_ITERATIONS)
-        return q, qd
+        return _project_state(self.system, self.inner.evaluate(t0, left=left), t0)
+
+
+def _project_state(system: LagrangianSystem, y, t):
+    q, qd = y
+    q, qd, _ = _project(system, q, qd, jnp.asarray(t, q.dtype), _STEP_ITERATIONS)
+    return q, qd
+
+
+# The key under which a step hands the system to its interpolation.
+_SYSTEM = "jaxlagrange_system"
 
 
 class ProjectedSolver(diffrax.AbstractWrappedSolver):
     """Wraps a diffrax solver of the state (q, q̇): every step ends on the manifold.
+
+    The system is read from the solve's `args = (system, baumgarte)`, never stored
+    on the solver: its params must stay differentiable inputs of the solve (which
+    `diffrax.BacksolveAdjoint` requires). The backward solve of that adjoint
+    integrates an augmented state with other args; it is not projected.
 
     The inner solver's first-same-as-last stage is kept: it was evaluated at the
     unprojected end of the step, within the local error of the projected one, so
@@ -145,7 +157,6 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
     """
 
     solver: diffrax.AbstractSolver
-    system: LagrangianSystem
 
     @property
     def term_structure(self):
@@ -153,10 +164,13 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
 
     @property
     def interpolation_cls(self):  # pyright: ignore
-        inner_cls, system = self.solver.interpolation_cls, self.system
+        inner_cls = self.solver.interpolation_cls
 
         def build(*, t0, t1, **dense_info):
+            system = dense_info.pop(_SYSTEM, None)
             inner = inner_cls(t0=t0, t1=t1, **dense_info)
+            if system is None:
+                return inner
             return _ProjectedInterpolation(t0, t1, inner, system)
 
         return build
@@ -165,11 +179,13 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
     def term_compatible_contr_kwargs(self):
         return self.solver.term_compatible_contr_kwargs
 
-    @property
-    def root_finder(self):
-        # Read (and filled with the step-size controller's tolerances) by diffrax
-        # for implicit solvers.
-        return self.solver.root_finder  # pyright: ignore
+    def __getattr__(self, name):
+        # `isinstance` checks see the wrapped solver (`AbstractWrappedSolver`), so
+        # diffrax then reads (and `eqx.tree_at`s) that solver's fields through the
+        # wrapper: `root_finder` of implicit solvers, `scan_kind` of Runge–Kutta.
+        if name.startswith("__") or name == "solver":
+            raise AttributeError(name)
+        return getattr(self.solver, name)
 
     def order(self, terms):
         return self.solver.order(terms)
@@ -187,10 +203,18 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
         y1, y_error, dense_info, solver_state, result = self.solver.step(
             terms, t0, t1, y0, args, solver_state, made_jump
         )
-        q, qd = y1
-        t = jnp.asarray(t1, q.dtype)
-        q, qd, _ = _project(self.system, q, qd, t, _STEP_ITERATIONS)
-        return (q, qd), y_error, dense_info, solver_state, result
+        forward = (
+            isinstance(args, tuple)
+            and isinstance(args[0], LagrangianSystem)
+            and isinstance(y1, tuple)
+            and len(y1) == 2
+            and all(eqx.is_array(y) for y in y1)
+        )
+        if forward:
+            system = args[0]
+            y1 = _project_state(system, y1, t1)
+            dense_info = dict(dense_info, **{_SYSTEM: system})
+        return y1, y_error, dense_info, solver_state, result
 
     def func(self, terms, t0, y0, args):
         return self.solver.func(terms, t0, y0, args)

@@ -492,7 +492,7 @@ def simulate(
     if system.has_constraints:
         q0 = check_initial_state(system, q0, qd0, t0)
         if baumgarte is None and has_equality_constraints(system):
-            solver = ProjectedSolver(solver, system)
+            solver = ProjectedSolver(solver)
     if stepsize_controller is None:
         stepsize_controller = diffrax.PIDController(rtol=rtol, atol=atol)
     adjoint = diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint

@@ -188,7 +188,6 @@ def test_cartesian_double_pendulum_matches_minimal_coordinates():
 # Simulations.
 
 
-@eqx.filter_jit
 def _disk_y(alpha, q0, qd0):
     system, _, _ = jl.systems.rolling_disk({"alpha": alpha})
     traj = jl.simulate(
@@ -197,36 +196,35 @@ def _disk_y(alpha, q0, qd0):
     return traj.q[-1, 0], traj
 
 
-_disk_value_and_grad = eqx.filter_jit(
-    jax.value_and_grad(lambda alpha, q0, qd0: _disk_y(alpha, q0, qd0)[0])
-)
+# One compiled function for the trajectory, its gradient, the finite differences
+# and the consistency check under jit.
+_disk = eqx.filter_jit(jax.value_and_grad(_disk_y, has_aux=True))
 
 
 def test_disk_trajectory_and_gradient_through_the_constraint():
     # y(t) = ⅓ g sin α t² from rest, so ∂y(t)/∂α = ⅓ g cos α t².
     alpha, zero = jnp.array(0.4), jnp.zeros(2)
-    (y, traj) = _disk_y(alpha, zero, zero)
-    np.testing.assert_allclose(
-        traj.q[:, 0], G * np.sin(0.4) / 3 * traj.ts**2, rtol=1e-8
-    )
+    (y, traj), grad = _disk(alpha, zero, zero)
+    expected = G * np.sin(0.4) / 3 * traj.ts**2
+    np.testing.assert_allclose(traj.q[:, 0], expected, rtol=1e-8)
     np.testing.assert_allclose(traj.q[:, 0], 0.5 * traj.q[:, 1], rtol=1e-12)
     np.testing.assert_allclose(traj.multipliers, -G * np.sin(0.4) / 3, rtol=1e-8)
-    value, grad = _disk_value_and_grad(alpha, zero, zero)
     h = 1e-5
-    plus, _ = _disk_value_and_grad(alpha + h, zero, zero)
-    minus, _ = _disk_value_and_grad(alpha - h, zero, zero)
+    (plus, _), _ = _disk(alpha + h, zero, zero)
+    (minus, _), _ = _disk(alpha - h, zero, zero)
     np.testing.assert_allclose(grad, (plus - minus) / (2 * h), rtol=1e-7)
     np.testing.assert_allclose(grad, G * np.cos(0.4) / 3 * 1.5**2, rtol=1e-8)
 
 
 def test_simulate_refuses_an_inconsistent_state_under_jit():
     # y − Rφ = 0.01: off the manifold. Under jit the check is an `eqx.error_if`.
+    alpha = jnp.array(0.4)
     with pytest.raises(
         Exception, match="off the constraint manifold.*project_initial_state"
     ):
-        _disk_y(jnp.array(0.4), jnp.array([0.01, 0.0]), jnp.zeros(2))
+        _disk(alpha, jnp.array([0.01, 0.0]), jnp.zeros(2))
     with pytest.raises(Exception, match="velocity constraints.*project_initial_state"):
-        _disk_y(jnp.array(0.4), jnp.zeros(2), jnp.array([1.0, 0.0]))
+        _disk(alpha, jnp.zeros(2), jnp.array([1.0, 0.0]))
 
 
 def test_rotating_rod_slides_out_as_cosh():
@@ -451,3 +449,27 @@ def test_unilateral_constraints_are_inequalities():
     np.testing.assert_array_equal(q, [0.0, 1.0])
     with pytest.raises(ValueError, match=r"h\(q0, t0\) < 0"):
         jl.simulate(system, jnp.array([0.0, -2.5]), jnp.zeros(2), t1=1.0)
+
+
+@pytest.mark.slow
+def test_projection_with_other_adjoints_and_implicit_solvers():
+    # The projection reads the system from the solve's args, so that
+    # BacksolveAdjoint sees its params as inputs; implicit solvers get the
+    # step-size controller's tolerances through the wrapper.
+    import diffrax
+
+    def final_y(alpha):
+        system, q0, qd0 = jl.systems.rolling_disk({"alpha": alpha})
+        traj = jl.simulate(
+            system,
+            q0,
+            qd0,
+            t1=1.0,
+            adjoint=diffrax.BacksolveAdjoint(),
+            solver=diffrax.Kvaerno5(),
+            rtol=1e-10,
+            atol=1e-10,
+        )
+        return traj.q[-1, 0]
+
+    np.testing.assert_allclose(jax.grad(final_y)(0.4), G * np.cos(0.4) / 3, rtol=1e-7)

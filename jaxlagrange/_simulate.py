@@ -407,7 +407,11 @@ def simulate(
         constraint rows (−α a for nonholonomic ones) so that drift decays on a time
         1/α; pick α ≈ β a few times the system's highest frequency but well below
         1/(step size), or the problem turns stiff. `(0.0, 0.0)` turns drift
-        control off. Unconstrained systems ignore it.
+        control off. Unconstrained systems ignore it. With the projection the
+        energy error is the solver's alone, as in minimal coordinates: a Cartesian
+        pendulum over 200 s (94 periods) stays within 1e-15 of g = 0 and ġ = 0,
+        with a relative energy drift of 2e-6 at the default rtol = atol = 1e-8
+        and of 2e-8 at 1e-10 (`tests/test_constraints.py`).
     - `progress_meter`: a diffrax progress meter for long runs, e.g.
         `diffrax.TextProgressMeter()` (`diffrax.TqdmProgressMeter()` needs the
         `tqdm` package).

@@ -473,3 +473,22 @@ def test_projection_with_other_adjoints_and_implicit_solvers():
         return traj.q[-1, 0]
 
     np.testing.assert_allclose(jax.grad(final_y)(0.4), G * np.cos(0.4) / 3, rtol=1e-7)
+
+
+def test_cli_names_an_inconsistent_initial_state(tmp_path, capsys):
+    from jaxlagrange import _cli
+
+    config = tmp_path / "off.toml"
+    config.write_text(
+        "[system]\nname = 'cartesian_pendulum'\n[initial]\nq = [1.0, 1.0]\n"
+        "[simulate]\nt1 = 1.0\n"
+    )
+    status = _cli.main(["run", str(config), "--out", str(tmp_path / "o"), "--quiet"])
+    err = capsys.readouterr().err
+    assert status != 0
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert re.search(
+        r"\[initial\] state of 'cartesian_pendulum': .*off the constraint manifold"
+        r".*max \|g\| = 0\.5\b",
+        err,
+    )

@@ -1,4 +1,7 @@
-"""The worked constrained examples of Thornton & Marion ch. 6, closed form vs simulated.
+"""Worked constrained examples of Cline's ch. 6: closed form vs simulated.
+
+The chapter is D. Cline, *Variational Principles in Classical Mechanics*, ch. 6
+(Lagrangian dynamics).
 
 Every holonomic and nonholonomic example of the chapter that has a closed form
 (6.8.1–6.8.7), plus the classic nonholonomic rolling coin, is set up with its
@@ -355,9 +358,7 @@ def plot(examples, path):
         ax.legend(fontsize=7)
     for ax in axes[len(examples) :]:
         ax.set_visible(False)
-    fig.suptitle(
-        f"Constrained examples of Thornton & Marion ch. 6 (rtol = atol = {TOL:g})"
-    )
+    fig.suptitle(f"Constrained examples of Cline, ch. 6 (rtol = atol = {TOL:g})")
     fig.savefig(path, dpi=120)
 
 

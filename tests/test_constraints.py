@@ -1,4 +1,7 @@
-"""Constrained dynamics against the closed forms of Thornton & Marion, ch. 6.
+"""Constrained dynamics against the closed forms of the reference chapter.
+
+D. Cline, *Variational Principles in Classical Mechanics*, ch. 6 (Lagrangian
+dynamics), examples 6.8.1-6.8.7.
 
 Sign convention (eq. 6.60): d/dt ∂L/∂q̇ − ∂L/∂q = Q + Σ λₖ ∂gₖ/∂q.
 

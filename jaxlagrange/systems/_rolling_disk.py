@@ -37,7 +37,7 @@ def rolling_disk(
 
     and rolling without slipping is the holonomic constraint y − Rφ = 0 or,
     equivalently for the dynamics, the velocity constraint ẏ − Rφ̇ = 0 (choose with
-    `rolling`). The closed forms (Thornton & Marion, example 6.8.1) are
+    `rolling`). The closed forms (Cline, ch. 6, example 6.8.1) are
     ÿ = ⅔ g sin α and the friction multiplier λ = −m g sin α / 3: with
     `d/dt ∂L/∂q̇ − ∂L/∂q = λ ∂(y − Rφ)/∂q` the friction force on the disk,
     λ, points up the slope.

@@ -29,7 +29,7 @@ def rotating_rod(params=None, *, q0=None, qd0=None) -> ReadySystem:
         L = ½ m (ẋ² + ẏ²),    g(q, t) = y cos ωt − x sin ωt = 0.
 
     Released co-rotating at r₀ with no radial velocity, the bead slides out as
-    r = r₀ cosh ωt (Thornton & Marion, example 6.8.5, with θ̇ = ω imposed). |∇g| = 1,
+    r = r₀ cosh ωt (Cline, ch. 6, example 6.8.5, with θ̇ = ω imposed). |∇g| = 1,
     so the multiplier is the force of the rod on the bead along the normal
     (−sin ωt, cos ωt): λ = 2 m ω ṙ = 2 m r₀ ω² sinh ωt, the Coriolis force. The
     rod does work: the energy ½ m r₀² ω² cosh 2ωt grows.

@@ -17,6 +17,7 @@ from ._events import (
     EVENT_RELEASE as EVENT_RELEASE,
 )
 from ._lyapunov import finite_time_lyapunov as finite_time_lyapunov
+from ._projection import project_initial_state as project_initial_state
 from ._simulate import (
     RESULTS as RESULTS,
     simulate as simulate,

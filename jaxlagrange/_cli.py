@@ -249,6 +249,17 @@ def solve(ready, kwargs: Mapping[str, Any], *, quiet: bool = False):
 
     from ._simulate import RESULTS, simulate
 
+    if ready.system.has_constraints:
+        # Eagerly, for a one-line error (under the compiled run it is a runtime one).
+        import jax.numpy as jnp
+
+        from ._projection import check_initial_state
+
+        t0 = jnp.asarray(kwargs.get("t0", 0.0), ready.q0.dtype)
+        try:
+            check_initial_state(ready.system, ready.q0, ready.qd0, t0)
+        except ValueError as e:
+            raise CLIError(f"[initial] state of {ready.name!r}: {e}") from None
     meter = _progress_meter(quiet)
     run = eqx.filter_jit(
         lambda system, q0, qd0: simulate(

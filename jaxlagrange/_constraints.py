@@ -14,10 +14,22 @@ so M is factored once and the (small) Schur complement S = C M⁻¹ Cᵀ = YᵀY
 factored by Cholesky as well. Rank-deficient C makes S singular, which is
 flagged, not silently regularized.
 
-Baumgarte stabilization replaces the constraint rows' right-hand side by
-−b − 2α ċ − β² c (holonomic, unilateral) and −b − α a (nonholonomic), so that
-drift off the manifold decays instead of growing; at a consistent state the
-extra terms vanish and the result is the exact q̈.
+Integrating C q̈ = −b keeps only the second (first, for nonholonomic rows)
+derivative of the constraints at zero, so g and ġ drift with the integration
+error, quadratically in time (a Cartesian pendulum at rtol 1e-8 is 3e-4 off its
+circle after 200 s). Two remedies:
+
+- Projection (the default of `simulate`, in `_projection.py`): after every step
+  the state is moved back onto g = 0, ġ = 0, a = 0 by a Gauss–Newton step in
+  the mass-matrix metric. No parameters; residuals at rounding level.
+- Baumgarte stabilization (`simulate(..., baumgarte=(α, β))`) replaces the
+  constraint rows' right-hand side by −b − 2α ċ − β² c (holonomic, unilateral)
+  and −b − α a (nonholonomic), so that drift decays as c̈ + 2αċ + β²c = 0
+  instead of growing; at a consistent state the extra terms vanish and the
+  result is the exact q̈. The gains are rates (1/time): they must exceed the
+  rate at which errors grow yet stay below 1/(step size), or the equations turn
+  stiff. On the Cartesian pendulum (period 2 s) at rtol 1e-8, α = β = 10 s⁻¹
+  holds g to 2e-9 but doubles the number of steps.
 """
 
 from typing import NamedTuple
@@ -182,7 +194,11 @@ def contact_set(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Arra
 
 
 def _num_bilateral(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> int:
-    m = 0 if system.holonomic is None else jax.eval_shape(system._holonomic, q, t).shape[0]
+    m = (
+        0
+        if system.holonomic is None
+        else jax.eval_shape(system._holonomic, q, t).shape[0]
+    )
     k = (
         0
         if system.nonholonomic is None

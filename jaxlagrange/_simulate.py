@@ -24,6 +24,7 @@ from ._constraints import _dynamics
 from ._custom_types import Array, BoolScalar, Float, Int, ScalarLike, VectorLike
 from ._eom import _terms
 from ._linalg import cho_solve, cholesky
+from ._projection import ProjectedSolver, check_initial_state, has_equality_constraints
 from ._system import LagrangianSystem
 
 
@@ -444,8 +445,20 @@ def simulate(
         checkpoints). `diffrax.BacksolveAdjoint()` solves the adjoint ODE backwards
         (O(1) memory, gradients only as accurate as that solve);
         `diffrax.DirectAdjoint()` also supports forward-mode `jax.jvp`/`jax.jacfwd`.
-    - `baumgarte`: gains (α, β) of the constraint stabilization (None: no
-        stabilization).
+    - `baumgarte`: how a constrained solve stays on its manifold. None (the
+        default): after every step, and at every saved time, the state is projected
+        back onto g = 0, ġ = 0 and a = 0 (Gauss–Newton in the mass-matrix metric,
+        see `jl.project_initial_state`); no gains, no time scale to choose, residuals
+        at rounding level. A pair of gains (α, β), in 1/time, replaces the
+        projection by Baumgarte stabilization, which adds −2α ċ − β² c to the
+        constraint rows (−α a for nonholonomic ones) so that drift decays on a time
+        1/α; pick α ≈ β a few times the system's highest frequency but well below
+        1/(step size), or the problem turns stiff. `(0.0, 0.0)` turns drift
+        control off. Unconstrained systems ignore it. With the projection the
+        energy error is the solver's alone, as in minimal coordinates: a Cartesian
+        pendulum over 200 s (94 periods) stays within 1e-15 of g = 0 and ġ = 0,
+        with a relative energy drift of 2e-6 at the default rtol = atol = 1e-8
+        and of 2e-8 at 1e-10 (`tests/test_constraints.py`).
     - `progress_meter`: a diffrax progress meter for long runs, e.g.
         `diffrax.TextProgressMeter()` (`diffrax.TqdmProgressMeter()` needs the
         `tqdm` package).
@@ -466,7 +479,11 @@ def simulate(
     - `ValueError` at trace time for wrong shapes (`q0` and `qd0` must be 1-D of the
         same shape, `saveat` 1-D), and for values known at trace time: t1 ≤ t0,
         `saveat` not increasing or outside [t0, t1], non-positive `rtol`/`atol`,
-        a non-finite initial state (with `throw=True`).
+        a non-finite initial state (with `throw=True`), and an initial state off
+        the constraint manifold: a position correction or velocity correction
+        (see `jl.project_initial_state`) larger than √eps (1 + max |q0|) or
+        √eps (1 + max |qd0|), h(q0, t0) < 0 for a unilateral constraint,
+        redundant constraints or a singular mass matrix at t0.
     - Under `jax.jit` the same value checks as runtime errors
         (`equinox.EquinoxRuntimeError`).
     - With `throw=True`, a runtime error naming the failure: the maximum number of
@@ -530,6 +547,10 @@ def simulate(
     if baumgarte is not None:
         baumgarte = tuple(jnp.asarray(gain, dtype) for gain in baumgarte)
     solver = diffrax.Tsit5() if solver is None else solver
+    if system.has_constraints:
+        q0 = check_initial_state(system, q0, qd0, t0)
+        if baumgarte is None and has_equality_constraints(system):
+            solver = ProjectedSolver(solver)
     if stepsize_controller is None:
         stepsize_controller = diffrax.PIDController(rtol=rtol, atol=atol)
     adjoint = diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint

@@ -1,0 +1,443 @@
+"""Projection onto the constraint manifold: initial states, and drift control.
+
+The holonomic constraints g(q, t) = 0 and the velocity constraints
+
+    ġ = G q̇ + ∂g/∂t = 0,    a = A q̇ + a₀ = 0
+
+define the manifold on which a constrained motion lives. Both projections use
+the metric of the mass matrix M = LLᵀ, so that they do not depend on the units
+of the coordinates (a length and an angle side by side) and reuse M's Cholesky
+factor, as the KKT solve does:
+
+- positions, by Gauss–Newton steps of minimum M-norm,
+  Δq = −M⁻¹Gᵀ(GM⁻¹Gᵀ)⁻¹ g;
+- velocities, by the correction of least kinetic energy ½ Δq̇ᵀMΔq̇ that satisfies
+  the (affine) velocity constraints, Δq̇ = −M⁻¹Cᵀ(CM⁻¹Cᵀ)⁻¹ r with C = [G; A]
+  and r = [ġ; a]: exact in one step.
+
+Unilateral constraints h ≥ 0 are inequalities and are left alone.
+
+Drift control in `simulate` is the same projection after every step
+(`ProjectedSolver`, coordinate projection as in Hairer, Lubich & Wanner,
+*Geometric Numerical Integration*, IV.4): the solver integrates the index-1
+equations C q̈ = −b, and the state it hands to the next step, as well as every
+saved (interpolated) state, is moved back onto the manifold. It has no gains
+and no time scale, so it needs no tuning; it leaves the order of the solver
+unchanged because the correction is of the size of the local error.
+"""
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._custom_types import Array, BoolScalar, ScalarLike, Vector, VectorLike
+from ._linalg import cho_solve, cholesky, solve_lower, solve_upper_t
+from ._system import LagrangianSystem, _as_state
+
+
+def has_equality_constraints(system: LagrangianSystem) -> bool:
+    return system.holonomic is not None or system.nonholonomic is not None
+
+
+def _mass_factor(system: LagrangianSystem, q: Array, qd: Array, t: Array):
+    """Cholesky factor of M(q, q̇, t) and its singularity flag."""
+
+    def momenta(qd):
+        return jax.grad(system._lagrangian, argnums=1)(q, qd, t)
+
+    return cholesky(jax.jacfwd(momenta)(qd))
+
+
+def _min_norm(factor: Array, rows: Array, residual: Array) -> tuple[Array, BoolScalar]:
+    """Δ = −M⁻¹Cᵀ(CM⁻¹Cᵀ)⁻¹ r from M's factor, and whether CM⁻¹Cᵀ is singular."""
+    y = solve_lower(factor, rows.T)  # L⁻¹Cᵀ
+    schur = cholesky(y.T @ y)
+    delta = -solve_upper_t(factor, y @ cho_solve(schur.factor, residual))
+    return delta, schur.singular
+
+
+def _position_correction(system, q, t, factor) -> tuple[Array, BoolScalar]:
+    g = system._holonomic(q, t)
+    jac = jax.jacfwd(system._holonomic)(q, t)
+    return _min_norm(factor, jac, g)
+
+
+def _velocity_rows(system, q, qd, t) -> tuple[Array, Array]:
+    """C = [G; A] and the velocity residuals r = [ġ; a]."""
+    rows, residuals = [], []
+    if system.holonomic is not None:
+        one = jnp.ones((), t.dtype)
+        _, gd = jax.jvp(system._holonomic, (q, t), (qd, one))
+        rows.append(jax.jacfwd(system._holonomic)(q, t))
+        residuals.append(gd)
+    if system.nonholonomic is not None:
+        rows.append(jax.jacfwd(system._nonholonomic, argnums=1)(q, qd, t))
+        residuals.append(system._nonholonomic(q, qd, t))
+    return jnp.concatenate(rows), jnp.concatenate(residuals)
+
+
+def _velocity_correction(system, q, qd, t, factor) -> tuple[Array, BoolScalar]:
+    rows, residual = _velocity_rows(system, q, qd, t)
+    return _min_norm(factor, rows, residual)
+
+
+def _project(
+    system: LagrangianSystem, q: Array, qd: Array, t: Array, iterations: int
+) -> tuple[Array, Array, BoolScalar]:
+    """(q, q̇) projected onto the manifold, and whether a projection was singular.
+
+    M is factored once, at the given state: within the Gauss–Newton iterations it
+    only sets the metric, so the iteration still converges to a point on g = 0.
+    Where M or the Schur complement is singular the state is returned unchanged
+    (the equations of motion report that failure by name).
+    """
+    chol = _mass_factor(system, q, qd, t)
+    singular = chol.singular
+    if system.holonomic is not None:
+
+        def newton(_, carry):
+            q, singular = carry
+            dq, bad = _position_correction(system, q, t, chol.factor)
+            bad = bad | singular
+            return jnp.where(bad, q, q + dq), bad
+
+        if iterations == 1:
+            q, singular = newton(0, (q, singular))
+        else:
+            q, singular = jax.lax.fori_loop(0, iterations, newton, (q, singular))
+    dqd, bad = _velocity_correction(system, q, qd, t, chol.factor)
+    singular = singular | bad
+    qd = jnp.where(singular, qd, qd + dqd)
+    return q, qd, singular
+
+
+# A step of the solver ends within its local error ε of the manifold, where one
+# Gauss–Newton step leaves a residual O(ε²): rounding level. (A second one costs
+# compile time, the projection being traced into both the step and the
+# interpolation, for no measurable gain.)
+_STEP_ITERATIONS = 1
+
+
+class _ProjectedInterpolation(diffrax.AbstractLocalInterpolation):
+    t0: ScalarLike
+    t1: ScalarLike
+    inner: diffrax.AbstractLocalInterpolation
+    system: LagrangianSystem
+
+    def evaluate(self, t0, t1=None, left=True):
+        if t1 is not None:
+            return self.evaluate(t1, left=left) - self.evaluate(t0, left=left)
+        return _project_state(self.system, self.inner.evaluate(t0, left=left), t0)
+
+
+def _project_state(system: LagrangianSystem, y, t):
+    q, qd = y
+    q, qd, _ = _project(system, q, qd, jnp.asarray(t, q.dtype), _STEP_ITERATIONS)
+    return q, qd
+
+
+# The key under which a step hands the system to its interpolation.
+_SYSTEM = "jaxlagrange_system"
+
+
+class ProjectedSolver(diffrax.AbstractWrappedSolver):
+    """Wraps a diffrax solver of the state (q, q̇): every step ends on the manifold.
+
+    The system is read from the solve's `args = (system, baumgarte)`, never stored
+    on the solver: its params must stay differentiable inputs of the solve (which
+    `diffrax.BacksolveAdjoint` requires). The backward solve of that adjoint
+    integrates an augmented state with other args; it is not projected.
+
+    The inner solver's first-same-as-last stage is kept: it was evaluated at the
+    unprojected end of the step, within the local error of the projected one, so
+    the next step sees an O(h · local error) perturbation and no extra evaluation
+    of the equations of motion is needed.
+    """
+
+    solver: diffrax.AbstractSolver
+
+    @property
+    def term_structure(self):
+        return self.solver.term_structure
+
+    @property
+    def interpolation_cls(self):  # pyright: ignore
+        inner_cls = self.solver.interpolation_cls
+
+        def build(*, t0, t1, **dense_info):
+            system = dense_info.pop(_SYSTEM, None)
+            inner = inner_cls(t0=t0, t1=t1, **dense_info)
+            if system is None:
+                return inner
+            return _ProjectedInterpolation(t0, t1, inner, system)
+
+        return build
+
+    @property
+    def term_compatible_contr_kwargs(self):
+        return self.solver.term_compatible_contr_kwargs
+
+    def __getattr__(self, name):
+        # `isinstance` checks see the wrapped solver (`AbstractWrappedSolver`), so
+        # diffrax then reads (and `eqx.tree_at`s) that solver's fields through the
+        # wrapper: `root_finder` of implicit solvers, `scan_kind` of Runge–Kutta.
+        if name.startswith("__") or name == "solver":
+            raise AttributeError(name)
+        return getattr(self.solver, name)
+
+    def order(self, terms):
+        return self.solver.order(terms)
+
+    def strong_order(self, terms):
+        return self.solver.strong_order(terms)
+
+    def error_order(self, terms):
+        return self.solver.error_order(terms)
+
+    def init(self, terms, t0, t1, y0, args):
+        return self.solver.init(terms, t0, t1, y0, args)
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        y1, y_error, dense_info, solver_state, result = self.solver.step(
+            terms, t0, t1, y0, args, solver_state, made_jump
+        )
+        forward = (
+            isinstance(args, tuple)
+            and isinstance(args[0], LagrangianSystem)
+            and isinstance(y1, tuple)
+            and len(y1) == 2
+            and all(eqx.is_array(y) for y in y1)
+        )
+        if forward:
+            system = args[0]
+            y1 = _project_state(system, y1, t1)
+            dense_info = dict(dense_info, **{_SYSTEM: system})
+        return y1, y_error, dense_info, solver_state, result
+
+    def func(self, terms, t0, y0, args):
+        return self.solver.func(terms, t0, y0, args)
+
+
+# The initial state: projection, and the consistency check of `simulate`.
+
+_INITIAL_ITERATIONS = 20
+
+
+class _Residuals(eqx.Module):
+    """How far an initial state is off its manifold, scaled to tolerance units."""
+
+    position: Array  # max |Δq| of one Gauss–Newton step / (1 + max |q|)
+    velocity: Array  # max |Δq̇| of the velocity projection / (1 + max |q̇|)
+    penetration: Array  # deepest h < 0, as a distance in q, / (1 + max |q|)
+    holonomic: Array  # max |g|, for the message
+    holonomic_rate: Array  # max |ġ|
+    nonholonomic: Array  # max |a|
+    singular_mass: BoolScalar
+    redundant: BoolScalar
+
+
+def _max_abs(x: Array | None, dtype) -> Array:
+    if x is None or x.size == 0:
+        return jnp.zeros((), dtype)
+    return jnp.max(jnp.abs(x))
+
+
+def _residuals(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> _Residuals:
+    dtype = q.dtype
+    zero = jnp.zeros((), dtype)
+    chol = _mass_factor(system, q, qd, t)
+    redundant = jnp.array(False)
+    position = velocity = penetration = zero
+    g = gd = a = None
+    q_scale = 1 + _max_abs(q, dtype)
+    qd_scale = 1 + _max_abs(qd, dtype)
+    if system.holonomic is not None:
+        g = system._holonomic(q, t)
+        one = jnp.ones((), dtype)
+        _, gd = jax.jvp(system._holonomic, (q, t), (qd, one))
+        dq, bad = _position_correction(system, q, t, chol.factor)
+        position = _max_abs(dq, dtype) / q_scale
+        redundant = redundant | bad
+    if system.nonholonomic is not None:
+        a = system._nonholonomic(q, qd, t)
+    if has_equality_constraints(system):
+        dqd, bad = _velocity_correction(system, q, qd, t, chol.factor)
+        velocity = _max_abs(dqd, dtype) / qd_scale
+        redundant = redundant | bad
+    if system.unilateral is not None:
+        h = system._unilateral(q, t)
+        if h.size:
+            jac = jax.jacfwd(system._unilateral)(q, t)
+            # −h/|∇h| is the depth below h = 0 to first order, in units of q.
+            gradient = jnp.sqrt(jnp.sum(jac**2, axis=1))
+            depth = jnp.where(h < 0, -h / jnp.where(gradient > 0, gradient, 1.0), 0.0)
+            penetration = jnp.max(depth) / q_scale
+    return _Residuals(
+        position,
+        velocity,
+        penetration,
+        _max_abs(g, dtype),
+        _max_abs(gd, dtype),
+        _max_abs(a, dtype),
+        chol.singular,
+        redundant,
+    )
+
+
+def _tolerance(dtype) -> float:
+    return float(np.sqrt(np.finfo(dtype).eps))
+
+
+_HINT = (
+    "Project it first with `q0, qd0 = jl.project_initial_state(system, q0, qd0, t0)`."
+)
+_OFF_POSITION = (
+    "The initial state is off the constraint manifold: the holonomic constraints "
+    "g(q0, t0) = 0 are violated (max |g| = {g}). " + _HINT
+)
+_OFF_VELOCITY = (
+    "The initial velocities violate the velocity constraints (max |dg/dt| = {gd}, "
+    "max |a| = {a} for G qd + ∂g/∂t = 0 and a(q0, qd0, t0) = 0). " + _HINT
+)
+_PENETRATING = (
+    "The initial state violates a unilateral constraint: h(q0, t0) < 0 (it must be "
+    "h >= 0). Start on or above the constraint surface."
+)
+_REDUNDANT_AT_T0 = (
+    "The constraints are redundant or degenerate at the initial state: the "
+    "constraint Jacobian C = [∂g/∂q; ∂a/∂qd] is rank-deficient at t0 "
+    "(RESULTS.redundant_constraints). Remove the redundant constraints."
+)
+_SINGULAR_MASS_AT_T0 = (
+    "The mass matrix ∂²L/∂qd² is singular or not positive definite at the initial "
+    "state (RESULTS.singular_mass_matrix)."
+)
+
+
+def _initial_code(r: _Residuals, tol: float) -> Array:
+    """0: consistent; else 1 + the index of the first failure in `_messages`."""
+    failures = (
+        r.singular_mass,
+        r.redundant,
+        r.position > tol,
+        r.velocity > tol,
+        r.penetration > tol,
+    )
+    code = jnp.zeros((), jnp.int32)
+    for i, failed in reversed(list(enumerate(failures))):
+        code = jnp.where(failed, i + 1, code)
+    return code
+
+
+def _messages(r: _Residuals | None) -> list[str]:
+    if r is None:  # under jit: the values are not known when the message is made
+        g = gd = a = "(not known under jit)"
+    else:
+        g, gd, a = (
+            f"{float(x):.3g}" for x in (r.holonomic, r.holonomic_rate, r.nonholonomic)
+        )
+    return [
+        _SINGULAR_MASS_AT_T0,
+        _REDUNDANT_AT_T0,
+        _OFF_POSITION.format(g=g),
+        _OFF_VELOCITY.format(gd=gd, a=a),
+        _PENETRATING,
+    ]
+
+
+@eqx.filter_jit
+def _initial_residuals(system, q, qd, t):
+    r = _residuals(system, q, qd, t)
+    return r, _initial_code(r, _tolerance(q.dtype))
+
+
+def _is_known(tree) -> bool:
+    return not any(
+        isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(tree)
+    )
+
+
+def check_initial_state(
+    system: LagrangianSystem, q0: Array, qd0: Array, t0: Array
+) -> Array:
+    """`q0`, with an error if (q0, qd0) is not on its constraint manifold at t0.
+
+    Raises `ValueError` (with the residuals) when the values are known at trace
+    time, else attaches an `eqx.error_if` to the returned `q0`.
+    """
+    if not system.has_constraints:
+        return q0
+    r, code = _initial_residuals(system, q0, qd0, t0)
+    if _is_known((system, q0, qd0, t0, code)):
+        code = int(code)
+        if code:
+            raise ValueError(_messages(r)[code - 1])
+        return q0
+    return eqx.branched_error_if(
+        q0, code > 0, jnp.maximum(code - 1, 0), _messages(None)
+    )
+
+
+@eqx.filter_jit
+def _project_initial(system, q, qd, t):
+    q, qd, singular = _project(system, q, qd, t, _INITIAL_ITERATIONS)
+    r = _residuals(system, q, qd, t)
+    tol = _tolerance(q.dtype)
+    code = jnp.where(r.position > tol, 1, 0)
+    code = jnp.where(r.redundant, 2, code)
+    code = jnp.where(r.singular_mass, 3, code)
+    messages = (
+        "jl.project_initial_state: the Gauss–Newton iteration did not reach the "
+        "manifold g(q, t0) = 0 from this q0; start closer to it, or check that "
+        "g = 0 has a solution near q0.",
+        "jl.project_initial_state: " + _REDUNDANT_AT_T0,
+        "jl.project_initial_state: " + _SINGULAR_MASS_AT_T0,
+    )
+    q, qd = eqx.branched_error_if((q, qd), code > 0, jnp.maximum(code - 1, 0), messages)
+    return q, qd
+
+
+def project_initial_state(
+    system: LagrangianSystem, q0: VectorLike, qd0: VectorLike, t0: ScalarLike = 0.0
+) -> tuple[Vector, Vector]:
+    """Move an initial state onto the constraint manifold at t0.
+
+    The positions are projected onto g(q, t0) = 0 by Gauss–Newton steps of least
+    mass-matrix norm, Δq = −M⁻¹Gᵀ(GM⁻¹Gᵀ)⁻¹g (20 iterations; a converged iteration
+    stays put), then the velocities onto G q̇ + ∂g/∂t = 0 and A q̇ + a₀ = 0 by the
+    correction of least kinetic energy. The mass-matrix metric makes the result
+    independent of the units of the coordinates. Unilateral constraints h ≥ 0 are
+    inequalities and are not touched. Differentiable with respect to the state and
+    the system's params.
+
+    **Arguments:**
+
+    - `system`: the `LagrangianSystem`.
+    - `q0`, `qd0`: the initial state, shape (n,).
+    - `t0`: the initial time (rheonomic constraints depend on it).
+
+    **Returns:** the projected `(q0, qd0)`.
+
+    **Raises:** an error (also under `jax.jit`) when the iteration does not reach
+    the manifold, when the constraints are redundant at the state, or when the mass
+    matrix is singular there.
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import jaxlagrange as jl
+
+    system, _, _ = jl.systems.cartesian_pendulum()
+    q0, qd0 = jl.project_initial_state(
+        system, jnp.array([0.9, -0.5]), jnp.array([1.0, 1.0])
+    )  # now |q0| = l and q0 · qd0 = 0
+    traj = jl.simulate(system, q0, qd0, t1=10.0)
+    ```
+    """
+    q0, qd0, t0 = _as_state(q0, qd0, t0, where="q0")
+    if not has_equality_constraints(system):
+        return q0, qd0
+    return _project_initial(system, q0, qd0, t0)

@@ -32,6 +32,8 @@ def _simulate(ready, t1, saves=2, tol=1e-11, **kwargs):
 def test_registry_lists_every_system():
     expected = {
         "bouncing_ball",
+        "cartesian_double_pendulum",
+        "cartesian_pendulum",
         "cavity",
         "charged_particle",
         "double_pendulum",
@@ -39,6 +41,9 @@ def test_registry_lists_every_system():
         "kepler",
         "mass_on_sphere",
         "pendulum",
+        "rolling_coin",
+        "rolling_disk",
+        "rotating_rod",
         "spherical_pendulum",
         "spring_chain",
     }

@@ -11,7 +11,10 @@ from ._eom import (
     mass_matrix as mass_matrix,
     momenta as momenta,
 )
+from ._fit import FitResult as FitResult, fit as fit
+from ._fit_loss import Observations as Observations, fit_loss as fit_loss
 from ._lyapunov import finite_time_lyapunov as finite_time_lyapunov
+from ._neural import neural_lagrangian as neural_lagrangian
 from ._simulate import (
     RESULTS as RESULTS,
     simulate as simulate,

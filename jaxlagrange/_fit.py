@@ -14,6 +14,7 @@ from typing import Any
 
 import diffrax
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import jax.tree_util as jtu
 import numpy as np
@@ -144,6 +145,15 @@ class _Problem(eqx.Module):
         return _objective(
             system, self.layouts, starts, self.continuity_weight, self.options
         )
+
+
+def _strong(tree):
+    # Weakly typed leaves (from Python floats, or optax's initial states) become
+    # strongly typed after one step, which would compile the step a second time.
+    return jtu.tree_map(
+        lambda x: jax.lax.convert_element_type(x, x.dtype) if eqx.is_array(x) else x,
+        tree,
+    )
 
 
 def _all_finite(tree) -> Array:
@@ -288,7 +298,8 @@ def fit(
     )
     optimizer = optax.adam(1e-2) if optimizer is None else optimizer
     optimizer = optax.with_extra_args_support(optimizer)
-    opt_state = optimizer.init(eqx.filter(theta, eqx.is_array))
+    theta = _strong(theta)
+    opt_state = _strong(optimizer.init(eqx.filter(theta, eqx.is_array)))
 
     losses = np.empty(steps)
     start = time.perf_counter()
@@ -300,7 +311,8 @@ def fit(
         loss = float(loss)
         if k == 0 and progress:
             print(
-                f"jl.fit: compiled in {time.perf_counter() - start:.1f} s", flush=True
+                f"jl.fit: compiled (and ran step 1) in {time.perf_counter() - start:.1f} s",
+                flush=True,
             )
         _check_finite(loss, bool(grad_finite), codes, k, steps, losses, max_steps)
         losses[k] = loss

@@ -154,6 +154,7 @@ class _Layout(eqx.Module):
     q: Array  # (K, m + 1, n)
     qd: Array | None  # (K, m + 1, n)
     weight: Array  # (K, m + 1, n): weights / sigma², 0 on padding and shared ends
+    total: Array  # the sum of the weights (without 1 / sigma²) over the residuals
     scale: Array  # (n,): 1 / sigma², for the continuity penalty
     ends: Array  # (K,) index of each segment's last real save time
     starts: tuple[Array, Array]  # (K, n) each: the data's state at segment starts
@@ -186,8 +187,11 @@ def _layout(obs: Observations, segments: int) -> _Layout:
         else np.broadcast_to(np.asarray(obs.sigma), (n,))
     )
     w = np.ones((T, n)) if obs.weights is None else np.asarray(obs.weights)
-    w = np.broadcast_to(w if w.ndim == 2 else w[:, None], (T, n)) / sigma**2
+    w = np.broadcast_to(w if w.ndim == 2 else w[:, None], (T, n))
     weight = np.where(counted[..., None], w[clipped], 0.0)
+    # The loss is the weighted mean of the squared residuals in units of sigma.
+    total = np.sum(weight)
+    weight = weight / sigma**2
     if qd is not None:
         velocities = qd
     else:
@@ -202,6 +206,7 @@ def _layout(obs: Observations, segments: int) -> _Layout:
         jnp.asarray(q[clipped]),
         None if qd is None else jnp.asarray(qd[clipped]),
         jnp.asarray(weight),
+        jnp.asarray(total),
         jnp.asarray(1.0 / sigma**2),
         jnp.asarray(bounds[1:] - bounds[:-1]),
         (jnp.asarray(start_q), jnp.asarray(start_qd)),
@@ -219,10 +224,10 @@ def _misfit(system, layout: _Layout, starts, options):
 
     traj = jax.vmap(solve)(q0s, qd0s, layout.ts)
     chi = jnp.sum(layout.weight * (traj.q - layout.q) ** 2)
-    total = jnp.sum(layout.weight)
+    total = layout.total
     if layout.qd is not None:
         chi = chi + jnp.sum(layout.weight * (traj.qd - layout.qd) ** 2)
-        total = total + jnp.sum(layout.weight)
+        total = 2 * total
     rows = jnp.arange(q0s.shape[0])
     q_end, qd_end = traj.q[rows, layout.ends], traj.qd[rows, layout.ends]
     gap = jnp.sum(
@@ -320,10 +325,14 @@ def fit_loss(
 ) -> Array:
     """The loss that `fit` minimizes, at the system's params.
 
-    loss = Σ w ((q̂ − q)/σ)² / Σ w  [+ the same for q̇ where observed]
-           + continuity_weight · mean over segment boundaries of ((x̂_end − x_start)/σ)²
+    loss = (Σ w ((q̂ − q)/σ)² [+ Σ w ((q̂d − qd)/σ)² where q̇ is observed]) / (Σ w per
+           observed quantity) + continuity_weight · mean over segment boundaries
+           and coordinates of ((x̂_end − x_start)/σ)²
 
-    where q̂ is simulated piece by piece from the segment starts and x = (q, q̇).
+    (sums over times and coordinates), so with the right σ a good fit has a loss
+    of about one,
+
+    and q̂ is simulated piece by piece from the segment starts, x = (q, q̇).
     It is differentiable in `system` (its params) and in `starts`.
 
     **Arguments:**

@@ -618,10 +618,10 @@ def fit_kwargs(config: Mapping[str, Any], ready) -> dict[str, Any]:
         )
     optimizer = _optimizer(section["optimizer"], rate)
     simulate = config["simulate"]
-    adjoint = {
-        "recursive_checkpoint": diffrax.RecursiveCheckpointAdjoint,
-        "backsolve": diffrax.BacksolveAdjoint,
-    }[section["adjoint"]]()
+    # "recursive_checkpoint" is jl.fit's default (None), with its checkpoints.
+    adjoint = {"recursive_checkpoint": None, "backsolve": diffrax.BacksolveAdjoint()}[
+        section["adjoint"]
+    ]
     trainable = section["trainable"]
     return dict(
         optimizer=optimizer,

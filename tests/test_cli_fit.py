@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import jaxlagrange as jl
-from jaxlagrange import _cli
+from jaxlagrange import _cli, _config
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -193,3 +193,18 @@ def test_bad_fit_in_a_subprocess(tmp_path):
     assert proc.stderr == (
         "jaxlagrange fit: error: fit.toml: [fit] steps: must be >= 1, got 0\n"
     )
+
+
+def test_example_fit_config():
+    # configs/fit_pendulum.toml reads the output of `jaxlagrange run configs/pendulum.toml`.
+    path = ROOT / "configs" / "fit_pendulum.toml"
+    config = _config.load(path, _config.FIT_SCHEMA)
+    ready = _config.ready_system(config)
+    kwargs = _config.fit_kwargs(config, ready)
+    assert ready.name == "pendulum" and float(ready.system.params["l"]) == 1.4
+    assert kwargs["trainable"] == {"l"} and kwargs["segments"] == 10
+    assert kwargs["adjoint"] is None  # jl.fit's default
+    (data,) = _config.data_paths(config)
+    assert data.resolve() == ROOT / "out" / "pendulum" / "trajectory.npz"
+    run = _config.load(ROOT / "configs" / "pendulum.toml")
+    assert run["output"]["dir"] is None  # so `run` writes out/pendulum

@@ -618,7 +618,7 @@ def fit_kwargs(config: Mapping[str, Any], ready) -> dict[str, Any]:
         )
     optimizer = _optimizer(section["optimizer"], rate)
     simulate = config["simulate"]
-    # "recursive_checkpoint" is jl.fit's default (None), with its checkpoints.
+    # "recursive_checkpoint" is jl.fit's default (None).
     adjoint = {"recursive_checkpoint": None, "backsolve": diffrax.BacksolveAdjoint()}[
         section["adjoint"]
     ]

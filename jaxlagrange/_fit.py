@@ -224,16 +224,13 @@ def fit(
         for long or chaotic data (e.g. 10 s of a double pendulum).
     - `continuity_weight`: the weight of the continuity penalty.
     - `adjoint`: how gradients go through the solves. The default,
-        `diffrax.RecursiveCheckpointAdjoint(checkpoints=256)`, differentiates the
-        solver's own steps: exact gradients of the computed loss (the finite-
-        difference checks agree to 1e-6 and better). With 256 checkpoints a
-        segment of up to 256 steps is never recomputed, which halved the
-        gradient's cost against diffrax's default (checkpoints from `max_steps`)
-        in `benchmarks/bench_fit.py`; longer solves recompute, in memory
-        O(256) states. `diffrax.BacksolveAdjoint()` solves an adjoint ODE
-        backwards in O(1) memory; its gradient is only as accurate as that
-        solve, it was no faster here, and it is unreliable for chaotic systems
-        over long segments (the backward solve is unstable).
+        `diffrax.RecursiveCheckpointAdjoint()`, differentiates the solver's own
+        steps: exact gradients of the computed loss (the finite-difference checks
+        agree to 1e-6 and better), memory logarithmic in `max_steps`.
+        `diffrax.BacksolveAdjoint()` solves an adjoint ODE backwards in O(1)
+        memory; its gradient is only as accurate as that solve, and it is
+        unreliable for chaotic systems over long segments (the backward solve
+        is unstable). Their costs are compared by `benchmarks/bench_fit.py`.
     - `solver`, `rtol`, `atol`, `max_steps`: as for `jl.simulate`, per segment.
     - `progress`: print the loss about ten times during the fit.
 

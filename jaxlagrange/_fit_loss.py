@@ -255,9 +255,8 @@ def _objective(system, layouts, starts, continuity_weight, options):
     return loss, codes
 
 
-# Exact gradients of the computed solve; 256 checkpoints cover a typical shooting
-# segment without recomputation (see `fit`'s docstring and benchmarks/bench_fit.py).
-_DEFAULT_ADJOINT = diffrax.RecursiveCheckpointAdjoint(checkpoints=256)
+# Exact gradients of the computed solve (see `fit`'s docstring).
+_DEFAULT_ADJOINT = diffrax.RecursiveCheckpointAdjoint()
 
 
 def _options(adjoint, solver, rtol, atol, max_steps) -> dict[str, Any]:

@@ -16,7 +16,10 @@ from ._events import (
     EVENT_IMPACT as EVENT_IMPACT,
     EVENT_RELEASE as EVENT_RELEASE,
 )
+from ._fit import FitResult as FitResult, fit as fit
+from ._fit_loss import Observations as Observations, fit_loss as fit_loss
 from ._lyapunov import finite_time_lyapunov as finite_time_lyapunov
+from ._neural import neural_lagrangian as neural_lagrangian
 from ._projection import project_initial_state as project_initial_state
 from ._simulate import (
     RESULTS as RESULTS,

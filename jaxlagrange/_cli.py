@@ -3,6 +3,7 @@
     jaxlagrange run [CONFIG.toml] [--out DIR] [--quiet] [--no-plots] [--show-config]
     jaxlagrange sweep CONFIG.toml [--out DIR] [--quiet] [--no-plots]
     jaxlagrange systems [NAME ...]
+    jaxlagrange fit CONFIG.toml [--out DIR] [--quiet] [--no-plots]
 
 `run` simulates the system of a TOML config (see `jaxlagrange._config`; without
 one, the embedded default: a chaotic double pendulum) and writes, into `--out`
@@ -10,6 +11,8 @@ one, the embedded default: a chaotic double pendulum) and writes, into `--out`
 `trajectory.npz` (`ts`, `q`, `qd`, `energy`, and `multipliers` for constrained
 systems), `summary.json` and PNG plots. The simulation runs in float64. `sweep`
 runs a chunked, resumable ensemble into a Zarr store (see `jaxlagrange._sweep`).
+`fit` fits the params of a system to observed trajectories with `jl.fit` and
+writes the fitted params, the loss history and plots.
 
 Each subcommand is a pair of small functions, `_<name>_arguments(parser)` and
 `_<name>(args) -> int`, listed in `_COMMANDS`. A subcommand raises `CLIError` (or
@@ -555,6 +558,195 @@ def _sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+# `jaxlagrange fit`.
+
+
+_FIT_EPILOG = """\
+data files: .npz with arrays ts (T,), q (T, n) and optionally qd (T, n), e.g. the
+trajectory.npz of `jaxlagrange run`; or .csv with a header row `t,q0,..,qd0,..`
+(the qd columns optional).
+
+outputs (written atomically into the output directory):
+  params.json        the fitted params
+  summary.json       system, starting and fitted params, loss, initial states,
+                     settings, wall time, versions
+  losses.csv         the loss at each optimizer step
+  fit.npz            per data file i: ts_i, q_i (observed), q_fit_i (the fitted
+                     system simulated from the fitted initial state)
+  fit.png            observed against fitted trajectory (first data file)
+  loss.png           the loss history
+
+example: configs/fit_pendulum.toml
+"""
+
+
+def _fit_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = _FIT_EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("config", help="a TOML config with a [fit] section")
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="output directory (default: [output] dir, else out/fit_<system name>)",
+    )
+    parser.add_argument("--no-plots", action="store_true", help="write no PNG plots")
+    parser.add_argument("--quiet", action="store_true", help="no progress messages")
+
+
+def load_observations(
+    path: Path, n: int, sigma: float | None, q0: Any = None, qd0: Any = None
+):
+    """A `jl.Observations` from an `.npz` or `.csv` file of `n` coordinates, with
+    the noise scale `sigma` and the initial state `q0`, `qd0` (None: the data's).
+
+    **Raises:** `CLIError` naming the file for a missing or unreadable file, missing
+    arrays or columns, and data that `Observations` rejects.
+    """
+    from ._fit_loss import Observations
+
+    name = str(path)
+    if not path.is_file():
+        raise CLIError(f"{name}: no such data file")
+    try:
+        if path.suffix == ".npz":
+            with np.load(path) as archive:
+                arrays = {k: archive[k] for k in archive.files}
+            for key in ("ts", "q"):
+                if key not in arrays:
+                    raise CLIError(
+                        f"{name}: no array {key!r}; a data file holds ts, q and "
+                        f"optionally qd (it has {', '.join(arrays) or 'none'})"
+                    )
+            ts, q, qd = arrays["ts"], arrays["q"], arrays.get("qd")
+        elif path.suffix == ".csv":
+            table = np.genfromtxt(path, delimiter=",", names=True, dtype=float)
+            columns = table.dtype.names or ()
+            needed = ["t", *(f"q{i}" for i in range(n))]
+            missing = [c for c in needed if c not in columns]
+            if missing:
+                raise CLIError(
+                    f"{name}: no column {missing[0]!r}; the header must be "
+                    f"{','.join(needed)}[,qd0,..] (it is {','.join(columns)})"
+                )
+            table = np.atleast_1d(table)
+            ts = table["t"]
+            q = np.stack([table[f"q{i}"] for i in range(n)], axis=1)
+            velocity = [f"qd{i}" for i in range(n)]
+            qd = (
+                np.stack([table[c] for c in velocity], axis=1)
+                if all(c in columns for c in velocity)
+                else None
+            )
+        else:
+            raise CLIError(f"{name}: unknown data format; use .npz or .csv")
+    except (OSError, ValueError) as e:
+        raise CLIError(f"{name}: cannot read: {_one_line(e)}") from None
+    if np.ndim(q) == 2 and np.shape(q)[1] != n:
+        raise CLIError(
+            f"{name}: q has {np.shape(q)[1]} coordinates, but the system has {n}"
+        )
+    try:
+        return Observations(ts, q, qd, q0=q0, qd0=qd0, sigma=sigma)
+    except ValueError as e:
+        raise CLIError(f"{name}: {_one_line(e)}") from None
+
+
+def _fit(args: argparse.Namespace) -> int:
+    _enable_x64()
+    import jax
+
+    from . import __version__
+    from ._fit import fit
+    from ._simulate import simulate
+
+    config = _config.load(args.config, _config.FIT_SCHEMA)
+    ready = _config.ready_system(config)
+    kwargs = _config.fit_kwargs(config, ready)
+    n = ready.q0.shape[0]
+    paths = _config.data_paths(config)
+    initial, sigma = config["initial"], config["fit"]["sigma"]
+    data = [load_observations(p, n, sigma, initial["q"], initial["qd"]) for p in paths]
+    out = (
+        args.out or config["output"]["dir"] or os.path.join("out", f"fit_{ready.name}")
+    )
+    out = output_dir(out)
+    plots = config["output"]["plots"] and not args.no_plots
+
+    _say(
+        args,
+        f"jaxlagrange fit: {ready.name} to {len(data)} observed trajectory(ies), "
+        f"{kwargs['steps']} {config['fit']['optimizer']} steps",
+    )
+    start = time.perf_counter()
+    try:
+        result = fit(ready.system, data, progress=not args.quiet, **kwargs)
+    except FloatingPointError as e:
+        raise CLIError(_one_line(e)) from None
+    except ValueError as e:
+        raise ConfigError(f"{config['source']}: [fit] {_one_line(e)}") from None
+    fit_s = time.perf_counter() - start
+
+    arrays = {}
+    for i, (obs, q0, qd0) in enumerate(zip(data, result.q0, result.qd0, strict=True)):
+        traj = simulate(
+            result.system,
+            q0,
+            qd0,
+            t0=obs.ts[0],
+            t1=obs.ts[-1],
+            saveat=obs.ts,
+            solver=kwargs["solver"],
+            rtol=kwargs["rtol"],
+            atol=kwargs["atol"],
+            max_steps=kwargs["max_steps"],
+            throw=False,
+        )
+        arrays.update({f"ts_{i}": obs.ts, f"q_{i}": obs.q, f"q_fit_{i}": traj.q})
+    losses = "step,loss\n" + "".join(
+        f"{k},{loss!r}\n" for k, loss in enumerate(result.losses.tolist())
+    )
+    files = {
+        "params.json": json_bytes(result.params),
+        "losses.csv": losses.encode(),
+        "fit.npz": npz_bytes(**arrays),
+    }
+    if plots:
+        from . import plotting
+
+        files["fit.png"] = png_bytes(
+            plotting.fit_comparison(
+                arrays["ts_0"],
+                arrays["q_0"],
+                arrays["q_fit_0"],
+                ready.coordinates,
+                title=f"{ready.name}: observed ({paths[0].name}) and fitted",
+            )
+        )
+        files["loss.png"] = png_bytes(plotting.losses(result.losses))
+    summary = {
+        "system": ready.name,
+        "data": [str(p) for p in paths],
+        "initial_params": ready.system.params,
+        "params": result.params,
+        "loss": {"initial": float(result.losses[0]), "final": result.loss},
+        "initial_state": {"q": result.q0, "qd": result.qd0},
+        "fit": dict(config["fit"]),
+        "simulate": dict(config["simulate"]),
+        "wall_time_s": fit_s,
+        "config": config["source"],
+        "versions": {"jaxlagrange": __version__, "jax": jax.__version__},
+        "files": sorted([*files, "summary.json"]),
+    }
+    files["summary.json"] = json_bytes(summary)
+    write_outputs(out, files)
+    _say(
+        args,
+        f"loss {result.losses[0]:.3e} -> {result.loss:.3e} in {fit_s:.1f} s; "
+        f"wrote {out}/",
+    )
+    return 0
+
+
 # The parser and the entry point.
 
 _COMMANDS: list[
@@ -572,6 +764,12 @@ _COMMANDS: list[
         "simulate a grid or random sample of initial states and params to a Zarr store",
         _sweep_arguments,
         _sweep,
+    ),
+    (
+        "fit",
+        "fit a system's params to observed trajectories (.npz or .csv)",
+        _fit_arguments,
+        _fit,
     ),
 ]
 """(name, help, add_arguments, handler) of each subcommand."""

@@ -303,3 +303,62 @@ def sweep_map(
         fig.colorbar(image, ax=ax, label=label)
     ax.set_title(title or f"{label} over the sweep")
     return fig
+
+
+def fit_comparison(
+    ts: Any,
+    q: Any,
+    q_fit: Any,
+    coordinates: Sequence[str] | None = None,
+    *,
+    title: str | None = None,
+):
+    """Observed coordinates (points) against a fitted trajectory (lines).
+
+    **Arguments:**
+
+    - `ts`: the observation times, shape (T,).
+    - `q`: the observed coordinates, shape (T, n).
+    - `q_fit`: the fitted trajectory at `ts`, shape (T, n).
+    - `coordinates`: one label per coordinate.
+    - `title`: the figure title.
+
+    **Returns:** a `matplotlib.figure.Figure`, one panel per coordinate (at most
+    six).
+    """
+    ts, q, q_fit = np.asarray(ts), np.asarray(q), np.asarray(q_fit)
+    n = min(q.shape[1], _MANY)
+    labels = _labels(q.shape[1], coordinates)
+    fig = _figure(8, 1.2 + 2.2 * n)
+    axes = fig.subplots(n, 1, sharex=True, squeeze=False)[:, 0]
+    for i, ax in enumerate(axes):
+        ax.plot(ts, q[:, i], ".", ms=3, color="k", alpha=0.6, label="observed")
+        ax.plot(ts, q_fit[:, i], lw=1.3, color="C3", label="fitted")
+        ax.set_ylabel(labels[i])
+        ax.grid(alpha=0.3)
+    axes[0].legend(loc="best", framealpha=0.85)
+    axes[-1].set_xlabel("time t")
+    axes[-1].set_xlim(ts[0], ts[-1])
+    fig.suptitle(title or "Observed and fitted trajectory")
+    return fig
+
+
+def losses(losses: Any, *, title: str | None = None):
+    """A loss history on a log scale.
+
+    **Arguments:**
+
+    - `losses`: the loss at each optimizer step, shape (steps,).
+    - `title`: the figure title.
+
+    **Returns:** a `matplotlib.figure.Figure`.
+    """
+    losses = np.asarray(losses)
+    fig = _figure(7, 4)
+    ax = fig.add_subplot()
+    ax.semilogy(np.arange(len(losses)), np.where(losses > 0, losses, np.nan), lw=1.3)
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("loss")
+    ax.grid(alpha=0.3, which="both")
+    ax.set_title(title or f"Loss history (final {losses[-1]:.3e})")
+    return fig

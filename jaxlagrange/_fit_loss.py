@@ -1,0 +1,363 @@
+"""`Observations` and `fit_loss`, the loss that `fit` minimizes.
+
+The loss is a weighted least-squares misfit between observed and simulated
+coordinates (and velocities, where observed). With multiple shooting each
+observed trajectory is cut into `segments` pieces, each simulated from its own
+free starting state; a penalty on the jumps between the end of one piece and the
+start of the next ties them together. Short pieces keep the loss smooth in the
+params even for chaotic data, where a single long shot has a loss landscape full
+of local minima and gradients that grow like exp(λ t).
+
+All the pieces of one observed trajectory are simulated together under
+`jax.vmap`, so they share one compiled solve: they are padded to a common number
+of save times (the padding is masked out of the loss).
+"""
+
+from collections.abc import Sequence
+from typing import Any
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.tree_util as jtu
+import numpy as np
+
+from ._custom_types import Array, Float, Params, ScalarLike
+from ._simulate import RESULTS, simulate
+from ._system import LagrangianSystem, _to_leaf
+
+
+def _known(x) -> np.ndarray | None:
+    return None if isinstance(x, jax.core.Tracer) else np.asarray(x)
+
+
+def _as_float(x, name: str) -> Array | None:
+    if x is None:
+        return None
+    x = jnp.asarray(x)
+    if not (
+        jnp.issubdtype(x.dtype, jnp.floating) or jnp.issubdtype(x.dtype, jnp.integer)
+    ):
+        raise ValueError(f"`{name}` must be real numbers, got dtype {x.dtype}.")
+    return x.astype(jnp.result_type(float))
+
+
+class Observations(eqx.Module):
+    """One observed trajectory: coordinates (and optionally velocities) at times.
+
+    **Arguments:**
+
+    - `ts`: strictly increasing observation times, shape (T,), T ≥ 2.
+    - `q`: observed coordinates, shape (T, n).
+    - `qd`: observed velocities, shape (T, n), or None if not observed.
+    - `q0`, `qd0`: the initial state at `ts[0]`, shape (n,). Default: `q[0]`, and
+        `qd[0]`, or without `qd` a finite-difference estimate from `q` (a guess to
+        refine with `fit(..., fit_initial_state=True)`).
+    - `weights`: non-negative weights of the residuals, shape (T,) or (T, n).
+    - `sigma`: the noise scale of `q` (and `qd`), a positive scalar or shape (n,);
+        residuals are divided by it. Default 1.
+
+    **Raises:** `ValueError` naming the argument for a wrong shape, lengths that do
+    not match `ts`, times that are not strictly increasing, and non-finite data.
+
+    **Example:**
+
+    ```python
+    data = jl.Observations(traj.ts, traj.q, traj.qd)
+    ```
+    """
+
+    ts: Float[Array, " T"]
+    q: Float[Array, "T n"]
+    qd: Float[Array, "T n"] | None
+    q0: Float[Array, " n"] | None
+    qd0: Float[Array, " n"] | None
+    weights: Array | None
+    sigma: Array | None
+
+    def __init__(self, ts, q, qd=None, *, q0=None, qd0=None, weights=None, sigma=None):
+        self.ts = _as_float(ts, "ts")
+        self.q = _as_float(q, "q")
+        self.qd = _as_float(qd, "qd")
+        self.q0 = _as_float(q0, "q0")
+        self.qd0 = _as_float(qd0, "qd0")
+        self.weights = _as_float(weights, "weights")
+        self.sigma = _as_float(sigma, "sigma")
+
+    def __check_init__(self):
+        ts, q = self.ts, self.q
+        if ts.ndim != 1 or ts.shape[0] < 2:
+            raise ValueError(
+                f"`ts` must be a 1-D array of at least 2 times, got shape {ts.shape}."
+            )
+        T = ts.shape[0]
+        if q.ndim != 2:
+            raise ValueError(
+                f"`q` must have shape (T, n) = ({T}, n), got shape {q.shape}."
+            )
+        n = q.shape[1]
+        if q.shape[0] != T:
+            raise ValueError(
+                f"`q` has {q.shape[0]} rows but `ts` has {T} times: they must "
+                "have the same length."
+            )
+        if self.qd is not None and self.qd.shape != q.shape:
+            raise ValueError(
+                f"`qd` must have the shape of `q`, {q.shape}, got {self.qd.shape}."
+            )
+        for name in ("q0", "qd0"):
+            x = getattr(self, name)
+            if x is not None and x.shape != (n,):
+                raise ValueError(f"`{name}` must have shape ({n},), got {x.shape}.")
+        w = self.weights
+        if w is not None and w.shape not in ((T,), (T, n)):
+            raise ValueError(
+                f"`weights` must have shape ({T},) or ({T}, {n}), got {w.shape}."
+            )
+        s = self.sigma
+        if s is not None and s.shape not in ((), (n,)):
+            raise ValueError(
+                f"`sigma` must be a scalar or shape ({n},), got {s.shape}."
+            )
+        # Value checks need concrete data (not under jit).
+        given = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        known = {k: None if v is None else _known(v) for k, v in given.items()}
+        if any(known[k] is None and v is not None for k, v in given.items()):
+            return
+        for name, x in known.items():
+            if x is not None and not np.all(np.isfinite(x)):
+                index = tuple(int(i) for i in np.argwhere(~np.isfinite(x))[0])
+                where = f" at index {index}" if index else ""
+                raise ValueError(
+                    f"`{name}` contains a non-finite value (NaN or inf){where}."
+                )
+        steps = np.diff(known["ts"])
+        if np.any(steps <= 0):
+            i = int(np.argmax(steps <= 0))
+            raise ValueError(
+                f"`ts` must be strictly increasing, but ts[{i}] = {known['ts'][i]} "
+                f"and ts[{i + 1}] = {known['ts'][i + 1]}."
+            )
+        if w is not None and (
+            np.any(known["weights"] < 0) or not known["weights"].any()
+        ):
+            raise ValueError("`weights` must be >= 0 and not all zero.")
+        if s is not None and np.any(known["sigma"] <= 0):
+            raise ValueError(f"`sigma` must be > 0, got {known['sigma']}.")
+
+
+class _Layout(eqx.Module):
+    """One observed trajectory cut into K segments of m + 1 save times each."""
+
+    ts: Array  # (K, m + 1), padded past each segment's end by tiny steps
+    q: Array  # (K, m + 1, n)
+    qd: Array | None  # (K, m + 1, n)
+    weight: Array  # (K, m + 1, n): weights / sigma², 0 on padding and shared ends
+    total: Array  # the sum of the weights (without 1 / sigma²) over the residuals
+    scale: Array  # (n,): 1 / sigma², for the continuity penalty
+    ends: Array  # (K,) index of each segment's last real save time
+    starts: tuple[Array, Array]  # (K, n) each: the data's state at segment starts
+
+
+def _layout(obs: Observations, segments: int) -> _Layout:
+    ts, q = np.asarray(obs.ts), np.asarray(obs.q)
+    qd = None if obs.qd is None else np.asarray(obs.qd)
+    T, n = q.shape
+    if not (isinstance(segments, int) and 1 <= segments <= T - 1):
+        raise ValueError(
+            f"`segments` must be an integer from 1 to {T - 1} (the number of "
+            f"intervals between the {T} observation times), got {segments!r}."
+        )
+    bounds = np.round(np.linspace(0, T - 1, segments + 1)).astype(int)
+    m = int(np.max(np.diff(bounds)))
+    index = bounds[:-1, None] + np.arange(m + 1)
+    real = index <= bounds[1:, None]
+    clipped = np.minimum(index, bounds[1:, None])
+    # Padding save times lie just past the segment's end; they are masked out.
+    delta = 1e-6 * np.min(np.diff(ts))
+    seg_ts = np.where(real, ts[clipped], ts[clipped] + (index - clipped) * delta)
+    # A shared end point is the next segment's start: counted once, there.
+    counted = real & (
+        (index < bounds[1:, None]) | (np.arange(segments) == segments - 1)[:, None]
+    )
+    sigma = (
+        np.ones(n)
+        if obs.sigma is None
+        else np.broadcast_to(np.asarray(obs.sigma), (n,))
+    )
+    w = np.ones((T, n)) if obs.weights is None else np.asarray(obs.weights)
+    w = np.broadcast_to(w if w.ndim == 2 else w[:, None], (T, n))
+    weight = np.where(counted[..., None], w[clipped], 0.0)
+    # The loss is the weighted mean of the squared residuals in units of sigma.
+    total = np.sum(weight)
+    weight = weight / sigma**2
+    if qd is not None:
+        velocities = qd
+    else:
+        velocities = np.gradient(q, ts, axis=0, edge_order=2 if T > 2 else 1)
+    start_q, start_qd = q[bounds[:-1]].copy(), velocities[bounds[:-1]].copy()
+    if obs.q0 is not None:
+        start_q[0] = np.asarray(obs.q0)
+    if obs.qd0 is not None:
+        start_qd[0] = np.asarray(obs.qd0)
+    return _Layout(
+        jnp.asarray(seg_ts),
+        jnp.asarray(q[clipped]),
+        None if qd is None else jnp.asarray(qd[clipped]),
+        jnp.asarray(weight),
+        jnp.asarray(total),
+        jnp.asarray(1.0 / sigma**2),
+        jnp.asarray(bounds[1:] - bounds[:-1]),
+        (jnp.asarray(start_q), jnp.asarray(start_qd)),
+    )
+
+
+def _misfit(system, layout: _Layout, starts, options):
+    """Sums of the weighted squared residuals and continuity gaps, and results."""
+    q0s, qd0s = starts
+
+    def solve(q0, qd0, ts):
+        return simulate(
+            system, q0, qd0, t0=ts[0], t1=ts[-1], saveat=ts, throw=False, **options
+        )
+
+    traj = jax.vmap(solve)(q0s, qd0s, layout.ts)
+    chi = jnp.sum(layout.weight * (traj.q - layout.q) ** 2)
+    total = layout.total
+    if layout.qd is not None:
+        chi = chi + jnp.sum(layout.weight * (traj.qd - layout.qd) ** 2)
+        total = 2 * total
+    rows = jnp.arange(q0s.shape[0])
+    q_end, qd_end = traj.q[rows, layout.ends], traj.qd[rows, layout.ends]
+    gap = jnp.sum(
+        layout.scale * ((q_end[:-1] - q0s[1:]) ** 2 + (qd_end[:-1] - qd0s[1:]) ** 2)
+    )
+    count = 2 * q0s[1:].size
+    return chi, total, gap, count, traj.result._value  # pyright: ignore
+
+
+def _objective(system, layouts, starts, continuity_weight, options):
+    """The fit loss, and the result code of every solve."""
+    chi = total = gap = 0.0
+    count = 0
+    codes = []
+    for layout, start in zip(layouts, starts, strict=True):
+        c, t, g, k, code = _misfit(system, layout, start, options)
+        chi, total, gap, count = chi + c, total + t, gap + g, count + k
+        codes.append(code)
+    loss = chi / total
+    if count:
+        loss = loss + continuity_weight * gap / count
+    codes = jnp.concatenate(codes)
+    # A failed solve leaves inf in its trajectory; name it instead of a NaN.
+    loss = jnp.where(jnp.all(codes == RESULTS.successful._value), loss, jnp.inf)  # pyright: ignore
+    return loss, codes
+
+
+# Exact gradients of the computed solve (see `fit`'s docstring).
+_DEFAULT_ADJOINT = diffrax.RecursiveCheckpointAdjoint()
+
+
+def _options(adjoint, solver, rtol, atol, max_steps) -> dict[str, Any]:
+    return dict(
+        adjoint=_DEFAULT_ADJOINT if adjoint is None else adjoint,
+        solver=solver,
+        rtol=rtol,
+        atol=atol,
+        max_steps=max_steps,
+    )
+
+
+def _as_data(data) -> list[Observations]:
+    if isinstance(data, Observations):
+        data = [data]
+    elif not (
+        isinstance(data, Sequence)
+        and data
+        and all(isinstance(d, Observations) for d in data)
+    ):
+        raise ValueError(
+            "`data` must be a `jl.Observations` or a non-empty sequence of them, got "
+            f"{type(data).__name__}."
+        )
+    n = {d.q.shape[1] for d in data}
+    if len(n) > 1:
+        raise ValueError(
+            f"all observed trajectories must have the same number of coordinates, got {sorted(n)}."
+        )
+    return list(data)
+
+
+def _check_params(system: LagrangianSystem, params) -> Params:
+    if not isinstance(system, LagrangianSystem):
+        raise ValueError(
+            f"`system` must be a jl.LagrangianSystem, got {type(system).__name__}."
+        )
+    if params is None:
+        return system.params
+    params = jtu.tree_map(_to_leaf, params)
+    expected, got = jtu.tree_structure(system.params), jtu.tree_structure(params)
+    if expected != got:
+        raise ValueError(
+            f"`params` must have the pytree structure of system.params: expected "
+            f"{expected}, got {got}."
+        )
+    for (path, a), b in zip(
+        jtu.tree_leaves_with_path(system.params), jtu.tree_leaves(params), strict=True
+    ):
+        if eqx.is_array(a) and jnp.shape(a) != jnp.shape(b):
+            raise ValueError(
+                f"`params` leaf {jtu.keystr(path)} has shape {jnp.shape(b)}, but in "
+                f"system.params it has shape {jnp.shape(a)}."
+            )
+    return params
+
+
+def fit_loss(
+    system: LagrangianSystem,
+    data: "Observations | Sequence[Observations]",
+    starts: Sequence[tuple[Array, Array]] | None = None,
+    *,
+    segments: int = 1,
+    continuity_weight: ScalarLike = 1.0,
+    adjoint: diffrax.AbstractAdjoint | None = None,
+    solver: diffrax.AbstractSolver | None = None,
+    rtol: ScalarLike = 1e-8,
+    atol: ScalarLike = 1e-8,
+    max_steps: int = 4096,
+) -> Array:
+    """The loss that `fit` minimizes, at the system's params.
+
+    loss = (Σ w ((q̂ − q)/σ)² [+ Σ w ((q̂d − qd)/σ)² where q̇ is observed]) / (Σ w per
+           observed quantity) + continuity_weight · mean over segment boundaries
+           and coordinates of ((x̂_end − x_start)/σ)²
+
+    (sums over times and coordinates), so with the right σ a good fit has a loss
+    of about one,
+
+    and q̂ is simulated piece by piece from the segment starts, x = (q, q̇).
+    It is differentiable in `system` (its params) and in `starts`.
+
+    **Arguments:**
+
+    - `system`, `data`: as for `fit`.
+    - `starts`: per observed trajectory, the states `(q, qd)` (each (segments, n))
+        at which its segments start. Default: taken from the data (see
+        `Observations`).
+    - the other options: as for `fit`.
+
+    **Returns:** the loss, a scalar (inf if a solve failed).
+
+    **Example:**
+
+    ```python
+    grad = jax.grad(lambda p: jl.fit_loss(eqx.tree_at(lambda s: s.params, system, p), data))
+    ```
+    """
+    data = _as_data(data)
+    layouts = [_layout(d, segments) for d in data]
+    if starts is None:
+        starts = [layout.starts for layout in layouts]
+    options = _options(adjoint, solver, rtol, atol, max_steps)
+    return _objective(system, layouts, list(starts), continuity_weight, options)[0]

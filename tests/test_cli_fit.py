@@ -1,0 +1,210 @@
+"""`jaxlagrange fit`: an end-to-end fit from generated data, data files, errors."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxlagrange as jl
+from jaxlagrange import _cli, _config
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CONFIG = """\
+[system]
+name = "pendulum"
+params = { l = 1.4 }
+
+[fit]
+data = "data.npz"
+steps = 30
+optimizer = "lbfgs"
+trainable = ["l"]
+positive = ["l"]
+
+[simulate]
+rtol = 1e-10
+atol = 1e-10
+"""
+
+
+def _pendulum_data():
+    system, q0, qd0 = jl.systems.pendulum({"l": 2.0}, q0=[1.0])
+    ts = jnp.linspace(0.0, 2.0, 41)
+    traj = jl.simulate(system, q0, qd0, t1=2.0, saveat=ts, rtol=1e-11, atol=1e-11)
+    return np.asarray(ts), np.asarray(traj.q), np.asarray(traj.qd)
+
+
+TS, Q, QD = _pendulum_data()
+
+
+def _main(capsys, *argv):
+    status = _cli.main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_fit_end_to_end(tmp_path, capsys):
+    np.savez(tmp_path / "data.npz", ts=TS, q=Q, qd=QD)
+    (tmp_path / "fit.toml").write_text(CONFIG)
+    out = tmp_path / "result"
+    status, stdout, err = _main(
+        capsys, "fit", str(tmp_path / "fit.toml"), "--out", str(out)
+    )
+    assert status == 0, err
+    assert "jl.fit: step 30/30" in stdout  # progress
+    expected = {
+        "params.json",
+        "summary.json",
+        "losses.csv",
+        "fit.npz",
+        "fit.png",
+        "loss.png",
+    }
+    assert {p.name for p in out.iterdir()} == expected  # no temporary files left
+    params = json.loads((out / "params.json").read_text())
+    assert set(params) == {"m", "l", "g"}
+    assert params["l"] == pytest.approx(2.0, rel=1e-6)
+    assert params["m"] == 1.0 and params["g"] == 9.81
+    losses = np.loadtxt(out / "losses.csv", delimiter=",", skiprows=1)
+    assert losses.shape == (30, 2) and np.all(losses[:, 0] == np.arange(30))
+    assert losses[0, 1] > 1e3 * losses[-1, 1]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["initial_params"]["l"] == 1.4
+    assert summary["loss"]["final"] < 1e-12
+    with np.load(out / "fit.npz") as arrays:
+        np.testing.assert_allclose(arrays["q_fit_0"], Q, atol=1e-6)
+        np.testing.assert_array_equal(arrays["q_0"], Q)
+    for name in ("fit.png", "loss.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_csv_data_matches_npz(tmp_path):
+    header = "t,q0,qd0"
+    np.savetxt(
+        tmp_path / "data.csv",
+        np.column_stack([TS, Q, QD]),
+        delimiter=",",
+        header=header,
+        comments="",
+    )
+    obs = _cli.load_observations(tmp_path / "data.csv", 1, 0.1)
+    np.testing.assert_array_equal(obs.ts, TS)
+    np.testing.assert_array_equal(obs.q, Q)
+    np.testing.assert_array_equal(obs.qd, QD)
+    assert float(obs.sigma) == 0.1
+    np.savetxt(
+        tmp_path / "q_only.csv",
+        np.column_stack([TS, Q]),
+        delimiter=",",
+        header="t,q0",
+        comments="",
+    )
+    assert _cli.load_observations(tmp_path / "q_only.csv", 1, None).qd is None
+
+
+@pytest.mark.parametrize(
+    "config, data, match",
+    [
+        (CONFIG + "rate = 2\n", None, "unknown key 'rate' in [simulate]; valid keys: "),
+        (
+            CONFIG.replace('trainable = ["l"]', 'trainable = ["length"]'),
+            None,
+            "[fit] trainable: unknown param 'length' for system 'pendulum'; valid "
+            "params: g, l, m",
+        ),
+        (
+            CONFIG.replace(
+                'optimizer = "lbfgs"', 'optimizer = "lbfgs"\nlearning_rate = 0.1'
+            ),
+            None,
+            "[fit] learning_rate is for optimizer = 'adam'",
+        ),
+        (
+            CONFIG.replace('optimizer = "lbfgs"', 'optimizer = "sgd"'),
+            None,
+            "[fit] optimizer: must be one of adam, lbfgs, got 'sgd'",
+        ),
+        (
+            CONFIG.replace('data = "data.npz"', "data = 3"),
+            None,
+            "[fit] data: must be a path",
+        ),
+        (CONFIG.replace('data = "data.npz"\n', ""), None, "[fit] data is required"),
+        (CONFIG, None, "data.npz: no such data file"),
+        (
+            CONFIG.replace('data = "data.npz"', 'data = ["a.npz", "b.npz"]')
+            + "[initial]\nq = [1.0]\n",
+            None,
+            "[initial] is the initial state of one data file, but [fit] data names 2",
+        ),
+        (CONFIG, dict(ts=TS, qd=QD), "data.npz: no array 'q'; a data file holds ts, q"),
+        (
+            CONFIG,
+            dict(ts=TS, q=np.where(np.arange(41)[:, None] == 5, np.nan, Q)),
+            "data.npz: `q` contains a non-finite value (NaN or inf) at index (5, 0).",
+        ),
+        (CONFIG, dict(ts=TS[::-1], q=Q), "data.npz: `ts` must be strictly increasing"),
+        (CONFIG, dict(ts=TS[:-1], q=Q), "`q` has 41 rows but `ts` has 40 times"),
+        (
+            CONFIG,
+            dict(ts=TS, q=np.ones((41, 2))),
+            "q has 2 coordinates, but the system has 1",
+        ),
+        (
+            CONFIG.replace("steps = 30", "steps = 30\nsegments = 50"),
+            dict(ts=TS, q=Q),
+            "[fit] `segments` must be an integer from 1 to 40",
+        ),
+    ],
+)
+def test_bad_fit_configs(tmp_path, capsys, config, data, match):
+    (tmp_path / "fit.toml").write_text(config)
+    if data is not None:
+        np.savez(tmp_path / "data.npz", **data)
+    out_dir = tmp_path / "out"
+    status, out, err = _main(
+        capsys, "fit", str(tmp_path / "fit.toml"), "--quiet", "--out", str(out_dir)
+    )
+    assert status == 1
+    assert err.count("\n") == 1 and err.startswith("jaxlagrange fit: error: ")
+    assert match in err and "Traceback" not in err
+    assert not out_dir.exists() or not any(out_dir.iterdir())  # nothing written
+
+
+def test_bad_fit_in_a_subprocess(tmp_path):
+    (tmp_path / "fit.toml").write_text(CONFIG.replace("steps = 30", "steps = 0"))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "jaxlagrange", "fit", "fit.toml"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr == (
+        "jaxlagrange fit: error: fit.toml: [fit] steps: must be >= 1, got 0\n"
+    )
+
+
+def test_example_fit_config():
+    # configs/fit_pendulum.toml reads the output of `jaxlagrange run configs/pendulum.toml`.
+    path = ROOT / "configs" / "fit_pendulum.toml"
+    config = _config.load(path, _config.FIT_SCHEMA)
+    ready = _config.ready_system(config)
+    kwargs = _config.fit_kwargs(config, ready)
+    assert ready.name == "pendulum" and float(ready.system.params["l"]) == 1.4
+    assert kwargs["trainable"] == {"l"} and kwargs["segments"] == 10
+    assert kwargs["adjoint"] is None  # jl.fit's default
+    (data,) = _config.data_paths(config)
+    assert data.resolve() == ROOT / "out" / "pendulum" / "trajectory.npz"
+    run = _config.load(ROOT / "configs" / "pendulum.toml")
+    assert run["output"]["dir"] is None  # so `run` writes out/pendulum

@@ -1,0 +1,294 @@
+"""`jl.fit`: recovery of known params, gradients against finite differences, errors.
+
+Compilation dominates the run time, so the tests share compiled steps: the fits
+below reuse one optimizer object, one system and equal data shapes wherever the
+point of the test allows.
+"""
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import jaxlagrange as jl
+
+
+def _damped_lagrangian(q, qd, t, params):
+    m, length, g = params["m"], params["l"], params["g"]
+    return 0.5 * m * length**2 * qd[0] ** 2 + m * g * length * jnp.cos(q[0])
+
+
+def _damping(q, qd, t, params):
+    return 0.5 * params["c"] * qd[0] ** 2
+
+
+TRUE = {"m": 1.0, "l": 2.0, "g": 9.81, "c": 0.3}
+GUESS = {"m": 1.0, "l": 1.3, "g": 9.81, "c": 0.18}  # 35% and 40% off
+PENDULUM = jl.LagrangianSystem(_damped_lagrangian, params=TRUE, dissipation=_damping)
+TS = jnp.linspace(0.0, 2.0, 41)
+LBFGS = optax.lbfgs()
+
+
+def _observe(system, q0, qd0, ts):
+    traj = jl.simulate(system, q0, qd0, t1=ts[-1], saveat=ts, rtol=1e-10, atol=1e-10)
+    return traj.q, traj.qd
+
+
+Q, QD = _observe(PENDULUM, jnp.array([1.2]), jnp.array([0.0]), TS)
+
+
+def _relative_error(fitted, names):
+    return {k: abs(float(fitted[k]) / TRUE[k] - 1) for k in names}
+
+
+def test_recover_pendulum_length_and_damping_noise_free():
+    data = jl.Observations(TS, Q, QD)
+    result = jl.fit(
+        PENDULUM,
+        data,
+        params=GUESS,
+        optimizer=LBFGS,
+        steps=40,
+        trainable={"l", "c"},
+        positive={"l", "c"},
+        rtol=1e-10,
+        atol=1e-10,
+    )
+    errors = _relative_error(result.params, ("l", "c"))
+    assert max(errors.values()) < 1e-5, errors
+    # Fixed params are untouched, and the fitted system carries the fitted params.
+    assert float(result.params["m"]) == 1.0 and float(result.params["g"]) == 9.81
+    assert result.system.params["l"] is result.params["l"]
+    assert result.losses.shape == (40,) and isinstance(result.losses, np.ndarray)
+    assert result.losses[-1] < 1e-6 * result.losses[0]
+    assert result.loss <= result.losses[-1]
+    np.testing.assert_array_equal(result.q0, Q[0])
+
+
+def test_recover_pendulum_from_noisy_data():
+    # Noise of σ = 1e-3 on q (rad) and qd (rad/s), 41 samples over 2 s. Over 2 s the
+    # damping changes the amplitude by only ~7%, so c is the less determined: the
+    # test allows relative errors of 1e-3 on l and 3e-2 on c.
+    key_q, key_qd = jax.random.split(jax.random.key(0))
+    noisy_q = Q + 1e-3 * jax.random.normal(key_q, Q.shape)
+    noisy_qd = QD + 1e-3 * jax.random.normal(key_qd, QD.shape)
+    data = jl.Observations(TS, noisy_q, noisy_qd, q0=Q[0], qd0=QD[0], sigma=1e-3)
+    result = jl.fit(
+        PENDULUM,
+        data,
+        params=GUESS,
+        optimizer=LBFGS,
+        steps=40,
+        trainable={"l", "c"},
+        positive={"l", "c"},
+        rtol=1e-10,
+        atol=1e-10,
+    )
+    errors = _relative_error(result.params, ("l", "c"))
+    assert errors["l"] < 1e-3 and errors["c"] < 3e-2, errors
+    assert errors["l"] > 1e-7  # noise leaves a finite error: not a fit to the truth
+    # At the least-squares optimum each residual, scaled by σ, is of order one:
+    # the loss (their mean square) is ≈ 1 − 2/82, with a spread of ≈ 0.16.
+    assert 0.5 < result.loss < 1.5
+
+
+def test_fit_initial_state_from_positions_only():
+    # No observed velocities: qd0 starts from a finite-difference estimate and the
+    # initial state is fitted together with l (Adam, the default optimizer family).
+    data = jl.Observations(TS, Q)
+    result = jl.fit(
+        PENDULUM,
+        data,
+        params={**TRUE, "l": 1.6},
+        optimizer=optax.adam(0.02),
+        steps=300,
+        trainable={"l"},
+        positive={"l"},
+        fit_initial_state=True,
+    )
+    assert abs(float(result.params["l"]) / 2.0 - 1) < 2e-3
+    assert abs(float(result.qd0[0])) < 1e-2
+    assert abs(float(result.q0[0]) - 1.2) < 1e-3
+    assert result.losses[-1] < 1e-3 * result.losses[0]
+
+
+def test_double_pendulum_multiple_shooting():
+    # 4 s of chaotic motion, cut into 8 segments: m2, l1 and l2 from 30% off.
+    system, q0, qd0 = jl.systems.double_pendulum({"m2": 0.8, "l1": 1.2, "l2": 0.9})
+    ts = jnp.linspace(0.0, 4.0, 81)
+    q, qd = _observe(system, q0, qd0, ts)
+    data = jl.Observations(ts, q, qd)
+    guess = {**system.params, "m2": 0.56, "l1": 1.56, "l2": 0.63}
+    result = jl.fit(
+        system,
+        data,
+        params=guess,
+        optimizer=LBFGS,
+        steps=200,
+        trainable={"m2", "l1", "l2"},
+        positive={"m2", "l1", "l2"},
+        segments=8,
+    )
+    for name, true in (("m2", 0.8), ("l1", 1.2), ("l2", 0.9)):
+        assert abs(float(result.params[name]) / true - 1) < 1e-5, name
+    q_starts, _ = result.starts[0]
+    assert q_starts.shape == (8, 2)
+    # The fitted segment starts lie on the observed trajectory.
+    np.testing.assert_allclose(
+        q_starts, q[np.round(np.linspace(0, 80, 9)).astype(int)[:-1]], atol=1e-5
+    )
+
+
+FD_DATA = jl.Observations(TS[:21], Q[:21] + 0.01, QD[:21])
+FD_OPTIONS = dict(segments=2, rtol=1e-11, atol=1e-11)
+
+
+def _fd_loss(params, adjoint=None):
+    system = eqx.tree_at(lambda s: s.params, PENDULUM, params)
+    return jl.fit_loss(system, FD_DATA, adjoint=adjoint, **FD_OPTIONS)
+
+
+_fd_value = jax.jit(_fd_loss)  # the forward loss does not depend on the adjoint
+
+
+@pytest.mark.parametrize(
+    "adjoint, tolerance",
+    [(None, 1e-6), (diffrax.BacksolveAdjoint(), 1e-5)],
+    ids=["default RecursiveCheckpointAdjoint", "BacksolveAdjoint"],
+)
+def test_gradient_matches_finite_differences(adjoint, tolerance):
+    params = {k: jnp.asarray(v) for k, v in GUESS.items()}
+    grad = jax.jit(jax.grad(lambda p: _fd_loss(p, adjoint)))(params)
+    for name in ("l", "c", "g"):
+        h = 1e-5 * float(params[name])
+        up = {**params, name: params[name] + h}
+        down = {**params, name: params[name] - h}
+        numeric = (_fd_value(up) - _fd_value(down)) / (2 * h)
+        assert float(grad[name]) == pytest.approx(float(numeric), rel=tolerance), name
+
+
+def _bad_observations(**override):
+    kwargs = dict(ts=TS, q=Q, qd=QD)
+    kwargs.update(override)
+    return lambda: jl.Observations(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (_bad_observations(q=Q[:-1]), r"`q` has 40 rows but `ts` has 41 times"),
+        (_bad_observations(qd=QD[:-1]), r"`qd` must have the shape of `q`, \(41, 1\)"),
+        (
+            _bad_observations(ts=TS[::-1]),
+            r"`ts` must be strictly increasing, but ts\[0\]",
+        ),
+        (_bad_observations(ts=TS.at[5].set(TS[4])), r"ts\[4\] = 0.2 and ts\[5\] = 0.2"),
+        (
+            _bad_observations(q=Q.at[7, 0].set(jnp.nan)),
+            r"`q` contains a non-finite value \(NaN or inf\) at index \(7, 0\)",
+        ),
+        (_bad_observations(qd=QD.at[3, 0].set(jnp.inf)), r"`qd` contains a non-finite"),
+        (_bad_observations(q=Q[:, 0]), r"`q` must have shape \(T, n\) = \(41, n\)"),
+        (_bad_observations(ts=TS[:1], q=Q[:1], qd=QD[:1]), r"at least 2 times"),
+        (lambda: jl.Observations(TS, Q, sigma=-1.0), r"`sigma` must be > 0"),
+        (
+            lambda: jl.Observations(TS, Q, weights=jnp.ones(3)),
+            r"`weights` must have shape \(41,\) or \(41, 1\)",
+        ),
+        (
+            lambda: jl.Observations(TS, Q, q0=jnp.zeros(2)),
+            r"`q0` must have shape \(1,\)",
+        ),
+    ],
+)
+def test_bad_observations(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (
+            dict(params={"m": 1.0, "l": 1.0}),
+            r"`params` must have the pytree structure of system.params",
+        ),
+        (
+            dict(params={**TRUE, "l": jnp.ones(2)}),
+            r"`params` leaf \['l'\] has shape \(2,\), but in system.params it has shape \(\)",
+        ),
+        (
+            dict(trainable={"length"}),
+            r"`trainable` names unknown params \['length'\]; valid names: \['c', 'g', 'l', 'm'\]",
+        ),
+        (
+            dict(trainable={"l": True}),
+            r"`trainable` must be True/False, a collection of top-level param names, or a pytree of bools",
+        ),
+        (
+            dict(trainable={"l", "c"}, positive={"c"}, params={**TRUE, "c": -0.1}),
+            r"positive param \['c'\] must start > 0",
+        ),
+        (dict(segments=41), r"`segments` must be an integer from 1 to 40"),
+        (dict(steps=0), r"`steps` must be a positive integer"),
+        (dict(trainable=False), r"nothing to fit"),
+    ],
+)
+def test_bad_fit_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        jl.fit(PENDULUM, jl.Observations(TS, Q, QD), **kwargs)
+
+
+def test_bad_data_argument():
+    with pytest.raises(
+        ValueError, match=r"`data` must be a `jl.Observations` or a non-empty sequence"
+    ):
+        jl.fit(PENDULUM, (TS, Q))
+    with pytest.raises(ValueError, match=r"same number of coordinates, got \[1, 2\]"):
+        jl.fit(
+            PENDULUM, [jl.Observations(TS, Q), jl.Observations(TS, jnp.ones((41, 2)))]
+        )
+
+
+def _sqrt_lagrangian(q, qd, t, params):
+    return 0.5 * qd[0] ** 2 - 0.5 * jnp.sqrt(params["k"]) ** 2 * q[0] ** 2
+
+
+def test_non_finite_loss_names_the_step():
+    # The data need k = 0.25: the first Adam step moves k by -lr = -5, from 1 to -4: sqrt(k) is NaN there,
+    # the solve fails, and the loss at step 1 is not finite.
+    system = jl.LagrangianSystem(_sqrt_lagrangian, params={"k": 1.0})
+    ts = jnp.linspace(0.0, 1.0, 11)
+    data = jl.Observations(
+        ts, jnp.cos(0.5 * ts)[:, None], q0=jnp.ones(1), qd0=jnp.zeros(1)
+    )
+    with pytest.raises(
+        FloatingPointError,
+        match=r"the loss is not finite \(inf\) at step 1 of 5: 1 of 1 solves failed\. The state or the equations of motion became non-finite.* The last finite loss was .* at step 0",
+    ):
+        jl.fit(system, data, optimizer=optax.adam(5.0), steps=5)
+
+
+def test_neural_lagrangian_mass_is_positive_definite_and_trains():
+    system = jl.neural_lagrangian(2, key=jax.random.key(1), width=8, depth=1, eps=1e-2)
+    qs = jax.random.normal(jax.random.key(2), (16, 2)) * 3
+    masses = jax.vmap(jl.mass_matrix, (None, 0, 0, None))(system, qs, qs, 0.0)
+    eigenvalues = jnp.linalg.eigvalsh(masses)
+    assert jnp.all(eigenvalues >= 1e-2 * (1 - 1e-12))
+    np.testing.assert_allclose(masses, jnp.swapaxes(masses, 1, 2), atol=1e-14)
+
+    # Train on a harmonic oscillator pair for a few Adam steps: the MLP params
+    # (with their activation functions, which are not arrays) go through fit.
+    ts = jnp.linspace(0.0, 1.0, 11)
+    q = jnp.stack([jnp.cos(ts), 0.5 * jnp.cos(2 * ts)], axis=1)
+    qd = jnp.stack([-jnp.sin(ts), -jnp.sin(2 * ts)], axis=1)
+    result = jl.fit(
+        system, jl.Observations(ts, q, qd), optimizer=optax.adam(1e-2), steps=30
+    )
+    assert result.losses[-1] < 0.5 * result.losses[0]
+    assert result.params["mass"].activation is system.params["mass"].activation
+    with pytest.raises(ValueError, match=r"`eps` must be > 0"):
+        jl.neural_lagrangian(2, key=jax.random.key(0), eps=0.0)

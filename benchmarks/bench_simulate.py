@@ -268,7 +268,7 @@ def main():
 
     y = (q0, qd0)
     t = jnp.zeros(batch)
-    jl_vf = jax.vmap(lambda t, y: _vector_field(t, y, (SYSTEM, None)))
+    jl_vf = jax.vmap(lambda t, y: _vector_field(t, y, (SYSTEM, None, None)))
     hand_vf = jax.vmap(lambda t, y: hand_written(t, y, None))
     for name, fn in (("jl", jl_vf), ("hand", hand_vf)):
         fusions, trans = hlo_counts(fn, t, y)

@@ -349,8 +349,10 @@ _THROW_FALSE = (
 )
 
 
-def _messages(max_steps: int, max_events: int) -> list[str]:
-    """The message of each result code, indexed by its value."""
+def _messages(max_steps: int, max_events: int | None = None) -> list[str]:
+    """The message of each result code, indexed by its value.
+
+    `max_events` (None: not known) goes into the message of too many events."""
     messages = list(RESULTS._index_to_message)  # pyright: ignore
     steps = RESULTS.max_steps_reached._value  # pyright: ignore
     messages[int(steps)] = (
@@ -358,16 +360,17 @@ def _messages(max_steps: int, max_events: int) -> list[str]:
         "Raise it with `jl.simulate(..., max_steps=...)`, or loosen `rtol`/`atol`."
     )
     events = RESULTS.max_events_reached._value  # pyright: ignore
-    messages[int(events)] = (
-        f"The maximum number of events ({max_events}: releases and impacts of "
-        "unilateral constraints) was reached before t1. Raise it with "
-        "`jl.simulate(..., max_events=...)`."
-    )
+    if max_events is not None:
+        messages[int(events)] = (
+            f"The maximum number of events ({max_events}: releases and impacts of "
+            "unilateral constraints) was reached before t1. Raise it with "
+            "`jl.simulate(..., max_events=...)`."
+        )
     return messages
 
 
 def _raise_on_failure(
-    traj: Trajectory, max_steps: int, t1: Array, max_events: int = 0
+    traj: Trajectory, max_steps: int, t1: Array, max_events: int | None = None
 ) -> Trajectory:
     code = _known(traj.result._value)  # pyright: ignore
     failed = traj.result != RESULTS.successful
@@ -556,30 +559,7 @@ def simulate(
     adjoint = diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint
     if progress_meter is None:
         progress_meter = diffrax.NoProgressMeter()
-    if system.unilateral is not None:
-        # Imported here: `_events` builds on this module.
-        from ._events import _check_max_events, _hybrid_solve
-
-        max_events = _check_max_events(max_events)
-        traj = _hybrid_solve(
-            system,
-            q0,
-            qd0,
-            t0,
-            t1,
-            ts,
-            solver,
-            dt0,
-            stepsize_controller,
-            max_steps,
-            adjoint,
-            baumgarte,
-            progress_meter,
-            max_events,
-            atol,
-        )
-        return _raise_on_failure(traj, max_steps, t1, max_events) if throw else traj
-    traj = _solve(
+    args = (
         system,
         q0,
         qd0,
@@ -593,8 +573,15 @@ def simulate(
         adjoint,
         baumgarte,
         progress_meter,
-        saveat is None,
     )
+    if system.unilateral is not None:
+        # Imported here: `_events` builds on this module.
+        from ._events import _check_max_events, _hybrid_solve
+
+        max_events = _check_max_events(max_events)
+        traj = _hybrid_solve(*args, max_events, atol)
+        return _raise_on_failure(traj, max_steps, t1, max_events) if throw else traj
+    traj = _solve(*args, saveat is None)
     return _raise_on_failure(traj, max_steps, t1) if throw else traj
 
 

@@ -204,9 +204,11 @@ def _energy_along(system, ts, q, qd):
 _RUN_EPILOG = """\
 outputs (written atomically into the output directory):
   trajectory.npz     ts (T,), q and qd (T, n), energy (T,), multipliers (T, m)
-                     for constrained systems
+                     for constrained systems; event_ts, event_constraint and
+                     event_kind (0 release, 1 impact) with unilateral ones
   summary.json       system, params, initial state, solver settings, result,
-                     energy drift, solver statistics, wall time, versions
+                     energy drift, solver statistics, events, wall time,
+                     versions
   coordinates.png    the coordinates against time
   phase.png          velocity against coordinate, coloured by time
   energy.png         the energy error (or the energy, when not conserved)
@@ -289,6 +291,26 @@ def solve(ready, kwargs: Mapping[str, Any], *, quiet: bool = False):
     return traj, compile_s, run_s
 
 
+def _events(traj) -> list[dict[str, Any]]:
+    """The releases and impacts of unilateral constraints on `traj`, for JSON."""
+    from ._events import EVENT_IMPACT
+
+    used = int(traj.num_events)
+    return [
+        {
+            "t": float(t),
+            "constraint": int(i),
+            "kind": "impact" if int(k) == EVENT_IMPACT else "release",
+        }
+        for t, i, k in zip(
+            traj.event_ts[:used],
+            traj.event_constraint[:used],
+            traj.event_kind[:used],
+            strict=True,
+        )
+    ]
+
+
 def _figures(ready, traj, energies, conserved: bool) -> dict[str, bytes]:
     """The PNGs of `jaxlagrange run`, rendered in memory."""
     from . import plotting
@@ -337,6 +359,13 @@ def _run(args: argparse.Namespace) -> int:
     arrays = {"ts": traj.ts, "q": traj.q, "qd": traj.qd, "energy": energies}
     if ready.system.has_constraints:
         arrays["multipliers"] = traj.multipliers
+    events = {}
+    if ready.system.unilateral is not None:
+        events["events"] = _events(traj)
+        used = int(traj.num_events)
+        arrays["event_ts"] = traj.event_ts[:used]
+        arrays["event_constraint"] = traj.event_constraint[:used]
+        arrays["event_kind"] = traj.event_kind[:used]
     files = {"trajectory.npz": npz_bytes(**arrays)}
     if plots:
         files.update(_figures(ready, traj, energies, conserved))
@@ -357,6 +386,7 @@ def _run(args: argparse.Namespace) -> int:
             "max_rel_drift": relative,
         },
         "stats": _stats(traj.stats),
+        **events,
         "wall_time_s": {"compile": compile_s, "run": run_s, "total": compile_s + run_s},
         "config": config["source"],
         "versions": {"jaxlagrange": __version__, "jax": jax.__version__},

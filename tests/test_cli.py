@@ -256,3 +256,33 @@ def test_systems_listing(capsys):
 def test_debug_shows_the_exception(tmp_path):
     with pytest.raises(_cli.ConfigError, match=r"no such config file"):
         _cli.main(["--debug", "run", str(tmp_path / "none.toml")])
+
+
+def test_run_reports_the_events_of_a_bouncing_ball(tmp_path, capsys):
+    config = tmp_path / "ball.toml"
+    config.write_text(
+        "[system]\nname = 'bouncing_ball'\nparams = { e = 0.8 }\n"
+        "[initial]\nq = [1.0]\nqd = [0.0]\n[simulate]\nt1 = 1.5\nsaves = 11\n"
+    )
+    status, _, err = _main(
+        capsys,
+        "run",
+        str(config),
+        "--out",
+        str(tmp_path / "out"),
+        "--quiet",
+        "--no-plots",
+    )
+    assert status == 0, err
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    g = 9.81
+    first = np.sqrt(2 / g)  # falls 1 m, rebounds at 0.8 of the impact speed
+    second = first + 2 * 0.8 * np.sqrt(2 * g) / g
+    assert [e["kind"] for e in summary["events"]] == ["impact", "impact"]
+    assert [e["constraint"] for e in summary["events"]] == [0, 0]
+    np.testing.assert_allclose(
+        [e["t"] for e in summary["events"]], [first, second], rtol=1e-8
+    )
+    with np.load(tmp_path / "out" / "trajectory.npz") as arrays:
+        np.testing.assert_allclose(arrays["event_ts"], [first, second], rtol=1e-8)
+        np.testing.assert_array_equal(arrays["event_kind"], [1, 1])

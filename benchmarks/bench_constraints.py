@@ -20,7 +20,6 @@ function, the variants interleaved so that they share the machine's state.
 import argparse
 import os
 import sys
-import time
 
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -32,6 +31,8 @@ import numpy as np  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_platform_name", "cpu")
+
+from bench_eom import compile_timed, run_times  # noqa: E402
 
 import jaxlagrange as jl  # noqa: E402
 
@@ -49,25 +50,6 @@ def states(count, seed, spread=np.pi, speed=3.0):
     omega = jnp.asarray(rng.uniform(-speed, speed, (count, 2)))
     q, qd = jax.vmap(lambda th, om: jax.jvp(positions, (th,), (om,)))(theta, omega)
     return (theta, omega), (q, qd)
-
-
-def compile_timed(fn, *args):
-    start = time.perf_counter()
-    compiled = jax.jit(fn).lower(*args).compile()
-    return compiled, time.perf_counter() - start
-
-
-def run_times(variants: dict, repeats: int) -> dict:
-    """Best and median wall time of each compiled (fn, args), interleaved."""
-    for fn, args in variants.values():
-        jax.block_until_ready(fn(*args))
-    times = {name: [] for name in variants}
-    for _ in range(repeats):
-        for name, (fn, args) in variants.items():
-            start = time.perf_counter()
-            jax.block_until_ready(fn(*args))
-            times[name].append(time.perf_counter() - start)
-    return {name: (min(ts), float(np.median(ts))) for name, ts in times.items()}
 
 
 def table(times, compile_time, reference, per, unit=1e6, label="us", extra=None):

@@ -1,5 +1,6 @@
 """jaxlagrange: differentiable Lagrangian mechanics in JAX."""
 
+from . import plotting as plotting, systems as systems
 from ._batch import failed as failed, simulate_batch as simulate_batch
 from ._constraints import (
     accelerations as accelerations,
@@ -12,24 +13,29 @@ from ._eom import (
     momenta as momenta,
 )
 from ._events import (
-    apply_impulse as apply_impulse,
     EVENT_IMPACT as EVENT_IMPACT,
     EVENT_RELEASE as EVENT_RELEASE,
+    apply_impulse as apply_impulse,
 )
 from ._fit import FitResult as FitResult, fit as fit
 from ._fit_loss import Observations as Observations, fit_loss as fit_loss
+from ._linearize import (
+    Linearization as Linearization,
+    equilibrium as equilibrium,
+    linearize as linearize,
+    normal_modes as normal_modes,
+)
 from ._lyapunov import finite_time_lyapunov as finite_time_lyapunov
 from ._neural import neural_lagrangian as neural_lagrangian
 from ._projection import project_initial_state as project_initial_state
 from ._simulate import (
     RESULTS as RESULTS,
-    simulate as simulate,
     Trajectory as Trajectory,
+    simulate as simulate,
 )
 from ._store import open_store as open_store
 from ._sweep import simulate_sweep as simulate_sweep, sweep as sweep
 from ._system import LagrangianSystem as LagrangianSystem
-from . import plotting as plotting, systems as systems
 
 
 __version__ = "0.1.0"

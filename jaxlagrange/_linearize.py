@@ -1,0 +1,440 @@
+"""Linearization about an operating point, static equilibria and normal modes.
+
+`linearize` differentiates the first-order flow ẋ = f(x, u) exactly, by
+forward-mode autodiff through `accelerations`. With constraints, the state is
+made of independent coordinates and velocities only, as in SymPy's
+`Linearizer`: the dependent coordinates follow g(q, t) = 0 to first order,
+
+    δq_D = −(∂g/∂q_D)⁻¹ (∂g/∂q_I) δq_I,
+
+and the dependent velocities solve the velocity constraints
+G q̇ + ∂g/∂t = 0 and a(q, q̇, t) = 0 for given q and independent velocities.
+
+`normal_modes` solves K v = ω² M v on the tangent space of the holonomic
+constraints, with the stiffness K = −∂(f + Gᵀλ)/∂q at q̇ = 0 and the equilibrium
+multipliers λ held fixed (their curvature term is what holds a pendulum written
+in Cartesian coordinates).
+"""
+
+from collections.abc import Iterable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.tree_util as jtu
+import numpy as np
+import optimistix as optx
+from jax.flatten_util import ravel_pytree
+
+from ._constraints import _dynamics, _position_rows, contact_set
+from ._custom_types import Array, Float, ScalarLike, VectorLike
+from ._eom import _terms
+from ._linalg import cho_solve, cholesky, solve_lower, solve_upper_t
+from ._system import LagrangianSystem, _as_state
+
+
+class Linearization(eqx.Module):
+    """The linear system ẋ = A x + B u about an operating point.
+
+    **Attributes:**
+
+    - `A`: (s, s), the Jacobian of the flow with respect to the state
+        x = [q[coordinates]; qd[velocities]].
+    - `B`: (s, p), its Jacobian with respect to the inputs (the chosen params,
+        flattened in tree order); p = 0 without inputs.
+    """
+
+    A: Float[Array, "s s"]
+    B: Float[Array, "s p"]
+
+
+def _num_outputs(system: LagrangianSystem, name: str, *args) -> int:
+    if getattr(system, name) is None:
+        return 0
+    return jax.eval_shape(getattr(system, "_" + name), *args).shape[0]
+
+
+def _indices(name: str, value, n: int, expected: int) -> tuple[int, ...]:
+    """Validated static indices; fewer than n means the others are eliminated."""
+    if value is None:
+        return tuple(range(n))
+    try:
+        raw = np.asarray(value)
+        if raw.ndim != 1 or not (
+            np.issubdtype(raw.dtype, np.integer) or raw.shape == (0,)
+        ):
+            raise TypeError
+        idx = tuple(int(i) for i in raw)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"`{name}` must be a sequence of integer indices, got {value!r}."
+        ) from None
+    if any(i < 0 or i >= n for i in idx):
+        raise ValueError(f"`{name}` must hold indices in [0, {n}), got {list(idx)}.")
+    if len(set(idx)) != len(idx):
+        raise ValueError(f"`{name}` has repeated indices: {list(idx)}.")
+    if len(idx) not in (n, expected):
+        raise ValueError(
+            f"`{name}` must name the {expected} independent ones (n = {n} minus the "
+            f"constraints on them) or all {n}, got {len(idx)}: {list(idx)}."
+        )
+    return idx
+
+
+def _input_mask(system: LagrangianSystem, inputs):
+    """A bool pytree shaped like the params: which leaves are inputs."""
+    params = system.params
+    if isinstance(inputs, str) or (
+        isinstance(inputs, Iterable) and not isinstance(inputs, dict)
+    ):
+        names = {inputs} if isinstance(inputs, str) else set(inputs)
+        if not all(isinstance(k, str) for k in names):
+            raise ValueError(
+                "`inputs` must be names of params, or a bool pytree like the params, "
+                f"got {inputs!r}."
+            )
+        if not isinstance(params, dict):
+            raise ValueError(
+                "`inputs` given by name needs dict params, but the system's params "
+                f"are {type(params).__name__}; pass a bool pytree instead."
+            )
+        unknown = sorted(names - set(params))
+        if unknown:
+            raise ValueError(
+                f"`inputs` names unknown params {unknown}; the params are "
+                f"{sorted(params)}."
+            )
+        return {
+            k: jtu.tree_map(lambda _, k=k: k in names, v) for k, v in params.items()
+        }
+    try:
+        return jtu.tree_map(lambda m, _: bool(m), inputs, params)
+    except (ValueError, TypeError):
+        raise ValueError(
+            "`inputs` must be names of params or a bool pytree with the structure "
+            f"of the params {jtu.tree_structure(params)}, got {inputs!r}."
+        ) from None
+
+
+def _velocity_constraints(system: LagrangianSystem, q, qd, t) -> Array | None:
+    """G q̇ + ∂g/∂t and a(q, q̇, t): the constraints on the velocities."""
+    rows = []
+    if system.holonomic is not None:
+        one = jnp.ones((), t.dtype)
+        rows.append(jax.jvp(system._holonomic, (q, t), (qd, one))[1])
+    if system.nonholonomic is not None:
+        rows.append(system._nonholonomic(q, qd, t))
+    return jnp.concatenate(rows) if rows else None
+
+
+def _complement(idx: tuple[int, ...], n: int) -> np.ndarray:
+    return np.array([i for i in range(n) if i not in idx], dtype=int)
+
+
+_OFF_MANIFOLD = (
+    "The operating point (q, qd) does not satisfy the constraints (residual above "
+    "√eps): linearize about a consistent state, e.g. from `jl.project_initial_state`."
+)
+_DEPENDENT = (
+    "The dependent {} cannot be solved from the constraints at the operating point "
+    "(their constraint Jacobian is singular): choose other independent `{}`."
+)
+
+
+def _solve_dependent(matrix: Array, rhs: Array, what: str, name: str) -> Array:
+    """Solve the square system for the dependent variables, with a named error."""
+    x = jnp.linalg.solve(matrix, rhs)
+    return eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), _DEPENDENT.format(what, name))
+
+
+@eqx.filter_jit
+def _linearize(system, q, qd, t, coordinates, velocities, mask):
+    n = q.shape[0]
+    dynamic, static = eqx.partition(system, mask)
+    u0, unravel = ravel_pytree(jtu.tree_leaves(dynamic))
+
+    def with_inputs(u):
+        leaves = unravel(u)
+        treedef = jtu.tree_structure(dynamic)
+        return eqx.combine(jtu.tree_unflatten(treedef, leaves), static)
+
+    active = contact_set(system, q, qd, t) if system.unilateral is not None else None
+
+    def flow(x, u):
+        sys = with_inputs(u)
+        ci, vi = np.array(coordinates, dtype=int), np.array(velocities, dtype=int)
+        xq, xv = x[: ci.shape[0]], x[ci.shape[0] :]
+        if len(coordinates) == n:
+            qq = q.at[ci].set(xq)
+        else:
+            # The dependent coordinates follow g = 0 to first order (all that
+            # the Jacobian at the operating point needs).
+            dep = _complement(coordinates, n)
+            jac = jax.jacfwd(sys._holonomic)(q, t)
+            slope = -_solve_dependent(
+                jac[:, dep], jac[:, ci], "coordinates", "coordinates"
+            )
+            dq = xq - q[ci]
+            qq = q.at[ci].add(dq).at[dep].add(slope @ dq)
+        if len(velocities) == n:
+            vv = qd.at[vi].set(xv)
+        else:
+            dep = _complement(velocities, n)
+            base = jnp.zeros_like(qd).at[vi].set(xv)
+
+            def residual(vd):
+                return _velocity_constraints(sys, qq, base.at[dep].set(vd), t)
+
+            zero = jnp.zeros(dep.shape[0], qd.dtype)
+            jac = jax.jacfwd(residual)(zero)  # exact: affine in the velocities
+            vd = -_solve_dependent(jac, residual(zero), "velocities", "velocities")
+            vv = base.at[dep].set(vd)
+        qdd = _dynamics(sys, qq, vv, t, active=active).accelerations
+        return jnp.concatenate([vv[ci], qdd[vi]])
+
+    ci, vi = np.array(coordinates, dtype=int), np.array(velocities, dtype=int)
+    x0 = jnp.concatenate([q[ci], qd[vi]])
+    a = jax.jacfwd(flow, argnums=0)(x0, u0)
+    b = jax.jacfwd(flow, argnums=1)(x0, u0).reshape(x0.shape[0], u0.shape[0])
+    return Linearization(a, b)
+
+
+def _manifold_residual(system, q, qd, t) -> Array:
+    parts = [jnp.zeros((0,), q.dtype)]
+    if system.holonomic is not None:
+        parts.append(system._holonomic(q, t))
+    v = _velocity_constraints(system, q, qd, t)
+    if v is not None:
+        parts.append(v)
+    return jnp.max(jnp.abs(jnp.concatenate(parts)), initial=0.0)
+
+
+def linearize(
+    system: LagrangianSystem,
+    q: VectorLike,
+    qd: VectorLike,
+    t: ScalarLike = 0.0,
+    *,
+    coordinates=None,
+    velocities=None,
+    inputs=None,
+) -> Linearization:
+    """Linearize the equations of motion about the operating point (q, qd, t).
+
+    The state is x = [q[coordinates]; qd[velocities]] and the flow ẋ = f(x, u)
+    is differentiated exactly (forward-mode autodiff). With constraints, pass the
+    independent coordinates (n − m of them) and velocities (n − m − k): the
+    dependent ones follow the holonomic and nonholonomic constraints about the
+    operating point, as SymPy's linearizer does, so a constrained system is
+    linearized on its constraint manifold. A steady motion (q̇ ≠ 0, e.g. a
+    bicycle at speed) is a valid operating point.
+
+    **Arguments:**
+
+    - `system`: the `LagrangianSystem`.
+    - `q`, `qd`, `t`: the operating point; it must satisfy the constraints.
+    - `coordinates`: indices of the independent coordinates (None: all n).
+    - `velocities`: indices of the independent velocities (None: all n).
+    - `inputs`: which params are the inputs u: names (dict params) or a bool
+        pytree like the params. None: B has no columns.
+
+    **Returns:** a `Linearization` with `A` (s, s) and `B` (s, p).
+
+    **Raises:** `ValueError` for bad indices or inputs, and for an operating point
+    off the constraint manifold; an error (also under `jax.jit`) when the
+    dependent coordinates or velocities cannot be solved for.
+
+    **Example:**
+
+    ```python
+    system, _, _ = jl.systems.pendulum()
+    lin = jl.linearize(system, jnp.array([0.0]), jnp.array([0.0]))
+    jnp.linalg.eigvals(lin.A)  # ±i √(g/l)
+    ```
+    """
+    if not isinstance(system, LagrangianSystem):
+        raise ValueError(
+            f"`system` must be a jaxlagrange.LagrangianSystem, got {type(system).__name__}."
+        )
+    q, qd, t = _as_state(q, qd, t)
+    n = q.shape[0]
+    m = _num_outputs(system, "holonomic", q, t)
+    k = _num_outputs(system, "nonholonomic", q, qd, t)
+    coordinates = _indices("coordinates", coordinates, n, n - m)
+    velocities = _indices("velocities", velocities, n, n - m - k)
+    if inputs is None:
+        mask = jtu.tree_map(lambda _: False, system)
+    else:
+        params_mask = _input_mask(system, inputs)
+        mask = jtu.tree_map(lambda _: False, system)
+        mask = eqx.tree_at(lambda s: s.params, mask, params_mask)
+    residual = _manifold_residual(system, q, qd, t)
+    tol = jnp.sqrt(jnp.finfo(q.dtype).eps) * (1 + jnp.max(jnp.abs(q), initial=0.0))
+    off = residual > tol
+    if not any(
+        isinstance(x, jax.core.Tracer) for x in jtu.tree_leaves((system, q, qd, t))
+    ):
+        if bool(off):
+            raise ValueError(_OFF_MANIFOLD + f" Residual: {float(residual):.3g}.")
+    else:
+        q = eqx.error_if(q, off, _OFF_MANIFOLD)
+    return _linearize(system, q, qd, t, coordinates, velocities, mask)
+
+
+_NOT_CONVERGED = (
+    "jl.equilibrium did not converge from `q_guess`: no static equilibrium "
+    "(q̈ = 0 at q̇ = 0 with the constraints kept) was found nearby. Try another "
+    "guess, or raise `max_steps`."
+)
+
+
+def _static_residual(q, system_t):
+    system, t = system_t
+    qd = jnp.zeros_like(q)
+    qdd = _dynamics(system, q, qd, t).accelerations
+    parts = [qdd]
+    if system.holonomic is not None:
+        parts.append(system._holonomic(q, t))
+    return jnp.concatenate(parts)
+
+
+@eqx.filter_jit
+def _equilibrium(system, q_guess, t, rtol, atol, max_steps):
+    solver = optx.LevenbergMarquardt(rtol=rtol, atol=atol)
+    sol = optx.least_squares(
+        _static_residual,
+        solver,
+        q_guess,
+        args=(system, t),
+        max_steps=max_steps,
+        throw=False,
+    )
+    q = sol.value
+    residual = _static_residual(q, (system, t))
+    scale = 1 + jnp.max(jnp.abs(q))
+    small = jnp.max(jnp.abs(residual)) <= jnp.sqrt(atol) * scale
+    ok = (sol.result == optx.RESULTS.successful) & small & jnp.all(jnp.isfinite(q))
+    return eqx.error_if(q, ~ok, _NOT_CONVERGED)
+
+
+def equilibrium(
+    system: LagrangianSystem,
+    q_guess: VectorLike,
+    t: ScalarLike = 0.0,
+    *,
+    rtol: float = 1e-12,
+    atol: float = 1e-12,
+    max_steps: int = 256,
+) -> Float[Array, " n"]:
+    """A static equilibrium: q with q̈ = 0 at q̇ = 0, the holonomic constraints kept.
+
+    Solved by Levenberg–Marquardt (optimistix) on the residual [q̈(q, 0, t); g(q, t)]
+    from `q_guess`; the result is differentiable with respect to the params
+    (implicit differentiation).
+
+    **Arguments:**
+
+    - `system`: the `LagrangianSystem`.
+    - `q_guess`: the starting point, shape (n,).
+    - `t`: the time (for explicitly time-dependent systems).
+    - `rtol`, `atol`, `max_steps`: the solver's tolerances and step budget.
+
+    **Returns:** the equilibrium q, shape (n,).
+
+    **Raises:** an error (also under `jax.jit`) when the solve does not converge.
+
+    **Example:**
+
+    ```python
+    system, _, _ = jl.systems.pendulum()
+    jl.equilibrium(system, jnp.array([0.3]))  # [0.]
+    ```
+    """
+    q_guess, _, t = _as_state(q_guess, jnp.zeros_like(jnp.asarray(q_guess)), t)
+    if not (isinstance(max_steps, int) and max_steps > 0):
+        raise ValueError(f"`max_steps` must be a positive int, got {max_steps!r}.")
+    return _equilibrium(system, q_guess, t, rtol, atol, max_steps)
+
+
+@eqx.filter_jit
+def _normal_modes(system, q, t):
+    n = q.shape[0]
+    qd = jnp.zeros_like(q)
+    terms = _terms(system, q, qd, t)
+    mass = 0.5 * (terms.mass + terms.mass.T)
+    if system.holonomic is None:
+        lam = None
+    else:
+        # The equilibrium multipliers: M q̈ = f + Gᵀλ with G q̈ = −b.
+        jac, b, _, _ = _position_rows(system._holonomic, q, qd, t)
+        factor = cholesky(mass).factor
+        y = solve_lower(factor, jac.T)
+        z = solve_lower(factor, terms.forcing)
+        lam = cho_solve(cholesky(y.T @ y).factor, -b - y.T @ z)
+
+    def generalized_force(q):
+        f = _terms(system, q, jnp.zeros_like(q), t).forcing
+        if lam is not None:
+            f = f + jax.jacfwd(system._holonomic)(q, t).T @ lam
+        return f
+
+    stiffness = -jax.jacfwd(generalized_force)(q)
+    stiffness = 0.5 * (stiffness + stiffness.T)
+    if system.holonomic is None:
+        basis = jnp.eye(n, dtype=q.dtype)
+    else:
+        # A basis of the null space of G: from the SVD at this point, projected
+        # again so that derivatives see the tangent space move with the params.
+        g = jax.jacfwd(system._holonomic)(q, t)
+        m = g.shape[0]
+        _, _, vt = jnp.linalg.svd(jax.lax.stop_gradient(g), full_matrices=True)
+        start = vt[m:].T
+        basis = start - g.T @ jnp.linalg.solve(g @ g.T, g @ start)
+    reduced_mass = basis.T @ mass @ basis
+    reduced_stiffness = basis.T @ stiffness @ basis
+    chol = cholesky(reduced_mass)
+    left = solve_lower(chol.factor, reduced_stiffness)
+    sym = solve_lower(chol.factor, left.T)
+    sym = 0.5 * (sym + sym.T)
+    omega2, vectors = jnp.linalg.eigh(sym)
+    modes = basis @ solve_upper_t(chol.factor, vectors)
+    omega2 = eqx.error_if(
+        omega2,
+        chol.singular,
+        "The mass matrix restricted to the constraint tangent space is singular or "
+        "not positive definite at `q`.",
+    )
+    return omega2, modes
+
+
+def normal_modes(
+    system: LagrangianSystem, q: VectorLike, t: ScalarLike = 0.0
+) -> tuple[Float[Array, " d"], Float[Array, "n d"]]:
+    """Squared frequencies and shapes of the small oscillations about `q`.
+
+    Solves K v = ω² M v on the tangent space of the holonomic constraints, with
+    M the mass matrix and K = −∂(f + Gᵀλ)/∂q the stiffness at q̇ = 0 (λ the
+    equilibrium multipliers). Velocity-dependent (gyroscopic, damping) terms are
+    left out: use `jl.linearize` for those. `q` should be an equilibrium (see
+    `jl.equilibrium`); nonholonomic and unilateral constraints are not used.
+
+    **Arguments:**
+
+    - `system`: the `LagrangianSystem`.
+    - `q`: the equilibrium, shape (n,).
+    - `t`: the time.
+
+    **Returns:** `(omega2, modes)`: ω² ascending, shape (d,) with d = n − m
+    (negative: an unstable direction), and the mode shapes in full coordinates,
+    shape (n, d), M-orthonormal (modesᵀ M modes = I) and tangent to the
+    holonomic constraints.
+
+    **Example:**
+
+    ```python
+    system, _, _ = jl.systems.double_pendulum()
+    omega2, modes = jl.normal_modes(system, jnp.zeros(2))  # (g/l)(2 ∓ √2)
+    ```
+    """
+    q, _, t = _as_state(q, jnp.zeros_like(jnp.asarray(q)), t)
+    return _normal_modes(system, q, t)

@@ -1,0 +1,344 @@
+"""Linearization, equilibria and normal modes against closed forms and SymPy."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxlagrange as jl
+
+
+G = 9.81
+
+
+def _cartesian_pendulum(force=False):
+    """A unit mass on a rod of length l in the (x, y) plane, y up."""
+
+    def lagrangian(q, qd, t, p):
+        return 0.5 * jnp.sum(qd**2) - G * q[1]
+
+    def rod(q, t, p):
+        return jnp.array([q[0] ** 2 + q[1] ** 2 - p["l"] ** 2])
+
+    def push(q, qd, t, p):
+        return jnp.array([p["F"], 0.0])
+
+    return jl.LagrangianSystem(
+        lagrangian,
+        params={"l": 2.0, "F": 0.0},
+        holonomic=rod,
+        force=push if force else None,
+    )
+
+
+def _hoop(omega):
+    """A bead on a hoop of radius R spinning at Ω about the vertical."""
+
+    def lagrangian(q, qd, t, p):
+        r, w = p["R"], p["omega"]
+        th = q[0]
+        return 0.5 * r**2 * (qd[0] ** 2 + w**2 * jnp.sin(th) ** 2) + G * r * jnp.cos(th)
+
+    return jl.LagrangianSystem(lagrangian, params={"R": 0.5, "omega": omega})
+
+
+def test_double_pendulum_modes():
+    system, _, _ = jl.systems.double_pendulum({"l1": 1.5, "l2": 1.5})
+    omega2, modes = jl.normal_modes(system, jnp.zeros(2))
+    expected = G / 1.5 * np.array([2 - np.sqrt(2), 2 + np.sqrt(2)])
+    np.testing.assert_allclose(omega2, expected, rtol=1e-10)
+    mass = jl.mass_matrix(system, jnp.zeros(2), jnp.zeros(2), 0.0)
+    np.testing.assert_allclose(modes.T @ mass @ modes, np.eye(2), atol=1e-12)
+    # The slow mode swings both arms the same way, amplitude ratio √2.
+    np.testing.assert_allclose(modes[1, 0] / modes[0, 0], np.sqrt(2), rtol=1e-10)
+    np.testing.assert_allclose(modes[1, 1] / modes[0, 1], -np.sqrt(2), rtol=1e-10)
+
+
+def test_spring_chain_dispersion():
+    n, k, m = 7, 3.0, 0.5
+
+    def lagrangian(q, qd, t):
+        stretch = jnp.diff(jnp.concatenate([jnp.zeros(1), q, jnp.zeros(1)]))
+        return 0.5 * m * jnp.sum(qd**2) - 0.5 * k * jnp.sum(stretch**2)
+
+    omega2, _ = jl.normal_modes(jl.LagrangianSystem(lagrangian), jnp.zeros(n))
+    j = np.arange(1, n + 1)
+    expected = 4 * k / m * np.sin(j * np.pi / (2 * (n + 1))) ** 2
+    np.testing.assert_allclose(omega2, expected, rtol=1e-10)
+
+
+@pytest.mark.parametrize("omega", [3.0, 6.0])
+def test_hoop_equilibrium_and_bifurcation(omega):
+    r = 0.5
+    system = _hoop(omega)
+    critical = G / r  # Ω² at the bifurcation
+    if omega**2 < critical:
+        theta, w2 = 0.0, critical - omega**2
+    else:
+        theta = np.arccos(G / (r * omega**2))
+        w2 = omega**2 - (G / (r * omega)) ** 2
+    q = jl.equilibrium(system, jnp.array([0.9]))
+    np.testing.assert_allclose(q[0], theta, atol=1e-10)
+    omega2, _ = jl.normal_modes(system, q)
+    np.testing.assert_allclose(omega2[0], w2, rtol=1e-9)
+    # Above the bifurcation the bottom is unstable: a negative ω².
+    bottom, _ = jl.normal_modes(system, jnp.zeros(1))
+    np.testing.assert_allclose(bottom[0], critical - omega**2, rtol=1e-10)
+
+
+def test_cartesian_pendulum_on_the_tangent_space():
+    system = _cartesian_pendulum()
+    q = jnp.array([0.0, -2.0])
+    omega2, modes = jl.normal_modes(system, q)
+    np.testing.assert_allclose(omega2, [G / 2.0], rtol=1e-12)
+    assert modes.shape == (2, 1)
+    np.testing.assert_allclose(modes[:, 0], [1.0, 0.0], atol=1e-12)  # tangent
+    q_eq = jl.equilibrium(system, jnp.array([0.5, -1.8]))
+    np.testing.assert_allclose(q_eq, [0.0, -2.0], atol=1e-10)
+
+
+def test_gradient_of_frequency_matches_closed_form_and_fd():
+    def lowest(length):
+        system, _, _ = jl.systems.double_pendulum({"l1": length, "l2": length})
+        return jl.normal_modes(system, jnp.zeros(2))[0][0]
+
+    grad = jax.grad(lowest)(1.3)
+    np.testing.assert_allclose(grad, -G * (2 - np.sqrt(2)) / 1.3**2, rtol=1e-9)
+
+    def constrained(length):
+        system = _cartesian_pendulum()
+        system = jl.LagrangianSystem(
+            system.lagrangian,
+            params={"l": length, "F": 0.0},
+            holonomic=system.holonomic,
+        )
+        return jl.normal_modes(system, jnp.array([0.0, -length]))[0][0]
+
+    h = 1e-6
+    fd = (constrained(2.0 + h) - constrained(2.0 - h)) / (2 * h)
+    np.testing.assert_allclose(jax.grad(constrained)(2.0), fd, rtol=1e-7)
+    np.testing.assert_allclose(jax.grad(constrained)(2.0), -G / 4.0, rtol=1e-10)
+
+
+def test_equilibrium_gradient_is_implicit():
+    # d θ*/dΩ = g / (R Ω³ sin θ*) · 2 from cos θ* = g/(RΩ²).
+    def theta(omega):
+        return jl.equilibrium(_hoop(omega), jnp.array([0.9]))[0]
+
+    omega = 6.0
+    th = np.arccos(G / (0.5 * omega**2))
+    expected = 2 * G / (0.5 * omega**3 * np.sin(th))
+    np.testing.assert_allclose(jax.grad(theta)(omega), expected, rtol=1e-8)
+
+
+def test_jit_and_vmap_match():
+    system, _, _ = jl.systems.double_pendulum()
+    qs = jnp.array([[0.1, 0.2], [0.3, -0.1]])
+    qds = jnp.array([[0.5, 0.0], [-0.2, 0.4]])
+    eager = [jl.linearize(system, q, qd).A for q, qd in zip(qs, qds, strict=True)]
+    batched = jax.jit(jax.vmap(lambda q, qd: jl.linearize(system, q, qd).A))(qs, qds)
+    np.testing.assert_allclose(batched, np.stack(eager), rtol=1e-12)
+
+
+def test_linearize_matches_finite_differences_of_accelerations():
+    system, _, _ = jl.systems.double_pendulum()
+    q, qd = jnp.array([0.4, -0.3]), jnp.array([1.1, -0.7])
+    lin = jl.linearize(system, q, qd)
+    h = 1e-6
+    cols = []
+    for i in range(4):
+        e = np.zeros(4)
+        e[i] = h
+        up = jl.accelerations(system, q + e[:2], qd + e[2:], 0.0)
+        down = jl.accelerations(system, q - e[:2], qd - e[2:], 0.0)
+        cols.append(np.concatenate([e[2:] / h, (up - down) / (2 * h)]))
+    np.testing.assert_allclose(lin.A, np.stack(cols, axis=1), atol=1e-7)
+
+
+# SymPy's linearizer, with inputs.
+
+
+def _with_accelerations(lm, point, values, coords):
+    """Add q̈ (and λ) at the operating point, which SymPy's linearizer needs."""
+    rhs = lm.rhs().subs(point).subs(values)
+    n = len(coords)
+    for i, c in enumerate(coords):
+        point[c.diff().diff()] = float(rhs[n + i])
+    for j, lam in enumerate(lm.lam_vec):
+        point[lam] = float(rhs[2 * n + j])
+
+
+def _sympy_cart_pendulum(op):
+    sm = pytest.importorskip("sympy")
+    me = pytest.importorskip("sympy.physics.mechanics")
+    x, th = me.dynamicsymbols("x th")
+    xd, thd = me.dynamicsymbols("x th", 1)
+    big, m, length, g = sm.symbols("M m l g")
+    force = me.dynamicsymbols("F")  # an input: a function of time for SymPy
+    n = me.ReferenceFrame("N")
+    cart = me.Point("C")
+    cart.set_vel(n, xd * n.x)
+    lagrangian = (
+        (big + m) * xd**2 / 2
+        + m * length * xd * thd * sm.cos(th)
+        + m * length**2 * thd**2 / 2
+        + m * g * length * sm.cos(th)
+    )
+    lm = me.LagrangesMethod(
+        lagrangian, [x, th], forcelist=[(cart, force * n.x)], frame=n
+    )
+    lm.form_lagranges_equations()
+    values = {big: 2.0, m: 0.7, length: 1.3, g: G}
+    point = {x: op["q"][0], th: op["q"][1], xd: op["qd"][0], thd: op["qd"][1]}
+    point[force] = op["F"]
+    point.update({x.diff(): op["qd"][0], th.diff(): op["qd"][1]})
+    _with_accelerations(lm, point, values, [x, th])
+    a, b, _ = lm.linearize(
+        q_ind=[x, th], qd_ind=[xd, thd], A_and_B=True, op_point=point
+    )
+    return (
+        np.array(a.subs(values), dtype=float),
+        np.array(b.subs(values), dtype=float),
+    )
+
+
+def test_cart_pendulum_matches_sympy_with_inputs():
+    def lagrangian(q, qd, t, p):
+        big, m, arm = p["M"], p["m"], p["l"]
+        return (
+            0.5 * (big + m) * qd[0] ** 2
+            + m * arm * qd[0] * qd[1] * jnp.cos(q[1])
+            + 0.5 * m * arm**2 * qd[1] ** 2
+            + m * G * arm * jnp.cos(q[1])
+        )
+
+    def force(q, qd, t, p):
+        return jnp.array([p["F"], 0.0])
+
+    params = {"M": 2.0, "m": 0.7, "l": 1.3, "F": 0.4}
+    system = jl.LagrangianSystem(lagrangian, params=params, force=force)
+    op = {"q": [0.2, 0.6], "qd": [-0.3, 0.9], "F": 0.4}
+    lin = jl.linearize(system, jnp.array(op["q"]), jnp.array(op["qd"]), inputs={"F"})
+    a, b = _sympy_cart_pendulum(op)
+    np.testing.assert_allclose(lin.A, a, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(lin.B, b, rtol=1e-10, atol=1e-12)
+
+
+def test_constrained_pendulum_matches_sympy_with_inputs():
+    # A pendulum in Cartesian coordinates, x independent and y dependent, pushed
+    # sideways by the input F, linearized away from equilibrium by SymPy's
+    # KanesMethod (its LagrangesMethod holds λ fixed instead of eliminating it).
+    sm = pytest.importorskip("sympy")
+    me = pytest.importorskip("sympy.physics.mechanics")
+    x, y, ux, uy = me.dynamicsymbols("x y u_x u_y")
+    length, g = sm.symbols("l g")
+    force = me.dynamicsymbols("F")
+    n = me.ReferenceFrame("N")
+    origin = me.Point("O")
+    origin.set_vel(n, 0)
+    bob = origin.locatenew("P", x * n.x + y * n.y)
+    bob.set_vel(n, ux * n.x + uy * n.y)
+    kane = me.KanesMethod(
+        n,
+        q_ind=[x],
+        u_ind=[ux],
+        q_dependent=[y],
+        u_dependent=[uy],
+        kd_eqs=[ux - x.diff(), uy - y.diff()],
+        configuration_constraints=[x**2 + y**2 - length**2],
+        velocity_constraints=[x * ux + y * uy],
+    )
+    kane.kanes_equations([me.Particle("bob", bob, 1)], [(bob, force * n.x - g * n.y)])
+    th, w = 0.5, 0.8
+    q = np.array([2.0 * np.sin(th), -2.0 * np.cos(th)])
+    qd = w * np.array([2.0 * np.cos(th), 2.0 * np.sin(th)])
+    values = {length: 2.0, g: G}
+    point = {x: q[0], y: q[1], ux: qd[0], uy: qd[1], force: 0.3}
+    rhs = kane.rhs().subs(point).subs(values)
+    point.update({ux.diff(): float(rhs[2]), uy.diff(): float(rhs[3])})
+    a, b, _ = kane.linearize(A_and_B=True, op_point=[point, values])
+    a = np.array(a, dtype=float)
+    b = np.array(b, dtype=float)
+
+    system = _cartesian_pendulum(force=True)
+    system = jl.LagrangianSystem(
+        system.lagrangian,
+        params={"l": 2.0, "F": 0.3},
+        holonomic=system.holonomic,
+        force=system.force,
+    )
+    lin = jl.linearize(
+        system,
+        jnp.asarray(q),
+        jnp.asarray(qd),
+        coordinates=[0],
+        velocities=[0],
+        inputs={"F"},
+    )
+    np.testing.assert_allclose(lin.A, a, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(lin.B, b, rtol=1e-10, atol=1e-12)
+    # And by hand: with c = cos θ = √(1 − x²/l²), ẍ = c(F c − g x/l) − x ẋ²/(l² c²).
+    xs, xds = q[0], qd[0]
+
+    def xdd(x, xd):
+        c = np.sqrt(1 - x**2 / 4.0)
+        return c * (0.3 * c - G * x / 2.0) - x * xd**2 / (4.0 * c**2)
+
+    h = 1e-6
+    np.testing.assert_allclose(
+        lin.A[1, 0], (xdd(xs + h, xds) - xdd(xs - h, xds)) / (2 * h), rtol=1e-8
+    )
+
+
+def test_nonholonomic_elimination_matches_reduced_coordinates():
+    # A knife-edge-free example: a particle in the plane with the velocity
+    # constraint ẏ = c ẋ (a = ẏ − c ẋ). Eliminating ẏ leaves a free particle in x
+    # with mass 1 + c² pulled by the spring forces on x and y.
+    c, kx, ky = 0.5, 2.0, 3.0
+
+    def lagrangian(q, qd, t):
+        return 0.5 * jnp.sum(qd**2) - 0.5 * (kx * q[0] ** 2 + ky * q[1] ** 2)
+
+    system = jl.LagrangianSystem(
+        lagrangian, nonholonomic=lambda q, qd, t: jnp.array([qd[1] - c * qd[0]])
+    )
+    lin = jl.linearize(system, jnp.zeros(2), jnp.zeros(2), velocities=[0])
+    assert lin.A.shape == (3, 3)  # x, y and ẋ
+    # ẍ (1 + c²) = −kx x − c ky y.
+    expected = np.array(
+        [[0, 0, 1], [0, 0, c], [-kx / (1 + c**2), -c * ky / (1 + c**2), 0]]
+    )
+    np.testing.assert_allclose(lin.A, expected, atol=1e-12)
+
+
+def test_errors():
+    system = _cartesian_pendulum()
+    q, qd = jnp.array([0.0, -2.0]), jnp.zeros(2)
+    with pytest.raises(ValueError, match="`coordinates` must name the 1 independent"):
+        jl.linearize(system, q, qd, coordinates=[])
+    with pytest.raises(
+        ValueError, match=r"`coordinates` must hold indices in \[0, 2\)"
+    ):
+        jl.linearize(system, q, qd, coordinates=[5])
+    with pytest.raises(ValueError, match="`velocities` has repeated indices"):
+        jl.linearize(system, q, qd, velocities=[0, 0])
+    with pytest.raises(ValueError, match="`coordinates` must be a sequence of integer"):
+        jl.linearize(system, q, qd, coordinates=[0.5])
+    with pytest.raises(ValueError, match=r"`inputs` names unknown params \['mass'\]"):
+        jl.linearize(system, q, qd, inputs={"mass"})
+    with pytest.raises(ValueError, match="does not satisfy the constraints"):
+        jl.linearize(system, jnp.array([0.0, -1.0]), qd)
+    with pytest.raises(eqx.EquinoxRuntimeError, match="dependent coordinates cannot"):
+        # At the bottom, ∂g/∂x = 0: x cannot be the dependent coordinate.
+        jl.linearize(system, q, qd, coordinates=[1], velocities=[1])
+    plain = jl.LagrangianSystem(lambda q, qd, t: 0.5 * qd @ qd - 0.5 * q @ q)
+    with pytest.raises(ValueError, match="`inputs` given by name needs dict params"):
+        jl.linearize(plain, jnp.zeros(1), jnp.zeros(1), inputs={"k"})
+    free = jl.LagrangianSystem(lambda q, qd, t: 0.5 * qd @ qd - q[0])  # no equilibrium
+    with pytest.raises(
+        eqx.EquinoxRuntimeError, match="jl.equilibrium did not converge"
+    ):
+        jl.equilibrium(free, jnp.zeros(1))
+    with pytest.raises(ValueError, match="`max_steps` must be a positive int"):
+        jl.equilibrium(free, jnp.zeros(1), max_steps=0)

@@ -49,3 +49,22 @@ def test_textbook_constraints_quick(tmp_path):
     assert results["worst_relative_error"] == max(errors)
     assert max(errors) < WORST, max(rows, key=lambda row: row["relative_error"])
     assert f"worst relative error {max(errors):.1e}" in done.stdout
+
+
+def test_small_oscillations_quick(tmp_path):
+    script = ROOT / "experiments" / "small_oscillations.py"
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    done = subprocess.run(
+        [sys.executable, str(script), "--quick", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert (tmp_path / "small_oscillations.png").stat().st_size > 10_000
+    results = json.loads((tmp_path / "results.json").read_text())
+    # Closed forms of normal modes and equilibria: rounding-level agreement.
+    assert results["worst_relative_error"] < 1e-10
+    assert len(results["rows"]) == 7

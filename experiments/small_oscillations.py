@@ -1,0 +1,168 @@
+"""Small oscillations: normal modes and equilibria against their closed forms.
+
+1. The double pendulum with equal masses and lengths: ω² = (g/l)(2 ∓ √2).
+2. A chain of n masses between two walls: ω_j² = (4k/m) sin²(jπ / 2(n + 1)).
+3. A bead on a hoop of radius R spinning at Ω: below Ω² = g/R the bottom is
+   stable with ω² = g/R − Ω²; above it the bead sits at θ* = arccos(g/(RΩ²)) with
+   ω² = Ω² − (g/(RΩ))², and the bottom turns unstable (ω² < 0): a pitchfork.
+4. A pendulum written in Cartesian coordinates with a holonomic constraint:
+   one mode, tangent to the circle, with ω² = g/l.
+
+    python experiments/small_oscillations.py [--quick] [--out DIR]
+
+Prints a table (closed form, jaxlagrange, relative error), writes
+`small_oscillations.png` (the chain's dispersion relation and the hoop's
+bifurcation diagram) and `results.json`.
+"""
+
+import argparse
+import json
+from pathlib import Path
+
+import jax
+
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import jaxlagrange as jl  # noqa: E402
+
+
+G = 9.81
+
+
+def hoop(omega, radius=0.5):
+    def lagrangian(q, qd, t, p):
+        r, w = p["R"], p["omega"]
+        kinetic = 0.5 * r**2 * (qd[0] ** 2 + (w * jnp.sin(q[0])) ** 2)
+        return kinetic + G * r * jnp.cos(q[0])
+
+    return jl.LagrangianSystem(lagrangian, params={"R": radius, "omega": omega})
+
+
+def chain(n, k=1.0, m=1.0):
+    def lagrangian(q, qd, t):
+        stretch = jnp.diff(jnp.concatenate([jnp.zeros(1), q, jnp.zeros(1)]))
+        return 0.5 * m * jnp.sum(qd**2) - 0.5 * k * jnp.sum(stretch**2)
+
+    return jl.LagrangianSystem(lagrangian)
+
+
+def rows(quick):
+    out = []
+
+    def add(example, closed, computed):
+        closed, computed = float(closed), float(computed)
+        error = abs(computed - closed) / abs(closed)
+        out.append(
+            dict(
+                example=example,
+                closed_form=closed,
+                jaxlagrange=computed,
+                relative_error=error,
+            )
+        )
+
+    system, _, _ = jl.systems.double_pendulum()
+    omega2, _ = jl.normal_modes(system, jnp.zeros(2))
+    add("double pendulum ω₁²", G * (2 - np.sqrt(2)), omega2[0])
+    add("double pendulum ω₂²", G * (2 + np.sqrt(2)), omega2[1])
+
+    n = 8 if quick else 32
+    omega2, _ = jl.normal_modes(chain(n), jnp.zeros(n))
+    j = np.arange(1, n + 1)
+    exact = 4 * np.sin(j * np.pi / (2 * (n + 1))) ** 2
+    worst = int(np.argmax(np.abs(omega2 - exact) / exact))
+    add(
+        f"spring chain n = {n}, worst mode j = {worst + 1}", exact[worst], omega2[worst]
+    )
+
+    for omega in (3.0, 6.0):
+        system = hoop(omega)
+        q = jl.equilibrium(system, jnp.array([0.9]))
+        omega2, _ = jl.normal_modes(system, q)
+        if omega**2 < G / 0.5:
+            theta, w2 = 0.0, G / 0.5 - omega**2
+        else:
+            theta = np.arccos(G / (0.5 * omega**2))
+            w2 = omega**2 - (G / (0.5 * omega)) ** 2
+            add(f"hoop Ω = {omega}: θ*", theta, q[0])
+        add(f"hoop Ω = {omega}: ω²", w2, omega2[0])
+
+    def rod(q, t):
+        return jnp.array([q[0] ** 2 + q[1] ** 2 - 4.0])
+
+    cartesian = jl.LagrangianSystem(
+        lambda q, qd, t: 0.5 * jnp.sum(qd**2) - G * q[1], holonomic=rod
+    )
+    q = jl.equilibrium(cartesian, jnp.array([0.3, -1.9]))
+    omega2, _ = jl.normal_modes(cartesian, q)
+    add("Cartesian pendulum l = 2: ω²", G / 2.0, omega2[0])
+    return out
+
+
+def plot(path, quick):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    n = 8 if quick else 32
+    omega2, _ = jl.normal_modes(chain(n), jnp.zeros(n))
+    j = np.arange(1, n + 1)
+    kappa = j * np.pi / (n + 1)
+    fine = np.linspace(0, np.pi, 200)
+    left.plot(fine, 2 * np.sin(fine / 2), "k-", label="2 sin(κ/2)")
+    left.plot(kappa, np.sqrt(omega2), "o", label="jl.normal_modes")
+    left.set(
+        xlabel="wave number κ = jπ/(n+1)",
+        ylabel="ω (k = m = 1)",
+        title=f"spring chain, n = {n}",
+    )
+    left.legend()
+
+    omegas = np.linspace(1.0, 10.0, 12 if quick else 60)
+    theta_star = jax.vmap(lambda w: jl.equilibrium(hoop(w), jnp.array([1.2]))[0])(
+        jnp.asarray(omegas)
+    )
+    right.plot(omegas**2, np.zeros_like(omegas), "k--", lw=1, label="θ = 0")
+    right.plot(omegas**2, theta_star, "o", label="jl.equilibrium from θ = 1.2")
+    w2 = np.linspace(G / 0.5, 100, 200)
+    right.plot(w2, np.arccos(G / (0.5 * w2)), "k-", label="arccos(g/(RΩ²))")
+    right.axvline(G / 0.5, color="grey", lw=0.5)
+    right.set(xlabel="Ω² (1/s²)", ylabel="θ* (rad)", title="bead on a spinning hoop")
+    right.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", default="out/experiments/small_oscillations")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    table = rows(args.quick)
+    print(
+        f"{'example':48s} {'closed form':>16s} {'jaxlagrange':>16s} {'rel. error':>10s}"
+    )
+    for row in table:
+        print(
+            f"{row['example']:48s} {row['closed_form']:16.10g} "
+            f"{row['jaxlagrange']:16.10g} {row['relative_error']:10.1e}"
+        )
+    worst = max(row["relative_error"] for row in table)
+    print(f"worst relative error {worst:.1e}")
+    plot(out / "small_oscillations.png", args.quick)
+    (out / "results.json").write_text(
+        json.dumps({"rows": table, "worst_relative_error": worst}, indent=2)
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -36,6 +36,7 @@ from ._simulate import (
 from ._store import open_store as open_store
 from ._sweep import simulate_sweep as simulate_sweep, sweep as sweep
 from ._system import LagrangianSystem as LagrangianSystem
+from ._variational import VariationalMidpoint as VariationalMidpoint
 
 
 __version__ = "0.1.0"

@@ -21,82 +21,13 @@ import jax.tree_util as jtu
 import numpy as np
 
 from ._constraints import _dynamics
-from ._custom_types import Array, BoolScalar, Float, Int, ScalarLike, VectorLike
+from ._custom_types import Array, BoolScalar, Float, ScalarLike, VectorLike
 from ._eom import _terms
 from ._linalg import cho_solve, cholesky
 from ._projection import ProjectedSolver, check_initial_state, has_equality_constraints
 from ._system import LagrangianSystem
-
-
-class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
-    """diffrax's result codes, and the ones jaxlagrange detects itself."""
-
-    singular_mass_matrix = (
-        "The mass matrix ∂²L/∂qd² became singular or indefinite during the solve: "
-        "the Lagrangian is not strictly convex in qd there."
-    )
-    redundant_constraints = (
-        "The constraint Jacobian became rank-deficient during the solve: the "
-        "constraints are redundant or degenerate there."
-    )
-    non_finite_state = (
-        "The state or the equations of motion became non-finite (NaN or inf) during "
-        "the solve, e.g. a square root or logarithm of a negative number in a user "
-        "function."
-    )
-    step_size_collapsed = (
-        "The step size collapsed to the resolution of t before t1: the solution "
-        "blows up or is not smooth there."
-    )
-    max_events_reached = (
-        "The maximum number of events (releases and impacts of unilateral "
-        "constraints) was reached before t1. Raise it with "
-        "`jl.simulate(..., max_events=...)`."
-    )
-
-
-class Trajectory(eqx.Module):
-    """A solution of `simulate`.
-
-    **Attributes:**
-
-    - `ts`: the save times, shape (T,).
-    - `q`, `qd`: coordinates and velocities at `ts`, shape (T, n).
-    - `multipliers`: Lagrange multipliers at `ts`, shape (T, m + k + u)
-        (holonomic, nonholonomic, unilateral; (T, 0) without constraints).
-    - `result`: a `jaxlagrange.RESULTS` code; `RESULTS.successful` on success.
-    - `t_final`: the time the solve reached (t1 on success; on failure the last
-        accepted time, and t0 for a non-finite initial state).
-    - `stats`: diffrax's statistics (`num_steps`, `num_accepted_steps`,
-        `num_rejected_steps`, `max_steps`), summed over the segments between
-        events.
-    - `event_ts`: the times of the events, shape (E,) with E = `max_events` for a
-        system with unilateral constraints and E = 0 without; `inf` in the unused
-        slots.
-    - `event_constraint`: which unilateral constraint each event concerns, an
-        index 0 ≤ i < u into the output of `system.unilateral` (-1 where unused).
-    - `event_kind`: `jl.EVENT_RELEASE` (the contact's multiplier reached zero and
-        it lets go) or `jl.EVENT_IMPACT` (a free constraint reached h = 0 moving
-        inwards), -1 where unused.
-    - `num_events`: how many event slots are used.
-
-    Velocities jump at impacts: a save time equal to an event time holds the state
-    just before the event.
-
-    After a failure the save times that were not reached hold `inf`, as in diffrax.
-    """
-
-    ts: Float[Array, " T"]
-    q: Float[Array, "T n"]
-    qd: Float[Array, "T n"]
-    multipliers: Float[Array, "T c"]
-    result: RESULTS
-    t_final: Float[Array, ""]
-    stats: dict[str, Any]
-    event_ts: Float[Array, " E"]
-    event_constraint: Int[Array, " E"]
-    event_kind: Int[Array, " E"]
-    num_events: Int[Array, ""]
+from ._trajectory import RESULTS as RESULTS, Trajectory as Trajectory
+from ._variational import VariationalMidpoint, variational_simulate
 
 
 def _vector_field(t, y, args):
@@ -521,9 +452,13 @@ def simulate(
     ):
         raise ValueError(f"`max_steps` must be a positive int, got {max_steps!r}.")
     max_steps = int(max_steps)
-    if solver is not None and not isinstance(solver, diffrax.AbstractSolver):
+    variational = isinstance(solver, VariationalMidpoint)
+    if solver is not None and not (
+        variational or isinstance(solver, diffrax.AbstractSolver)
+    ):
         raise ValueError(
-            f"`solver` must be a diffrax solver, got {type(solver).__name__}."
+            "`solver` must be a diffrax solver or jl.VariationalMidpoint(), got "
+            f"{type(solver).__name__}."
         )
     if progress_meter is not None and not isinstance(
         progress_meter, diffrax.AbstractProgressMeter
@@ -549,6 +484,12 @@ def simulate(
         dt0 = jnp.asarray(dt0, dtype)
     if baumgarte is not None:
         baumgarte = tuple(jnp.asarray(gain, dtype) for gain in baumgarte)
+    if variational:
+        q0 = _check_variational(
+            system, q0, qd0, t0, dt0, stepsize_controller, baumgarte
+        )
+        traj = variational_simulate(system, q0, qd0, t0, t1, ts, solver, dt0, max_steps)
+        return _raise_on_failure(traj, max_steps, t1) if throw else traj
     solver = diffrax.Tsit5() if solver is None else solver
     if system.has_constraints:
         q0 = check_initial_state(system, q0, qd0, t0)
@@ -684,3 +625,30 @@ def _solve(
         num_events=jnp.zeros((), int),
     )
     return traj
+
+
+def _check_variational(system, q0, qd0, t0, dt0, stepsize_controller, baumgarte):
+    for name, value in (
+        ("nonholonomic", system.nonholonomic),
+        ("unilateral", system.unilateral),
+    ):
+        if value is not None:
+            raise ValueError(
+                f"jl.VariationalMidpoint does not support {name} constraints yet; "
+                "use a diffrax solver (the default) for this system."
+            )
+    if dt0 is None:
+        raise ValueError(
+            "jl.VariationalMidpoint takes fixed steps: pass the step size `dt0`."
+        )
+    if stepsize_controller is not None or baumgarte is not None:
+        raise ValueError(
+            "jl.VariationalMidpoint takes fixed steps of size `dt0` and keeps the "
+            "constraints exactly: `stepsize_controller` and `baumgarte` do not apply."
+        )
+    known = _known(dt0)
+    if known is not None and not (np.isfinite(known) and known > 0):
+        raise ValueError(f"`dt0` must be positive and finite, got {float(known)}.")
+    if system.has_constraints:
+        q0 = check_initial_state(system, q0, qd0, t0)
+    return q0

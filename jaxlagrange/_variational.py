@@ -312,8 +312,10 @@ def variational_simulate(
     system, q0, qd0, t0, t1, ts, solver, dt0, max_steps
 ) -> Trajectory:
     """`simulate` with a `VariationalMidpoint` solver (arguments already checked)."""
+    # The loop also spends one iteration recording each save.
+    budget = max_steps + ts.shape[0] + 1
     bound = _step_bound(t0, t1, ts, dt0)
-    budget = max_steps if bound is None else min(max_steps, bound)
+    budget = budget if bound is None else min(budget, bound)
     return _variational_jit(system, q0, qd0, t0, t1, ts, solver, dt0, budget)
 
 

@@ -68,3 +68,26 @@ def test_small_oscillations_quick(tmp_path):
     # Closed forms of normal modes and equilibria: rounding-level agreement.
     assert results["worst_relative_error"] < 1e-10
     assert len(results["rows"]) == 7
+
+
+def test_variational_quick(tmp_path):
+    script = ROOT / "experiments" / "variational.py"
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    done = subprocess.run(
+        [sys.executable, str(script), "--quick", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert (tmp_path / "variational.png").stat().st_size > 10_000
+    results = json.loads((tmp_path / "results.json").read_text())
+    # 36 000 steps: the midpoint energy error stays below 0.1 J (measured 0.068)
+    # and Heun's drifts past it (0.56); angular momentum and constraint to round-off.
+    energy = results["energy"]
+    assert energy["variational midpoint"]["max_abs_energy_error"] < 0.1
+    assert energy["Heun"]["max_abs_energy_error"] > 0.3
+    assert results["kepler_max_relative_momentum_error"] < 1e-11
+    assert results["constrained"]["max_g"] < 1e-10

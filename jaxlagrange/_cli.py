@@ -681,6 +681,17 @@ def load_observations(
         raise CLIError(f"{name}: {_one_line(e)}") from None
 
 
+def _with_stderr(params, stderr):
+    """`{"l": 2.0, "l_stderr": 3e-9, ...}` for dict params; else both side by side."""
+    if isinstance(params, dict):
+        out = {}
+        for key, value in params.items():
+            out[key] = value
+            out[f"{key}_stderr"] = stderr[key]
+        return out
+    return {"params": params, "stderr": stderr}
+
+
 def _fit(args: argparse.Namespace) -> int:
     _enable_x64()
     import jax
@@ -705,7 +716,7 @@ def _fit(args: argparse.Namespace) -> int:
     _say(
         args,
         f"jaxlagrange fit: {ready.name} to {len(data)} observed trajectory(ies), "
-        f"{kwargs['steps']} {config['fit']['optimizer']} steps",
+        f"optimizer {config['fit']['optimizer']} (at most {kwargs['steps']} steps)",
     )
     start = time.perf_counter()
     try:
@@ -736,7 +747,7 @@ def _fit(args: argparse.Namespace) -> int:
         f"{k},{loss!r}\n" for k, loss in enumerate(result.losses.tolist())
     )
     files = {
-        "params.json": json_bytes(result.params),
+        "params.json": json_bytes(_with_stderr(result.params, result.stderr)),
         "losses.csv": losses.encode(),
         "fit.npz": npz_bytes(**arrays),
     }
@@ -759,6 +770,9 @@ def _fit(args: argparse.Namespace) -> int:
         "initial_params": ready.system.params,
         "params": result.params,
         "loss": {"initial": float(result.losses[0]), "final": result.loss},
+        "stderr": result.stderr,
+        "converged": result.converged,
+        "solver_steps": result.steps,
         "initial_state": {"q": result.q0, "qd": result.qd0},
         "fit": dict(config["fit"]),
         "simulate": dict(config["simulate"]),

@@ -511,7 +511,8 @@ def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]
 # `jaxlagrange fit`: a system (its params are the starting guess), the solver
 # settings, and [fit].
 
-FIT_OPTIMIZERS = ("adam", "lbfgs")
+FIT_OPTIMIZERS = ("lm", "gauss_newton", "dogleg", "bfgs", "lbfgs", "adam")
+FIT_JACOBIANS = ("auto", "forward", "reverse")
 FIT_ADJOINTS = ("recursive_checkpoint", "backsolve")
 
 
@@ -545,7 +546,8 @@ FIT_SCHEMA: dict[str, dict[str, Key]] = {
     "fit": {
         "data": Key("any", check=_paths),
         "steps": Key(int, 500, _at_least(1)),
-        "optimizer": Key(str, "adam", _one_of(FIT_OPTIMIZERS)),
+        "optimizer": Key(str, "lm", _one_of(FIT_OPTIMIZERS)),
+        "jacobian": Key(str, "auto", _one_of(FIT_JACOBIANS)),
         "learning_rate": Key(float, None, _positive),
         "trainable": Key("any", None, _names),
         "positive": Key("any", [], _names),
@@ -570,8 +572,11 @@ qd = [0.0]
 [fit]
 data = "pendulum_data.npz"     # .npz (ts, q[, qd]) or .csv (t, q0.., qd0..); or a
                                # list of files; relative to the config's directory
-steps = 40
-optimizer = "lbfgs"            # or "adam" (with learning_rate, default 1e-2)
+steps = 100                    # the most solver steps (optimizer steps for optax)
+optimizer = "lm"               # Levenberg–Marquardt (default), "gauss_newton",
+                               # "dogleg", "bfgs" (optimistix); "lbfgs", "adam"
+                               # (optax; adam with learning_rate, default 1e-2)
+jacobian = "auto"              # or "forward", "reverse" (optimistix solvers)
 trainable = ["l"]              # default: every param
 positive = ["l"]               # fitted as logarithms
 fit_initial_state = false
@@ -588,10 +593,18 @@ def _optimizer(name: str, rate: float | None):
     # One object per setting: `jl.fit` compiles its step once per optimizer, so
     # fits with the same settings in one process reuse the compiled step.
     import optax
+    import optimistix as optx
 
-    if name == "lbfgs":
-        return optax.lbfgs()
-    return optax.adam(1e-2 if rate is None else rate)
+    tol = dict(rtol=1e-10, atol=1e-10)
+    solvers = {
+        "lm": lambda: optx.LevenbergMarquardt(**tol),
+        "gauss_newton": lambda: optx.GaussNewton(**tol),
+        "dogleg": lambda: optx.Dogleg(**tol),
+        "bfgs": lambda: optx.BFGS(**tol),
+        "lbfgs": optax.lbfgs,
+        "adam": lambda: optax.adam(1e-2 if rate is None else rate),
+    }
+    return solvers[name]()
 
 
 def fit_kwargs(config: Mapping[str, Any], ready) -> dict[str, Any]:
@@ -611,10 +624,10 @@ def fit_kwargs(config: Mapping[str, Any], ready) -> dict[str, Any]:
                 f"{ready.name!r}; valid params: {_valid(params)}"
             )
     rate = section["learning_rate"]
-    if section["optimizer"] == "lbfgs" and rate is not None:
+    if section["optimizer"] != "adam" and rate is not None:
         raise ConfigError(
-            f"{source}: [fit] learning_rate is for optimizer = 'adam'; L-BFGS "
-            "chooses its steps by line search"
+            f"{source}: [fit] learning_rate is for optimizer = 'adam'; "
+            f"{section['optimizer']!r} chooses its own steps"
         )
     optimizer = _optimizer(section["optimizer"], rate)
     simulate = config["simulate"]
@@ -625,6 +638,7 @@ def fit_kwargs(config: Mapping[str, Any], ready) -> dict[str, Any]:
     trainable = section["trainable"]
     return dict(
         optimizer=optimizer,
+        jacobian=section["jacobian"],
         steps=section["steps"],
         trainable=None if trainable is None else set(trainable),
         positive=set(section["positive"]),

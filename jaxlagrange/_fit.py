@@ -19,8 +19,11 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 import numpy as np
 import optax
+import optimistix as optx
+from jax.flatten_util import ravel_pytree
 
 from ._custom_types import Array, Params, ScalarLike
+from ._eom import mass_matrix
 from ._fit_loss import (
     Observations,
     _as_data,
@@ -28,6 +31,7 @@ from ._fit_loss import (
     _layout,
     _objective,
     _options,
+    _residuals,
 )
 from ._simulate import _messages
 from ._system import LagrangianSystem
@@ -47,6 +51,20 @@ class FitResult(eqx.Module):
         `Observations`, lists of them for a sequence.
     - `starts`: per observed trajectory, the start states `(q, qd)` of its
         shooting segments, each of shape (segments, n).
+    - `stderr`: standard errors of the fitted params, a pytree like `params` (0 for
+        leaves that were not trained), the square roots of the diagonal of
+        `covariance`.
+    - `covariance`: the Gauss–Newton covariance σ̂² (JᵀJ)⁻¹ of the flattened
+        trained params (in tree order), shape (p, p), from the Jacobian J of the
+        residuals (in units of `Observations.sigma`) at the optimum, with the
+        segment starts as nuisance unknowns. With σ given, the residuals are in
+        units of the noise and σ̂² = 1; without, σ̂² = χ² / (N − P) is estimated
+        from the misfit (N weighted observations, P unknowns).
+        NaN beyond 1024 unknowns, and where the params are not identifiable
+        (JᵀJ singular).
+    - `converged`: whether the solver met its tolerance (optimistix), or the
+        gradient vanished to 1e-6 (optax, which has no stopping rule).
+    - `steps`: how many solver steps ran.
     """
 
     params: Params
@@ -56,6 +74,10 @@ class FitResult(eqx.Module):
     q0: Any
     qd0: Any
     starts: list[tuple[Array, Array]]
+    stderr: Params
+    covariance: Array
+    converged: bool
+    steps: int
 
 
 def _bool_leaf(x) -> bool:
@@ -133,16 +155,35 @@ class _Problem(eqx.Module):
     continuity_weight: Any
     options: dict
 
-    def loss(self, theta):
+    @property
+    def total(self):
+        """The summed weights of all observed quantities (N)."""
+        return sum(
+            layout.total * (1 if layout.qd is None else 2) for layout in self.layouts
+        )
+
+    def unpack(self, theta):
+        """The system with the decoded params, and the segment starts."""
         unknowns, starts = theta
         params = _decode(unknowns, self.fixed, self.positive)
         system = eqx.tree_at(lambda s: s.params, self.system, params)
         if not self.fit_initial_state:
+            # The held initial state is not an unknown: only the later segments'.
             starts = [
-                (q.at[0].set(q0), qd.at[0].set(qd0))
+                (jnp.concatenate([q0[None], q]), jnp.concatenate([qd0[None], qd]))
                 for (q, qd), (q0, qd0) in zip(starts, self.initial, strict=True)
             ]
+        return system, starts
+
+    def loss(self, theta):
+        system, starts = self.unpack(theta)
         return _objective(
+            system, self.layouts, starts, self.continuity_weight, self.options
+        )
+
+    def residuals(self, theta):
+        system, starts = self.unpack(theta)
+        return _residuals(
             system, self.layouts, starts, self.continuity_weight, self.options
         )
 
@@ -169,7 +210,9 @@ def _step(theta, opt_state, problem: _Problem, optimizer):
         grads, opt_state, theta, value=loss, grad=grads, value_fn=value_fn
     )
     theta = eqx.apply_updates(theta, updates)
-    return theta, opt_state, loss, codes, _all_finite(grads)
+    leaves = [jnp.max(jnp.abs(g), initial=0.0) for g in jtu.tree_leaves(grads)]
+    largest = jnp.max(jnp.stack(leaves)) if leaves else jnp.zeros(())
+    return theta, opt_state, loss, codes, _all_finite(grads), largest
 
 
 def fit(
@@ -190,6 +233,7 @@ def fit(
     atol: ScalarLike = 1e-8,
     max_steps: int = 4096,
     progress: bool = False,
+    jacobian: str = "auto",
 ) -> FitResult:
     """Fit the params of `system` (and optionally initial states) to observed data.
 
@@ -206,9 +250,15 @@ def fit(
     - `data`: an `Observations`, or a sequence of them (e.g. several runs from
         different initial states), all of the same system.
     - `params`: a starting guess other than `system.params`, with its structure.
-    - `optimizer`: any optax optimizer (default `optax.adam(1e-2)`). Line-search
-        optimizers such as `optax.lbfgs()` get the loss function they need.
-    - `steps`: the number of optimizer steps.
+    - `optimizer`: the default, `optimistix.LevenbergMarquardt(rtol=1e-10,
+        atol=1e-10)`, solves the least-squares problem on the residuals (a few
+        Gauss–Newton steps for a few physical params). Any optimistix
+        least-squares solver (`GaussNewton`, `Dogleg`, ...) or minimiser (`BFGS`,
+        on the loss) is used the same way, in one compiled solve; any optax
+        optimizer runs `steps` gradient steps (line-search optimizers such as
+        `optax.lbfgs()` get the loss function they need).
+    - `steps`: the most solver steps (optimistix), or the number of optimizer
+        steps (optax).
     - `trainable`: which params to fit: None or True (all floating-point array
         leaves; other leaves, such as an MLP's activation, are never trained), a
         collection of top-level names of dict params (`{"l", "c"}`), or a pytree
@@ -233,14 +283,23 @@ def fit(
         is unstable). Their costs are compared by `benchmarks/bench_fit.py`.
     - `solver`, `rtol`, `atol`, `max_steps`: as for `jl.simulate`, per segment.
     - `progress`: print the loss about ten times during the fit.
+    - `jacobian`: how an optimistix solver gets the residuals' Jacobian:
+        "forward" (forward-mode through the solves, with `diffrax.ForwardMode()`
+        unless `adjoint` is given; one tangent per unknown), "reverse" (one
+        cotangent per residual), or "auto": forward up to 128 unknowns (params
+        and segment starts), reverse beyond (neural Lagrangians).
 
-    **Returns:** a `FitResult`.
+    **Returns:** a `FitResult`, with standard errors and the covariance of the
+    fitted params.
 
     **Raises:**
 
     - `ValueError` for bad data (see `Observations`), `params` whose structure
         differs from `system.params`, unknown names in `trainable`/`positive`,
         positive params that are not > 0, a bad `segments`.
+    - `ValueError`, before anything is compiled, for params with a non-finite
+        value, integer params named in `trainable`, and data whose number of
+        coordinates does not fit the system (its mass matrix is singular there).
     - `FloatingPointError` naming the step at which the loss (or its gradient)
         became non-finite, e.g. because a solve diverged; the message says why.
 
@@ -252,9 +311,8 @@ def fit(
     traj = jl.simulate(system, q0, qd0, t1=3.0, saveat=ts)
     data = jl.Observations(ts, traj.q, traj.qd)
     guess = {**system.params, "l": 1.3}
-    result = jl.fit(system, data, params=guess, trainable={"l"}, positive={"l"},
-                    optimizer=optax.lbfgs(), steps=30)
-    result.params["l"]  # ≈ 2.0
+    result = jl.fit(system, data, params=guess, trainable={"l"}, positive={"l"})
+    result.params["l"], result.stderr["l"]  # ≈ 2.0, and its standard error
     ```
     """
     single = isinstance(data, Observations)
@@ -262,10 +320,24 @@ def fit(
     params = _check_params(system, params)
     if not (isinstance(steps, int) and steps >= 1):
         raise ValueError(f"`steps` must be a positive integer, got {steps!r}.")
+    explicit = trainable is not None and trainable is not True
     trainable = _mask(True if trainable is None else trainable, params, "trainable")
+    integers = [
+        jtu.keystr(path)
+        for (path, x), t in zip(
+            jtu.tree_leaves_with_path(params), jtu.tree_leaves(trainable), strict=True
+        )
+        if t and eqx.is_array(x) and not eqx.is_inexact_array(x)
+    ]
+    if integers and explicit:
+        raise ValueError(
+            f"trainable param {integers[0]} has an integer dtype and cannot be "
+            "fitted: give it as a float (e.g. 2.0 instead of 2)."
+        )
     trainable = jtu.tree_map(
         lambda t, x: t and eqx.is_inexact_array(x), trainable, params
     )
+    _check_guess(system, params, data)
     positive = _mask(False if positive is None else positive, params, "positive")
     for (path, x), t, p in zip(
         jtu.tree_leaves_with_path(params),
@@ -279,8 +351,9 @@ def fit(
                 f"as its logarithm), got {np.asarray(x)}."
             )
     if not any(jtu.tree_leaves(trainable)) and not fit_initial_state and segments == 1:
+        hint = f" (integer params are never trained: {integers})" if integers else ""
         raise ValueError(
-            "nothing to fit: no trainable params and fit_initial_state=False."
+            f"nothing to fit: no trainable params{hint} and fit_initial_state=False."
         )
     layouts = [_layout(d, segments) for d in data]
     problem = _Problem(
@@ -295,18 +368,173 @@ def fit(
     )
     theta = (
         _encode(params, trainable, positive),
-        [layout.starts for layout in layouts],
+        [
+            layout.starts if fit_initial_state else tuple(x[1:] for x in layout.starts)
+            for layout in layouts
+        ],
     )
-    optimizer = optax.adam(1e-2) if optimizer is None else optimizer
-    optimizer = optax.with_extra_args_support(optimizer)
+    if optimizer is None:
+        optimizer = optx.LevenbergMarquardt(rtol=1e-10, atol=1e-10)
     theta = _strong(theta)
-    opt_state = _strong(optimizer.init(eqx.filter(theta, eqx.is_array)))
-
-    losses = np.empty(steps)
     start = time.perf_counter()
+    if isinstance(optimizer, (optx.AbstractLeastSquaresSolver, optx.AbstractMinimiser)):
+        size = ravel_pytree(eqx.filter(theta, eqx.is_array))[0].shape[0]
+        mode = _jacobian_mode(jacobian, size)
+        # A minimiser takes the gradient of the scalar loss, and Dogleg the
+        # gradient Jᵀr: both transpose the Jacobian, which needs reverse mode.
+        if isinstance(optimizer, (optx.AbstractMinimiser, optx.Dogleg)):
+            if jacobian == "forward":
+                raise ValueError(
+                    f"{type(optimizer).__name__} needs reverse-mode derivatives: "
+                    "use jacobian='reverse' or 'auto'."
+                )
+            mode = "bwd"
+        if adjoint is None:
+            adjoint = diffrax.ForwardMode() if mode == "fwd" else None
+            problem = eqx.tree_at(
+                lambda p: p.options,
+                problem,
+                _options(adjoint, solver, rtol, atol, max_steps),
+            )
+        theta, losses, codes, done, count = _optimistix_solve(
+            theta, problem, optimizer, steps, mode
+        )
+        losses = np.asarray(losses)
+        if progress:
+            print(
+                f"jl.fit: {type(optimizer).__name__} ran {int(count)} steps in "
+                f"{time.perf_counter() - start:.1f} s (compile included)",
+                flush=True,
+            )
+        _check_finite(float(losses[-1]), True, codes, steps, steps, losses, max_steps)
+        converged, count = bool(done), int(count)
+    elif isinstance(optimizer, optax.GradientTransformation):
+        theta, losses, converged = _optax_loop(
+            theta, problem, optimizer, steps, progress, max_steps, start
+        )
+        count = steps
+    else:
+        raise ValueError(
+            "`optimizer` must be an optax optimizer, an optimistix least-squares "
+            "solver (e.g. optimistix.LevenbergMarquardt) or an optimistix minimiser "
+            f"(e.g. optimistix.BFGS), got {type(optimizer).__name__}."
+        )
+
+    final, chi, covariance = _covariance(theta, problem, trainable, positive, data)
+    unknowns, starts = theta
+    system_fit, starts = problem.unpack(theta)
+    fitted = system_fit.params
+    q0 = [q[0] for q, _ in starts]
+    qd0 = [qd[0] for _, qd in starts]
+    trained = eqx.filter(fitted, trainable)
+    flat, unflatten = ravel_pytree(trained)
+    stderr = unflatten(jnp.sqrt(jnp.clip(jnp.diagonal(covariance), 0.0)))
+    stderr = eqx.combine(
+        stderr,
+        jtu.tree_map(
+            lambda x: jnp.zeros_like(x) if eqx.is_array(x) else None,
+            eqx.filter(fitted, trainable, inverse=True),
+        ),
+    )
+    del flat, chi
+    return FitResult(
+        fitted,
+        system_fit,
+        losses,
+        float(final),
+        q0[0] if single else q0,
+        qd0[0] if single else qd0,
+        starts,
+        stderr,
+        covariance,
+        converged,
+        count,
+    )
+
+
+def _check_guess(system: LagrangianSystem, params, data) -> None:
+    """Name a non-finite starting guess or data that do not fit the system."""
+    for path, x in jtu.tree_leaves_with_path(params):
+        if eqx.is_inexact_array(x) and not np.all(np.isfinite(np.asarray(x))):
+            raise ValueError(
+                f"the starting guess of param {jtu.keystr(path)} is not finite: "
+                f"{np.asarray(x)}."
+            )
+    obs = data[0]
+    n = obs.q.shape[1]
+    guess = eqx.tree_at(lambda s: s.params, system, params)
+    qd = obs.qd[0] if obs.qd is not None else jnp.zeros(n)
+    try:
+        mass = np.asarray(mass_matrix(guess, obs.q[0], qd, obs.ts[0]))
+        np.linalg.cholesky(mass)
+        good = bool(np.all(np.isfinite(mass)))
+    except (np.linalg.LinAlgError, ValueError, TypeError, IndexError):
+        good = False
+    if not good:
+        raise ValueError(
+            f"`data` has n = {n} coordinates, but at its first observed state the "
+            "system's mass matrix (with the starting params) is not positive "
+            "definite: check that the data has the system's number of coordinates "
+            "and that the starting guess is physical."
+        )
+
+
+def _jacobian_mode(jacobian: str, size: int) -> str:
+    if jacobian not in ("auto", "forward", "reverse"):
+        raise ValueError(
+            f"`jacobian` must be 'auto', 'forward' or 'reverse', got {jacobian!r}."
+        )
+    if jacobian == "auto":
+        # Forward mode costs one tangent per unknown, reverse one cotangent per
+        # residual: few unknowns (physical params, segment starts) go forward.
+        return "fwd" if size <= _FORWARD_MAX else "bwd"
+    return "fwd" if jacobian == "forward" else "bwd"
+
+
+_FORWARD_MAX = 128
+
+
+@eqx.filter_jit
+def _optimistix_solve(theta, problem: _Problem, optimizer, steps, mode):
+    arrays, static = eqx.partition(theta, eqx.is_array)
+
+    def residuals(y, _):
+        r, _, codes = problem.residuals(eqx.combine(y, static))
+        return r, codes
+
+    def loss(y, _):
+        value, codes = problem.loss(eqx.combine(y, static))
+        return value, codes
+
+    initial = loss(arrays, None)[0]
+    options = {"jac": mode}
+    if isinstance(optimizer, optx.AbstractLeastSquaresSolver):
+        sol = optx.least_squares(
+            residuals,
+            optimizer,
+            arrays,
+            has_aux=True,
+            max_steps=steps,
+            options=options,
+            throw=False,
+        )
+    else:
+        sol = optx.minimise(
+            loss, optimizer, arrays, has_aux=True, max_steps=steps, throw=False
+        )
+    final, codes = loss(sol.value, None)
+    done = sol.result == optx.RESULTS.successful
+    losses = jnp.stack([initial, final])
+    return eqx.combine(sol.value, static), losses, codes, done, sol.stats["num_steps"]
+
+
+def _optax_loop(theta, problem, optimizer, steps, progress, max_steps, start):
+    optimizer = optax.with_extra_args_support(optimizer)
+    opt_state = _strong(optimizer.init(eqx.filter(theta, eqx.is_array)))
+    losses = np.empty(steps)
     report = {int(k) for k in np.linspace(0, steps - 1, min(steps, 11))}
     for k in range(steps):
-        new_theta, new_state, loss, codes, grad_finite = _step(
+        new_theta, new_state, loss, codes, grad_finite, _ = _step(
             theta, opt_state, problem, optimizer
         )
         loss = float(loss)
@@ -324,27 +552,73 @@ def fit(
                 f"{time.perf_counter() - start:.1f} s",
                 flush=True,
             )
-    final, codes = _step(theta, opt_state, problem, optimizer)[2:4]
+    final, codes, _, gradient = _step(theta, opt_state, problem, optimizer)[2:]
     _check_finite(float(final), True, codes, steps, steps, losses, max_steps)
+    return theta, losses, bool(gradient <= 1e-6)
 
-    unknowns, starts = theta
-    if not fit_initial_state:
-        starts = [
-            (q.at[0].set(q0), qd.at[0].set(qd0))
-            for (q, qd), (q0, qd0) in zip(starts, problem.initial, strict=True)
-        ]
+
+@eqx.filter_jit
+def _covariance_jit(theta, problem: _Problem, sigma_given, log_scale):
+    arrays, static = eqx.partition(theta, eqx.is_array)
+    flat, unravel = ravel_pytree(arrays)
+
+    def residuals(x):
+        r, chi, _ = problem.residuals(eqx.combine(unravel(x), static))
+        return r, (r, chi)
+
+    jac, (r, chi) = jax.jacfwd(residuals, has_aux=True)(flat)
+    size = flat.shape[0]
+    # Residuals are scaled by 1/√N (N the summed weights): JᵀJ is 1/N of the
+    # usual normal matrix, and χ² = N · chi.
+    total = problem.total
+    gram = total * (jac.T @ jac)
+    dof = jnp.maximum(total - size, 1.0)
+    variance = jnp.where(sigma_given, 1.0, total * chi / dof)
+    factor = jax.scipy.linalg.cho_factor(gram)
+    cov = variance * jax.scipy.linalg.cho_solve(factor, jnp.eye(size))
+    p = log_scale.shape[0]
+    # Positive params are fitted as logarithms: d x = x d(log x).
+    block = cov[:p, :p] * log_scale[:, None] * log_scale[None, :]
+    return jnp.sum(r**2), chi, block
+
+
+def _covariance(theta, problem, trainable, positive, data):
+    """The loss at `theta` and the Gauss–Newton covariance of the trained params."""
+    unknowns, _ = theta
+    params_flat = ravel_pytree(eqx.filter(unknowns, eqx.is_array))[0]
+    p = params_flat.shape[0]
+    size = ravel_pytree(eqx.filter(theta, eqx.is_array))[0].shape[0]
     fitted = _decode(unknowns, problem.fixed, positive)
-    q0 = [q[0] for q, _ in starts]
-    qd0 = [qd[0] for _, qd in starts]
-    return FitResult(
-        fitted,
-        eqx.tree_at(lambda s: s.params, system, fitted),
-        losses,
-        float(final),
-        q0[0] if single else q0,
-        qd0[0] if single else qd0,
-        starts,
+    values = ravel_pytree(eqx.filter(fitted, trainable))[0]
+    logs = ravel_pytree(
+        jtu.tree_map(
+            lambda t, pos, x: jnp.full(jnp.shape(x), bool(pos)) if t else None,
+            trainable,
+            positive,
+            fitted,
+        )
+    )[0]
+    log_scale = jnp.where(logs.astype(bool), values, 1.0)
+    sigma_given = all(d.sigma is not None for d in data)
+    if size > _COVARIANCE_MAX:
+        loss, _ = _loss_jit(theta, problem)
+        return loss, None, jnp.full((p, p), jnp.nan)
+    # The Jacobian is taken in forward mode, whatever the fit's adjoint.
+    forward = eqx.tree_at(
+        lambda q: q.options["adjoint"], problem, diffrax.ForwardMode()
     )
+    return _covariance_jit(theta, forward, sigma_given, log_scale)
+
+
+# Beyond this many unknowns (e.g. a neural Lagrangian's weights) the covariance
+# is not computed (NaN): it would cost a Jacobian column per unknown, and such
+# fits are not identifiable parameter by parameter anyway.
+_COVARIANCE_MAX = 1024
+
+
+@eqx.filter_jit
+def _loss_jit(theta, problem):
+    return problem.loss(theta)
 
 
 def _check_finite(loss, grad_finite, codes, k, steps, losses, max_steps) -> None:

@@ -213,8 +213,14 @@ def _layout(obs: Observations, segments: int) -> _Layout:
     )
 
 
-def _misfit(system, layout: _Layout, starts, options):
-    """Sums of the weighted squared residuals and continuity gaps, and results."""
+def _pieces(system, layout: _Layout, starts, options):
+    """The weighted residuals of one observed trajectory and its continuity gaps.
+
+    Returns (residuals, gaps, total, count, result codes): the data residuals
+    √w (q̂ − q)/σ (and of q̇), whose squares sum to the misfit; the gaps
+    (x̂_end − x_start)/σ between consecutive segments; the summed weights of the
+    observed quantities; and the number of gap entries.
+    """
     q0s, qd0s = starts
 
     def solve(q0, qd0, ts):
@@ -223,36 +229,50 @@ def _misfit(system, layout: _Layout, starts, options):
         )
 
     traj = jax.vmap(solve)(q0s, qd0s, layout.ts)
-    chi = jnp.sum(layout.weight * (traj.q - layout.q) ** 2)
+    root = jnp.sqrt(layout.weight)
+    residuals = [(root * (traj.q - layout.q)).ravel()]
     total = layout.total
     if layout.qd is not None:
-        chi = chi + jnp.sum(layout.weight * (traj.qd - layout.qd) ** 2)
+        residuals.append((root * (traj.qd - layout.qd)).ravel())
         total = 2 * total
     rows = jnp.arange(q0s.shape[0])
     q_end, qd_end = traj.q[rows, layout.ends], traj.qd[rows, layout.ends]
-    gap = jnp.sum(
-        layout.scale * ((q_end[:-1] - q0s[1:]) ** 2 + (qd_end[:-1] - qd0s[1:]) ** 2)
-    )
+    scale = jnp.sqrt(layout.scale)
+    gaps = [
+        (scale * (q_end[:-1] - q0s[1:])).ravel(),
+        (scale * (qd_end[:-1] - qd0s[1:])).ravel(),
+    ]
     count = 2 * q0s[1:].size
-    return chi, total, gap, count, traj.result._value  # pyright: ignore
+    return residuals, gaps, total, count, traj.result._value  # pyright: ignore
+
+
+def _residuals(system, layouts, starts, continuity_weight, options):
+    """The residual vector r with Σ r² = the fit loss; its data part's squared sum
+    over the summed weights; and the result code of every solve."""
+    data, gaps, codes = [], [], []
+    total = 0.0
+    count = 0
+    for layout, start in zip(layouts, starts, strict=True):
+        r, g, t, k, code = _pieces(system, layout, start, options)
+        data += r
+        gaps += g
+        total, count = total + t, count + k
+        codes.append(code)
+    data = jnp.concatenate(data) / jnp.sqrt(total)
+    parts = [data]
+    if count:
+        parts.append(jnp.sqrt(continuity_weight / count) * jnp.concatenate(gaps))
+    codes = jnp.concatenate(codes)
+    ok = jnp.all(codes == RESULTS.successful._value)  # pyright: ignore
+    # A failed solve leaves inf in its trajectory; keep it inf, never NaN.
+    residual = jnp.where(ok, jnp.concatenate(parts), jnp.inf)
+    return residual, jnp.sum(data**2), codes
 
 
 def _objective(system, layouts, starts, continuity_weight, options):
     """The fit loss, and the result code of every solve."""
-    chi = total = gap = 0.0
-    count = 0
-    codes = []
-    for layout, start in zip(layouts, starts, strict=True):
-        c, t, g, k, code = _misfit(system, layout, start, options)
-        chi, total, gap, count = chi + c, total + t, gap + g, count + k
-        codes.append(code)
-    loss = chi / total
-    if count:
-        loss = loss + continuity_weight * gap / count
-    codes = jnp.concatenate(codes)
-    # A failed solve leaves inf in its trajectory; name it instead of a NaN.
-    loss = jnp.where(jnp.all(codes == RESULTS.successful._value), loss, jnp.inf)  # pyright: ignore
-    return loss, codes
+    residual, _, codes = _residuals(system, layouts, starts, continuity_weight, options)
+    return jnp.sum(residual**2), codes
 
 
 # Exact gradients of the computed solve (see `fit`'s docstring).

@@ -323,20 +323,34 @@ def fit_comparison(
     - `coordinates`: one label per coordinate.
     - `title`: the figure title.
 
-    **Returns:** a `matplotlib.figure.Figure`, one panel per coordinate (at most
-    six).
+    **Returns:** a `matplotlib.figure.Figure`: per coordinate (at most six) a panel
+    of the data and the fit, and below it a panel of the residuals, observed −
+    fitted.
     """
     ts, q, q_fit = np.asarray(ts), np.asarray(q), np.asarray(q_fit)
     n = min(q.shape[1], _MANY)
     labels = _labels(q.shape[1], coordinates)
-    fig = _figure(8, 1.2 + 2.2 * n)
-    axes = fig.subplots(n, 1, sharex=True, squeeze=False)[:, 0]
-    for i, ax in enumerate(axes):
+    fig = _figure(8, 1.2 + 3.3 * n)
+    grid = fig.add_gridspec(2 * n, 1, height_ratios=[2, 1] * n)
+    axes, residual_axes = [], []
+    for i in range(n):
+        ax = fig.add_subplot(grid[2 * i], sharex=axes[0] if axes else None)
         ax.plot(ts, q[:, i], ".", ms=3, color="k", alpha=0.6, label="observed")
         ax.plot(ts, q_fit[:, i], lw=1.3, color="C3", label="fitted")
         ax.set_ylabel(labels[i])
         ax.grid(alpha=0.3)
-    axes[0].legend(loc="best", framealpha=0.85)
+        ax.tick_params(labelbottom=False)
+        res = fig.add_subplot(grid[2 * i + 1], sharex=ax)
+        res.plot(ts, q[:, i] - q_fit[:, i], ".", ms=2, color="C0")
+        res.axhline(0.0, color="k", lw=0.6)
+        res.set_ylabel("residual")
+        res.grid(alpha=0.3)
+        if i < n - 1:
+            res.tick_params(labelbottom=False)
+        axes.append(ax)
+        residual_axes.append(res)
+    axes = residual_axes
+    axes[0].figure.axes[0].legend(loc="best", framealpha=0.85)
     axes[-1].set_xlabel("time t")
     axes[-1].set_xlim(ts[0], ts[-1])
     fig.suptitle(title or "Observed and fitted trajectory")

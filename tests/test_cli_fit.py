@@ -69,9 +69,11 @@ def test_fit_end_to_end(tmp_path, capsys):
     }
     assert {p.name for p in out.iterdir()} == expected  # no temporary files left
     params = json.loads((out / "params.json").read_text())
-    assert set(params) == {"m", "l", "g"}
+    assert set(params) == {"m", "l", "g", "m_stderr", "l_stderr", "g_stderr"}
     assert params["l"] == pytest.approx(2.0, rel=1e-6)
     assert params["m"] == 1.0 and params["g"] == 9.81
+    assert params["m_stderr"] == 0.0 and params["g_stderr"] == 0.0
+    assert 0.0 <= params["l_stderr"] < 1e-4
     losses = np.loadtxt(out / "losses.csv", delimiter=",", skiprows=1)
     assert losses.shape == (30, 2) and np.all(losses[:, 0] == np.arange(30))
     assert losses[0, 1] > 1e3 * losses[-1, 1]
@@ -83,6 +85,24 @@ def test_fit_end_to_end(tmp_path, capsys):
         np.testing.assert_array_equal(arrays["q_0"], Q)
     for name in ("fit.png", "loss.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_fit_default_levenberg_marquardt(tmp_path, capsys):
+    # The default optimizer: Levenberg–Marquardt, a few steps to rounding level.
+    np.savez(tmp_path / "data.npz", ts=TS, q=Q, qd=QD)
+    config = CONFIG.replace('steps = 30\noptimizer = "lbfgs"\n', "")
+    (tmp_path / "fit.toml").write_text(config)
+    out = tmp_path / "result"
+    status, stdout, err = _main(
+        capsys, "fit", str(tmp_path / "fit.toml"), "--out", str(out)
+    )
+    assert status == 0, err
+    assert "LevenbergMarquardt ran" in stdout
+    params = json.loads((out / "params.json").read_text())
+    assert params["l"] == pytest.approx(2.0, rel=1e-8)
+    assert 0.0 <= params["l_stderr"] < 1e-6  # noise-free data: rounding level
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["converged"] is True and summary["solver_steps"] < 30
 
 
 def test_csv_data_matches_npz(tmp_path):
@@ -129,7 +149,7 @@ def test_csv_data_matches_npz(tmp_path):
         (
             CONFIG.replace('optimizer = "lbfgs"', 'optimizer = "sgd"'),
             None,
-            "[fit] optimizer: must be one of adam, lbfgs, got 'sgd'",
+            "[fit] optimizer: must be one of lm, gauss_newton, dogleg, bfgs, lbfgs, adam, got 'sgd'",
         ),
         (
             CONFIG.replace('data = "data.npz"', "data = 3"),

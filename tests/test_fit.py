@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import optimistix as optx
 import pytest
 
 import jaxlagrange as jl
@@ -287,3 +288,135 @@ def test_neural_lagrangian_mass_is_positive_definite_and_trains():
     assert result.params["mass"].activation is system.params["mass"].activation
     with pytest.raises(ValueError, match=r"`eps` must be > 0"):
         jl.neural_lagrangian(2, key=jax.random.key(0), eps=0.0)
+
+
+# The default least-squares path, optimistix solvers, and the uncertainties.
+
+
+def _length_fit(data, **kwargs):
+    return jl.fit(
+        PENDULUM,
+        data,
+        params=GUESS,
+        trainable={"l", "c"},
+        positive={"l", "c"},
+        rtol=1e-10,
+        atol=1e-10,
+        **kwargs,
+    )
+
+
+def test_default_levenberg_marquardt_recovers_to_rounding_level():
+    result = _length_fit(jl.Observations(TS, Q, QD))
+    errors = _relative_error(result.params, ("l", "c"))
+    assert max(errors.values()) < 1e-8, errors
+    assert result.converged and 0 < result.steps < 40
+    assert result.losses.shape == (2,) and result.loss < 1e-16
+    assert result.covariance.shape == (2, 2)
+    # Noise-free data: the estimated noise is at rounding level, and so are the
+    # standard errors; untrained params have none.
+    assert 0 <= float(result.stderr["l"]) < 1e-8
+    assert float(result.stderr["m"]) == 0.0 and float(result.stderr["g"]) == 0.0
+
+
+@pytest.mark.parametrize(
+    "optimizer",
+    [optx.GaussNewton(rtol=1e-10, atol=1e-10), optx.BFGS(rtol=1e-12, atol=1e-12)],
+    ids=["gauss_newton", "bfgs"],
+)
+def test_optimistix_solvers(optimizer):
+    result = _length_fit(jl.Observations(TS, Q, QD), optimizer=optimizer, steps=200)
+    errors = _relative_error(result.params, ("l", "c"))
+    assert max(errors.values()) < 1e-5, errors
+    assert result.converged
+
+
+def test_reverse_mode_jacobian_matches_forward():
+    data = jl.Observations(TS, Q, QD)
+    forward = _length_fit(data, jacobian="forward")
+    reverse = _length_fit(data, jacobian="reverse")
+    np.testing.assert_allclose(forward.params["l"], reverse.params["l"], rtol=1e-9)
+    with pytest.raises(ValueError, match="`jacobian` must be 'auto', 'forward' or"):
+        _length_fit(data, jacobian="sideways")
+
+
+NOISE = 0.01
+
+
+def _noisy(seed):
+    rng = np.random.default_rng(seed)
+    return jl.Observations(
+        TS,
+        Q + NOISE * rng.normal(size=Q.shape),
+        QD + NOISE * rng.normal(size=QD.shape),
+        q0=Q[0],
+        qd0=QD[0],
+        sigma=NOISE,
+    )
+
+
+def test_stderr_matches_an_independent_covariance():
+    # Gauss–Newton by hand: e(l, c) = (simulated − observed)/σ over q and q̇, its
+    # Jacobian by central differences, covariance (JᵀJ)⁻¹ (σ known, so σ̂² = 1).
+    data = _noisy(0)
+    result = _length_fit(data)
+    best = {k: float(v) for k, v in result.params.items()}
+
+    def residuals(length, damping):
+        system = eqx.tree_at(
+            lambda s: s.params,
+            PENDULUM,
+            {**best, "l": jnp.asarray(length), "c": jnp.asarray(damping)},
+        )
+        traj = jl.simulate(
+            system, Q[0], QD[0], t1=TS[-1], saveat=TS, rtol=1e-12, atol=1e-12
+        )
+        return (
+            np.concatenate([np.ravel(traj.q - data.q), np.ravel(traj.qd - data.qd)])
+            / NOISE
+        )
+
+    h = 1e-6
+    columns = []
+    for i in range(2):
+        up, down = [best["l"], best["c"]], [best["l"], best["c"]]
+        up[i] += h
+        down[i] -= h
+        columns.append((residuals(*up) - residuals(*down)) / (2 * h))
+    jac = np.stack(columns, axis=1)
+    expected = np.linalg.solve(jac.T @ jac, np.eye(2))
+    # The covariance is in the params' tree order: c, then l.
+    np.testing.assert_allclose(result.covariance, expected[::-1, ::-1], rtol=1e-4)
+    np.testing.assert_allclose(result.stderr["l"], np.sqrt(expected[0, 0]), rtol=1e-4)
+
+
+def test_stderr_matches_the_spread_of_replicates():
+    fits = [_length_fit(_noisy(seed)) for seed in range(1, 13)]
+    lengths = np.array([float(f.params["l"]) for f in fits])
+    stderr = np.mean([float(f.stderr["l"]) for f in fits])
+    # 12 replicates: the sample deviation is within ±40% of the true one (95%).
+    assert 0.6 < np.std(lengths, ddof=1) / stderr < 1.4, (np.std(lengths), stderr)
+    assert abs(np.mean(lengths) - 2.0) < 3 * stderr
+
+
+def test_stderr_without_sigma_estimates_the_noise():
+    with_sigma = _length_fit(_noisy(0))
+    data = _noisy(0)
+    data = jl.Observations(data.ts, data.q, data.qd, q0=Q[0], qd0=QD[0])
+    without = _length_fit(data)
+    # σ̂ estimated from the misfit is the noise level within sampling error.
+    ratio = float(without.stderr["l"]) / float(with_sigma.stderr["l"])
+    assert 0.8 < ratio < 1.2, ratio
+
+
+def test_bad_inputs_named_before_compiling():
+    data = jl.Observations(TS, Q, QD)
+    with pytest.raises(ValueError, match=r"starting guess of param \['l'\] is not"):
+        jl.fit(PENDULUM, data, params={**GUESS, "l": float("nan")}, trainable={"l"})
+    with pytest.raises(ValueError, match=r"trainable param \['l'\] has an integer"):
+        jl.fit(PENDULUM, data, params={**GUESS, "l": jnp.array(2)}, trainable={"l"})
+    system, q0, qd0 = jl.systems.double_pendulum()
+    with pytest.raises(ValueError, match=r"`data` has n = 1 coordinates, but"):
+        jl.fit(system, data, trainable={"l2"})
+    with pytest.raises(ValueError, match="`optimizer` must be an optax optimizer"):
+        jl.fit(PENDULUM, data, optimizer="lm", trainable={"l"})

@@ -377,6 +377,8 @@ def fit(
         optimizer = optx.LevenbergMarquardt(rtol=1e-10, atol=1e-10)
     theta = _strong(theta)
     start = time.perf_counter()
+    setup = _covariance_setup(theta, problem, trainable, positive, data)
+    covariance = None
     if isinstance(optimizer, (optx.AbstractLeastSquaresSolver, optx.AbstractMinimiser)):
         size = ravel_pytree(eqx.filter(theta, eqx.is_array))[0].shape[0]
         mode = _jacobian_mode(jacobian, size)
@@ -396,9 +398,11 @@ def fit(
                 problem,
                 _options(adjoint, solver, rtol, atol, max_steps),
             )
-        theta, losses, codes, done, count = _optimistix_solve(
-            theta, problem, optimizer, steps, mode
+        theta, losses, codes, done, count, gauss_newton = _optimistix_solve(
+            theta, problem, optimizer, steps, mode, setup
         )
+        if gauss_newton is not None:
+            final, _, covariance = gauss_newton
         losses = np.asarray(losses)
         if progress:
             print(
@@ -420,14 +424,14 @@ def fit(
             f"(e.g. optimistix.BFGS), got {type(optimizer).__name__}."
         )
 
-    final, chi, covariance = _covariance(theta, problem, trainable, positive, data)
-    unknowns, starts = theta
+    if covariance is None:  # the optax path, or past _COVARIANCE_MAX
+        final, _, covariance = _covariance(theta, problem, setup)
     system_fit, starts = problem.unpack(theta)
     fitted = system_fit.params
     q0 = [q[0] for q, _ in starts]
     qd0 = [qd[0] for _, qd in starts]
     trained = eqx.filter(fitted, trainable)
-    flat, unflatten = ravel_pytree(trained)
+    _, unflatten = ravel_pytree(trained)
     stderr = unflatten(jnp.sqrt(jnp.clip(jnp.diagonal(covariance), 0.0)))
     stderr = eqx.combine(
         stderr,
@@ -436,7 +440,6 @@ def fit(
             eqx.filter(fitted, trainable, inverse=True),
         ),
     )
-    del flat, chi
     return FitResult(
         fitted,
         system_fit,
@@ -495,7 +498,7 @@ _FORWARD_MAX = 128
 
 
 @eqx.filter_jit
-def _optimistix_solve(theta, problem: _Problem, optimizer, steps, mode):
+def _optimistix_solve(theta, problem: _Problem, optimizer, steps, mode, setup):
     arrays, static = eqx.partition(theta, eqx.is_array)
 
     def residuals(y, _):
@@ -525,7 +528,10 @@ def _optimistix_solve(theta, problem: _Problem, optimizer, steps, mode):
     final, codes = loss(sol.value, None)
     done = sol.result == optx.RESULTS.successful
     losses = jnp.stack([initial, final])
-    return eqx.combine(sol.value, static), losses, codes, done, sol.stats["num_steps"]
+    theta = eqx.combine(sol.value, static)
+    # The covariance in the same program: one compilation instead of two.
+    gauss_newton = None if setup is None else _gauss_newton(theta, *setup)
+    return theta, losses, codes, done, sol.stats["num_steps"], gauss_newton
 
 
 def _optax_loop(theta, problem, optimizer, steps, progress, max_steps, start):
@@ -557,8 +563,10 @@ def _optax_loop(theta, problem, optimizer, steps, progress, max_steps, start):
     return theta, losses, bool(gradient <= 1e-6)
 
 
-@eqx.filter_jit
-def _covariance_jit(theta, problem: _Problem, sigma_given, log_scale):
+def _gauss_newton(theta, problem: _Problem, sigma_given: bool, logs: tuple):
+    """The loss, χ²/N and the Gauss–Newton covariance of the trained params at
+    `theta`; `problem` must differentiate in forward mode, `logs` flags the
+    trained params fitted as logarithms (flattened)."""
     arrays, static = eqx.partition(theta, eqx.is_array)
     flat, unravel = ravel_pytree(arrays)
 
@@ -576,38 +584,44 @@ def _covariance_jit(theta, problem: _Problem, sigma_given, log_scale):
     variance = jnp.where(sigma_given, 1.0, total * chi / dof)
     factor = jax.scipy.linalg.cho_factor(gram)
     cov = variance * jax.scipy.linalg.cho_solve(factor, jnp.eye(size))
-    p = log_scale.shape[0]
-    # Positive params are fitted as logarithms: d x = x d(log x).
-    block = cov[:p, :p] * log_scale[:, None] * log_scale[None, :]
-    return jnp.sum(r**2), chi, block
+    p = len(logs)
+    # Positive params are fitted as logarithms: d x = x d(log x). The trained
+    # params come first in the flattened unknowns.
+    scale = jnp.where(np.asarray(logs, bool), jnp.exp(flat[:p]), 1.0)
+    return jnp.sum(r**2), chi, cov[:p, :p] * scale[:, None] * scale[None, :]
 
 
-def _covariance(theta, problem, trainable, positive, data):
-    """The loss at `theta` and the Gauss–Newton covariance of the trained params."""
-    unknowns, _ = theta
-    params_flat = ravel_pytree(eqx.filter(unknowns, eqx.is_array))[0]
-    p = params_flat.shape[0]
+_covariance_jit = eqx.filter_jit(_gauss_newton)
+
+
+def _covariance_setup(theta, problem, trainable, positive, data):
+    """What `_gauss_newton` needs besides theta, or None past `_COVARIANCE_MAX`."""
     size = ravel_pytree(eqx.filter(theta, eqx.is_array))[0].shape[0]
-    fitted = _decode(unknowns, problem.fixed, positive)
-    values = ravel_pytree(eqx.filter(fitted, trainable))[0]
+    if size > _COVARIANCE_MAX:
+        return None
     logs = ravel_pytree(
         jtu.tree_map(
             lambda t, pos, x: jnp.full(jnp.shape(x), bool(pos)) if t else None,
             trainable,
             positive,
-            fitted,
+            problem.system.params,
         )
     )[0]
-    log_scale = jnp.where(logs.astype(bool), values, 1.0)
     sigma_given = all(d.sigma is not None for d in data)
-    if size > _COVARIANCE_MAX:
-        loss, _ = _loss_jit(theta, problem)
-        return loss, None, jnp.full((p, p), jnp.nan)
     # The Jacobian is taken in forward mode, whatever the fit's adjoint.
     forward = eqx.tree_at(
         lambda q: q.options["adjoint"], problem, diffrax.ForwardMode()
     )
-    return _covariance_jit(theta, forward, sigma_given, log_scale)
+    return forward, sigma_given, tuple(bool(x) for x in np.asarray(logs))
+
+
+def _covariance(theta, problem, setup):
+    """The loss at `theta` and the Gauss–Newton covariance of the trained params."""
+    if setup is None:
+        loss, _ = _loss_jit(theta, problem)
+        p = ravel_pytree(eqx.filter(theta[0], eqx.is_array))[0].shape[0]
+        return loss, None, jnp.full((p, p), jnp.nan)
+    return _covariance_jit(theta, *setup)
 
 
 # Beyond this many unknowns (e.g. a neural Lagrangian's weights) the covariance

@@ -333,10 +333,11 @@ def _check_max_events(max_events) -> int:
     if (
         isinstance(max_events, bool)
         or not isinstance(max_events, (int, np.integer))
-        or max_events < 0
+        or max_events < 1
     ):
         raise ValueError(
-            f"`max_events` must be a non-negative int, got {max_events!r}."
+            f"`max_events` must be a positive int (the most releases and impacts "
+            f"before t1), got {max_events!r}."
         )
     return int(max_events)
 

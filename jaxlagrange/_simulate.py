@@ -27,6 +27,7 @@ from ._linalg import cho_solve, cholesky
 from ._projection import ProjectedSolver, check_initial_state, has_equality_constraints
 from ._system import LagrangianSystem
 from ._trajectory import RESULTS as RESULTS, Trajectory as Trajectory
+from ._validate import as_real, check_output_size, check_precision
 from ._variational import VariationalMidpoint, variational_simulate
 
 
@@ -187,8 +188,8 @@ def _known(x) -> np.ndarray | None:
 
 
 def _check_tolerance(name: str, value) -> Array:
+    value = as_real(name, value)
     known = _known(value)
-    value = jnp.asarray(value)
     if value.shape != () or not (
         jnp.issubdtype(value.dtype, jnp.floating)
         or jnp.issubdtype(value.dtype, jnp.integer)
@@ -207,10 +208,11 @@ def _check_tolerance(name: str, value) -> Array:
 
 
 def _check_times(t0, t1, saveat, dtype) -> tuple[Array, Array, Array]:
+    t0, t1 = as_real("t0", t0), as_real("t1", t1)
+    if saveat is not None:
+        saveat = as_real("saveat", saveat)
     a, b = _known(t0), _known(t1)
     s = b[None] if saveat is None and b is not None else _known(saveat)
-    t0 = jnp.asarray(t0)
-    t1 = jnp.asarray(t1)
     for name, t in (("t0", t0), ("t1", t1)):
         if t.shape != ():
             raise ValueError(f"`{name}` must be a scalar, got shape {t.shape}.")
@@ -252,11 +254,12 @@ def _check_times(t0, t1, saveat, dtype) -> tuple[Array, Array, Array]:
 
 
 def _as_initial_state(q0, qd0) -> tuple[Array, Array]:
-    q0 = jnp.asarray(q0)
-    qd0 = jnp.asarray(qd0)
-    if q0.ndim != 1:
+    q0 = as_real("q0", q0)
+    qd0 = as_real("qd0", qd0)
+    if q0.ndim != 1 or q0.shape[0] == 0:
         raise ValueError(
-            f"`q0` must be a 1-D array of coordinates, got shape {q0.shape}."
+            "`q0` must be a 1-D array of at least one coordinate, got shape "
+            f"{q0.shape}."
         )
     if qd0.shape != q0.shape:
         raise ValueError(
@@ -473,6 +476,8 @@ def simulate(
     t0, t1, ts = _check_times(t0, t1, saveat, dtype)
     rtol = _check_tolerance("rtol", rtol)
     atol = _check_tolerance("atol", atol)
+    check_precision("rtol", rtol, dtype)
+    check_output_size(ts.shape[0], q0.shape[0], 0, dtype)
 
     known = (_known(q0_in), _known(qd0_in))
     if throw and known[0] is not None and known[1] is not None:
@@ -481,7 +486,7 @@ def simulate(
     elif throw:
         q0 = eqx.error_if(q0, ~_all_finite((q0, qd0)), _NON_FINITE_INITIAL)
     if dt0 is not None:
-        dt0 = jnp.asarray(dt0, dtype)
+        dt0 = as_real("dt0", dt0).astype(dtype)
     if baumgarte is not None:
         baumgarte = tuple(jnp.asarray(gain, dtype) for gain in baumgarte)
     if variational:

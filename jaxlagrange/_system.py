@@ -127,6 +127,17 @@ class LagrangianSystem(eqx.Module):
         self.restitution = _to_leaf(restitution)
 
     def __check_init__(self):
+        restitution = self.restitution
+        if not isinstance(restitution, jax.core.Tracer):
+            values = np.asarray(restitution)
+            if not (
+                np.issubdtype(values.dtype, np.number)
+                and np.all((values >= 0) & (values <= 1))
+            ):
+                raise ValueError(
+                    "`restitution` must lie in [0, 1] (0: plastic, 1: elastic), got "
+                    f"{values}."
+                )
         for name, signature in _SIGNATURES.items():
             fn = getattr(self, name)
             if fn is None:
@@ -165,6 +176,11 @@ class LagrangianSystem(eqx.Module):
             raise ValueError(
                 f"`lagrangian` must return a scalar, but it returned shape {out.shape} "
                 f"for q of shape {q.shape}."
+            )
+        if not jnp.issubdtype(out.dtype, jnp.floating):
+            raise ValueError(
+                f"`lagrangian` must return a real floating-point scalar, but it "
+                f"returned dtype {out.dtype}."
             )
         return out
 
@@ -229,7 +245,9 @@ def _as_state(q, qd, t, where: str = "q") -> tuple[Array, Array, Array]:
     q = jnp.asarray(q)
     qd = jnp.asarray(qd)
     if q.ndim != 1:
-        raise ValueError(f"`{where}` must be a 1-D array of coordinates, got shape {q.shape}.")
+        raise ValueError(
+            f"`{where}` must be a 1-D array of coordinates, got shape {q.shape}."
+        )
     if qd.shape != q.shape:
         raise ValueError(
             f"q and qd must have the same shape, got q {q.shape} and qd {qd.shape}."

@@ -214,7 +214,7 @@ def test_max_events():
     assert int(traj.num_events) == 64
     # Stopped at the 65th bounce, the first one without room.
     assert float(traj.t_final) == pytest.approx(np.sqrt(2 / G) * 129, abs=1e-6)
-    with pytest.raises(ValueError, match=r"`max_events` must be a non-negative int"):
+    with pytest.raises(ValueError, match=r"`max_events` must be a positive int"):
         _ball(1.0, max_events=-1)
     system = jl.LagrangianSystem(
         lambda q, qd, t: 0.5 * qd[0] ** 2,

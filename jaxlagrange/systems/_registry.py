@@ -4,7 +4,9 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .._custom_types import Array
 from .._system import LagrangianSystem
@@ -68,6 +70,26 @@ def make(name: str, **kwargs) -> ReadySystem:
     return get(name)(**kwargs)
 
 
+# Params that are physical only when positive (masses, lengths, radii,
+# stiffnesses, the gravitational parameter), and restitution coefficients.
+_POSITIVE = frozenset({"m", "m1", "m2", "l", "l1", "l2", "R", "k", "mu", "q_eq"})
+_UNIT_INTERVAL = frozenset({"e"})
+
+
+def _check_physical(name: str, key: str, value: Array) -> None:
+    if isinstance(value, jax.core.Tracer):
+        return  # traced (e.g. a batch of params): checked where it is concrete
+    values = np.asarray(value)
+    if key in _POSITIVE and not np.all(values > 0):
+        raise ValueError(
+            f"Parameter {key!r} of system {name!r} must be positive, got {values}."
+        )
+    if key in _UNIT_INTERVAL and not np.all((values >= 0) & (values <= 1)):
+        raise ValueError(
+            f"Parameter {key!r} of system {name!r} must lie in [0, 1], got {values}."
+        )
+
+
 def merge_params(
     name: str, defaults: Mapping[str, Any], params: Mapping[str, Any] | None
 ) -> dict[str, Array]:
@@ -88,6 +110,7 @@ def merge_params(
                 f"Parameter {key!r} of system {name!r} must have shape {expected}, "
                 f"got {value.shape}."
             )
+        _check_physical(name, key, value)
         merged[key] = value
     return merged
 

@@ -1,0 +1,99 @@
+"""Bad arguments are named before anything runs (the reliability probe's cases)."""
+
+import jax.numpy as jnp
+import pytest
+
+import jaxlagrange as jl
+import jaxlagrange._validate as validate
+
+
+PENDULUM, Q0, QD0 = jl.systems.pendulum()
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(t1="10"), r"`t1` must be a number or an array of numbers, got str '10'"),
+        (dict(t1=None), r"`t1` must be a number or an array of numbers, got NoneType"),
+        (dict(t1=1.0, t0="0"), r"`t0` must be a number"),
+        (dict(t1=1.0, rtol="1e-6"), r"`rtol` must be a number or an array of numbers"),
+        (dict(t1=1.0, atol=None), r"`atol` must be a number"),
+        (dict(t1=1.0, saveat=["a", "b"]), r"`saveat` must be a number"),
+        (dict(t1=1.0, dt0="0.1"), r"`dt0` must be a number"),
+        (dict(t1=1.0, q0=["a"]), r"`q0` must be a number or an array of numbers"),
+        (dict(t1=1.0, qd0=[1j]), r"`qd0` must be real, got dtype complex"),
+    ],
+)
+def test_non_numbers_are_named(kwargs, match):
+    q0, qd0 = kwargs.pop("q0", Q0), kwargs.pop("qd0", QD0)
+    with pytest.raises(ValueError, match=match):
+        jl.simulate(PENDULUM, q0, qd0, **kwargs)
+
+
+def test_no_coordinates():
+    free = jl.LagrangianSystem(lambda q, qd, t: 0.5 * jnp.sum(qd**2))
+    with pytest.raises(ValueError, match=r"`q0` must be a 1-D array of at least one"):
+        jl.simulate(free, jnp.zeros(0), jnp.zeros(0), t1=1.0)
+
+
+def test_max_events_zero():
+    ball, q0, qd0 = jl.systems.bouncing_ball()
+    with pytest.raises(ValueError, match=r"`max_events` must be a positive int"):
+        jl.simulate(ball, q0, qd0, t1=2.0, max_events=0)
+
+
+@pytest.mark.parametrize("e", [1.5, -0.1, [0.5, 2.0]])
+def test_restitution_outside_unit_interval(e):
+    with pytest.raises(ValueError, match=r"`restitution` must lie in \[0, 1\]"):
+        jl.LagrangianSystem(
+            lambda q, qd, t: 0.5 * jnp.sum(qd**2),
+            unilateral=lambda q, t: q,
+            restitution=e,
+        )
+
+
+@pytest.mark.parametrize("value", [1j, 1])
+def test_lagrangian_must_be_real_floating(value):
+    bad = jl.LagrangianSystem(lambda q, qd, t: value * jnp.sum(qd**2).astype(int))
+    with pytest.raises(ValueError, match=r"`lagrangian` must return a real floating"):
+        jl.accelerations(bad, jnp.ones(1), jnp.ones(1), 0.0)
+
+
+def test_float32_tolerance_below_precision():
+    q0, qd0 = Q0.astype(jnp.float32), QD0.astype(jnp.float32)
+    with pytest.raises(
+        ValueError,
+        match=r"`rtol` = 1e-12 is below the precision of "
+        r"float32 .* enable float64",
+    ):
+        jl.simulate(PENDULUM, q0, qd0, t1=1.0, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match=r"below the precision of float64"):
+        jl.simulate(PENDULUM, Q0, QD0, t1=1.0, rtol=1e-16)
+
+
+def test_output_larger_than_memory(monkeypatch):
+    monkeypatch.setattr(validate, "physical_memory", lambda: 2**20)
+    with pytest.raises(
+        ValueError,
+        match=r"`saveat` has 100000 times: the trajectory "
+        r"alone would need .* more than this machine's",
+    ):
+        jl.simulate(PENDULUM, Q0, QD0, t1=1.0, saveat=jnp.linspace(0, 1, 100_000))
+
+
+@pytest.mark.parametrize(
+    "name, params, match",
+    [
+        (
+            "pendulum",
+            {"l": -1.0},
+            r"Parameter 'l' of system 'pendulum' must be positive",
+        ),
+        ("double_pendulum", {"m2": 0.0}, r"Parameter 'm2' .* must be positive"),
+        ("bouncing_ball", {"e": 1.2}, r"Parameter 'e' .* must lie in \[0, 1\]"),
+        ("spring_chain", {"k": -2.0}, r"Parameter 'k' .* must be positive"),
+    ],
+)
+def test_ready_systems_refuse_unphysical_params(name, params, match):
+    with pytest.raises(ValueError, match=match):
+        jl.systems.make(name, params=params)

@@ -33,13 +33,9 @@ _FORMAT = "jaxlagrange-sweep/1"
 
 
 def _zarr():
-    try:
-        import zarr
-    except ImportError:
-        raise ImportError(
-            "Sweeps to disk need Zarr: `pip install 'jaxlagrange[sweep]'` (or "
-            "`pip install zarr`)."
-        ) from None
+    # Imported on first use: most sessions never write a sweep store.
+    import zarr
+
     return zarr
 
 

@@ -11,9 +11,7 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-
-zarr = pytest.importorskip("zarr", reason="sweeps need the `sweep` extra (zarr)")
+import zarr
 
 import jaxlagrange as jl  # noqa: E402
 from jaxlagrange import _config  # noqa: E402

@@ -29,6 +29,7 @@ import os
 import sys
 import tempfile
 import time
+import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
@@ -175,7 +176,7 @@ def _energy_along(system, ts, q, qd):
     import jax
     import jax.numpy as jnp
 
-    from ._eom import energy
+    from ._eom import _energy as energy
 
     def time_derivatives(q, qd, t):
         parts = [jax.grad(system._lagrangian, argnums=2)(q, qd, t)[None]]
@@ -639,6 +640,11 @@ def load_observations(
         raise CLIError(f"{name}: no such data file")
     try:
         if path.suffix == ".npz":
+            if not zipfile.is_zipfile(path):
+                raise CLIError(
+                    f"{name}: not a valid data file (not a NumPy .npz archive); a "
+                    "data file holds the arrays ts, q and optionally qd"
+                )
             with np.load(path) as archive:
                 arrays = {k: archive[k] for k in archive.files}
             for key in ("ts", "q"):
@@ -669,8 +675,10 @@ def load_observations(
             )
         else:
             raise CLIError(f"{name}: unknown data format; use .npz or .csv")
-    except (OSError, ValueError) as e:
-        raise CLIError(f"{name}: cannot read: {_one_line(e)}") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise CLIError(
+            f"{name}: not a valid data file, cannot read it: {_one_line(e)}"
+        ) from None
     if np.ndim(q) == 2 and np.shape(q)[1] != n:
         raise CLIError(
             f"{name}: q has {np.shape(q)[1]} coordinates, but the system has {n}"

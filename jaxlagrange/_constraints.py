@@ -39,7 +39,14 @@ import jax
 import jax.numpy as jnp
 
 from ._custom_types import Array, BoolScalar, ScalarLike, Vector, VectorLike
-from ._eom import _NON_FINITE_STATE, _SINGULAR_MASS, _finite, _terms, _unconstrained
+from ._eom import (
+    _NON_FINITE_DYNAMICS,
+    _NON_FINITE_STATE,
+    _SINGULAR_MASS,
+    _finite,
+    _terms,
+    _unconstrained,
+)
 from ._linalg import cho_solve, cholesky, solve_lower, solve_upper_t
 from ._system import LagrangianSystem, _as_state
 
@@ -224,14 +231,20 @@ def _checked_dynamics(system, q, qd, t) -> Dynamics:
     dyn = _dynamics(system, q, qd, t, active=active)
     # One check for all failures (one branch, also under vmap); the
     # most basic failure in the batch names the error.
-    code = jnp.where(dyn.singular_constraints, 1, 0)
+    code = jnp.where(jnp.all(jnp.isfinite(dyn.accelerations)), 0, 4)
+    code = jnp.where(dyn.singular_constraints, 1, code)
     code = jnp.where(dyn.singular_mass, 2, code)
     code = jnp.where(_finite(q, qd, t), code, 3)
     qdd, lam = eqx.branched_error_if(
         (dyn.accelerations, dyn.multipliers),
         code > 0,
         jnp.maximum(code - 1, 0),
-        (_SINGULAR_CONSTRAINTS, _SINGULAR_MASS, _NON_FINITE_STATE),
+        (
+            _SINGULAR_CONSTRAINTS,
+            _SINGULAR_MASS,
+            _NON_FINITE_STATE,
+            _NON_FINITE_DYNAMICS.format("accelerations"),
+        ),
     )
     return dyn._replace(accelerations=qdd, multipliers=lam)
 

@@ -144,12 +144,25 @@ def energy(
 
     **Returns:** the scalar h.
 
+    **Raises:** an error (also under `jax.jit`) naming a non-finite state, or a
+    non-finite h at a finite state (a user function that is not finite there).
+
     **Example:**
 
     ```python
     h = jl.energy(system, q, qd, 0.0)
     ```
     """
+    h = _energy(system, q, qd, t)
+    finite = _finite(q, qd, t)
+    h = eqx.error_if(h, ~finite, _NON_FINITE_STATE)
+    return eqx.error_if(
+        h, finite & ~jnp.isfinite(h), _NON_FINITE_DYNAMICS.format("energy")
+    )
+
+
+def _energy(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Array:
+    """The Jacobi integral without checks (for trajectories that may hold inf)."""
     lagrangian, p = jax.value_and_grad(system._lagrangian, argnums=1)(q, qd, t)
     return jnp.dot(qd, p) - lagrangian
 
@@ -160,6 +173,11 @@ _SINGULAR_MASS = (
     "T = ½ qdᵀ M(q) qd with M positive definite)."
 )
 _NON_FINITE_STATE = "The state (q, qd, t) contains a non-finite value (NaN or inf)."
+_NON_FINITE_DYNAMICS = (
+    "jl.{} is not finite (NaN or inf) at this finite state: a user function (the "
+    "Lagrangian, force, dissipation or a constraint) or its derivative is not finite "
+    "there, e.g. the square root or logarithm of a negative number."
+)
 
 
 def _finite(q: Array, qd: Array, t: Array) -> BoolScalar:

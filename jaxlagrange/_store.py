@@ -39,6 +39,18 @@ def _zarr():
     return zarr
 
 
+def _open(zarr, path: Path, mode: str):
+    """Open the store's root group, naming a corrupted metadata file."""
+    try:
+        return zarr.open_group(path, mode=mode)
+    except ValueError as e:  # json.JSONDecodeError is one
+        raise ValueError(
+            f"The sweep store's metadata {str(path / 'zarr.json')!r} (with its "
+            f"manifest) is corrupted and cannot be read ({str(e).splitlines()[0]}); "
+            "remove the store directory to run the sweep again."
+        ) from None
+
+
 def fingerprint(arrays: Mapping[str, Any], chunk_size: int, attrs: Any) -> str:
     """A hash of the inputs and the sweep's description, to refuse a wrong resume."""
     h = hashlib.sha256()
@@ -82,7 +94,7 @@ class ChunkedStore:
         self.key = fingerprint(inputs, chunk_size, dict(attrs))
         existing = None
         if (self.path / "zarr.json").exists():
-            existing = zarr.open_group(self.path, mode="r+" if writer else "r")
+            existing = _open(zarr, self.path, "r+" if writer else "r")
         if existing is not None and _MANIFEST in existing.attrs:
             self.manifest = dict(existing.attrs[_MANIFEST])
             if self.manifest.get("fingerprint") != self.key:
@@ -230,4 +242,4 @@ def _duration(seconds: float) -> str:
 
 def open_store(path: str | os.PathLike):
     """Open a sweep store read-only as a `zarr.Group`."""
-    return _zarr().open_group(Path(path), mode="r")
+    return _open(_zarr(), Path(path), "r")

@@ -370,7 +370,7 @@ class _SweepMember(eqx.Module):
         self.lyapunov = lyapunov
 
     def __call__(self, inputs: dict[str, Array]) -> dict[str, Array]:
-        from ._eom import energy
+        from ._eom import _energy as energy
         from ._lyapunov import finite_time_lyapunov
 
         system = self.system

@@ -1,5 +1,6 @@
 """Bad arguments are named before anything runs (the reliability probe's cases)."""
 
+import equinox as eqx
 import jax.numpy as jnp
 import pytest
 
@@ -97,3 +98,45 @@ def test_output_larger_than_memory(monkeypatch):
 def test_ready_systems_refuse_unphysical_params(name, params, match):
     with pytest.raises(ValueError, match=match):
         jl.systems.make(name, params=params)
+
+
+# Non-finite results at a finite state are named by the function that made them.
+
+
+def _root_lagrangian(q, qd, t):
+    return 0.5 * qd @ qd - jnp.sqrt(q[0])  # not finite for q < 0
+
+
+def test_non_finite_accelerations_at_a_finite_state():
+    system = jl.LagrangianSystem(_root_lagrangian)
+    q, qd = jnp.array([-1.0]), jnp.array([0.0])
+    for fn in (jl.accelerations, eqx.filter_jit(jl.accelerations)):
+        with pytest.raises(eqx.EquinoxRuntimeError, match="jl.accelerations is not"):
+            fn(system, q, qd, 0.0)
+    with pytest.raises(eqx.EquinoxRuntimeError, match="jl.energy is not finite"):
+        eqx.filter_jit(jl.energy)(system, q, qd, 0.0)
+    with pytest.raises(eqx.EquinoxRuntimeError, match="contains a non-finite value"):
+        jl.energy(system, jnp.array([jnp.nan]), qd, 0.0)
+    # Where it is finite, nothing is in the way.
+    assert jnp.isfinite(jl.energy(system, jnp.array([1.0]), qd, 0.0))
+
+
+def test_garbage_data_file_is_named(tmp_path):
+    from jaxlagrange._cli import CLIError, load_observations
+
+    path = tmp_path / "data.npz"
+    path.write_bytes(b"certainly not a NumPy archive")
+    with pytest.raises(CLIError, match=r"data.npz: not a valid data file \(not a"):
+        load_observations(path, 1, None)
+
+
+def test_corrupted_store_metadata_is_named(tmp_path):
+    xs = jnp.linspace(0.0, 1.0, 4)
+    jl.sweep(lambda x: {"y": 2 * x["x"]}, {"x": xs}, tmp_path / "s", progress=False)
+    (tmp_path / "s" / "zarr.json").write_text('{"zarr_format": 3, "attrib')
+    with pytest.raises(
+        ValueError, match=r"zarr.json' \(with its manifest\) is corrupt"
+    ):
+        jl.sweep(lambda x: {"y": 2 * x["x"]}, {"x": xs}, tmp_path / "s", progress=False)
+    with pytest.raises(ValueError, match=r"remove the store directory"):
+        jl.open_store(tmp_path / "s")

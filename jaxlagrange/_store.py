@@ -16,9 +16,12 @@ completed chunks) is rewritten after a chunk's files are all in place, so a chun
 is either listed and complete, or not listed and computed again on resume.
 """
 
+import fcntl
 import hashlib
 import json
 import os
+import shutil
+import socket
 import sys
 import time
 from collections.abc import Mapping
@@ -37,6 +40,26 @@ def _zarr():
     import zarr
 
     return zarr
+
+
+def _acquire(path: Path) -> int:
+    """An exclusive lock on `path` for this process, or a `ValueError` naming the
+    process that holds it. The lock file sits beside the store."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = path.with_name(f".{path.name}.lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise ValueError(
+            f"The store {str(path)!r} is being written by another sweep (process "
+            f"{holder}); wait for it to finish, or choose another output directory."
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}@{socket.gethostname()}".encode(), 0)
+    return fd
 
 
 def _open(zarr, path: Path, mode: str):
@@ -85,8 +108,19 @@ class ChunkedStore:
         made by a different sweep (other inputs, sizes or attrs) is refused.
         Only the `writer` process touches the disk.
         """
-        zarr = _zarr()
         self.path = Path(path)
+        self._lock = None
+        # One writer at a time: a second sweep on this store is refused while the
+        # first runs (the lock goes with its process, so a killed one leaves none).
+        self._lock = _acquire(self.path) if writer else None
+        try:
+            self._setup(size, chunk_size, inputs, outputs, attrs, writer)
+        except BaseException:
+            self.close()
+            raise
+
+    def _setup(self, size, chunk_size, inputs, outputs, attrs, writer) -> None:
+        zarr = _zarr()
         self.size = size
         self.chunk_size = chunk_size
         self.num_chunks = -(-size // chunk_size)
@@ -124,9 +158,13 @@ class ChunkedStore:
             # Other processes wait for the writer to create the store.
             self.group = None
             return
-        self.path.mkdir(parents=True, exist_ok=True)
+        # Made whole in a temporary directory beside it, then renamed into place:
+        # an interrupted creation leaves no half-made store under the final name.
+        staging = self.path.with_name(f".{self.path.name}.creating")
+        shutil.rmtree(staging, ignore_errors=True)  # a creation killed earlier
+        staging.mkdir(parents=True)
         group = zarr.open_group(
-            self.path, mode="w", zarr_format=3, attributes=dict(attrs)
+            staging, mode="w", zarr_format=3, attributes=dict(attrs)
         )
         for name, x in inputs.items():
             a = group.create_array(
@@ -147,8 +185,11 @@ class ChunkedStore:
                 dtype=np.dtype(dtype),
                 fill_value=_fill(dtype),
             )
-        self.group = group
-        self._write_manifest()
+        group.attrs[_MANIFEST] = self.manifest
+        if self.path.exists():
+            self.path.rmdir()  # empty, checked above
+        os.rename(staging, self.path)
+        self.group = zarr.open_group(self.path, mode="r+")
 
     @property
     def completed(self) -> set[int]:
@@ -176,6 +217,16 @@ class ChunkedStore:
         if self.writer and not self.missing():
             self.manifest["complete"] = True
             self._write_manifest()
+        self.close()
+
+    def close(self) -> None:
+        """Release the writer's lock (also done when the process ends)."""
+        if self._lock is not None:
+            os.close(self._lock)  # closing the descriptor drops the flock
+            self._lock = None
+
+    def __del__(self):
+        self.close()
 
     def _write_manifest(self) -> None:
         self.group.attrs[_MANIFEST] = self.manifest

@@ -149,17 +149,20 @@ def sweep(
             file=sys.stderr,
             flush=True,
         )
-    for chunk in missing:
-        start, stop = chunked.bounds(chunk)
-        batched = {
-            name: jnp.asarray(_pad_rows(np.asarray(x[start:stop]), chunk_size))
-            for name, x in inputs.items()
-        }
-        out = _sharded_map(_apply, batched, fn, chunk_size, devices)
-        out = {k: np.asarray(v)[: stop - start] for k, v in out.items()}
-        chunked.write(chunk, out)
-        bar.update()
-    chunked.finish()
+    try:
+        for chunk in missing:
+            start, stop = chunked.bounds(chunk)
+            batched = {
+                name: jnp.asarray(_pad_rows(np.asarray(x[start:stop]), chunk_size))
+                for name, x in inputs.items()
+            }
+            out = _sharded_map(_apply, batched, fn, chunk_size, devices)
+            out = {k: np.asarray(v)[: stop - start] for k, v in out.items()}
+            chunked.write(chunk, out)
+            bar.update()
+        chunked.finish()
+    finally:
+        chunked.close()
     _barrier("jaxlagrange.sweep.close")
     return open_store(store)
 

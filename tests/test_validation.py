@@ -140,3 +140,42 @@ def test_corrupted_store_metadata_is_named(tmp_path):
         jl.sweep(lambda x: {"y": 2 * x["x"]}, {"x": xs}, tmp_path / "s", progress=False)
     with pytest.raises(ValueError, match=r"remove the store directory"):
         jl.open_store(tmp_path / "s")
+
+
+def test_a_second_writer_is_refused_while_the_first_runs(tmp_path):
+    import os
+
+    from jaxlagrange._store import _acquire
+
+    xs = jnp.linspace(0.0, 1.0, 4)
+    held = _acquire(tmp_path / "s")  # another sweep holding the store
+    try:
+        with pytest.raises(
+            ValueError,
+            match=r"is being written by another sweep "
+            rf"\(process {os.getpid()}@",
+        ):
+            jl.sweep(lambda x: {"y": x["x"]}, {"x": xs}, tmp_path / "s", progress=False)
+    finally:
+        os.close(held)
+    group = jl.sweep(lambda x: {"y": x["x"]}, {"x": xs}, tmp_path / "s", progress=False)
+    assert jnp.allclose(group["outputs/y"][:], xs)
+
+
+def test_interrupted_creation_leaves_no_store(tmp_path, monkeypatch):
+    import jaxlagrange._store as store
+
+    xs = jnp.linspace(0.0, 1.0, 4)
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(store.os, "rename", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        jl.sweep(lambda x: {"y": x["x"]}, {"x": xs}, tmp_path / "s", progress=False)
+    assert not (tmp_path / "s" / "zarr.json").exists()
+    monkeypatch.undo()
+    # The rerun creates it anew (over the leftover staging directory).
+    group = jl.sweep(lambda x: {"y": x["x"]}, {"x": xs}, tmp_path / "s", progress=False)
+    assert jnp.allclose(group["outputs/y"][:], xs)
+    assert not (tmp_path / ".s.creating").exists()

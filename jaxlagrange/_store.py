@@ -140,6 +140,18 @@ class ChunkedStore:
             self.group = existing
             if writer:
                 self._remove_temporaries()
+                bad = bad_chunks(existing, self.manifest, self.bounds)
+                if bad:
+                    # Computed again, never trusted: a chunk damaged on disk.
+                    print(
+                        f"sweep: {len(bad)} stored chunk(s) of {str(self.path)!r} "
+                        f"failed their checksum and are computed again: {bad}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    self.manifest["completed"] = sorted(self.completed - set(bad))
+                    self.manifest.pop("complete", None)
+                    self._write_manifest()
             return
         if self.path.exists() and any(self.path.iterdir()):
             raise ValueError(
@@ -211,6 +223,9 @@ class ChunkedStore:
         for name, value in outputs.items():
             self.group[f"outputs/{name}"][start:stop] = value
         self.manifest["completed"] = sorted(self.completed | {chunk})
+        sums = dict(self.manifest.get("checksums", {}))
+        sums[str(chunk)] = _checksum(outputs)
+        self.manifest["checksums"] = sums
         self._write_manifest()
 
     def finish(self) -> None:
@@ -291,6 +306,61 @@ def _duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds:02d}s"
 
 
-def open_store(path: str | os.PathLike):
-    """Open a sweep store read-only as a `zarr.Group`."""
-    return _open(_zarr(), Path(path), "r")
+def _checksum(outputs: Mapping[str, Any]) -> str:
+    h = hashlib.sha256()
+    for name in sorted(outputs):
+        value = np.ascontiguousarray(np.asarray(outputs[name]))
+        h.update(f"{name}{value.shape}{value.dtype.str}".encode())
+        h.update(value.tobytes())
+    return h.hexdigest()
+
+
+def bad_chunks(group, manifest: Mapping[str, Any], bounds) -> list[int]:
+    """The completed chunks whose stored outputs do not match their checksum."""
+    sums = manifest.get("checksums", {})
+    names = [name for name in group["outputs"].array_keys()] if sums else []
+    bad = []
+    for chunk in manifest.get("completed", []):
+        expected = sums.get(str(chunk))
+        if expected is None:
+            continue  # a store written before checksums were kept
+        start, stop = bounds(chunk)
+        try:
+            values = {n: group[f"outputs/{n}"][start:stop] for n in names}
+            ok = _checksum(values) == expected
+        except Exception:  # a truncated or undecodable chunk file
+            ok = False
+        if not ok:
+            bad.append(chunk)
+    return bad
+
+
+def open_store(path: str | os.PathLike, *, verify: bool = True):
+    """Open a sweep store read-only as a `zarr.Group`.
+
+    **Arguments:**
+
+    - `path`: the store's directory.
+    - `verify`: check every completed chunk against the checksum recorded when
+        it was written (a full read of the outputs).
+
+    **Raises:** `ValueError` naming the chunks that are missing, truncated or
+    altered on disk (rerun the sweep to recompute them), and naming corrupted
+    metadata.
+    """
+    group = _open(_zarr(), Path(path), "r")
+    manifest = group.attrs.get(_MANIFEST)
+    if verify and manifest is not None:
+        size, chunk_size = manifest["size"], manifest["chunk_size"]
+
+        def bounds(chunk):
+            return chunk * chunk_size, min((chunk + 1) * chunk_size, size)
+
+        bad = bad_chunks(group, manifest, bounds)
+        if bad:
+            raise ValueError(
+                f"The sweep store {str(path)!r} has {len(bad)} chunk(s) that are "
+                f"missing, truncated or altered on disk: {bad} (of chunk_size "
+                f"{chunk_size}); run the sweep again to recompute them."
+            )
+    return group

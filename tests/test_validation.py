@@ -179,3 +179,38 @@ def test_interrupted_creation_leaves_no_store(tmp_path, monkeypatch):
     group = jl.sweep(lambda x: {"y": x["x"]}, {"x": xs}, tmp_path / "s", progress=False)
     assert jnp.allclose(group["outputs/y"][:], xs)
     assert not (tmp_path / ".s.creating").exists()
+
+
+@pytest.mark.parametrize("damage", ["delete", "truncate", "flip"])
+def test_damaged_chunks_are_named_and_recomputed(tmp_path, damage, capsys):
+    xs = jnp.linspace(0.0, 1.0, 6)
+
+    def run():
+        return jl.sweep(
+            lambda x: {"y": 3 * x["x"]},
+            {"x": xs},
+            tmp_path / "s",
+            chunk_size=2,
+            progress=False,
+        )
+
+    run()
+    chunk = sorted((tmp_path / "s" / "outputs" / "y").rglob("1"))[-1]
+    data = chunk.read_bytes()
+    if damage == "delete":
+        chunk.unlink()
+    elif damage == "truncate":
+        chunk.write_bytes(data[: len(data) // 2])
+    else:
+        chunk.write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))
+    with pytest.raises(
+        ValueError,
+        match=r"1 chunk\(s\) that are missing, truncated "
+        r"or altered on disk: \[1\]",
+    ):
+        jl.open_store(tmp_path / "s")
+    group = run()  # the resume recomputes it, and says so
+    assert (
+        "failed their checksum and are computed again: [1]" in capsys.readouterr().err
+    )
+    assert jnp.allclose(group["outputs/y"][:], 3 * xs)

@@ -1,0 +1,107 @@
+"""Fault injection: a sweep killed at random moments resumes to the same store.
+
+Each case starts `jaxlagrange sweep` in a subprocess, kills it with SIGKILL after
+a random delay (seeded: while it imports, compiles, creates the store or writes
+chunks), then resumes it in this process and compares every array with an
+uninterrupted run. The default set kills at 4 points; `pytest -m slow` at 24.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from jaxlagrange._cli import main
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CONFIG = """\
+[system]
+name = "double_pendulum"
+
+[simulate]
+t1 = 2.0
+saves = 3
+
+[sweep]
+sampling = "grid"
+chunk_size = 8
+
+[sweep.axes]
+"q[0]" = { min = -3.0, max = 3.0, num = 12 }
+"g" = { min = 5.0, max = 15.0, num = 10 }
+"""
+
+
+def _arrays(store: Path) -> dict[str, np.ndarray]:
+    group = zarr.open_group(store, mode="r")
+    out = {}
+    for kind in ("inputs", "outputs", "inputs/params"):
+        for name, a in group[kind].arrays():
+            out[f"{kind}/{name}"] = a[...]
+    return out
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("faults")
+    config = tmp / "sweep.toml"
+    config.write_text(CONFIG)
+    assert main(["sweep", str(config), "--out", str(tmp / "whole"), "--quiet"]) == 0
+    return config, _arrays(tmp / "whole" / "sweep.zarr")
+
+
+def _kill_and_resume(setup, tmp_path, seed):
+    config, reference = setup
+    out = tmp_path / f"killed-{seed}"
+    delay = np.random.default_rng(seed).uniform(0.2, 8.0)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jaxlagrange",
+            "sweep",
+            str(config),
+            "--out",
+            str(out),
+            "--quiet",
+            "--no-plots",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(delay)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert main(["sweep", str(config), "--out", str(out), "--quiet", "--no-plots"]) == 0
+    store = out / "sweep.zarr"
+    manifest = json.loads((store / "zarr.json").read_text())["attributes"]["manifest"]
+    assert manifest["complete"] and len(manifest["checksums"]) == 15
+    resumed = _arrays(store)
+    assert resumed.keys() == reference.keys()
+    for name in reference:
+        np.testing.assert_array_equal(resumed[name], reference[name], err_msg=name)
+    assert not list(store.rglob("*.partial"))
+    assert not (out / ".sweep.zarr.creating").exists()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_killed_sweep_resumes_identically(setup, tmp_path, seed):
+    _kill_and_resume(setup, tmp_path, seed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(4, 28))
+def test_killed_sweep_resumes_identically_many(setup, tmp_path, seed):
+    _kill_and_resume(setup, tmp_path, seed)

@@ -26,6 +26,7 @@ import io
 import json
 import math
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -119,6 +120,62 @@ def write_outputs(directory: str | Path, files: Mapping[str, bytes]) -> list[Pat
         atomic_write(directory / name, data)
         written.append(directory / name)
     return written
+
+
+def write_output_set(directory: str | Path, files: Mapping[str, bytes]) -> Path:
+    """Write `files` into `directory` as one set: all old outputs or all new ones.
+
+    The new files are written into a staging directory beside it, which takes
+    the directory's place by two renames; the files there that no jaxlagrange
+    run wrote (not listed in the old `summary.json`) are then carried over. A run
+    killed between the renames leaves the old set whole beside the directory,
+    and the next run puts it back (or finishes the carrying) before anything else.
+    """
+    directory = Path(directory)
+    parent = output_dir(directory.parent)
+    old = parent / f".{directory.name}.old"
+    _recover(directory, old)
+    for stale in parent.glob(f".{directory.name}.staging-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    if directory.exists() and not directory.is_dir():
+        raise CLIError(f"output directory {str(directory)!r} is an existing file")
+    staging = parent / f".{directory.name}.staging-{os.getpid()}"
+    staging.mkdir()
+    try:
+        for name, data in files.items():
+            (staging / name).write_bytes(data)
+        if directory.exists():
+            os.rename(directory, old)
+        os.rename(staging, directory)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    _recover(directory, old)
+    return directory
+
+
+def _run_id() -> dict[str, Any]:
+    """What names this run in its summary: when, and which process."""
+    now = time.time()
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))
+    return {"id": f"{stamp}Z-{os.getpid()}", "finished_utc": stamp}
+
+
+def _recover(directory: Path, old: Path) -> None:
+    """Finish an interrupted swap: restore the old set, or carry its user files."""
+    if not old.exists():
+        return
+    if not directory.exists():
+        os.rename(old, directory)
+        return
+    try:
+        produced = set(json.loads((old / "summary.json").read_text())["files"])
+    except (OSError, ValueError, KeyError, TypeError):
+        produced = set()
+    for item in old.iterdir():
+        if item.name not in produced and not (directory / item.name).exists():
+            os.rename(item, directory / item.name)  # the user's own files
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _jsonable(obj: Any) -> Any:
@@ -390,11 +447,12 @@ def _run(args: argparse.Namespace) -> int:
         **events,
         "wall_time_s": {"compile": compile_s, "run": run_s, "total": compile_s + run_s},
         "config": config["source"],
+        "run": _run_id(),
         "versions": {"jaxlagrange": __version__, "jax": jax.__version__},
         "files": sorted([*files, "summary.json"]),
     }
     files["summary.json"] = json_bytes(summary)
-    write_outputs(out, files)
+    write_output_set(out, files)
     if conserved and relative is not None:
         drift_text = f"relative energy drift {relative:.2e}"
     else:
@@ -786,11 +844,12 @@ def _fit(args: argparse.Namespace) -> int:
         "simulate": dict(config["simulate"]),
         "wall_time_s": fit_s,
         "config": config["source"],
+        "run": _run_id(),
         "versions": {"jaxlagrange": __version__, "jax": jax.__version__},
         "files": sorted([*files, "summary.json"]),
     }
     files["summary.json"] = json_bytes(summary)
-    write_outputs(out, files)
+    write_output_set(out, files)
     _say(
         args,
         f"loss {result.losses[0]:.3e} -> {result.loss:.3e} in {fit_s:.1f} s; "

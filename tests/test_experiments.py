@@ -23,18 +23,28 @@ ROOT = Path(__file__).resolve().parents[1]
 WORST = 1e-7
 
 
-def test_textbook_constraints_quick(tmp_path):
-    script = ROOT / "experiments" / "textbook_constraints.py"
-    env = {**os.environ, "MPLBACKEND": "Agg"}
+def _quick(name: str, out: Path) -> subprocess.CompletedProcess:
+    """Run `experiments/<name>.py --quick --out <out>` as a user would; it must pass."""
     done = subprocess.run(
-        [sys.executable, str(script), "--quick", "--out", str(tmp_path)],
+        [
+            sys.executable,
+            str(ROOT / "experiments" / f"{name}.py"),
+            "--quick",
+            "--out",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         timeout=600,
-        env=env,
+        env={**os.environ, "MPLBACKEND": "Agg"},
         cwd=ROOT,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+def test_textbook_constraints_quick(tmp_path):
+    done = _quick("textbook_constraints", tmp_path)
     png = tmp_path / "textbook_constraints.png"
     assert png.stat().st_size > 10_000
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -52,17 +62,7 @@ def test_textbook_constraints_quick(tmp_path):
 
 
 def test_small_oscillations_quick(tmp_path):
-    script = ROOT / "experiments" / "small_oscillations.py"
-    env = {**os.environ, "MPLBACKEND": "Agg"}
-    done = subprocess.run(
-        [sys.executable, str(script), "--quick", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    _quick("small_oscillations", tmp_path)
     assert (tmp_path / "small_oscillations.png").stat().st_size > 10_000
     results = json.loads((tmp_path / "results.json").read_text())
     # Closed forms of normal modes and equilibria: rounding-level agreement.
@@ -71,17 +71,7 @@ def test_small_oscillations_quick(tmp_path):
 
 
 def test_variational_quick(tmp_path):
-    script = ROOT / "experiments" / "variational.py"
-    env = {**os.environ, "MPLBACKEND": "Agg"}
-    done = subprocess.run(
-        [sys.executable, str(script), "--quick", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    _quick("variational", tmp_path)
     assert (tmp_path / "variational.png").stat().st_size > 10_000
     results = json.loads((tmp_path / "results.json").read_text())
     # 36 000 steps: the midpoint energy error stays below 0.1 J (measured 0.068)

@@ -41,6 +41,21 @@ chunk_size = 8
 """
 
 
+def _killed(*args: str, after: float) -> None:
+    """Run `python -m jaxlagrange ARGS` and SIGKILL it `after` seconds in."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "jaxlagrange", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(after)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+
+
 def _arrays(store: Path) -> dict[str, np.ndarray]:
     group = zarr.open_group(store, mode="r")
     out = {}
@@ -63,27 +78,9 @@ def _kill_and_resume(setup, tmp_path, seed):
     config, reference = setup
     out = tmp_path / f"killed-{seed}"
     delay = np.random.default_rng(seed).uniform(0.2, 8.0)
-    env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "jaxlagrange",
-            "sweep",
-            str(config),
-            "--out",
-            str(out),
-            "--quiet",
-            "--no-plots",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    _killed(
+        "sweep", str(config), "--out", str(out), "--quiet", "--no-plots", after=delay
     )
-    time.sleep(delay)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
     assert main(["sweep", str(config), "--out", str(out), "--quiet", "--no-plots"]) == 0
     store = out / "sweep.zarr"
     manifest = json.loads((store / "zarr.json").read_text())["attributes"]["manifest"]
@@ -141,26 +138,7 @@ def test_killed_run_leaves_one_consistent_set(tmp_path, seed):
     assert main(["run", str(first), "--out", str(out), "--quiet"]) == 0
     (out / "notes.txt").write_text("mine")
     delay = np.random.default_rng(100 + seed).uniform(0.5, 7.0)
-    env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "jaxlagrange",
-            "run",
-            str(second),
-            "--out",
-            str(out),
-            "--quiet",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    time.sleep(delay)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
+    _killed("run", str(second), "--out", str(out), "--quiet", after=delay)
     # Interrupted between the two renames, the old set waits beside the directory;
     # the next run restores it first. Either way: one whole set, old or new.
     if not (out / "summary.json").exists():

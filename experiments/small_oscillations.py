@@ -7,12 +7,17 @@
    ω² = Ω² − (g/(RΩ))², and the bottom turns unstable (ω² < 0): a pitchfork.
 4. A pendulum written in Cartesian coordinates with a holonomic constraint:
    one mode, tangent to the circle, with ω² = g/l.
+5. The benchmark bicycle (Meijaard et al. 2007, `jl.systems.whipple_bicycle`):
+   the eigenvalues of its linearized lean and steer motion against forward
+   speed, and the weave and capsize speeds bounding its stable range
+   (4.2924 and 6.0243 m/s in the paper).
 
     python experiments/small_oscillations.py [--quick] [--out DIR]
 
 Prints a table (closed form, jaxlagrange, relative error), writes
-`small_oscillations.png` (the chain's dispersion relation and the hoop's
-bifurcation diagram) and `results.json`.
+`small_oscillations.png` (the chain's dispersion relation, the hoop's
+bifurcation diagram and the bicycle's eigenvalues against speed) and
+`results.json`.
 """
 
 import argparse
@@ -48,6 +53,41 @@ def chain(n, k=1.0, m=1.0):
         return 0.5 * m * jnp.sum(qd**2) - 0.5 * k * jnp.sum(stretch**2)
 
     return jl.LagrangianSystem(lagrangian)
+
+
+def bicycle_eigenvalues(speeds):
+    """Eigenvalues of the benchmark bicycle's lean–steer motion at each speed."""
+    bike, q0, _ = jl.systems.whipple_bicycle()
+
+    @jax.jit
+    @jax.vmap
+    def lean_steer(v):
+        qd = jnp.array([v, 0, 0, 0, 0, 0, -v / 0.3, -v / 0.35])
+        a = jl.linearize(
+            bike, q0, qd, coordinates=[0, 1, 2, 3, 5, 6, 7], velocities=[3, 5, 6]
+        ).A
+        return a[jnp.array([3, 4, 7, 8])][:, jnp.array([3, 4, 7, 8])]
+
+    return np.linalg.eigvals(np.asarray(lean_steer(jnp.asarray(speeds))))
+
+
+def _crossing(speeds, growth, rising):
+    """The speed at which the largest real part changes sign (linear interpolation)."""
+    for i in range(len(speeds) - 1):
+        a, b = growth[i], growth[i + 1]
+        if (a > 0 >= b) if not rising else (a <= 0 < b):
+            return speeds[i] + (speeds[i + 1] - speeds[i]) * a / (a - b)
+    return np.nan
+
+
+def bicycle_speeds(quick):
+    """Weave and capsize speeds from a fine speed grid around each."""
+    out = []
+    for low, high, rising in ((4.0, 4.6, False), (5.8, 6.3, True)):
+        speeds = np.linspace(low, high, 7 if quick else 61)
+        growth = np.max(bicycle_eigenvalues(speeds).real, axis=1)
+        out.append(_crossing(speeds, growth, rising))
+    return out
 
 
 def rows(quick):
@@ -100,6 +140,11 @@ def rows(quick):
     q = jl.equilibrium(cartesian, jnp.array([0.3, -1.9]))
     omega2, _ = jl.normal_modes(cartesian, q)
     add("Cartesian pendulum l = 2: ω²", G / 2.0, omega2[0])
+
+    if not quick:
+        weave, capsize = bicycle_speeds(quick)
+        add("benchmark bicycle: weave speed (m/s)", 4.29238253634111, weave)
+        add("benchmark bicycle: capsize speed (m/s)", 6.02426201538837, capsize)
     return out
 
 
@@ -109,7 +154,7 @@ def plot(path, quick):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (left, right, bike) = plt.subplots(1, 3, figsize=(15, 4))
     n = 8 if quick else 32
     omega2, _ = jl.normal_modes(chain(n), jnp.zeros(n))
     j = np.arange(1, n + 1)
@@ -135,6 +180,20 @@ def plot(path, quick):
     right.axvline(G / 0.5, color="grey", lw=0.5)
     right.set(xlabel="Ω² (1/s²)", ylabel="θ* (rad)", title="bead on a spinning hoop")
     right.legend()
+
+    speeds = np.linspace(0.0, 10.0, 21 if quick else 201)
+    eig = bicycle_eigenvalues(speeds)
+    bike.plot(speeds, eig.real, "k.", ms=2)
+    bike.plot(speeds, np.abs(eig.imag), ".", color="C0", ms=2)
+    bike.axhline(0.0, color="grey", lw=0.5)
+    for v in (4.29238253634111, 6.02426201538837):
+        bike.axvline(v, color="C3", lw=0.7, ls="--")
+    bike.set(
+        xlabel="forward speed v (m/s)",
+        ylabel="eigenvalue (1/s)",
+        ylim=(-10, 10),
+        title="benchmark bicycle: Re λ (black), |Im λ| (blue)",
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -342,3 +342,46 @@ def test_errors():
         jl.equilibrium(free, jnp.zeros(1))
     with pytest.raises(ValueError, match="`max_steps` must be a positive int"):
         jl.equilibrium(free, jnp.zeros(1), max_steps=0)
+
+
+# The benchmark bicycle (Meijaard, Papadopoulos, Ruina and Schwab 2007, table 2 /
+# eq. (A.35)): M q̈ + v C1 q̇ + (g K0 + v² K2) q = 0 for q = (lean, steer).
+BENCH_M = np.array([[80.81722, 2.31941332208709], [2.31941332208709, 0.29784188199686]])
+BENCH_C1 = np.array([[0.0, 33.86641391492494], [-0.85035641456978, 1.68540397397560]])
+BENCH_K0 = np.array(
+    [[-80.95, -2.59951685249872], [-2.59951685249872, -0.80329488458618]]
+)
+BENCH_K2 = np.array([[0.0, 76.59734589573222], [0.0, 2.65431523794604]])
+WEAVE_SPEED, CAPSIZE_SPEED = 4.29238253634111, 6.02426201538837  # the paper's
+
+
+def test_benchmark_bicycle_lean_and_steer_equations():
+    bike, q0, _ = jl.systems.whipple_bicycle()
+    r_rear, r_front = 0.3, 0.35
+    speeds = jnp.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 4.2, 4.4, 5.9, 6.1])
+
+    @jax.jit
+    @jax.vmap
+    def lean_steer(v):
+        qd = jnp.array([v, 0, 0, 0, 0, 0, -v / r_rear, -v / r_front])
+        a = jl.linearize(
+            bike, q0, qd, coordinates=[0, 1, 2, 3, 5, 6, 7], velocities=[3, 5, 6]
+        ).A
+        # State: x, y, ψ, φ, δ, θ_R, θ_F | φ̇, δ̇, θ̇_R; the lean and steer rows.
+        return a[7:9]
+
+    rows = np.asarray(lean_steer(speeds))
+    for v, row in zip(np.asarray(speeds)[:6], rows[:6], strict=True):
+        stiffness = -np.linalg.solve(BENCH_M, G * BENCH_K0 + v**2 * BENCH_K2)
+        damping = -np.linalg.solve(BENCH_M, v * BENCH_C1)
+        np.testing.assert_allclose(row[:, [3, 4]], stiffness, rtol=1e-9, atol=1e-11)
+        np.testing.assert_allclose(row[:, [7, 8]], damping, rtol=1e-9, atol=1e-11)
+        # Position, yaw, wheel angles and the speed itself do not enter.
+        assert np.max(np.abs(row[:, [0, 1, 2, 5, 6, 9]])) < 1e-12
+    # The stable speed range: weave below 4.29 m/s, capsize above 6.02 m/s.
+    stable = []
+    for row in rows[6:]:
+        a = np.block([[np.zeros((2, 2)), np.eye(2)], [row[:, [3, 4]], row[:, [7, 8]]]])
+        stable.append(np.max(np.linalg.eigvals(a).real) < 0)
+    assert stable == [False, True, True, False]
+    assert 4.2 < WEAVE_SPEED < 4.4 and 5.9 < CAPSIZE_SPEED < 6.1

@@ -24,3 +24,4 @@ from ._rolling_disk import rolling_disk as rolling_disk
 from ._rotating_rod import rotating_rod as rotating_rod
 from ._spherical_pendulum import spherical_pendulum as spherical_pendulum
 from ._spring_chain import spring_chain as spring_chain
+from ._whipple_bicycle import whipple_bicycle as whipple_bicycle

@@ -2,10 +2,9 @@
 
 The optimizer sees an unconstrained vector of unknowns: the trainable params
 (positive ones as their logarithm, so that a step can never make a mass or a
-length negative) and the starting state of every shooting segment. One
-`equinox.filter_jit`-ed step computes the loss and its gradient and applies the
-optax update; a Python loop runs the steps so that progress can be reported and
-a non-finite loss stopped at once, naming the step.
+length negative) and the starting state of every shooting segment but the held
+first one. By default Levenberg–Marquardt solves the least-squares problem on
+the residuals; the solve loops and the covariance are in `_fit_solvers.py`.
 """
 
 import time
@@ -14,7 +13,6 @@ from typing import Any
 
 import diffrax
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import jax.tree_util as jtu
 import numpy as np
@@ -33,7 +31,15 @@ from ._fit_loss import (
     _options,
     _residuals,
 )
-from ._simulate import _messages
+from ._fit_solvers import (
+    _check_finite,
+    _covariance,
+    _covariance_setup,
+    _jacobian_mode,
+    _optax_loop,
+    _optimistix_solve,
+    _strong,
+)
 from ._system import LagrangianSystem
 
 
@@ -186,33 +192,6 @@ class _Problem(eqx.Module):
         return _residuals(
             system, self.layouts, starts, self.continuity_weight, self.options
         )
-
-
-def _strong(tree):
-    # Weakly typed leaves (from Python floats, or optax's initial states) become
-    # strongly typed after one step, which would compile the step a second time.
-    return jtu.tree_map(
-        lambda x: jax.lax.convert_element_type(x, x.dtype) if eqx.is_array(x) else x,
-        tree,
-    )
-
-
-def _all_finite(tree) -> Array:
-    leaves = [jnp.all(jnp.isfinite(x)) for x in jtu.tree_leaves(tree)]
-    return jnp.stack(leaves).all() if leaves else jnp.array(True)
-
-
-@eqx.filter_jit
-def _step(theta, opt_state, problem: _Problem, optimizer):
-    value_fn = lambda theta: problem.loss(theta)[0]  # noqa: E731
-    (loss, codes), grads = eqx.filter_value_and_grad(problem.loss, has_aux=True)(theta)
-    updates, opt_state = optimizer.update(
-        grads, opt_state, theta, value=loss, grad=grads, value_fn=value_fn
-    )
-    theta = eqx.apply_updates(theta, updates)
-    leaves = [jnp.max(jnp.abs(g), initial=0.0) for g in jtu.tree_leaves(grads)]
-    largest = jnp.max(jnp.stack(leaves)) if leaves else jnp.zeros(())
-    return theta, opt_state, loss, codes, _all_finite(grads), largest
 
 
 def fit(
@@ -480,180 +459,3 @@ def _check_guess(system: LagrangianSystem, params, data) -> None:
             "definite: check that the data has the system's number of coordinates "
             "and that the starting guess is physical."
         )
-
-
-def _jacobian_mode(jacobian: str, size: int) -> str:
-    if jacobian not in ("auto", "forward", "reverse"):
-        raise ValueError(
-            f"`jacobian` must be 'auto', 'forward' or 'reverse', got {jacobian!r}."
-        )
-    if jacobian == "auto":
-        # Forward mode costs one tangent per unknown, reverse one cotangent per
-        # residual: few unknowns (physical params, segment starts) go forward.
-        return "fwd" if size <= _FORWARD_MAX else "bwd"
-    return "fwd" if jacobian == "forward" else "bwd"
-
-
-_FORWARD_MAX = 128
-
-
-@eqx.filter_jit
-def _optimistix_solve(theta, problem: _Problem, optimizer, steps, mode, setup):
-    arrays, static = eqx.partition(theta, eqx.is_array)
-
-    def residuals(y, _):
-        r, _, codes = problem.residuals(eqx.combine(y, static))
-        return r, codes
-
-    def loss(y, _):
-        value, codes = problem.loss(eqx.combine(y, static))
-        return value, codes
-
-    initial = loss(arrays, None)[0]
-    options = {"jac": mode}
-    if isinstance(optimizer, optx.AbstractLeastSquaresSolver):
-        sol = optx.least_squares(
-            residuals,
-            optimizer,
-            arrays,
-            has_aux=True,
-            max_steps=steps,
-            options=options,
-            throw=False,
-        )
-    else:
-        sol = optx.minimise(
-            loss, optimizer, arrays, has_aux=True, max_steps=steps, throw=False
-        )
-    final, codes = loss(sol.value, None)
-    done = sol.result == optx.RESULTS.successful
-    losses = jnp.stack([initial, final])
-    theta = eqx.combine(sol.value, static)
-    # The covariance in the same program: one compilation instead of two.
-    gauss_newton = None if setup is None else _gauss_newton(theta, *setup)
-    return theta, losses, codes, done, sol.stats["num_steps"], gauss_newton
-
-
-def _optax_loop(theta, problem, optimizer, steps, progress, max_steps, start):
-    optimizer = optax.with_extra_args_support(optimizer)
-    opt_state = _strong(optimizer.init(eqx.filter(theta, eqx.is_array)))
-    losses = np.empty(steps)
-    report = {int(k) for k in np.linspace(0, steps - 1, min(steps, 11))}
-    for k in range(steps):
-        new_theta, new_state, loss, codes, grad_finite, _ = _step(
-            theta, opt_state, problem, optimizer
-        )
-        loss = float(loss)
-        if k == 0 and progress:
-            print(
-                f"jl.fit: compiled (and ran step 1) in {time.perf_counter() - start:.1f} s",
-                flush=True,
-            )
-        _check_finite(loss, bool(grad_finite), codes, k, steps, losses, max_steps)
-        losses[k] = loss
-        theta, opt_state = new_theta, new_state
-        if progress and k in report:
-            print(
-                f"jl.fit: step {k + 1}/{steps}, loss {loss:.6e}, "
-                f"{time.perf_counter() - start:.1f} s",
-                flush=True,
-            )
-    final, codes, _, gradient = _step(theta, opt_state, problem, optimizer)[2:]
-    _check_finite(float(final), True, codes, steps, steps, losses, max_steps)
-    return theta, losses, bool(gradient <= 1e-6)
-
-
-def _gauss_newton(theta, problem: _Problem, sigma_given: bool, logs: tuple):
-    """The loss, χ²/N and the Gauss–Newton covariance of the trained params at
-    `theta`; `problem` must differentiate in forward mode, `logs` flags the
-    trained params fitted as logarithms (flattened)."""
-    arrays, static = eqx.partition(theta, eqx.is_array)
-    flat, unravel = ravel_pytree(arrays)
-
-    def residuals(x):
-        r, chi, _ = problem.residuals(eqx.combine(unravel(x), static))
-        return r, (r, chi)
-
-    jac, (r, chi) = jax.jacfwd(residuals, has_aux=True)(flat)
-    size = flat.shape[0]
-    # Residuals are scaled by 1/√N (N the summed weights): JᵀJ is 1/N of the
-    # usual normal matrix, and χ² = N · chi.
-    total = problem.total
-    gram = total * (jac.T @ jac)
-    dof = jnp.maximum(total - size, 1.0)
-    variance = jnp.where(sigma_given, 1.0, total * chi / dof)
-    factor = jax.scipy.linalg.cho_factor(gram)
-    cov = variance * jax.scipy.linalg.cho_solve(factor, jnp.eye(size))
-    p = len(logs)
-    # Positive params are fitted as logarithms: d x = x d(log x). The trained
-    # params come first in the flattened unknowns.
-    scale = jnp.where(np.asarray(logs, bool), jnp.exp(flat[:p]), 1.0)
-    return jnp.sum(r**2), chi, cov[:p, :p] * scale[:, None] * scale[None, :]
-
-
-_covariance_jit = eqx.filter_jit(_gauss_newton)
-
-
-def _covariance_setup(theta, problem, trainable, positive, data):
-    """What `_gauss_newton` needs besides theta, or None past `_COVARIANCE_MAX`."""
-    size = ravel_pytree(eqx.filter(theta, eqx.is_array))[0].shape[0]
-    if size > _COVARIANCE_MAX:
-        return None
-    logs = ravel_pytree(
-        jtu.tree_map(
-            lambda t, pos, x: jnp.full(jnp.shape(x), bool(pos)) if t else None,
-            trainable,
-            positive,
-            problem.system.params,
-        )
-    )[0]
-    sigma_given = all(d.sigma is not None for d in data)
-    # The Jacobian is taken in forward mode, whatever the fit's adjoint.
-    forward = eqx.tree_at(
-        lambda q: q.options["adjoint"], problem, diffrax.ForwardMode()
-    )
-    return forward, sigma_given, tuple(bool(x) for x in np.asarray(logs))
-
-
-def _covariance(theta, problem, setup):
-    """The loss at `theta` and the Gauss–Newton covariance of the trained params."""
-    if setup is None:
-        loss, _ = _loss_jit(theta, problem)
-        p = ravel_pytree(eqx.filter(theta[0], eqx.is_array))[0].shape[0]
-        return loss, None, jnp.full((p, p), jnp.nan)
-    return _covariance_jit(theta, *setup)
-
-
-# Beyond this many unknowns (e.g. a neural Lagrangian's weights) the covariance
-# is not computed (NaN): it would cost a Jacobian column per unknown, and such
-# fits are not identifiable parameter by parameter anyway.
-_COVARIANCE_MAX = 1024
-
-
-@eqx.filter_jit
-def _loss_jit(theta, problem):
-    return problem.loss(theta)
-
-
-def _check_finite(loss, grad_finite, codes, k, steps, losses, max_steps) -> None:
-    if np.isfinite(loss) and grad_finite:
-        return
-    what = "loss" if not np.isfinite(loss) else "gradient of the loss"
-    where = f"at step {k}" if k < steps else "after the last step"
-    codes = np.asarray(codes)
-    failed = codes != 0
-    if failed.any():
-        message = _messages(max_steps)[int(codes[failed][0])]
-        cause = f": {int(failed.sum())} of {codes.size} solves failed. {message}"
-    else:
-        cause = "."
-    last = (
-        f" The last finite loss was {losses[k - 1]:.6e} at step {k - 1}."
-        if k > 0
-        else ""
-    )
-    raise FloatingPointError(
-        f"jl.fit: the {what} is not finite ({loss}) {where} of {steps}{cause}{last} "
-        "Try a smaller learning rate, a better starting guess, more `segments`, "
-        "or `positive=` for params that must stay positive."
-    )

@@ -48,6 +48,13 @@ class Linearization(eqx.Module):
     B: Float[Array, "s p"]
 
 
+def _check_system(system) -> None:
+    if not isinstance(system, LagrangianSystem):
+        raise ValueError(
+            f"`system` must be a jaxlagrange.LagrangianSystem, got {type(system).__name__}."
+        )
+
+
 def _num_outputs(system: LagrangianSystem, name: str, *args) -> int:
     if getattr(system, name) is None:
         return 0
@@ -252,10 +259,7 @@ def linearize(
     jnp.linalg.eigvals(lin.A)  # ±i √(g/l)
     ```
     """
-    if not isinstance(system, LagrangianSystem):
-        raise ValueError(
-            f"`system` must be a jaxlagrange.LagrangianSystem, got {type(system).__name__}."
-        )
+    _check_system(system)
     q, qd, t = _as_state(q, qd, t)
     n = q.shape[0]
     m = _num_outputs(system, "holonomic", q, t)
@@ -345,7 +349,8 @@ def equilibrium(
 
     **Returns:** the equilibrium q, shape (n,).
 
-    **Raises:** an error (also under `jax.jit`) when the solve does not converge.
+    **Raises:** `ValueError` for a bad `system` or `max_steps`; an error (also
+    under `jax.jit`) when the solve does not converge.
 
     **Example:**
 
@@ -354,6 +359,7 @@ def equilibrium(
     jl.equilibrium(system, jnp.array([0.3]))  # [0.]
     ```
     """
+    _check_system(system)
     q_guess, _, t = _as_state(q_guess, jnp.zeros_like(jnp.asarray(q_guess)), t)
     if not (isinstance(max_steps, int) and max_steps > 0):
         raise ValueError(f"`max_steps` must be a positive int, got {max_steps!r}.")
@@ -433,6 +439,9 @@ def normal_modes(
     shape (n, d), M-orthonormal (modesᵀ M modes = I) and tangent to the
     holonomic constraints.
 
+    **Raises:** `ValueError` for a bad `system`; an error (also under `jax.jit`)
+    when the mass matrix restricted to the tangent space is not positive definite.
+
     **Example:**
 
     ```python
@@ -440,5 +449,6 @@ def normal_modes(
     omega2, modes = jl.normal_modes(system, jnp.zeros(2))  # (g/l)(2 ∓ √2)
     ```
     """
+    _check_system(system)
     q, _, t = _as_state(q, jnp.zeros_like(jnp.asarray(q)), t)
     return _normal_modes(system, q, t)

@@ -342,6 +342,43 @@ def test_errors():
         jl.equilibrium(free, jnp.zeros(1))
     with pytest.raises(ValueError, match="`max_steps` must be a positive int"):
         jl.equilibrium(free, jnp.zeros(1), max_steps=0)
+    with pytest.raises(ValueError, match="`inputs` must be names of params, or a"):
+        jl.linearize(system, q, qd, inputs=[1])
+    with pytest.raises(ValueError, match="`inputs` must be names of params or a bool"):
+        jl.linearize(system, q, qd, inputs={"l": True})  # no entry for "F"
+    for function, args in [
+        (jl.linearize, (q, qd)),
+        (jl.equilibrium, (q,)),
+        (jl.normal_modes, (q,)),
+    ]:
+        with pytest.raises(
+            ValueError, match="`system` must be a jaxlagrange.LagrangianSystem, got str"
+        ):
+            function("pendulum", *args)
+    with pytest.raises(eqx.EquinoxRuntimeError, match="dependent velocities cannot"):
+        # At the bottom, ∂(x ẋ + y ẏ)/∂ẋ = x = 0: ẋ cannot be the dependent one.
+        jl.linearize(system, q, qd, coordinates=[0], velocities=[1])
+    with pytest.raises(
+        eqx.EquinoxRuntimeError, match="does not satisfy the constraints"
+    ):
+        eqx.filter_jit(lambda q: jl.linearize(system, q, qd).A)(jnp.array([0.0, -1.0]))
+    massless = jl.LagrangianSystem(lambda q, qd, t: 0.5 * qd[0] ** 2 - 0.5 * q @ q)
+    with pytest.raises(
+        eqx.EquinoxRuntimeError, match="restricted to the constraint tangent space is"
+    ):
+        jl.normal_modes(massless, jnp.zeros(2))
+
+
+def test_equilibrium_and_modes_under_jit():
+    system = _cartesian_pendulum()
+    guess = jnp.array([0.5, -1.8])
+    eager = jl.equilibrium(system, guess)
+    np.testing.assert_allclose(
+        jax.jit(lambda g: jl.equilibrium(system, g))(guess), eager, atol=1e-12
+    )
+    omega2, modes = jax.jit(lambda q: jl.normal_modes(system, q))(eager)
+    np.testing.assert_allclose(omega2, [G / 2.0], rtol=1e-10)
+    np.testing.assert_allclose(jnp.abs(modes[:, 0]), [1.0, 0.0], atol=1e-10)
 
 
 # The benchmark bicycle (Meijaard, Papadopoulos, Ruina and Schwab 2007, table 2 /
@@ -355,10 +392,22 @@ BENCH_K2 = np.array([[0.0, 76.59734589573222], [0.0, 2.65431523794604]])
 WEAVE_SPEED, CAPSIZE_SPEED = 4.29238253634111, 6.02426201538837  # the paper's
 
 
-def test_benchmark_bicycle_lean_and_steer_equations():
+# Table 2 of the paper: the eigenvalues of the lean-steer motion at v = 0..5 m/s.
+BENCH_EIGENVALUES = {
+    0.0: [-5.53094371765393, -3.13164324790656, 3.13164324790656, 5.53094371765393],
+    1.0: [-7.11008014637442, -3.13423125066578, 3.52696170990070 + 0.80774027519930j],
+    2.0: [-8.67387984831735, -3.07158645641514, 2.68234517512745 + 1.68066296590675j],
+    3.0: [-10.35101467245920, -2.63366137253667, 1.70675605663975 + 2.31582447384325j],
+    4.0: [-12.15861426576450, -1.42944427361326, 0.41325331521125 + 3.07910818603206j],
+    5.0: [-14.07838969279820, -0.32286642900409, -0.77534188219585 + 4.46486771378823j],
+}
+
+
+@pytest.fixture(scope="module")
+def bicycle_rows():
+    """The lean and steer rows of the bicycle's A at ten speeds (one compilation)."""
     bike, q0, _ = jl.systems.whipple_bicycle()
     r_rear, r_front = 0.3, 0.35
-    speeds = jnp.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 4.2, 4.4, 5.9, 6.1])
 
     @jax.jit
     @jax.vmap
@@ -370,18 +419,57 @@ def test_benchmark_bicycle_lean_and_steer_equations():
         # State: x, y, ψ, φ, δ, θ_R, θ_F | φ̇, δ̇, θ̇_R; the lean and steer rows.
         return a[7:9]
 
-    rows = np.asarray(lean_steer(speeds))
-    for v, row in zip(np.asarray(speeds)[:6], rows[:6], strict=True):
+    return lambda speeds: np.asarray(lean_steer(jnp.asarray(speeds, dtype=float)))
+
+
+def _lean_steer_eigenvalues(row):
+    a = np.block([[np.zeros((2, 2)), np.eye(2)], [row[:, [3, 4]], row[:, [7, 8]]]])
+    return np.linalg.eigvals(a)
+
+
+def test_benchmark_bicycle_lean_and_steer_equations(bicycle_rows):
+    speeds = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 0.5, 1.5, 2.5, 3.5])
+    for v, row in zip(speeds, bicycle_rows(speeds), strict=True):
         stiffness = -np.linalg.solve(BENCH_M, G * BENCH_K0 + v**2 * BENCH_K2)
         damping = -np.linalg.solve(BENCH_M, v * BENCH_C1)
         np.testing.assert_allclose(row[:, [3, 4]], stiffness, rtol=1e-9, atol=1e-11)
         np.testing.assert_allclose(row[:, [7, 8]], damping, rtol=1e-9, atol=1e-11)
         # Position, yaw, wheel angles and the speed itself do not enter.
         assert np.max(np.abs(row[:, [0, 1, 2, 5, 6, 9]])) < 1e-12
-    # The stable speed range: weave below 4.29 m/s, capsize above 6.02 m/s.
-    stable = []
-    for row in rows[6:]:
-        a = np.block([[np.zeros((2, 2)), np.eye(2)], [row[:, [3, 4]], row[:, [7, 8]]]])
-        stable.append(np.max(np.linalg.eigvals(a).real) < 0)
-    assert stable == [False, True, True, False]
-    assert 4.2 < WEAVE_SPEED < 4.4 and 5.9 < CAPSIZE_SPEED < 6.1
+
+
+def test_benchmark_bicycle_eigenvalues(bicycle_rows):
+    speeds = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 0.0, 0.0, 0.0, 0.0])
+    for v, row in zip(speeds[:6], bicycle_rows(speeds)[:6], strict=True):
+        expected = list(BENCH_EIGENVALUES[v])
+        if len(expected) == 3:  # the weave pair's conjugate
+            expected.append(np.conj(expected[2]))
+        got = np.sort_complex(_lean_steer_eigenvalues(row))
+        np.testing.assert_allclose(got, np.sort_complex(expected), rtol=0, atol=1e-9)
+
+
+def test_benchmark_bicycle_stable_speed_range(bicycle_rows):
+    # Narrow brackets around the sign changes of the largest growth rate (weave:
+    # + to −, capsize: − to +) five interior speeds each per round.
+    def growth(speeds):
+        rows = bicycle_rows(speeds)
+        return np.array([np.max(_lean_steer_eigenvalues(r).real) for r in rows])
+
+    brackets = [[3.0, 5.0], [5.0, 7.0]]
+    for _ in range(12):
+        grids = [np.linspace(lo, hi, 7)[1:-1] for lo, hi in brackets]
+        rates = growth(np.concatenate(grids))
+        for b, grid, rate in zip(brackets, grids, (rates[:5], rates[5:]), strict=True):
+            points = np.concatenate([[b[0]], grid, [b[1]]])
+            ends = np.concatenate([[np.nan], rate, [np.nan]])
+            # Which sub-interval holds the crossing: the first interior point on
+            # the far side of zero (the ends' signs are known from the bracket).
+            before = ends[1:-1] > 0 if b is brackets[0] else ends[1:-1] < 0
+            k = int(np.argmin(before)) if not before.all() else 5
+            b[:] = [points[k], points[k + 1]]
+    weave, capsize = (0.5 * (lo + hi) for lo, hi in brackets)
+    np.testing.assert_allclose(weave, WEAVE_SPEED, atol=1e-8)
+    np.testing.assert_allclose(capsize, CAPSIZE_SPEED, atol=1e-8)
+    # Stable in between, unstable outside.
+    rates = growth([1.0, 4.0, 4.5, 5.0, 5.5, 6.5, 8.0, 0.0, 0.0, 0.0])[:7]
+    assert list(rates < 0) == [False, False, True, True, True, False, False]

@@ -68,6 +68,8 @@ def test_small_oscillations_quick(tmp_path):
     # Closed forms of normal modes and equilibria: rounding-level agreement.
     assert results["worst_relative_error"] < 1e-10
     assert len(results["rows"]) == 7
+    # The benchmark bicycle's eigenvalues at v = 0..5 m/s against the paper's table.
+    assert results["bicycle_table_2_max_abs_error"] < 1e-9
 
 
 def test_variational_quick(tmp_path):

@@ -26,7 +26,11 @@ from ._eom import _terms
 from ._linalg import cho_solve, cholesky
 from ._projection import ProjectedSolver, check_initial_state, has_equality_constraints
 from ._system import LagrangianSystem
-from ._trajectory import RESULTS as RESULTS, Trajectory as Trajectory
+from ._trajectory import (
+    RESULTS as RESULTS,
+    Trajectory as Trajectory,
+    without_events,
+)
 from ._validate import as_real, check_output_size, check_precision
 from ._variational import VariationalMidpoint, variational_simulate
 
@@ -614,22 +618,9 @@ def _solve(
         multipliers = jnp.where(reached[:, None], dyn.multipliers, jnp.inf)
     else:
         multipliers = jnp.zeros((ts.shape[0], 0), dtype)
-    stats = dict(sol.stats)
-    no_events = jnp.zeros((0,), int)
-    traj = Trajectory(
-        saved_ts,
-        q,
-        qd,
-        multipliers,
-        result,
-        t_final,
-        stats,
-        event_ts=jnp.zeros((0,), dtype),
-        event_constraint=no_events,
-        event_kind=no_events,
-        num_events=jnp.zeros((), int),
+    return without_events(
+        saved_ts, q, qd, multipliers, result, t_final, dict(sol.stats)
     )
-    return traj
 
 
 def _check_variational(system, q0, qd0, t0, dt0, stepsize_controller, baumgarte):

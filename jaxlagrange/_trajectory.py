@@ -4,6 +4,7 @@ from typing import Any
 
 import diffrax
 import equinox as eqx
+import jax.numpy as jnp
 
 from ._custom_types import Array, Float, Int
 
@@ -81,3 +82,21 @@ class Trajectory(eqx.Module):
     event_constraint: Int[Array, " E"]
     event_kind: Int[Array, " E"]
     num_events: Int[Array, ""]
+
+
+def without_events(ts, q, qd, multipliers, result, t_final, stats) -> Trajectory:
+    """A `Trajectory` of a solve without unilateral constraints (no event slots)."""
+    no_events = jnp.zeros((0,), int)
+    return Trajectory(
+        ts,
+        q,
+        qd,
+        multipliers,
+        result,
+        t_final,
+        stats,
+        event_ts=jnp.zeros((0,), ts.dtype),
+        event_constraint=no_events,
+        event_kind=no_events,
+        num_events=jnp.zeros((), int),
+    )

@@ -31,7 +31,7 @@ import numpy as np
 from ._constraints import _dynamics
 from ._custom_types import Array, BoolScalar
 from ._system import LagrangianSystem
-from ._trajectory import RESULTS, Trajectory
+from ._trajectory import RESULTS, Trajectory, without_events
 
 
 class VariationalMidpoint(eqx.Module):
@@ -321,7 +321,6 @@ def variational_simulate(
 
 @eqx.filter_jit
 def _variational_jit(system, q0, qd0, t0, t1, ts, solver, dt0, max_steps):
-    dtype = q0.dtype
     finite = jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(qd0))
     q0 = jnp.where(finite, q0, 0.0)
     qd0 = jnp.where(finite, qd0, 0.0)
@@ -338,20 +337,7 @@ def _variational_jit(system, q0, qd0, t0, t1, ts, solver, dt0, max_steps):
         num_rejected_steps=jnp.zeros_like(steps),
         max_steps=max_steps,
     )
-    no_events = jnp.zeros((0,), int)
-    return Trajectory(
-        saved_ts,
-        q,
-        qd,
-        multipliers,
-        result,
-        t_final,
-        stats,
-        event_ts=jnp.zeros((0,), dtype),
-        event_constraint=no_events,
-        event_kind=no_events,
-        num_events=jnp.zeros((), int),
-    )
+    return without_events(saved_ts, q, qd, multipliers, result, t_final, stats)
 
 
 def _step_bound(t0, t1, ts, dt0) -> int | None:

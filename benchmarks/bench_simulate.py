@@ -264,7 +264,7 @@ def main():
         print(f"   rtol {tol:g}:  {cells}")
 
     print("\n5. compiled vector field under vmap (B = 256): fusions, transcendentals")
-    from jaxlagrange._simulate import _vector_field
+    from jaxlagrange._segment import _vector_field
 
     y = (q0, qd0)
     t = jnp.zeros(batch)

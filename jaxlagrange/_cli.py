@@ -293,7 +293,7 @@ def solve(ready, kwargs: Mapping[str, Any], *, quiet: bool = False):
 
 def _events(traj) -> list[dict[str, Any]]:
     """The releases and impacts of unilateral constraints on `traj`, for JSON."""
-    from ._events import EVENT_IMPACT
+    from ._trajectory import EVENT_IMPACT
 
     used = int(traj.num_events)
     return [

@@ -56,7 +56,7 @@ from ._constraints import (
 from ._custom_types import Array, BoolScalar
 from ._guard import _all_finite
 from ._impulse import _impulse
-from ._segment import _solve_segment
+from ._segment import _solve_segment, _split
 from ._system import LagrangianSystem
 from ._trajectory import EVENT_IMPACT, EVENT_RELEASE, RESULTS, Trajectory
 
@@ -83,7 +83,7 @@ def _condition(row: int, offset: int):
     def condition(t, y, args, **kwargs):
         del kwargs
         system, baumgarte, active, start, initial = args
-        q, qd = y
+        q, qd = _split(y)
         dyn = _dynamics(system, q, qd, t, active=active, baumgarte=baumgarte)
         h = system._unilateral(q, t)[row]
         later = t > start

@@ -17,16 +17,24 @@ from ._guard import _all_finite, _diagnose, _guard, _no_gradient
 from ._trajectory import RESULTS, Trajectory
 
 
+def _split(y: Array) -> tuple[Array, Array]:
+    """(q, q̇) from the integrated state y = [q; q̇]."""
+    n = y.shape[-1] // 2
+    return y[..., :n], y[..., n:]
+
+
 def _vector_field(t, y, args):
+    # The state is one flat vector y = [q; q̇]: diffrax's step, error norm and
+    # interpolation are then single array operations instead of one per leaf.
     # `active`: the unilateral constraints in contact (None: all of them). Event
     # functions get further arguments after the first three.
     system, baumgarte, active = args[:3]
-    q, qd = y
+    q, qd = _split(y)
     dyn = _dynamics(system, q, qd, t, active=active, baumgarte=baumgarte)
     bad = dyn.singular_mass | dyn.singular_constraints
     # A NaN step is rejected by the guard; the cause is found by `_diagnose`.
     qdd = jnp.where(bad, jnp.nan, dyn.accelerations)
-    return qd, qdd
+    return jnp.concatenate([qd, qdd])
 
 
 class _Segment(NamedTuple):
@@ -73,7 +81,7 @@ def _solve_segment(
         t0=start,
         t1=t1,
         dt0=dt0,
-        y0=y0,
+        y0=jnp.concatenate(y0),
         args=(system, baumgarte, active, *event_args),
         saveat=diffrax.SaveAt(ts=ts, t1=True, controller_state=True),
         stepsize_controller=_guard(stepsize_controller),
@@ -86,14 +94,14 @@ def _solve_segment(
     if ts is None:
         last = 0
         reached = sol.ts == t1
-        saved_ts, (q, qd) = sol.ts, sol.ys
+        saved_ts, (q, qd) = sol.ts, _split(sol.ys)
     else:
         # The end of the segment follows the save times that were reached.
         last = jnp.sum(jnp.isfinite(sol.ts)) - 1
         reached = jnp.arange(ts.shape[0]) < last
-        saved_ts, (q, qd) = sol.ts[:-1], (y[:-1] for y in sol.ys)
+        saved_ts, (q, qd) = sol.ts[:-1], _split(sol.ys[:-1])
     t_end = sol.ts[last]
-    q_end, qd_end = (y[last] for y in sol.ys)
+    q_end, qd_end = _split(sol.ys[last])
     result = RESULTS.promote(sol.result)
     guard = sol.controller_state
     stopped = (result == RESULTS.dt_min_reached) & (guard.failed_dt != 0)

@@ -208,7 +208,7 @@ def hlo_counts(compiled) -> str:
     transcendental = sum(
         len(re.findall(rf"= \S+ {op}\(", text)) for op in _TRANSCENDENTAL
     )
-    loops = len(re.findall(r"= \S+ while\(", text))
+    loops = len(re.findall(r"\bwhile\(", text))
     return (
         f"{fusions:4d} fusions {transcendental:3d} transcendental {loops:2d} while, "
         f"{len(text) // 1000:4d} kB of HLO"

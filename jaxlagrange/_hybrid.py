@@ -64,11 +64,13 @@ from ._trajectory import EVENT_IMPACT, EVENT_RELEASE, RESULTS, Trajectory
 def _settle(system, q, qd, t, candidates: Array) -> Array:
     """The candidates whose multipliers push, released one sweep at a time."""
     offset = _num_bilateral(system, q, qd, t)
-    active = candidates
-    for _ in range(candidates.shape[0]):
+
+    # A loop, not Python unrolling: one traced copy of the dynamics for any u.
+    def sweep(_, active):
         lam = _dynamics(system, q, qd, t, active=active).multipliers[offset:]
-        active = active & (lam >= 0)
-    return active
+        return active & (lam >= 0)
+
+    return jax.lax.fori_loop(0, candidates.shape[0], sweep, candidates)
 
 
 def _condition(row: int, offset: int):

@@ -86,9 +86,11 @@ def _impulse(
         lam = cho_solve(schur_chol.factor, jnp.where(mask, residual, 0.0))
         return jnp.where(mask, lam, 0.0), schur_chol.singular
 
-    for _ in range(contact.shape[0]):
+    def sweep(_, contact):
         lam, _ = solve(contact)
-        contact = contact & (lam[bilateral:] >= 0)
+        return contact & (lam[bilateral:] >= 0)
+
+    contact = jax.lax.fori_loop(0, contact.shape[0], sweep, contact)
     lam, singular = solve(contact)
     velocities = qd + solve_upper_t(factor, z + y @ lam)
     return _Impulse(velocities, contact, chol.singular, singular)

@@ -12,13 +12,9 @@ from ._eom import (
     mass_matrix as mass_matrix,
     momenta as momenta,
 )
-from ._events import (
-    EVENT_IMPACT as EVENT_IMPACT,
-    EVENT_RELEASE as EVENT_RELEASE,
-    apply_impulse as apply_impulse,
-)
 from ._fit import FitResult as FitResult, fit as fit
 from ._fit_loss import Observations as Observations, fit_loss as fit_loss
+from ._impulse import apply_impulse as apply_impulse
 from ._linearize import (
     Linearization as Linearization,
     equilibrium as equilibrium,
@@ -28,14 +24,16 @@ from ._linearize import (
 from ._lyapunov import finite_time_lyapunov as finite_time_lyapunov
 from ._neural import neural_lagrangian as neural_lagrangian
 from ._projection import project_initial_state as project_initial_state
-from ._simulate import (
-    RESULTS as RESULTS,
-    Trajectory as Trajectory,
-    simulate as simulate,
-)
+from ._simulate import simulate as simulate
 from ._store import open_store as open_store
 from ._sweep import simulate_sweep as simulate_sweep, sweep as sweep
 from ._system import LagrangianSystem as LagrangianSystem
+from ._trajectory import (
+    EVENT_IMPACT as EVENT_IMPACT,
+    EVENT_RELEASE as EVENT_RELEASE,
+    RESULTS as RESULTS,
+    Trajectory as Trajectory,
+)
 from ._variational import VariationalMidpoint as VariationalMidpoint
 
 

@@ -11,8 +11,9 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ._custom_types import Array, Bool, Params
-from ._simulate import RESULTS, Trajectory, simulate
+from ._simulate import simulate
 from ._system import LagrangianSystem
+from ._trajectory import RESULTS, Trajectory
 
 
 _AXIS = "batch"

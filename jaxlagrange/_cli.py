@@ -213,7 +213,7 @@ def _say(args, message: str) -> None:
 
 
 def _result_message(result) -> str:
-    from ._simulate import RESULTS
+    from ._trajectory import RESULTS
 
     return "successful" if result == RESULTS.successful else RESULTS[result]
 
@@ -310,7 +310,8 @@ def solve(ready, kwargs: Mapping[str, Any], *, quiet: bool = False):
     import equinox as eqx
     import jax
 
-    from ._simulate import RESULTS, simulate
+    from ._simulate import simulate
+    from ._trajectory import RESULTS
 
     if ready.system.has_constraints:
         # Eagerly, for a one-line error (under the compiled run it is a runtime one).
@@ -351,7 +352,7 @@ def solve(ready, kwargs: Mapping[str, Any], *, quiet: bool = False):
 
 def _events(traj) -> list[dict[str, Any]]:
     """The releases and impacts of unilateral constraints on `traj`, for JSON."""
-    from ._events import EVENT_IMPACT
+    from ._trajectory import EVENT_IMPACT
 
     used = int(traj.num_events)
     return [

@@ -38,13 +38,13 @@ import dataclasses
 import functools
 import inspect
 import math
+import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import diffrax
 import jax.numpy as jnp
-import tomllib
 
 from . import systems as _systems
 

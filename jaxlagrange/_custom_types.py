@@ -1,6 +1,7 @@
 """Type aliases shared by the public signatures."""
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from jaxtyping import Array, ArrayLike, Bool, Float, Int, PyTree
 

@@ -24,8 +24,9 @@ import jax.tree_util as jtu
 import numpy as np
 
 from ._custom_types import Array, Float, Params, ScalarLike
-from ._simulate import RESULTS, simulate
+from ._simulate import simulate
 from ._system import LagrangianSystem, _to_leaf
+from ._trajectory import RESULTS
 
 
 def _known(x) -> np.ndarray | None:

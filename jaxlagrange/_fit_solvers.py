@@ -19,7 +19,7 @@ import optimistix as optx
 from jax.flatten_util import ravel_pytree
 
 from ._custom_types import Array
-from ._simulate import _messages
+from ._trajectory import _messages
 
 
 def _strong(tree):

@@ -6,8 +6,8 @@ import jax.numpy as jnp
 
 from ._constraints import _dynamics
 from ._custom_types import Scalar, ScalarLike, VectorLike
-from ._simulate import RESULTS
 from ._system import LagrangianSystem, _as_state
+from ._trajectory import RESULTS
 
 
 def _vector_field(t, y, system):

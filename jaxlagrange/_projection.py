@@ -133,9 +133,11 @@ class _ProjectedInterpolation(diffrax.AbstractLocalInterpolation):
 
 
 def _project_state(system: LagrangianSystem, y, t):
-    q, qd = y
+    # y = [q; q̇], the flat state of `simulate`.
+    n = y.shape[0] // 2
+    q, qd = y[:n], y[n:]
     q, qd, _ = _project(system, q, qd, jnp.asarray(t, q.dtype), _STEP_ITERATIONS)
-    return q, qd
+    return jnp.concatenate([q, qd])
 
 
 # The key under which a step hands the system to its interpolation.
@@ -143,7 +145,7 @@ _SYSTEM = "jaxlagrange_system"
 
 
 class ProjectedSolver(diffrax.AbstractWrappedSolver):
-    """Wraps a diffrax solver of the state (q, q̇): every step ends on the manifold.
+    """Wraps a diffrax solver of the state [q; q̇]: every step ends on the manifold.
 
     The system is read from the solve's `args = (system, baumgarte)`, never stored
     on the solver: its params must stay differentiable inputs of the solve (which
@@ -206,9 +208,8 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
         forward = (
             isinstance(args, tuple)
             and isinstance(args[0], LagrangianSystem)
-            and isinstance(y1, tuple)
-            and len(y1) == 2
-            and all(eqx.is_array(y) for y in y1)
+            and eqx.is_array(y1)
+            and y1.ndim == 1
         )
         if forward:
             system = args[0]

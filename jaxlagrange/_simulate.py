@@ -1,194 +1,30 @@
-"""`simulate`: integrate a `LagrangianSystem` with diffrax, and `Trajectory`.
+"""`simulate`: the public entry point; checks its arguments, then dispatches.
 
-Failures are named by their cause. diffrax's adaptive controllers reject a step
-whose state is NaN and shrink the step, so a right-hand side that goes NaN (a
-singular mass matrix, the square root of a negative number) would otherwise
-creep towards the bad point until "maximum number of steps reached", and a
-constant step size would carry the NaN silently to t1. Every step size
-controller is therefore wrapped in `_Guard`, which rejects non-finite steps,
-stops the solve once the step can no longer shrink (or, with a fixed step, at
-once), and remembers the failed step; `_diagnose` then probes the dynamics
-along that step to say why it failed.
+The solve itself: `_segment` (one smooth diffrax solve, the whole of it for a
+system without unilateral constraints), `_hybrid` (segments between the events
+of unilateral constraints), `_guard` (the step-size guard and the diagnosis of
+failures), `_trajectory` (the returned `Trajectory` and its result codes).
 """
-
-from typing import Any, NamedTuple
 
 import diffrax
 import equinox as eqx
-import jax
 import jax.numpy as jnp
-import jax.tree_util as jtu
 import numpy as np
 
-from ._constraints import _dynamics
-from ._custom_types import Array, BoolScalar, Float, ScalarLike, VectorLike
-from ._eom import _terms
-from ._linalg import cho_solve, cholesky
+from ._custom_types import Array, Float, ScalarLike, VectorLike
+from ._guard import _all_finite
+from ._hybrid import _check_max_events, _hybrid_solve
 from ._projection import ProjectedSolver, check_initial_state, has_equality_constraints
+from ._segment import _smooth_solve
 from ._system import LagrangianSystem
 from ._trajectory import (
     RESULTS as RESULTS,
-    Trajectory as Trajectory,
-    without_events,
+    Trajectory,
+    _known,
+    _raise_on_failure,
 )
 from ._validate import as_real, check_output_size, check_precision
 from ._variational import VariationalMidpoint, variational_simulate
-
-
-def _vector_field(t, y, args):
-    # `active`: the unilateral constraints in contact (None: all of them).
-    system, baumgarte, active = args
-    q, qd = y
-    dyn = _dynamics(system, q, qd, t, active=active, baumgarte=baumgarte)
-    bad = dyn.singular_mass | dyn.singular_constraints
-    # A NaN step is rejected by `_Guard`; the cause is found by `_diagnose`.
-    qdd = jnp.where(bad, jnp.nan, dyn.accelerations)
-    return qd, qdd
-
-
-def _all_finite(tree) -> BoolScalar:
-    leaves = [jnp.all(jnp.isfinite(x)) for x in jtu.tree_leaves(tree)]
-    return jnp.stack(leaves).all() if leaves else jnp.array(True)
-
-
-class _GuardState(NamedTuple):
-    inner: Any  # the wrapped controller's state
-    resolution: Array  # the smallest step that still advances t meaningfully
-    failed_dt: Array  # size of the step that stopped the solve (0: none)
-    failed_finite: BoolScalar  # whether that step's state was finite
-
-
-class _AbstractGuard(diffrax.AbstractStepSizeController):
-    """Rejects non-finite steps and stops the solve when the step cannot shrink."""
-
-    controller: eqx.AbstractVar[diffrax.AbstractStepSizeController]
-
-    def wrap(self, direction):
-        return type(self)(self.controller.wrap(direction))
-
-    def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
-        tnext, inner = self.controller.init(
-            terms, t0, t1, y0, dt0, args, func, error_order
-        )
-        span = jnp.maximum(jnp.abs(t0), jnp.abs(t1))
-        dtype = jnp.result_type(tnext)
-        resolution = 16 * jnp.finfo(dtype).eps * span.astype(dtype)
-        state = _GuardState(inner, resolution, jnp.zeros((), dtype), jnp.array(True))
-        return tnext, state
-
-    def adapt_step_size(
-        self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state
-    ):
-        inner, resolution, failed_dt, failed_finite = controller_state
-        keep, next_t0, next_t1, made_jump, inner, result = (
-            self.controller.adapt_step_size(
-                t0, t1, y0, y1_candidate, args, y_error, error_order, inner
-            )
-        )
-        finite = _all_finite(y1_candidate)
-        keep = keep & finite
-        # An adaptive controller has already shrunk the step of a non-finite state
-        # (diffrax turns its NaN error into inf); a fixed one must not advance.
-        dt = next_t1 - next_t0
-        next_t0 = jnp.where(finite, next_t0, t0)
-        next_t1 = next_t0 + dt
-        if isinstance(self, _AdaptiveGuard):
-            stuck = dt <= resolution
-        else:
-            stuck = ~finite
-        failed_dt = jnp.where(stuck, t1 - t0, failed_dt)
-        failed_finite = jnp.where(stuck, finite, failed_finite)
-        result = diffrax.RESULTS.where(stuck, diffrax.RESULTS.dt_min_reached, result)
-        state = _GuardState(inner, resolution, failed_dt, failed_finite)
-        return keep, next_t0, next_t1, made_jump, state, result
-
-
-class _FixedGuard(_AbstractGuard):
-    controller: diffrax.AbstractStepSizeController
-
-
-class _AdaptiveGuard(_AbstractGuard, diffrax.AbstractAdaptiveStepSizeController):
-    controller: diffrax.AbstractAdaptiveStepSizeController
-
-    # Implicit solvers read the tolerances of an adaptive controller.
-    @property
-    def rtol(self):
-        return self.controller.rtol
-
-    @property
-    def atol(self):
-        return self.controller.atol
-
-    @property
-    def norm(self):
-        return self.controller.norm
-
-
-def _guard(controller: diffrax.AbstractStepSizeController) -> _AbstractGuard:
-    if isinstance(controller, diffrax.AbstractAdaptiveStepSizeController):
-        return _AdaptiveGuard(controller)
-    return _FixedGuard(controller)
-
-
-# Where along the failed step (as fractions of it) the dynamics are probed.
-_PROBES = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.25, 1.5)
-
-
-def _diagnose(
-    system, y0, t0, y, t, guard: _GuardState, baumgarte, active=None
-) -> RESULTS:
-    """Name the cause of a stopped solve from the probes along the failed step.
-
-    `y0`, `t0` is the initial state, `y`, `t` the last accepted one.
-    """
-    (q0, qd0), (q, qd), dt = y0, y, guard.failed_dt
-    terms = jax.vmap(lambda q, qd, t: _terms(system, q, qd, t))(
-        jnp.stack([q0, q]), jnp.stack([qd0, qd]), jnp.stack([t0, t])
-    )
-    factor = cholesky(terms.mass[1]).factor
-    # A solution that blows up at a singular M stops just short of it, where a
-    # pivot of M has fallen below eps^(1/4) of that diagonal entry at t0.
-    ratios = jnp.diagonal(factor) ** 2 / jnp.abs(jnp.diagonal(terms.mass[0]))
-    nearly_singular = ~jnp.all(ratios > jnp.finfo(q.dtype).eps ** 0.25)
-    # The probes follow the step to first order (constraint forces left out).
-    s = jnp.asarray(_PROBES, q.dtype) * dt
-    qs = q + s[:, None] * qd
-    qds = qd + s[:, None] * cho_solve(factor, terms.forcing[1])
-
-    def probe(q, qd, t):
-        return _dynamics(system, q, qd, t, active=active, baumgarte=baumgarte)
-
-    probes = jax.vmap(probe)(qs, qds, t + s)
-    nonfinite = ~(
-        jnp.all(jnp.isfinite(probes.accelerations), axis=1)
-        & jnp.all(jnp.isfinite(qs), axis=1)
-        & jnp.all(jnp.isfinite(qds), axis=1)
-    )
-    # The first bad probe along the step; at one probe, singular mass comes first.
-    bad = probes.singular_mass | probes.singular_constraints | nonfinite
-    first = jnp.argmax(bad)
-
-    result = RESULTS.where(
-        guard.failed_finite, RESULTS.step_size_collapsed, RESULTS.non_finite_state
-    )
-    result = RESULTS.where(nearly_singular, RESULTS.singular_mass_matrix, result)
-    result = RESULTS.where(nonfinite[first], RESULTS.non_finite_state, result)
-    result = RESULTS.where(
-        probes.singular_constraints[first], RESULTS.redundant_constraints, result
-    )
-    return RESULTS.where(
-        probes.singular_mass[first], RESULTS.singular_mass_matrix, result
-    )
-
-
-def _no_gradient(*trees):
-    stop = lambda x: jax.lax.stop_gradient(x) if eqx.is_array(x) else x  # noqa: E731
-    return jtu.tree_map(stop, trees)
-
-
-def _known(x) -> np.ndarray | None:
-    """`x` as a NumPy array if its value is known at trace time, else None."""
-    return None if isinstance(x, jax.core.Tracer) else np.asarray(x)
 
 
 def _check_tolerance(name: str, value) -> Array:
@@ -279,50 +115,6 @@ def _as_initial_state(q0, qd0) -> tuple[Array, Array]:
 _NON_FINITE_INITIAL = (
     "The initial state (q0, qd0) contains a non-finite value (NaN or inf)."
 )
-
-
-_THROW_FALSE = (
-    "`jl.simulate(..., throw=False)` returns the trajectory up to the failure, "
-    "with `Trajectory.result` and `Trajectory.t_final`, the time reached."
-)
-
-
-def _messages(max_steps: int, max_events: int | None = None) -> list[str]:
-    """The message of each result code, indexed by its value.
-
-    `max_events` (None: not known) goes into the message of too many events."""
-    messages = list(RESULTS._index_to_message)  # pyright: ignore
-    steps = RESULTS.max_steps_reached._value  # pyright: ignore
-    messages[int(steps)] = (
-        f"The maximum number of solver steps ({max_steps}) was reached before t1. "
-        "Raise it with `jl.simulate(..., max_steps=...)`, or loosen `rtol`/`atol`."
-    )
-    events = RESULTS.max_events_reached._value  # pyright: ignore
-    if max_events is not None:
-        messages[int(events)] = (
-            f"The maximum number of events ({max_events}: releases and impacts of "
-            "unilateral constraints) was reached before t1. Raise it with "
-            "`jl.simulate(..., max_events=...)`."
-        )
-    return messages
-
-
-def _raise_on_failure(
-    traj: Trajectory, max_steps: int, t1: Array, max_events: int | None = None
-) -> Trajectory:
-    code = _known(traj.result._value)  # pyright: ignore
-    failed = traj.result != RESULTS.successful
-    messages = _messages(max_steps, max_events)
-    if code is None:
-        # Under jit or vmap: a runtime error, without the time reached.
-        messages = [m + "\n" + _THROW_FALSE if m else m for m in messages]
-        return eqx.branched_error_if(traj, failed, traj.result._value, messages)  # pyright: ignore
-    if code != RESULTS.successful._value:  # pyright: ignore
-        raise eqx.EquinoxRuntimeError(
-            f"jl.simulate stopped at t = {float(traj.t_final)!r} before t1 = "
-            f"{float(t1)!r}: {messages[int(code)]}\n{_THROW_FALSE}"
-        )
-    return traj
 
 
 def simulate(
@@ -525,102 +317,11 @@ def simulate(
         progress_meter,
     )
     if system.unilateral is not None:
-        # Imported here: `_events` builds on this module.
-        from ._events import _check_max_events, _hybrid_solve
-
         max_events = _check_max_events(max_events)
         traj = _hybrid_solve(*args, max_events, atol)
         return _raise_on_failure(traj, max_steps, t1, max_events) if throw else traj
-    traj = _solve(*args, saveat is None)
+    traj = _smooth_solve(*args, saveat is None)
     return _raise_on_failure(traj, max_steps, t1) if throw else traj
-
-
-@eqx.filter_jit
-def _solve(
-    system,
-    q0,
-    qd0,
-    t0,
-    t1,
-    ts,
-    solver,
-    dt0,
-    stepsize_controller,
-    max_steps,
-    adjoint,
-    baumgarte,
-    progress_meter,
-    t1_only,
-) -> Trajectory:
-    dtype = q0.dtype
-    finite = _all_finite((q0, qd0))
-    # A non-finite initial state is integrated as zeros and reported afterwards.
-    q0 = jnp.where(finite, q0, 0.0)
-    qd0 = jnp.where(finite, qd0, 0.0)
-
-    args = (system, baumgarte, None)
-    sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(_vector_field),
-        solver,
-        t0=t0,
-        t1=t1,
-        dt0=dt0,
-        y0=(q0, qd0),
-        args=args,
-        saveat=diffrax.SaveAt(
-            ts=None if t1_only else ts, t1=True, controller_state=True
-        ),
-        stepsize_controller=_guard(stepsize_controller),
-        adjoint=adjoint,
-        max_steps=max_steps,
-        progress_meter=progress_meter,
-        throw=False,
-    )
-    inf = jnp.array(jnp.inf, dtype)
-    if t1_only:
-        # Saving at `ts` interpolates on every step (a quarter of the run time of
-        # a small system), so t1 alone is saved through `SaveAt(t1=True)`.
-        last = 0
-        reached = sol.ts == t1
-        saved_ts, (q, qd) = sol.ts, sol.ys
-    else:
-        # The final state follows the save times that were reached.
-        last = jnp.sum(jnp.isfinite(sol.ts)) - 1
-        reached = jnp.arange(ts.shape[0]) < last
-        saved_ts, (q, qd) = sol.ts[:-1], (y[:-1] for y in sol.ys)
-    t_final = sol.ts[last]
-    q_final, qd_final = (y[last] for y in sol.ys)
-    saved_ts = jnp.where(reached, saved_ts, inf)
-    q, qd = (jnp.where(reached[:, None], y, inf) for y in (q, qd))
-    result = RESULTS.promote(sol.result)
-    guard = sol.controller_state
-    stopped = (result == RESULTS.dt_min_reached) & (guard.failed_dt != 0)
-    # The diagnosis is an integer code: keep autodiff from tracing through it.
-    diagnosed = _diagnose(
-        *_no_gradient(
-            system, (q0, qd0), t0, (q_final, qd_final), t_final, guard, baumgarte
-        )
-    )
-    result = RESULTS.where(stopped, diagnosed, result)
-    result = RESULTS.where(finite, result, RESULTS.non_finite_state)
-    t_final = jnp.where(finite, t_final, t0)
-    reached = reached & finite
-    saved_ts = jnp.where(reached, saved_ts, inf)
-    q, qd = (jnp.where(reached[:, None], y, inf) for y in (q, qd))
-    if system.has_constraints:
-        dyn = jax.vmap(
-            lambda q, qd, t: _dynamics(system, q, qd, t, baumgarte=baumgarte)
-        )(
-            jnp.where(reached[:, None], q, 0.0),
-            jnp.where(reached[:, None], qd, 0.0),
-            jnp.where(reached, saved_ts, t0),
-        )
-        multipliers = jnp.where(reached[:, None], dyn.multipliers, jnp.inf)
-    else:
-        multipliers = jnp.zeros((ts.shape[0], 0), dtype)
-    return without_events(
-        saved_ts, q, qd, multipliers, result, t_final, dict(sol.stats)
-    )
 
 
 def _check_variational(system, q0, qd0, t0, dt0, stepsize_controller, baumgarte):

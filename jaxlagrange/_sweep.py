@@ -19,9 +19,10 @@ from ._batch import (
     _sharded_map,
 )
 from ._custom_types import Array, Params
-from ._simulate import Trajectory, simulate
+from ._simulate import simulate
 from ._store import ChunkedStore, Progress, open_store
 from ._system import LagrangianSystem
+from ._trajectory import Trajectory
 
 
 def _barrier(name: str) -> None:

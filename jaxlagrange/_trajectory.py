@@ -1,12 +1,21 @@
-"""`Trajectory`, the result of `simulate`, and the result codes `RESULTS`."""
+"""`Trajectory`, the result codes of `simulate`, the event kinds, failure messages."""
 
 from typing import Any
 
 import diffrax
 import equinox as eqx
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ._custom_types import Array, Float, Int
+
+
+EVENT_RELEASE = 0
+"""`Trajectory.event_kind` of a contact letting go (its multiplier reached zero)."""
+
+EVENT_IMPACT = 1
+"""`Trajectory.event_kind` of a free unilateral constraint hitting h = 0."""
 
 
 class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
@@ -29,14 +38,14 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "The step size collapsed to the resolution of t before t1: the solution "
         "blows up or is not smooth there."
     )
-    implicit_step_failed = (
-        "The implicit solve of a variational integrator step did not converge: "
-        "take a smaller `dt0`, or raise the solver's `max_iterations`."
-    )
     max_events_reached = (
         "The maximum number of events (releases and impacts of unilateral "
         "constraints) was reached before t1. Raise it with "
         "`jl.simulate(..., max_events=...)`."
+    )
+    implicit_step_failed = (
+        "The implicit solve of a variational integrator step did not converge: "
+        "take a smaller `dt0`, or raise the solver's `max_iterations`."
     )
 
 
@@ -100,3 +109,52 @@ def without_events(ts, q, qd, multipliers, result, t_final, stats) -> Trajectory
         event_kind=no_events,
         num_events=jnp.zeros((), int),
     )
+
+
+def _known(x) -> np.ndarray | None:
+    """`x` as a NumPy array if its value is known at trace time, else None."""
+    return None if isinstance(x, jax.core.Tracer) else np.asarray(x)
+
+
+_THROW_FALSE = (
+    "`jl.simulate(..., throw=False)` returns the trajectory up to the failure, "
+    "with `Trajectory.result` and `Trajectory.t_final`, the time reached."
+)
+
+
+def _messages(max_steps: int, max_events: int | None = None) -> list[str]:
+    """The message of each result code, indexed by its value.
+
+    `max_events` (None: not known) goes into the message of too many events."""
+    messages = list(RESULTS._index_to_message)  # pyright: ignore
+    steps = RESULTS.max_steps_reached._value  # pyright: ignore
+    messages[int(steps)] = (
+        f"The maximum number of solver steps ({max_steps}) was reached before t1. "
+        "Raise it with `jl.simulate(..., max_steps=...)`, or loosen `rtol`/`atol`."
+    )
+    events = RESULTS.max_events_reached._value  # pyright: ignore
+    if max_events is not None:
+        messages[int(events)] = (
+            f"The maximum number of events ({max_events}: releases and impacts of "
+            "unilateral constraints) was reached before t1. Raise it with "
+            "`jl.simulate(..., max_events=...)`."
+        )
+    return messages
+
+
+def _raise_on_failure(
+    traj: Trajectory, max_steps: int, t1: Array, max_events: int | None = None
+) -> Trajectory:
+    code = _known(traj.result._value)  # pyright: ignore
+    failed = traj.result != RESULTS.successful
+    messages = _messages(max_steps, max_events)
+    if code is None:
+        # Under jit or vmap: a runtime error, without the time reached.
+        messages = [m + "\n" + _THROW_FALSE if m else m for m in messages]
+        return eqx.branched_error_if(traj, failed, traj.result._value, messages)  # pyright: ignore
+    if code != RESULTS.successful._value:  # pyright: ignore
+        raise eqx.EquinoxRuntimeError(
+            f"jl.simulate stopped at t = {float(traj.t_final)!r} before t1 = "
+            f"{float(t1)!r}: {messages[int(code)]}\n{_THROW_FALSE}"
+        )
+    return traj

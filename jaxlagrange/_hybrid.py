@@ -1,4 +1,4 @@
-"""Unilateral constraints over time: release and impact events, and impulses.
+"""The hybrid solve of unilateral constraints: segments between release and impact events.
 
 A unilateral constraint h(q, t) ≥ 0 is holonomic while it is in contact and its
 multiplier pushes (λ ≥ 0); it is free otherwise. `simulate` integrates such a
@@ -9,23 +9,15 @@ of contacts held fixed, ended by the first event:
   λ(t), so the release time is exact to the root finder's tolerance); the motion
   goes on free of that constraint with unchanged velocities;
 - an *impact*: a free constraint reaches h = 0 moving inwards (root-found on
-  h(t)); the velocities jump by an impulse (below), and the constraint is in
+  h(t)); the velocities jump by an impulse (`_impulse`), and the constraint is in
   contact afterwards if the rebound is zero and its multiplier then pushes.
 
 The events are down-crossings of one function per unilateral constraint, λᵢ
 while in contact and hᵢ while free, so a constraint that starts a segment at
 h ≈ 0 (just released, or just bounced) does not trigger at once.
 
-Impulses follow the textbook's impulsive Lagrange equations: over an instant
-the coordinates do not move and the momenta jump, M Δq̇ = P + CᵀΛ, where P is an
-applied generalized impulse and Λ the constraint impulses. Λ is fixed by the
-velocity-level constraints after the jump: the holonomic and nonholonomic ones
-stay satisfied (ġ = 0, a = 0), contacts keep ḣ = 0, and an impacting constraint
-rebounds with ḣ⁺ = −e ḣ⁻ for its coefficient of restitution e. With M = LLᵀ,
-Y = L⁻¹Cᵀ and z = L⁻¹P this is the Schur system (YᵀY) Λ = w − ċ − Yᵀz for the
-wanted rates w and the current ones ċ, and Δq̇ = L⁻ᵀ(z + YΛ): the same
-factorizations as the equations of motion. A contact whose impulse would pull
-(Λ < 0) lets go instead.
+Impacts use the impulses of `_impulse` (M Δq̇ = CᵀΛ with the rebound as
+the impacting row's target rate).
 
 Chatter: a ball bouncing with e < 1 makes infinitely many bounces in finite
 time. A rebound that would rise less than `atol` (in the units of h, under the
@@ -55,196 +47,30 @@ import numpy as np
 import optimistix as optx
 
 from ._constraints import (
-    _SINGULAR_CONSTRAINTS,
     _contact_tolerance,
     _dynamics,
     _num_bilateral,
     _num_unilateral,
     contact_set,
 )
-from ._custom_types import Array, BoolScalar, ScalarLike, Vector, VectorLike
-from ._eom import _NON_FINITE_STATE, _SINGULAR_MASS, _finite, _terms
-from ._linalg import cho_solve, cholesky, solve_lower, solve_upper_t
-from ._simulate import (
-    RESULTS,
-    Trajectory,
-    _all_finite,
-    _diagnose,
-    _guard,
-    _no_gradient,
-    _vector_field,
-)
-from ._system import LagrangianSystem, _as_state
-
-
-EVENT_RELEASE = 0
-"""`Trajectory.event_kind` of a contact letting go (its multiplier reached zero)."""
-
-EVENT_IMPACT = 1
-"""`Trajectory.event_kind` of a free unilateral constraint hitting h = 0."""
-
-
-# Impulses.
-
-
-class _Impulse(NamedTuple):
-    velocities: Array  # q̇ after the impulse, (n,)
-    contact: Array  # the unilateral rows that took an impulse, (u,) bool
-    singular_mass: BoolScalar
-    singular_constraints: BoolScalar
-
-
-def _rates(system: LagrangianSystem, q: Array, qd: Array, t: Array):
-    """C = [G; A; H] at velocity level and the current rates [ġ; a; ḣ]."""
-    one = jnp.ones((), t.dtype)
-    rows, rates = [], []
-    if system.holonomic is not None:
-        rows.append(jax.jacfwd(system._holonomic)(q, t))
-        rates.append(jax.jvp(system._holonomic, (q, t), (qd, one))[1])
-    if system.nonholonomic is not None:
-        rows.append(jax.jacfwd(system._nonholonomic, argnums=1)(q, qd, t))
-        rates.append(system._nonholonomic(q, qd, t))
-    if system.unilateral is not None:
-        rows.append(jax.jacfwd(system._unilateral)(q, t))
-        rates.append(jax.jvp(system._unilateral, (q, t), (qd, one))[1])
-    return jnp.concatenate(rows), jnp.concatenate(rates)
-
-
-def _impulse(
-    system: LagrangianSystem,
-    q: Array,
-    qd: Array,
-    t: Array,
-    impulse: Array,
-    contact: Array,
-    target: Array,
-) -> _Impulse:
-    """q̇⁺ from M Δq̇ = P + CᵀΛ with the bilateral rates 0 after the jump and the
-    rates of the unilateral rows in `contact` equal to `target`.
-
-    Contact rows whose impulse would pull are dropped, one sweep at a time.
-    """
-    mass = _terms(system, q, qd, t).mass
-    chol = cholesky(mass)
-    factor = chol.factor
-    z = solve_lower(factor, impulse)
-    if not system.has_constraints:
-        return _Impulse(
-            qd + solve_upper_t(factor, z), contact, chol.singular, jnp.array(False)
-        )
-    matrix, rates = _rates(system, q, qd, t)
-    bilateral = _num_bilateral(system, q, qd, t)
-    y = solve_lower(factor, matrix.T)
-    schur = y.T @ y
-    wanted = jnp.concatenate([jnp.zeros(bilateral, q.dtype), target])
-    residual = wanted - rates - y.T @ z
-    ones = jnp.ones(bilateral, bool)
-
-    def solve(contact):
-        mask = jnp.concatenate([ones, contact])
-        both = mask[:, None] & mask[None, :]
-        masked = jnp.where(both, schur, jnp.eye(mask.shape[0], dtype=q.dtype))
-        schur_chol = cholesky(masked)
-        lam = cho_solve(schur_chol.factor, jnp.where(mask, residual, 0.0))
-        return jnp.where(mask, lam, 0.0), schur_chol.singular
-
-    for _ in range(contact.shape[0]):
-        lam, _ = solve(contact)
-        contact = contact & (lam[bilateral:] >= 0)
-    lam, singular = solve(contact)
-    velocities = qd + solve_upper_t(factor, z + y @ lam)
-    return _Impulse(velocities, contact, chol.singular, singular)
-
-
-@eqx.filter_jit
-def _checked_impulse(system, q, qd, t, impulse):
-    if system.unilateral is None:
-        contact = jnp.zeros((0,), bool)
-    else:
-        contact = contact_set(system, q, qd, t)
-    target = jnp.zeros(contact.shape, q.dtype)
-    out = _impulse(system, q, qd, t, impulse, contact, target)
-    code = jnp.where(out.singular_constraints, 1, 0)
-    code = jnp.where(out.singular_mass, 2, code)
-    code = jnp.where(_finite(q, qd, t) & jnp.all(jnp.isfinite(impulse)), code, 3)
-    return eqx.branched_error_if(
-        out.velocities,
-        code > 0,
-        jnp.maximum(code - 1, 0),
-        (_SINGULAR_CONSTRAINTS, _SINGULAR_MASS, _NON_FINITE_STATE),
-    )
-
-
-def apply_impulse(
-    system: LagrangianSystem,
-    q: VectorLike,
-    qd: VectorLike,
-    t: ScalarLike,
-    impulse: VectorLike,
-) -> Vector:
-    """The velocities just after a generalized impulse P acts at a state.
-
-    Over an instant the coordinates do not move and the momenta jump:
-    M Δq̇ = P + CᵀΛ, where the constraint impulses Λ keep the holonomic and
-    nonholonomic constraints satisfied at velocity level (ġ = 0 and a = 0
-    afterwards). Unilateral constraints in contact (`contact_set`) act as plastic
-    contacts: they keep ḣ = 0 if their impulse pushes, and let go otherwise.
-
-    **Arguments:**
-
-    - `system`: the `LagrangianSystem`.
-    - `q`, `qd`: coordinates and velocities just before the impulse, shape (n,).
-    - `t`: the time, a scalar.
-    - `impulse`: the generalized impulse P = ∫ Q dt, shape (n,) (for a force F on
-        a point r(q), Pⱼ = F·∂r/∂qⱼ integrated over the blow).
-
-    **Returns:** the velocities q̇⁺ just after, shape (n,).
-
-    **Raises:** `ValueError` at trace time for wrong shapes (`impulse` must have
-    the shape of `q`); under `jax.jit` too, an error when the mass matrix is
-    singular, the constraints are redundant, or the state or impulse is not
-    finite.
-
-    **Example:**
-
-    ```python
-    import jax.numpy as jnp
-    import jaxlagrange as jl
-
-    # A unit mass on a circle of radius 1, struck sideways at the bottom.
-    pendulum = jl.LagrangianSystem(
-        lambda q, qd, t: 0.5 * jnp.sum(qd**2) - 9.81 * q[1],
-        holonomic=lambda q, t: jnp.array([jnp.sum(q**2) - 1.0]),
-    )
-    q, qd = jnp.array([0.0, -1.0]), jnp.zeros(2)
-    jl.apply_impulse(pendulum, q, qd, 0.0, jnp.array([2.0, 5.0]))  # [2.0, 0.0]
-    ```
-    """
-    q, qd, t = _as_state(q, qd, t)
-    impulse = jnp.asarray(impulse)
-    if impulse.shape != q.shape:
-        raise ValueError(
-            f"`impulse` must have shape {q.shape} (the shape of q), got shape "
-            f"{impulse.shape}."
-        )
-    return _checked_impulse(system, q, qd, t, impulse.astype(q.dtype))
-
-
-# Events.
+from ._custom_types import Array, BoolScalar
+from ._guard import _all_finite
+from ._impulse import _impulse
+from ._segment import _solve_segment, _split
+from ._system import LagrangianSystem
+from ._trajectory import EVENT_IMPACT, EVENT_RELEASE, RESULTS, Trajectory
 
 
 def _settle(system, q, qd, t, candidates: Array) -> Array:
     """The candidates whose multipliers push, released one sweep at a time."""
     offset = _num_bilateral(system, q, qd, t)
-    active = candidates
-    for _ in range(candidates.shape[0]):
+
+    # A loop, not Python unrolling: one traced copy of the dynamics for any u.
+    def sweep(_, active):
         lam = _dynamics(system, q, qd, t, active=active).multipliers[offset:]
-        active = active & (lam >= 0)
-    return active
+        return active & (lam >= 0)
 
-
-def _segment_field(t, y, args):
-    return _vector_field(t, y, args[:3])
+    return jax.lax.fori_loop(0, candidates.shape[0], sweep, candidates)
 
 
 def _condition(row: int, offset: int):
@@ -259,7 +85,7 @@ def _condition(row: int, offset: int):
     def condition(t, y, args, **kwargs):
         del kwargs
         system, baumgarte, active, start, initial = args
-        q, qd = y
+        q, qd = _split(y)
         dyn = _dynamics(system, q, qd, t, active=active, baumgarte=baumgarte)
         h = system._unilateral(q, t)[row]
         later = t > start
@@ -435,66 +261,43 @@ def _hybrid_solve(
         root_finder=_root_finder(dtype),
         direction=False,
     )
-    controller = _guard(stepsize_controller)
 
     def segment(carry: _Carry) -> _Carry:
         # A finished member of a vmapped batch runs this too: make it trivial.
         start = jnp.where(carry.done, t1, carry.t)
-        sol = diffrax.diffeqsolve(
-            diffrax.ODETerm(_segment_field),
-            solver,
-            t0=start,
-            t1=t1,
+        seg = _solve_segment(
+            system,
+            (carry.q, carry.qd),
+            start,
+            t1,
+            jnp.clip(ts, start, t1),
+            initial=(q0, qd0, t0),
+            solver=solver,
             dt0=dt0,
-            y0=(carry.q, carry.qd),
-            args=(
-                system,
-                baumgarte,
-                carry.active,
+            stepsize_controller=stepsize_controller,
+            max_steps=max_steps,
+            adjoint=adjoint,
+            baumgarte=baumgarte,
+            progress_meter=progress_meter,
+            active=carry.active,
+            event=event,
+            event_args=(
                 start,
                 _initial_conditions(system, carry.q, carry.qd, start),
             ),
-            saveat=diffrax.SaveAt(
-                ts=jnp.clip(ts, start, t1), t1=True, controller_state=True
-            ),
-            stepsize_controller=controller,
-            adjoint=adjoint,
-            event=event,
-            max_steps=max_steps,
-            progress_meter=progress_meter,
-            throw=False,
         )
-        # The end of the segment follows the save times reached (as in `_solve`).
-        last = jnp.sum(jnp.isfinite(sol.ts)) - 1
-        t_end = sol.ts[last]
-        q_end, qd_end = (y[last] for y in sol.ys)
-        new = (jnp.arange(num_ts) < last) & ~carry.filled & ~carry.done
-        ts_out = jnp.where(new, sol.ts[:num_ts], carry.ts)
-        qs = jnp.where(new[:, None], sol.ys[0][:num_ts], carry.qs)
-        qds = jnp.where(new[:, None], sol.ys[1][:num_ts], carry.qds)
+        t_end, q_end, qd_end, result = seg.t_end, seg.q_end, seg.qd_end, seg.result
+        new = seg.reached & ~carry.filled & ~carry.done
+        ts_out = jnp.where(new, seg.ts, carry.ts)
+        qs = jnp.where(new[:, None], seg.q, carry.qs)
+        qds = jnp.where(new[:, None], seg.qd, carry.qds)
         actives = jnp.where(new[:, None], carry.active, carry.actives)
         filled = carry.filled | new
 
-        result = RESULTS.promote(sol.result)
-        guard = sol.controller_state
-        stopped = (result == RESULTS.dt_min_reached) & (guard.failed_dt != 0)
-        diagnosed = _diagnose(
-            *_no_gradient(
-                system,
-                (q0, qd0),
-                t0,
-                (q_end, qd_end),
-                t_end,
-                guard,
-                baumgarte,
-                carry.active,
-            )
-        )
-        result = RESULTS.where(stopped, diagnosed, result)
         is_event = result == RESULTS.event_occurred
         result = RESULTS.where(is_event, RESULTS.successful, result)
 
-        row = jnp.argmax(jnp.stack(sol.event_mask)) if u else 0
+        row = jnp.argmax(jnp.stack(seg.event_mask)) if u else 0
         jump = _jump(system, q_end, qd_end, t_end, carry.active, row, restitution, rest)
         qd_next, active_next, kind, bad = jump
         room = carry.num_events < max_events
@@ -511,9 +314,9 @@ def _hybrid_solve(
         go_on = record & (result == RESULTS.successful)
         stats = jnp.stack(
             [
-                sol.stats["num_steps"],
-                sol.stats["num_accepted_steps"],
-                sol.stats["num_rejected_steps"],
+                seg.stats["num_steps"],
+                seg.stats["num_accepted_steps"],
+                seg.stats["num_rejected_steps"],
             ]
         )
         keep = carry.done

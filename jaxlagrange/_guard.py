@@ -1,0 +1,165 @@
+"""The guarded step-size controller, and the diagnosis of a stopped solve.
+
+diffrax's adaptive controllers reject a step whose state is NaN and shrink the
+step, so a right-hand side that goes NaN (a singular mass matrix, the square
+root of a negative number) would otherwise creep towards the bad point until
+"maximum number of steps reached", and a constant step size would carry the NaN
+silently to t1. Every step size controller is therefore wrapped in a guard,
+which rejects non-finite steps, stops the solve once the step can no longer
+shrink (or, with a fixed step, at once), and remembers the failed step;
+`_diagnose` then probes the dynamics along that step to say why it failed.
+"""
+
+from typing import Any, NamedTuple
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.tree_util as jtu
+
+from ._constraints import _dynamics
+from ._custom_types import Array, BoolScalar
+from ._eom import _terms
+from ._linalg import cho_solve, cholesky
+from ._trajectory import RESULTS
+
+
+def _all_finite(tree) -> BoolScalar:
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jtu.tree_leaves(tree)]
+    return jnp.stack(leaves).all() if leaves else jnp.array(True)
+
+
+class _GuardState(NamedTuple):
+    inner: Any  # the wrapped controller's state
+    resolution: Array  # the smallest step that still advances t meaningfully
+    failed_dt: Array  # size of the step that stopped the solve (0: none)
+    failed_finite: BoolScalar  # whether that step's state was finite
+
+
+class _AbstractGuard(diffrax.AbstractStepSizeController):
+    """Rejects non-finite steps and stops the solve when the step cannot shrink."""
+
+    controller: eqx.AbstractVar[diffrax.AbstractStepSizeController]
+
+    def wrap(self, direction):
+        return type(self)(self.controller.wrap(direction))
+
+    def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
+        tnext, inner = self.controller.init(
+            terms, t0, t1, y0, dt0, args, func, error_order
+        )
+        span = jnp.maximum(jnp.abs(t0), jnp.abs(t1))
+        dtype = jnp.result_type(tnext)
+        resolution = 16 * jnp.finfo(dtype).eps * span.astype(dtype)
+        state = _GuardState(inner, resolution, jnp.zeros((), dtype), jnp.array(True))
+        return tnext, state
+
+    def adapt_step_size(
+        self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state
+    ):
+        inner, resolution, failed_dt, failed_finite = controller_state
+        keep, next_t0, next_t1, made_jump, inner, result = (
+            self.controller.adapt_step_size(
+                t0, t1, y0, y1_candidate, args, y_error, error_order, inner
+            )
+        )
+        finite = _all_finite(y1_candidate)
+        keep = keep & finite
+        # An adaptive controller has already shrunk the step of a non-finite state
+        # (diffrax turns its NaN error into inf); a fixed one must not advance.
+        dt = next_t1 - next_t0
+        next_t0 = jnp.where(finite, next_t0, t0)
+        next_t1 = next_t0 + dt
+        if isinstance(self, _AdaptiveGuard):
+            stuck = dt <= resolution
+        else:
+            stuck = ~finite
+        failed_dt = jnp.where(stuck, t1 - t0, failed_dt)
+        failed_finite = jnp.where(stuck, finite, failed_finite)
+        result = diffrax.RESULTS.where(stuck, diffrax.RESULTS.dt_min_reached, result)
+        state = _GuardState(inner, resolution, failed_dt, failed_finite)
+        return keep, next_t0, next_t1, made_jump, state, result
+
+
+class _FixedGuard(_AbstractGuard):
+    controller: diffrax.AbstractStepSizeController
+
+
+class _AdaptiveGuard(_AbstractGuard, diffrax.AbstractAdaptiveStepSizeController):
+    controller: diffrax.AbstractAdaptiveStepSizeController
+
+    # Implicit solvers read the tolerances of an adaptive controller.
+    @property
+    def rtol(self):
+        return self.controller.rtol
+
+    @property
+    def atol(self):
+        return self.controller.atol
+
+    @property
+    def norm(self):
+        return self.controller.norm
+
+
+def _guard(controller: diffrax.AbstractStepSizeController) -> _AbstractGuard:
+    if isinstance(controller, diffrax.AbstractAdaptiveStepSizeController):
+        return _AdaptiveGuard(controller)
+    return _FixedGuard(controller)
+
+
+# Where along the failed step (as fractions of it) the dynamics are probed.
+_PROBES = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.25, 1.5)
+
+
+def _diagnose(
+    system, y0, t0, y, t, guard: _GuardState, baumgarte, active=None
+) -> RESULTS:
+    """Name the cause of a stopped solve from the probes along the failed step.
+
+    `y0`, `t0` is the initial state, `y`, `t` the last accepted one.
+    """
+    (q0, qd0), (q, qd), dt = y0, y, guard.failed_dt
+    terms = jax.vmap(lambda q, qd, t: _terms(system, q, qd, t))(
+        jnp.stack([q0, q]), jnp.stack([qd0, qd]), jnp.stack([t0, t])
+    )
+    factor = cholesky(terms.mass[1]).factor
+    # A solution that blows up at a singular M stops just short of it, where a
+    # pivot of M has fallen below eps^(1/4) of that diagonal entry at t0.
+    ratios = jnp.diagonal(factor) ** 2 / jnp.abs(jnp.diagonal(terms.mass[0]))
+    nearly_singular = ~jnp.all(ratios > jnp.finfo(q.dtype).eps ** 0.25)
+    # The probes follow the step to first order (constraint forces left out).
+    s = jnp.asarray(_PROBES, q.dtype) * dt
+    qs = q + s[:, None] * qd
+    qds = qd + s[:, None] * cho_solve(factor, terms.forcing[1])
+
+    def probe(q, qd, t):
+        return _dynamics(system, q, qd, t, active=active, baumgarte=baumgarte)
+
+    probes = jax.vmap(probe)(qs, qds, t + s)
+    nonfinite = ~(
+        jnp.all(jnp.isfinite(probes.accelerations), axis=1)
+        & jnp.all(jnp.isfinite(qs), axis=1)
+        & jnp.all(jnp.isfinite(qds), axis=1)
+    )
+    # The first bad probe along the step; at one probe, singular mass comes first.
+    bad = probes.singular_mass | probes.singular_constraints | nonfinite
+    first = jnp.argmax(bad)
+
+    result = RESULTS.where(
+        guard.failed_finite, RESULTS.step_size_collapsed, RESULTS.non_finite_state
+    )
+    result = RESULTS.where(nearly_singular, RESULTS.singular_mass_matrix, result)
+    result = RESULTS.where(nonfinite[first], RESULTS.non_finite_state, result)
+    result = RESULTS.where(
+        probes.singular_constraints[first], RESULTS.redundant_constraints, result
+    )
+    return RESULTS.where(
+        probes.singular_mass[first], RESULTS.singular_mass_matrix, result
+    )
+
+
+def _no_gradient(*trees):
+    stop = lambda x: jax.lax.stop_gradient(x) if eqx.is_array(x) else x  # noqa: E731
+    return jtu.tree_map(stop, trees)

@@ -1,0 +1,170 @@
+"""Impulses: the velocity jump of an instantaneous blow or impact.
+
+Impulses follow the textbook's impulsive Lagrange equations: over an instant
+the coordinates do not move and the momenta jump, M Δq̇ = P + CᵀΛ, where P is an
+applied generalized impulse and Λ the constraint impulses. Λ is fixed by the
+velocity-level constraints after the jump: the holonomic and nonholonomic ones
+stay satisfied (ġ = 0, a = 0), contacts keep ḣ = 0, and an impacting constraint
+rebounds with ḣ⁺ = −e ḣ⁻ for its coefficient of restitution e. With M = LLᵀ,
+Y = L⁻¹Cᵀ and z = L⁻¹P this is the Schur system (YᵀY) Λ = w − ċ − Yᵀz for the
+wanted rates w and the current ones ċ, and Δq̇ = L⁻ᵀ(z + YΛ): the same
+factorizations as the equations of motion. A contact whose impulse would pull
+(Λ < 0) lets go instead.
+"""
+
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from ._constraints import _SINGULAR_CONSTRAINTS, _num_bilateral, contact_set
+from ._custom_types import Array, BoolScalar, ScalarLike, Vector, VectorLike
+from ._eom import _NON_FINITE_STATE, _SINGULAR_MASS, _finite, _terms
+from ._linalg import cho_solve, cholesky, solve_lower, solve_upper_t
+from ._system import LagrangianSystem, _as_state
+
+
+class _Impulse(NamedTuple):
+    velocities: Array  # q̇ after the impulse, (n,)
+    contact: Array  # the unilateral rows that took an impulse, (u,) bool
+    singular_mass: BoolScalar
+    singular_constraints: BoolScalar
+
+
+def _rates(system: LagrangianSystem, q: Array, qd: Array, t: Array):
+    """C = [G; A; H] at velocity level and the current rates [ġ; a; ḣ]."""
+    one = jnp.ones((), t.dtype)
+    rows, rates = [], []
+    if system.holonomic is not None:
+        rows.append(jax.jacfwd(system._holonomic)(q, t))
+        rates.append(jax.jvp(system._holonomic, (q, t), (qd, one))[1])
+    if system.nonholonomic is not None:
+        rows.append(jax.jacfwd(system._nonholonomic, argnums=1)(q, qd, t))
+        rates.append(system._nonholonomic(q, qd, t))
+    if system.unilateral is not None:
+        rows.append(jax.jacfwd(system._unilateral)(q, t))
+        rates.append(jax.jvp(system._unilateral, (q, t), (qd, one))[1])
+    return jnp.concatenate(rows), jnp.concatenate(rates)
+
+
+def _impulse(
+    system: LagrangianSystem,
+    q: Array,
+    qd: Array,
+    t: Array,
+    impulse: Array,
+    contact: Array,
+    target: Array,
+) -> _Impulse:
+    """q̇⁺ from M Δq̇ = P + CᵀΛ with the bilateral rates 0 after the jump and the
+    rates of the unilateral rows in `contact` equal to `target`.
+
+    Contact rows whose impulse would pull are dropped, one sweep at a time.
+    """
+    mass = _terms(system, q, qd, t).mass
+    chol = cholesky(mass)
+    factor = chol.factor
+    z = solve_lower(factor, impulse)
+    if not system.has_constraints:
+        return _Impulse(
+            qd + solve_upper_t(factor, z), contact, chol.singular, jnp.array(False)
+        )
+    matrix, rates = _rates(system, q, qd, t)
+    bilateral = _num_bilateral(system, q, qd, t)
+    y = solve_lower(factor, matrix.T)
+    schur = y.T @ y
+    wanted = jnp.concatenate([jnp.zeros(bilateral, q.dtype), target])
+    residual = wanted - rates - y.T @ z
+    ones = jnp.ones(bilateral, bool)
+
+    def solve(contact):
+        mask = jnp.concatenate([ones, contact])
+        both = mask[:, None] & mask[None, :]
+        masked = jnp.where(both, schur, jnp.eye(mask.shape[0], dtype=q.dtype))
+        schur_chol = cholesky(masked)
+        lam = cho_solve(schur_chol.factor, jnp.where(mask, residual, 0.0))
+        return jnp.where(mask, lam, 0.0), schur_chol.singular
+
+    def sweep(_, contact):
+        lam, _ = solve(contact)
+        return contact & (lam[bilateral:] >= 0)
+
+    contact = jax.lax.fori_loop(0, contact.shape[0], sweep, contact)
+    lam, singular = solve(contact)
+    velocities = qd + solve_upper_t(factor, z + y @ lam)
+    return _Impulse(velocities, contact, chol.singular, singular)
+
+
+@eqx.filter_jit
+def _checked_impulse(system, q, qd, t, impulse):
+    if system.unilateral is None:
+        contact = jnp.zeros((0,), bool)
+    else:
+        contact = contact_set(system, q, qd, t)
+    target = jnp.zeros(contact.shape, q.dtype)
+    out = _impulse(system, q, qd, t, impulse, contact, target)
+    code = jnp.where(out.singular_constraints, 1, 0)
+    code = jnp.where(out.singular_mass, 2, code)
+    code = jnp.where(_finite(q, qd, t) & jnp.all(jnp.isfinite(impulse)), code, 3)
+    return eqx.branched_error_if(
+        out.velocities,
+        code > 0,
+        jnp.maximum(code - 1, 0),
+        (_SINGULAR_CONSTRAINTS, _SINGULAR_MASS, _NON_FINITE_STATE),
+    )
+
+
+def apply_impulse(
+    system: LagrangianSystem,
+    q: VectorLike,
+    qd: VectorLike,
+    t: ScalarLike,
+    impulse: VectorLike,
+) -> Vector:
+    """The velocities just after a generalized impulse P acts at a state.
+
+    Over an instant the coordinates do not move and the momenta jump:
+    M Δq̇ = P + CᵀΛ, where the constraint impulses Λ keep the holonomic and
+    nonholonomic constraints satisfied at velocity level (ġ = 0 and a = 0
+    afterwards). Unilateral constraints in contact (`contact_set`) act as plastic
+    contacts: they keep ḣ = 0 if their impulse pushes, and let go otherwise.
+
+    **Arguments:**
+
+    - `system`: the `LagrangianSystem`.
+    - `q`, `qd`: coordinates and velocities just before the impulse, shape (n,).
+    - `t`: the time, a scalar.
+    - `impulse`: the generalized impulse P = ∫ Q dt, shape (n,) (for a force F on
+        a point r(q), Pⱼ = F·∂r/∂qⱼ integrated over the blow).
+
+    **Returns:** the velocities q̇⁺ just after, shape (n,).
+
+    **Raises:** `ValueError` at trace time for wrong shapes (`impulse` must have
+    the shape of `q`); under `jax.jit` too, an error when the mass matrix is
+    singular, the constraints are redundant, or the state or impulse is not
+    finite.
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import jaxlagrange as jl
+
+    # A unit mass on a circle of radius 1, struck sideways at the bottom.
+    pendulum = jl.LagrangianSystem(
+        lambda q, qd, t: 0.5 * jnp.sum(qd**2) - 9.81 * q[1],
+        holonomic=lambda q, t: jnp.array([jnp.sum(q**2) - 1.0]),
+    )
+    q, qd = jnp.array([0.0, -1.0]), jnp.zeros(2)
+    jl.apply_impulse(pendulum, q, qd, 0.0, jnp.array([2.0, 5.0]))  # [2.0, 0.0]
+    ```
+    """
+    q, qd, t = _as_state(q, qd, t)
+    impulse = jnp.asarray(impulse)
+    if impulse.shape != q.shape:
+        raise ValueError(
+            f"`impulse` must have shape {q.shape} (the shape of q), got shape "
+            f"{impulse.shape}."
+        )
+    return _checked_impulse(system, q, qd, t, impulse.astype(q.dtype))

@@ -15,6 +15,8 @@ from ._eom import (
 from ._events import (
     EVENT_IMPACT as EVENT_IMPACT,
     EVENT_RELEASE as EVENT_RELEASE,
+    EVENT_SLIP as EVENT_SLIP,
+    EVENT_STICK as EVENT_STICK,
     apply_impulse as apply_impulse,
 )
 from ._fit import FitResult as FitResult, fit as fit

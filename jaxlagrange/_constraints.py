@@ -59,6 +59,16 @@ class Dynamics(NamedTuple):
     constraint_matrix: Array | None  # C, (m + k + u, n); None without constraints
     singular_mass: BoolScalar
     singular_constraints: BoolScalar
+    # The friction force along the slip direction at each contact, (u,): λ_T while
+    # sticking, −μ_k λ_N sign(s) while slipping, 0 when free. None without `slip`.
+    friction: Array | None = None
+
+
+class Modes(NamedTuple):
+    """The friction modes of the unilateral contacts (those in `active`)."""
+
+    stick: Array  # (u,) bool: s = 0 held as a constraint (sticking, rolling)
+    direction: Array  # (u,) ±1: sign(s) of a slipping contact (0 elsewhere)
 
 
 class ConstraintValues(NamedTuple):
@@ -124,13 +134,17 @@ def _dynamics(
     *,
     active: Array | None = None,
     baumgarte: tuple[ScalarLike, ScalarLike] | None = None,
+    modes: Modes | None = None,
 ) -> Dynamics:
     """q̈ and the multipliers with a given set of active unilateral constraints.
 
     `active` is a boolean (u,) mask (None: all unilateral constraints active).
     `baumgarte` is the pair of gains (α, β) or None for the exact dynamics.
+    `modes`: the friction modes of a system with `slip` (None: all sticking).
     Never raises on values: singularities are returned as flags.
     """
+    if system.slip is not None:
+        return _friction_dynamics(system, q, qd, t, active, baumgarte, modes)
     if not system.has_constraints:
         qdd, singular = _unconstrained(system, q, qd, t)
         none = jnp.zeros((0,), q.dtype)
@@ -173,6 +187,97 @@ def _dynamics(
     lam = jnp.where(mask, lam, 0.0)
     qdd = solve_upper_t(factor, z + y @ lam)
     return Dynamics(qdd, lam, matrix, chol.singular, schur_chol.singular)
+
+
+def _friction_coefficients(system: LagrangianSystem, u: int, dtype):
+    """μ_k and μ_s broadcast to one per unilateral constraint, shape (u,) each."""
+    out = []
+    for name in ("friction", "static_friction"):
+        mu = jnp.asarray(getattr(system, name), dtype)
+        if mu.shape not in ((), (u,)):
+            raise ValueError(
+                f"`{name}` must be a scalar or have one entry per unilateral "
+                f"constraint, shape ({u},), got shape {mu.shape}."
+            )
+        out.append(jnp.broadcast_to(mu, (u,)))
+    return tuple(out)
+
+
+# Coulomb friction: the KKT system with the slip rows.
+#
+# Contact i in contact (`active`) either sticks, s_i = 0 held by the row
+# S_i q̈ = −b_s with S = ∂s/∂q̇ and its multiplier λ_T (the friction force along
+# the slip direction), or slips with direction σ_i = sign(s_i): then its normal
+# force λ_N acts along H_i and the friction force −μ_k σ_i λ_N along S_i, so
+# its force direction is D_i = H_i − μ_k σ_i S_i while its constraint row stays
+# H_i. With C the constraint rows and D the force directions (D = C but for the
+# slipping contacts),
+#
+#     M q̈ = f + Dᵀλ,    C q̈ = −b    ⇒    (C M⁻¹ Dᵀ) λ = −b − C M⁻¹ f,
+#
+# a non-symmetric (LU-solved) Schur complement: Y = L⁻¹Cᵀ, W = L⁻¹Dᵀ, S = YᵀW.
+# The mode of each contact is fixed here; `_friction.py` decides it from the
+# multipliers and locates the switches as events.
+
+
+def _friction_dynamics(system, q, qd, t, active, baumgarte, modes) -> Dynamics:
+    terms = _terms(system, q, qd, t)
+    chol = cholesky(terms.mass)
+    factor = chol.factor
+    dtype = q.dtype
+    alpha, beta = (0.0, 0.0) if baumgarte is None else baumgarte
+    rows, rhs, masks = [], [], []
+    if system.holonomic is not None:
+        jac, b, g, gd = _position_rows(system._holonomic, q, qd, t)
+        rows.append(jac)
+        rhs.append(-b - 2 * alpha * gd - beta**2 * g)
+        masks.append(jnp.ones(g.shape, bool))
+    if system.nonholonomic is not None:
+        jac, b, a = _velocity_rows(system._nonholonomic, q, qd, t)
+        rows.append(jac)
+        rhs.append(-b - alpha * a)
+        masks.append(jnp.ones(a.shape, bool))
+    bilateral = sum(r.shape[0] for r in rows)
+    h_rows, b, h, hd = _position_rows(system._unilateral, q, qd, t)
+    u = h.shape[0]
+    active = jnp.ones((u,), bool) if active is None else active
+    if modes is None:
+        modes = Modes(jnp.ones((u,), bool), jnp.zeros((u,), dtype))
+    stick = modes.stick & active
+    slipping = active & ~modes.stick
+    s_rows, s_b, s = _velocity_rows(system._slip, q, qd, t)
+    mu_k, _ = _friction_coefficients(system, u, dtype)
+    rows += [h_rows, s_rows]
+    rhs += [-b - 2 * alpha * hd - beta**2 * h, -s_b - alpha * s]
+    masks += [active, stick]
+    matrix = jnp.concatenate(rows)
+    target = jnp.concatenate(rhs)
+    mask = jnp.concatenate(masks)
+    slide = jnp.where(slipping, mu_k * modes.direction, 0.0)
+    directions = matrix.at[bilateral : bilateral + u].add(-slide[:, None] * s_rows)
+
+    y = solve_lower(factor, matrix.T)
+    w = solve_lower(factor, directions.T)
+    z = solve_lower(factor, terms.forcing)
+    both = mask[:, None] & mask[None, :]
+    schur = jnp.where(both, y.T @ w, jnp.eye(mask.shape[0], dtype=dtype))
+    residual = jnp.where(mask, target - y.T @ z, 0.0)
+    lam = jnp.linalg.solve(schur, residual)
+    singular = ~jnp.all(jnp.isfinite(lam))
+    lam = jnp.where(mask & jnp.isfinite(lam), lam, 0.0)
+    qdd = solve_upper_t(factor, z + w @ lam)
+    normal = lam[bilateral : bilateral + u]
+    tangential = lam[bilateral + u :]
+    friction = jnp.where(stick, tangential, -slide * normal)
+    # The multipliers as without friction: bilateral, then the normal forces.
+    return Dynamics(
+        qdd,
+        lam[: bilateral + u],
+        matrix[: bilateral + u],
+        chol.singular,
+        singular,
+        friction,
+    )
 
 
 def _contact_tolerance(dtype) -> float:

@@ -628,6 +628,7 @@ def _solve(
         event_constraint=no_events,
         event_kind=no_events,
         num_events=jnp.zeros((), int),
+        friction=jnp.zeros((q.shape[0], 0), dtype),
     )
     return traj
 

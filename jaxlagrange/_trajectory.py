@@ -60,9 +60,13 @@ class Trajectory(eqx.Module):
     - `event_constraint`: which unilateral constraint each event concerns, an
         index 0 ≤ i < u into the output of `system.unilateral` (-1 where unused).
     - `event_kind`: `jl.EVENT_RELEASE` (the contact's multiplier reached zero and
-        it lets go) or `jl.EVENT_IMPACT` (a free constraint reached h = 0 moving
-        inwards), -1 where unused.
+        it lets go), `jl.EVENT_IMPACT` (a free constraint reached h = 0 moving
+        inwards), `jl.EVENT_STICK` (a slipping contact stopped and static friction
+        holds it) or `jl.EVENT_SLIP` (a contact starts slipping), -1 where unused.
     - `num_events`: how many event slots are used.
+    - `friction`: the friction force along the slip direction at each contact,
+        shape (T, u) for a system with `slip` (λ_T while sticking, −μ_k λ_N sign(s)
+        while slipping, 0 when not in contact); shape (T, 0) without `slip`.
 
     Velocities jump at impacts: a save time equal to an event time holds the state
     just before the event.
@@ -81,3 +85,4 @@ class Trajectory(eqx.Module):
     event_constraint: Int[Array, " E"]
     event_kind: Int[Array, " E"]
     num_events: Int[Array, ""]
+    friction: Float[Array, "T u"]

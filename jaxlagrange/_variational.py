@@ -351,6 +351,7 @@ def _variational_jit(system, q0, qd0, t0, t1, ts, solver, dt0, max_steps):
         event_constraint=no_events,
         event_kind=no_events,
         num_events=jnp.zeros((), int),
+        friction=jnp.zeros((ts.shape[0], 0), dtype),
     )
 
 

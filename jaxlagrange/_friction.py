@@ -1,0 +1,125 @@
+"""Coulomb friction at unilateral contacts: the modes and their switching.
+
+A unilateral contact h ≥ 0 with a slip velocity s (`LagrangianSystem(slip=...)`)
+is in one of three modes:
+
+- free (h > 0 or released): no contact force, no friction;
+- sticking (rolling): in contact with s = 0 held as a constraint row
+  S q̈ = −ṡ-terms, S = ∂s/∂q̇, whose multiplier λ_T is the friction force along
+  the slip direction; valid while |λ_T| ≤ μ_s λ_N;
+- slipping with direction σ = ±1: in contact, the friction force −μ_k σ λ_N
+  acts along S (see `_constraints._friction_dynamics`).
+
+The mode is never read from the sign of s along the way (which chatters near
+s = 0): each mode is kept through a smooth segment, and its end is an event
+located by root finding (`_events.py`):
+
+- sticking ends when μ_s λ_N − |λ_T| falls through zero (`EVENT_SLIP`: it slips
+  with σ = −sign λ_T, the direction the static friction was holding back), or
+  when λ_N does (`EVENT_RELEASE`);
+- slipping ends when σ s falls through zero: the contact is tried as sticking,
+  and it sticks (`EVENT_STICK`) if then |λ_T| ≤ μ_s λ_N, else slips the other
+  way (`EVENT_SLIP`); or when λ_N falls through zero (`EVENT_RELEASE`).
+
+After every event, and at t0, the modes of all contacts are settled together
+from the multipliers (`settle`), so simultaneous switches of several contacts
+are taken in one event.
+"""
+
+import jax.numpy as jnp
+
+from ._constraints import (
+    Modes,
+    _contact_tolerance,
+    _dynamics,
+    _friction_coefficients,
+    _num_bilateral,
+)
+from ._custom_types import Array
+from ._system import LagrangianSystem
+
+
+def no_modes(u: int, dtype) -> Modes:
+    """All contacts sticking (the modes of a system without friction are unused)."""
+    return Modes(jnp.ones((u,), bool), jnp.zeros((u,), dtype))
+
+
+def slip_modes(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Modes:
+    """The modes read from s: sticking where |s| ≤ √eps, else slipping with sign s."""
+    if system.slip is None:
+        return no_modes(system._unilateral(q, t).shape[0], q.dtype)
+    s = system._slip(q, qd, t)
+    stick = jnp.abs(s) <= _contact_tolerance(q.dtype)
+    return Modes(stick, jnp.where(stick, 0.0, jnp.sign(s)).astype(q.dtype))
+
+
+def settle(
+    system: LagrangianSystem,
+    q: Array,
+    qd: Array,
+    t: Array,
+    active: Array,
+    modes: Modes,
+) -> tuple[Array, Modes]:
+    """The contacts and modes consistent with the multipliers at a state.
+
+    Contacts whose normal force would pull (λ_N < 0) are released; sticking
+    contacts whose friction would exceed μ_s λ_N slip against λ_T. One sweep per
+    switch, 2u sweeps in all, so that any chain of u releases and u slips settles.
+    """
+    u = active.shape[0]
+    offset = _num_bilateral(system, q, qd, t)
+    if system.slip is None:
+        for _ in range(u):
+            lam = _dynamics(system, q, qd, t, active=active).multipliers[offset:]
+            active = active & (lam >= 0)
+        return active, modes
+    _, mu_s = _friction_coefficients(system, u, q.dtype)
+    for _ in range(2 * u):
+        dyn = _dynamics(system, q, qd, t, active=active, modes=modes)
+        normal = dyn.multipliers[offset:]
+        release = active & (normal < 0)
+        exceed = active & modes.stick & ~release
+        exceed = exceed & (jnp.abs(dyn.friction) > mu_s * normal)
+        active = active & ~release
+        modes = Modes(
+            modes.stick & ~exceed,
+            jnp.where(exceed, -jnp.sign(dyn.friction), modes.direction),
+        )
+    return active, modes
+
+
+def friction_values(
+    system: LagrangianSystem,
+    q: Array,
+    qd: Array,
+    t: Array,
+    active: Array,
+    modes: Modes,
+    normal: Array,
+    friction: Array,
+    start: Array,
+    initial: Array,
+) -> Array:
+    """The tangential event functions, positive while the mode holds, shape (u,).
+
+    Sticking: μ_s λ_N − |λ_T|. Slipping: σ s / (t − t_s), the slip velocity along
+    its direction divided by the time since the segment start t_s, so that a
+    contact that starts slipping at s ≈ 0 does not trigger at once (`initial` at
+    t_s). Free: +inf (never triggers).
+    """
+    _, mu_s = _friction_coefficients(system, active.shape[0], q.dtype)
+    limit = mu_s * normal - jnp.abs(friction)
+    s = system._slip(q, qd, t)
+    later = t > start
+    sliding = jnp.where(
+        later, modes.direction * s / jnp.where(later, t - start, 1.0), initial
+    )
+    value = jnp.where(modes.stick, limit, sliding)
+    return jnp.where(active, value, jnp.inf)
+
+
+def initial_slip(system: LagrangianSystem, q: Array, qd: Array, t: Array, modes):
+    """The slipping event functions at the segment start: σ s, at least √eps."""
+    s = system._slip(q, qd, t)
+    return jnp.maximum(modes.direction * s, _contact_tolerance(q.dtype))

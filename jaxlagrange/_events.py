@@ -310,35 +310,49 @@ def _initial_conditions(system, q, qd, t) -> Array:
 
 
 class _TimeNewton(optx.AbstractRootFinder):
-    """Newton's method for an event time, converged when its step in t is small.
+    """Newton's method for an event time, safeguarded by bisection.
 
+    The last solver step [lower, upper] brackets the root (the event function
+    changed sign over it); each iterate narrows the bracket, and a Newton step
+    that leaves it is replaced by the midpoint, so the iteration cannot stall
+    at a clipped end of the step. Converged when the step in t is small:
     `optx.Newton` also asks |c| < atol of the event function c, which has the
-    units of a force or a length, not a time; this one needs only the step.
-    Steps are clipped to the last solver step [lower, upper], which brackets the
-    root.
+    units of a force or a length, not a time.
     """
 
     rtol: float
     atol: float
     norm: Callable = optx.max_norm
 
+    def _value(self, fn, t, args):
+        f, aux = fn(t, args)
+        # diffrax passes one value per event function, zero but the triggered one.
+        return sum(jax.tree_util.tree_leaves(f)), aux
+
     def init(self, fn, y, args, options, f_struct, aux_struct, tags):
-        return jnp.full_like(y, jnp.inf)
+        lower = jnp.asarray(options.get("lower"), y.dtype)
+        upper = jnp.asarray(options.get("upper"), y.dtype)
+        positive = self._value(fn, lower, args)[0] > 0
+        return lower, upper, positive, jnp.full_like(y, jnp.inf)
 
     def step(self, fn, y, args, options, state, tags):
-        def value(t):
-            return fn(t, args)
-
-        (f, aux), (df, _) = jax.jvp(value, (y,), (jnp.ones_like(y),))
-        # diffrax passes one value per event function, zero but the triggered one.
-        f, df = (sum(jax.tree_util.tree_leaves(x)) for x in (f, df))
-        new = y - f / df
-        new = jnp.where(jnp.isfinite(new), new, y)
-        new = jnp.clip(new, options.get("lower"), options.get("upper"))
-        return new, new - y, aux
+        lower, upper, positive, _ = state
+        (f, aux), (df, _) = jax.jvp(
+            lambda t: self._value(fn, t, args), (y,), (jnp.ones_like(y),)
+        )
+        below = (f > 0) == positive  # y is on the side of `lower`
+        lower = jnp.where(below, y, lower)
+        upper = jnp.where(below, upper, y)
+        newton = y - f / df
+        inside = jnp.isfinite(newton) & (newton > lower) & (newton < upper)
+        new = jnp.where(inside, newton, 0.5 * (lower + upper))
+        new = jnp.where(f == 0, y, new)
+        return new, (lower, upper, positive, new - y), aux
 
     def terminate(self, fn, y, args, options, state, tags):
-        small = jnp.abs(state) <= self.atol + self.rtol * jnp.abs(y)
+        lower, upper, _, step = state
+        tol = self.atol + self.rtol * jnp.abs(y)
+        small = (jnp.abs(step) <= tol) | (upper - lower <= tol)
         return small, optx.RESULTS.successful
 
     def postprocess(self, fn, y, aux, args, options, state, tags, result):

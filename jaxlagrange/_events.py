@@ -333,10 +333,10 @@ class _TimeNewton(optx.AbstractRootFinder):
         lower = jnp.asarray(options.get("lower"), y.dtype)
         upper = jnp.asarray(options.get("upper"), y.dtype)
         positive = self._value(fn, lower, args)[0] > 0
-        return lower, upper, positive, jnp.full_like(y, jnp.inf)
+        return lower, upper, positive, jnp.full_like(y, jnp.inf), jnp.array(False)
 
     def step(self, fn, y, args, options, state, tags):
-        lower, upper, positive, _ = state
+        lower, upper, positive, _, _ = state
         (f, aux), (df, _) = jax.jvp(
             lambda t: self._value(fn, t, args), (y,), (jnp.ones_like(y),)
         )
@@ -347,13 +347,16 @@ class _TimeNewton(optx.AbstractRootFinder):
         inside = jnp.isfinite(newton) & (newton > lower) & (newton < upper)
         new = jnp.where(inside, newton, 0.5 * (lower + upper))
         new = jnp.where(f == 0, y, new)
-        return new, (lower, upper, positive, new - y), aux
+        return new, (lower, upper, positive, new - y, inside | (f == 0)), aux
 
     def terminate(self, fn, y, args, options, state, tags):
-        lower, upper, _, step = state
-        tol = self.atol + self.rtol * jnp.abs(y)
-        small = (jnp.abs(step) <= tol) | (upper - lower <= tol)
-        return small, optx.RESULTS.successful
+        lower, upper, _, step, newton = state
+        # Ended by a small Newton step, whose next error is quadratically smaller,
+        # or by a bracket down to rounding.
+        small = newton & (jnp.abs(step) <= self.atol + self.rtol * jnp.abs(y))
+        eps = jnp.finfo(y.dtype).eps
+        tight = upper - lower <= 8 * eps * jnp.maximum(jnp.abs(upper), 1.0)
+        return small | tight, optx.RESULTS.successful
 
     def postprocess(self, fn, y, aux, args, options, state, tags, result):
         return y, aux, {}
@@ -442,6 +445,8 @@ def _jump(system, q, qd, t, active, modes, index, restitution, rest):
     u = active.shape[0]
     row = index % u
     onehot = jnp.arange(u) == row
+    # Other contacts whose slip stopped at this instant too are tried as sticking.
+    modes = _friction.stop_slips(system, q, qd, t, modes, onehot)
     # Release: the contact lets go, velocities unchanged.
     released = _settle(system, q, qd, t, active & ~onehot, modes)
     # Impact: the impacting row rebounds, the other contacts keep ḣ = 0. The

@@ -53,6 +53,21 @@ def slip_modes(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Modes
     return Modes(stick, jnp.where(stick, 0.0, jnp.sign(s)).astype(q.dtype))
 
 
+def stop_slips(
+    system: LagrangianSystem, q: Array, qd: Array, t: Array, modes: Modes, keep: Array
+) -> Modes:
+    """Slipping contacts whose slip velocity is ≈ 0 (|s| ≤ √eps) tried as sticking.
+
+    At an event every contact whose slip stopped at the same instant is settled
+    with it; `keep` (u,) marks the contacts whose mode the event itself set.
+    """
+    if system.slip is None:
+        return modes
+    s = system._slip(q, qd, t)
+    stopped = ~modes.stick & (jnp.abs(s) <= _contact_tolerance(q.dtype)) & ~keep
+    return Modes(modes.stick | stopped, jnp.where(stopped, 0.0, modes.direction))
+
+
 def settle(
     system: LagrangianSystem,
     q: Array,

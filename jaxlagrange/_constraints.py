@@ -319,6 +319,72 @@ def _num_bilateral(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> i
     return m + k
 
 
+# The friction modes at a state (`_friction.py` switches them over time).
+
+
+def no_modes(u: int, dtype) -> Modes:
+    """All contacts sticking (the modes of a system without friction are unused)."""
+    return Modes(jnp.ones((u,), bool), jnp.zeros((u,), dtype))
+
+
+def slip_modes(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Modes:
+    """The modes read from s: sticking where |s| ≤ √eps, else slipping with sign s."""
+    if system.slip is None:
+        return no_modes(system._unilateral(q, t).shape[0], q.dtype)
+    s = system._slip(q, qd, t)
+    stick = jnp.abs(s) <= _contact_tolerance(q.dtype)
+    return Modes(stick, jnp.where(stick, 0.0, jnp.sign(s)).astype(q.dtype))
+
+
+def settle(
+    system: LagrangianSystem,
+    q: Array,
+    qd: Array,
+    t: Array,
+    active: Array,
+    modes: Modes,
+) -> tuple[Array, Modes]:
+    """The contacts and modes consistent with the multipliers at a state.
+
+    Contacts whose normal force would pull (λ_N < 0) are released; sticking
+    contacts whose friction would exceed μ_s λ_N slip against λ_T. One sweep per
+    switch, 2u sweeps in all, so that any chain of u releases and u slips settles.
+    """
+    u = active.shape[0]
+    offset = _num_bilateral(system, q, qd, t)
+    if system.slip is None:
+        for _ in range(u):
+            lam = _dynamics(system, q, qd, t, active=active).multipliers[offset:]
+            active = active & (lam >= 0)
+        return active, modes
+    _, mu_s = _friction_coefficients(system, u, q.dtype)
+    for _ in range(2 * u):
+        dyn = _dynamics(system, q, qd, t, active=active, modes=modes)
+        normal = dyn.multipliers[offset:]
+        release = active & (normal < 0)
+        exceed = active & modes.stick & ~release
+        exceed = exceed & (jnp.abs(dyn.friction) > mu_s * normal)
+        active = active & ~release
+        modes = Modes(
+            modes.stick & ~exceed,
+            jnp.where(exceed, -jnp.sign(dyn.friction), modes.direction),
+        )
+    return active, modes
+
+
+def contact_modes(system: LagrangianSystem, q: Array, qd: Array, t: Array):
+    """The contacts at a state of a system with friction, and their modes.
+
+    In contact: h ≈ 0 and ḣ ≈ 0 (√eps); sticking where s ≈ 0 and static friction
+    holds it, else slipping along sign s (against λ_T where s ≈ 0); released
+    where λ_N < 0.
+    """
+    values = constraint_values(system, q, qd, t)
+    tol = _contact_tolerance(q.dtype)
+    candidates = (values.unilateral <= tol) & (values.unilateral_rate <= tol)
+    return settle(system, q, qd, t, candidates, slip_modes(system, q, qd, t))
+
+
 _SINGULAR_CONSTRAINTS = (
     "The constraint Jacobian C = [∂g/∂q; ∂a/∂qd; ∂h/∂q] is rank-deficient at this "
     "state: the constraints are redundant or degenerate here. Remove the redundant "
@@ -332,8 +398,14 @@ def _checked(system, q, qd, t) -> Dynamics:
 
 @eqx.filter_jit
 def _checked_dynamics(system, q, qd, t) -> Dynamics:
-    active = contact_set(system, q, qd, t) if system.unilateral is not None else None
-    dyn = _dynamics(system, q, qd, t, active=active)
+    if system.slip is not None:
+        active, modes = contact_modes(system, q, qd, t)
+        dyn = _dynamics(system, q, qd, t, active=active, modes=modes)
+    else:
+        active = (
+            contact_set(system, q, qd, t) if system.unilateral is not None else None
+        )
+        dyn = _dynamics(system, q, qd, t, active=active)
     # One check for all failures (one branch, also under vmap); the
     # most basic failure in the batch names the error.
     code = jnp.where(jnp.all(jnp.isfinite(dyn.accelerations)), 0, 4)
@@ -360,7 +432,9 @@ def accelerations(
     """The generalized accelerations q̈, constraint forces included.
 
     Solves d/dt ∂L/∂q̇ − ∂L/∂q = Q + Gᵀλ + Aᵀμ together with the constraints
-    (holonomic, nonholonomic, and the unilateral ones in contact at this state).
+    (holonomic, nonholonomic, and the unilateral ones in contact at this state;
+    with `slip`, each contact sticking where s ≈ 0 and static friction holds it,
+    else slipping with the kinetic friction).
 
     **Arguments:**
 

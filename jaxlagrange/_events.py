@@ -63,7 +63,7 @@ from ._constraints import (
     _dynamics,
     _num_bilateral,
     _num_unilateral,
-    constraint_values,
+    contact_modes,
     contact_set,
 )
 from ._custom_types import Array, BoolScalar, ScalarLike, Vector, VectorLike
@@ -653,13 +653,7 @@ def _hybrid_solve(
     if system.slip is None:
         active0, modes0 = contact_set(system, q0, qd0, t0), _friction.no_modes(u, dtype)
     else:
-        # In contact at t0: h ≈ 0 and ḣ ≈ 0; sticking where s ≈ 0 and static
-        # friction holds it, else slipping; then released where λ_N < 0.
-        values = constraint_values(system, q0, qd0, t0)
-        tol = _contact_tolerance(dtype)
-        candidates = (values.unilateral <= tol) & (values.unilateral_rate <= tol)
-        modes0 = _friction.slip_modes(system, q0, qd0, t0)
-        active0, modes0 = _settle(system, q0, qd0, t0, candidates, modes0)
+        active0, modes0 = contact_modes(system, q0, qd0, t0)
     init = _Carry(
         t=t0,
         q=q0,

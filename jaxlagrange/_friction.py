@@ -31,26 +31,13 @@ import jax.numpy as jnp
 from ._constraints import (
     Modes,
     _contact_tolerance,
-    _dynamics,
     _friction_coefficients,
-    _num_bilateral,
+    no_modes as no_modes,
+    settle as settle,
+    slip_modes as slip_modes,
 )
 from ._custom_types import Array
 from ._system import LagrangianSystem
-
-
-def no_modes(u: int, dtype) -> Modes:
-    """All contacts sticking (the modes of a system without friction are unused)."""
-    return Modes(jnp.ones((u,), bool), jnp.zeros((u,), dtype))
-
-
-def slip_modes(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Modes:
-    """The modes read from s: sticking where |s| ≤ √eps, else slipping with sign s."""
-    if system.slip is None:
-        return no_modes(system._unilateral(q, t).shape[0], q.dtype)
-    s = system._slip(q, qd, t)
-    stick = jnp.abs(s) <= _contact_tolerance(q.dtype)
-    return Modes(stick, jnp.where(stick, 0.0, jnp.sign(s)).astype(q.dtype))
 
 
 def stop_slips(
@@ -66,42 +53,6 @@ def stop_slips(
     s = system._slip(q, qd, t)
     stopped = ~modes.stick & (jnp.abs(s) <= _contact_tolerance(q.dtype)) & ~keep
     return Modes(modes.stick | stopped, jnp.where(stopped, 0.0, modes.direction))
-
-
-def settle(
-    system: LagrangianSystem,
-    q: Array,
-    qd: Array,
-    t: Array,
-    active: Array,
-    modes: Modes,
-) -> tuple[Array, Modes]:
-    """The contacts and modes consistent with the multipliers at a state.
-
-    Contacts whose normal force would pull (λ_N < 0) are released; sticking
-    contacts whose friction would exceed μ_s λ_N slip against λ_T. One sweep per
-    switch, 2u sweeps in all, so that any chain of u releases and u slips settles.
-    """
-    u = active.shape[0]
-    offset = _num_bilateral(system, q, qd, t)
-    if system.slip is None:
-        for _ in range(u):
-            lam = _dynamics(system, q, qd, t, active=active).multipliers[offset:]
-            active = active & (lam >= 0)
-        return active, modes
-    _, mu_s = _friction_coefficients(system, u, q.dtype)
-    for _ in range(2 * u):
-        dyn = _dynamics(system, q, qd, t, active=active, modes=modes)
-        normal = dyn.multipliers[offset:]
-        release = active & (normal < 0)
-        exceed = active & modes.stick & ~release
-        exceed = exceed & (jnp.abs(dyn.friction) > mu_s * normal)
-        active = active & ~release
-        modes = Modes(
-            modes.stick & ~exceed,
-            jnp.where(exceed, -jnp.sign(dyn.friction), modes.direction),
-        )
-    return active, modes
 
 
 def friction_values(

@@ -498,3 +498,17 @@ def test_friction_is_a_differentiable_leaf_and_zero_width_without_slip():
     plain = jl.LagrangianSystem(_lagrangian, unilateral=_h)
     traj = jl.simulate(plain, jnp.array([0.0, 0.0]), jnp.array([0.0, 1.0]), t1=0.1)
     assert traj.friction.shape == (1, 0)
+
+
+def test_accelerations_take_the_friction_mode_of_the_state():
+    # Sliding (s = v₀ > 0): ẍ = −μ g and φ̈ = −μ g r m/I; rolling (s = 0) on a
+    # level floor: no acceleration, no friction. The normal force is m g.
+    mu, r = 0.3, 0.1
+    system = _ball(0.4, mu, r)
+    q = jnp.array([0.0, r, 0.0])
+    sliding = jl.accelerations(system, q, jnp.array([2.0, 0.0, 0.0]), 0.0)
+    np.testing.assert_allclose(sliding, [-mu * G, 0.0, -mu * G / (0.4 * r)], rtol=1e-12)
+    rolling = jl.accelerations(system, q, jnp.array([2.0, 0.0, -20.0]), 0.0)
+    np.testing.assert_allclose(rolling, 0.0, atol=1e-12)
+    lam = jl.multipliers(system, q, jnp.array([2.0, 0.0, 0.0]), 0.0)
+    np.testing.assert_allclose(lam, [G], rtol=1e-12)

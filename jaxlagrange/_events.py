@@ -386,7 +386,7 @@ def _check_max_events(max_events) -> int:
         or max_events < 1
     ):
         raise ValueError(
-            f"`max_events` must be a positive int (the most releases and impacts "
+            f"`max_events` must be a positive int (the most events "
             f"before t1), got {max_events!r}."
         )
     return int(max_events)

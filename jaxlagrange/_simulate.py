@@ -296,8 +296,8 @@ def _messages(max_steps: int, max_events: int | None = None) -> list[str]:
     events = RESULTS.max_events_reached._value  # pyright: ignore
     if max_events is not None:
         messages[int(events)] = (
-            f"The maximum number of events ({max_events}: releases and impacts of "
-            "unilateral constraints) was reached before t1. Raise it with "
+            f"The maximum number of events ({max_events}: releases, impacts, "
+            "sticks and slips at unilateral constraints) was reached before t1. Raise it with "
             "`jl.simulate(..., max_events=...)`."
         )
     return messages
@@ -399,8 +399,8 @@ def simulate(
     - `progress_meter`: a diffrax progress meter for long runs, e.g.
         `diffrax.TextProgressMeter()` (`diffrax.TqdmProgressMeter()` needs the
         `tqdm` package).
-    - `max_events`: the most releases and impacts, for systems with unilateral
-        constraints; reaching it before t1 fails with
+    - `max_events`: the most events (releases, impacts, sticks and slips), for
+        systems with unilateral constraints; reaching it before t1 fails with
         `RESULTS.max_events_reached`. A bouncing contact with restitution e < 1
         makes infinitely many bounces in finite time; a rebound that would rise
         less than `atol` (in the units of h) is made plastic, so it comes to rest

@@ -33,8 +33,8 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "take a smaller `dt0`, or raise the solver's `max_iterations`."
     )
     max_events_reached = (
-        "The maximum number of events (releases and impacts of unilateral "
-        "constraints) was reached before t1. Raise it with "
+        "The maximum number of events (releases, impacts, sticks and slips at "
+        "unilateral constraints) was reached before t1. Raise it with "
         "`jl.simulate(..., max_events=...)`."
     )
 

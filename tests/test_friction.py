@@ -8,6 +8,7 @@ stick/slip events against closed forms and finite differences, and every error
 message of the friction arguments.
 """
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -104,6 +105,14 @@ def test_dropped_spinning_ball_impact_then_slips_then_rolls():
     np.testing.assert_array_equal(kinds, [jl.EVENT_IMPACT, jl.EVENT_STICK])
     np.testing.assert_allclose(traj.event_ts[:2], [fall, fall + t_star], rtol=1e-9)
     np.testing.assert_allclose(traj.qd[1], [5 * v0 / 7, 0, -50 * v0 / 7], atol=1e-8)
+    # Dropped already spinning at the rolling rate: it lands sticking and rolls on.
+    traj = _sim(
+        _ball(0.4, mu, r), [0.0, r + y0, 0.0], [v0, 0.0, -v0 / r], 1.0, [0.1, 1.0]
+    )
+    assert int(traj.num_events) == 1
+    assert int(traj.event_kind[0]) == jl.EVENT_IMPACT
+    np.testing.assert_allclose(traj.qd[1], [v0, 0, -v0 / r], atol=1e-8)
+    np.testing.assert_allclose(traj.friction[1], 0.0, atol=1e-9)
 
 
 # A block (mass 1) on an incline of angle α: q = (x, y) along and across the
@@ -512,3 +521,96 @@ def test_accelerations_take_the_friction_mode_of_the_state():
     np.testing.assert_allclose(rolling, 0.0, atol=1e-12)
     lam = jl.multipliers(system, q, jnp.array([2.0, 0.0, 0.0]), 0.0)
     np.testing.assert_allclose(lam, [G], rtol=1e-12)
+
+
+# Repeated stick–slip: a block on a level floor pushed by A sin ωt.
+
+_PUSH, _OMEGA = 4.0, 2 * np.pi
+
+
+def _pushed_lagrangian(q, qd, t):
+    return 0.5 * jnp.sum(qd**2) - G * q[1]
+
+
+def _push(q, qd, t):
+    return jnp.stack([_PUSH * jnp.sin(_OMEGA * t), jnp.zeros_like(t)])
+
+
+_PUSHED = jl.LagrangianSystem(
+    _pushed_lagrangian,
+    force=_push,
+    unilateral=lambda q, t: q[1:],
+    slip=lambda q, qd, t: qd[:1],
+    friction=0.25,
+    static_friction=0.3,
+)
+
+
+def _stick_slip_events(mu_k, mu_s, t1):
+    """The events by hand: sticking ends where |A sin ωt| = μ_s g (it slips
+    along the push); slipping with σ has ẍ = A sin ωt − σ μ_k g, so
+    v(t) = (A/ω)(cos ωt_s − cos ωt) − σ μ_k g (t − t_s), and ends where v = 0
+    (it sticks if |A sin ωt| ≤ μ_s g there, else slips back)."""
+
+    def push(t):
+        return _PUSH * np.sin(_OMEGA * t)
+
+    events, t, sigma = [], 0.0, 0.0
+    grid = np.linspace(0.0, t1, 4001)
+    while True:
+        if sigma == 0.0:
+            f = mu_s * G - np.abs(push(grid))
+        else:
+            start = t
+
+            def velocity(s, start=start, sigma=sigma):
+                return (_PUSH / _OMEGA) * (
+                    np.cos(_OMEGA * start) - np.cos(_OMEGA * s)
+                ) - sigma * mu_k * G * (s - start)
+
+            f = sigma * velocity(grid)
+        later = grid > t + 1e-9
+        crossing = np.flatnonzero(later[1:] & (f[1:] <= 0) & (f[:-1] > 0))
+        if sigma != 0.0:
+            crossing = np.flatnonzero(later[1:] & (f[1:] <= 0))
+        if not len(crossing):
+            return events
+        i = crossing[0]
+        lo, hi = max(grid[i], t + 1e-9), grid[i + 1]
+        if sigma == 0.0:
+            t = brentq(lambda s: mu_s * G - abs(push(s)), lo, hi, xtol=1e-14)
+            sigma = np.sign(push(t))
+            events.append((t, jl.EVENT_SLIP))
+        else:
+            t = brentq(velocity, lo, hi, xtol=1e-14)
+            sigma = 0.0 if abs(push(t)) <= mu_s * G else np.sign(push(t))
+            events.append((t, jl.EVENT_STICK if sigma == 0.0 else jl.EVENT_SLIP))
+
+
+def test_repeated_stick_slip_does_not_chatter():
+    # Driven back and forth, the block slips and sticks twice per period: every
+    # event against the hand solution, and few solver steps (no chattering
+    # around s = 0).
+    t1 = 2.0
+    reference = _stick_slip_events(0.25, 0.3, t1)
+    kinds = [kind for _, kind in reference]
+    assert kinds == [jl.EVENT_SLIP, jl.EVENT_STICK] * 3 + [jl.EVENT_SLIP]
+    # While it sticks the state stands still, so the step size is bounded for
+    # the solver to see the friction limit (checked at step ends) being reached.
+    traj = jl.simulate(
+        _PUSHED,
+        jnp.zeros(2),
+        jnp.zeros(2),
+        t1=t1,
+        saveat=jnp.array([t1]),
+        stepsize_controller=diffrax.PIDController(rtol=TOL, atol=TOL, dtmax=0.05),
+        max_events=12,
+    )
+    assert traj.result == jl.RESULTS.successful
+    count = int(traj.num_events)
+    assert count == len(reference)
+    times, kinds = zip(*reference, strict=True)
+    np.testing.assert_array_equal(traj.event_kind[:count], kinds)
+    np.testing.assert_allclose(traj.event_ts[:count], times, rtol=1e-9)
+    # 40 steps of dtmax, and a few more around each event: no chattering.
+    assert int(traj.stats["num_steps"]) < 200

@@ -48,6 +48,7 @@ import jaxlagrange as jl  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from friction_references import sphere_on_sphere, wheel_and_body  # noqa: E402
+from friction_systems import RHO, WHEEL, A, R, ball, block, sphere, wheel  # noqa: E402
 
 
 G = 9.81
@@ -99,33 +100,6 @@ def _events(traj):
     ]
 
 
-# A ball or disk on the floor: q = (x, y, φ), slip ẋ + r φ̇.
-
-
-def _ball_lagrangian(q, qd, t, p):
-    kinetic = 0.5 * (qd[0] ** 2 + qd[1] ** 2) + 0.5 * p["k"] * p["r"] ** 2 * qd[2] ** 2
-    return kinetic - G * q[1]
-
-
-def _floor(q, t, p):
-    return jnp.array([q[1] - p["r"]])
-
-
-def _ball_slip(q, qd, t, p):
-    return jnp.array([qd[0] + p["r"] * qd[2]])
-
-
-def _ball(k, mu):
-    # Module-level functions: the systems of one shape share one compilation.
-    return jl.LagrangianSystem(
-        _ball_lagrangian,
-        params={"k": k, "r": 0.1},
-        unilateral=_floor,
-        slip=_ball_slip,
-        friction=mu,
-    )
-
-
 def sliding(saves):
     rows, runs = [], []
     mu, v0 = 0.3, 2.0
@@ -133,7 +107,7 @@ def sliding(saves):
         ("solid sphere", 0.4, 2 / 7, 5 / 7),
         ("disk", 0.5, 1 / 3, 2 / 3),
     ):
-        traj = _run(_ball(k, mu), [0.0, 0.1, 0.0], [v0, 0.0, 0.0], 0.5, saves)
+        traj = _run(ball(k, mu), [0.0, 0.1, 0.0], [v0, 0.0, 0.0], 0.5, saves)
         (t_star, kind), *_ = _events(traj)
         assert kind == "stick"
         rows += [
@@ -144,55 +118,28 @@ def sliding(saves):
     return rows, runs
 
 
-# A block on an incline: q = (x along, y across), x downhill, slip ẋ.
-
-
-def _incline_lagrangian(q, qd, t, p):
-    a = p["alpha"]
-    return 0.5 * jnp.sum(qd**2) + G * (q[0] * jnp.sin(a) - q[1] * jnp.cos(a))
-
-
-def _across(q, t, p):
-    return q[1:]
-
-
-def _along(q, qd, t, p):
-    return qd[:1]
-
-
-def _block(mu_k, mu_s, alpha):
-    return jl.LagrangianSystem(
-        _incline_lagrangian,
-        params={"alpha": alpha},
-        unilateral=_across,
-        slip=_along,
-        friction=mu_k,
-        static_friction=mu_s,
-    )
-
-
 def incline(saves):
     alpha, mu_k, t1 = 0.4, 0.3, 1.0
     sin, cos = np.sin(alpha), np.cos(alpha)
     rows, runs = [], []
-    stays = _run(_block(mu_k, 0.45, alpha), [0, 0], [0, 0], t1, saves)
+    stays = _run(block(mu_k, 0.45, alpha), [0, 0], [0, 0], t1, saves)
     rows.append(
         ("block, μ_s ≥ tan α", "holding force [N]", -G * sin, stays.friction[-1, 0])
     )
-    slides = _run(_block(mu_k, 0.42, alpha), [0, 0], [0, 0], t1, saves)
+    slides = _run(block(mu_k, 0.42, alpha), [0, 0], [0, 0], t1, saves)
     down = G * (sin - mu_k * cos)
     rows.append(("block, μ_s < tan α", "x(1 s) [m]", 0.5 * down, slides.q[-1, 0]))
     v0 = -2.0
     up = G * (sin + mu_k * cos)
     t_stop = -v0 / up
-    stuck = _run(_block(mu_k, 0.45, alpha), [0, 0], [v0, 0], t1, saves)
+    stuck = _run(block(mu_k, 0.45, alpha), [0, 0], [v0, 0], t1, saves)
     (t_event, kind), *_ = _events(stuck)
     assert kind == "stick"
     rows += [
         ("block pushed up, sticks", "stops at [s]", t_stop, t_event),
         ("block pushed up, sticks", "top x [m]", -(v0**2) / (2 * up), stuck.q[-1, 0]),
     ]
-    back = _run(_block(mu_k, 0.42, alpha), [0, 0], [v0, 0], t1, saves)
+    back = _run(block(mu_k, 0.42, alpha), [0, 0], [v0, 0], t1, saves)
     (t_event, kind), *_ = _events(back)
     assert kind == "slip"
     top = -(v0**2) / (2 * up)
@@ -213,49 +160,22 @@ def incline(saves):
     return rows, runs
 
 
-# 6.9.2 / 6.9.3: a solid sphere (radius a) on a fixed sphere (radius R).
-
-_A, _R = 0.1, 1.0
-_RHO = _A + _R
 _THETA0 = 1e-3
 
 
-def _sphere_lagrangian(q, qd, t):
-    return 0.5 * (qd[0] ** 2 + qd[1] ** 2) + 0.2 * _A**2 * qd[2] ** 2 - G * q[1]
-
-
-def _on_sphere(q, t):
-    return jnp.array([jnp.sqrt(q[0] ** 2 + q[1] ** 2) - _RHO])
-
-
-def _sphere_slip(q, qd, t):
-    rho = jnp.sqrt(q[0] ** 2 + q[1] ** 2)
-    return jnp.array([(qd[0] * q[1] - qd[1] * q[0]) / rho + _A * qd[2]])
-
-
-def _sphere(mu_k, mu_s):
-    return jl.LagrangianSystem(
-        _sphere_lagrangian,
-        unilateral=_on_sphere,
-        slip=_sphere_slip,
-        friction=mu_k,
-        static_friction=mu_s,
-    )
-
-
-_SPHERE_Q0 = [_RHO * np.sin(_THETA0), _RHO * np.cos(_THETA0), 0.0]
+_SPHERE_Q0 = [RHO * np.sin(_THETA0), RHO * np.cos(_THETA0), 0.0]
 
 
 def _angle(q):
     return np.degrees(np.arctan2(q[0], q[1]))
 
 
-def sphere(saves):
+def sphere_on_a_sphere(saves):
     rows, runs = [], []
     mu_k, mu_s = 0.8, 1.0
-    reference = sphere_on_sphere(mu_k, mu_s, _THETA0, R=_R, a=_A, g=G)
+    reference = sphere_on_sphere(mu_k, mu_s, _THETA0, R=R, a=A, g=G)
     times = [t for _, t, *_ in reference]
-    system = _sphere(mu_k, mu_s)
+    system = sphere(mu_k, mu_s)
     traj = _run(system, _SPHERE_Q0, [0, 0, 0], times[-1] + 0.05, saves)
     events = _events(traj)
     assert [kind for _, kind in events[:2]] == ["slip", "release"]
@@ -280,7 +200,7 @@ def sphere(saves):
         (title, "release time [s] (SciPy)", times[1], events[1][0]),
     ]
     runs.append((title, traj, mu_k))
-    rolling = _sphere(1e6, 1e6)
+    rolling = sphere(1e6, 1e6)
     traj = _run(rolling, _SPHERE_Q0, [0, 0, 0], 3.1, saves)
     release = [t for t, kind in _events(traj) if kind == "release"][0]
     at = _at(rolling, _SPHERE_Q0, [0, 0, 0], 3.1, [release - 0.1, release])
@@ -295,32 +215,13 @@ def sphere(saves):
     return rows, runs
 
 
-# 6.9.4: a small body on the rim of a wheel rolling on the floor.
-
-_M, _WR, _I, _m = 1.0, 1.0, 0.5, 0.2
-
-
-def _wheel_lagrangian(q, qd, t):
-    x, phi, r, th = q
-    vx = qd[0] + qd[2] * jnp.sin(th) + r * qd[3] * jnp.cos(th)
-    vy = qd[2] * jnp.cos(th) - r * qd[3] * jnp.sin(th)
-    kinetic = 0.5 * _M * qd[0] ** 2 + 0.5 * _I * qd[1] ** 2 + 0.5 * _m * (vx**2 + vy**2)
-    return kinetic - _m * G * (_WR + r * jnp.cos(th))
-
-
-def wheel(saves):
+def body_on_wheel(saves):
     mu_k, mu_s, v0 = 0.3, 0.4, 1.0
-    reference, _, _ = wheel_and_body(mu_k, mu_s, v0, M=_M, R=_WR, inertia=_I, m=_m, g=G)
+    reference, _, _ = wheel_and_body(mu_k, mu_s, v0, **WHEEL, g=G)
     times = [t for _, t, *_ in reference]
-    system = jl.LagrangianSystem(
-        _wheel_lagrangian,
-        holonomic=lambda q, t: jnp.array([q[0] - _WR * q[1]]),
-        unilateral=lambda q, t: jnp.array([q[2] - _WR]),
-        slip=lambda q, qd, t: jnp.array([q[2] * qd[3] - _WR * qd[1]]),
-        friction=mu_k,
-        static_friction=mu_s,
-    )
-    q0, qd0 = [0.0, 0.0, _WR, 0.0], [v0, v0 / _WR, 0.0, v0 / _WR]
+    system = wheel(mu_k, mu_s)
+    radius = WHEEL["R"]
+    q0, qd0 = [0.0, 0.0, radius, 0.0], [v0, v0 / radius, 0.0, v0 / radius]
     traj = _run(system, q0, qd0, times[-1] + 0.1, saves)
     events = _events(traj)
     assert [kind for _, kind in events[:2]] == ["slip", "release"]
@@ -340,7 +241,7 @@ def wheel(saves):
     return rows, [(title, traj, mu_k)]
 
 
-EXAMPLES = [sliding, incline, sphere, wheel]
+EXAMPLES = [sliding, incline, sphere_on_a_sphere, body_on_wheel]
 
 
 def _relative(reference, simulated):

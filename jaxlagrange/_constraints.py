@@ -126,6 +126,22 @@ def _num_unilateral(system: LagrangianSystem, q: Array, t: Array) -> int:
     return jax.eval_shape(system._unilateral, q, t).shape[0]
 
 
+def _bilateral_rows(system, q, qd, t, alpha, beta):
+    """The holonomic and nonholonomic rows of C, their right-hand sides and masks."""
+    rows, rhs, masks = [], [], []
+    if system.holonomic is not None:
+        jac, b, g, gd = _position_rows(system._holonomic, q, qd, t)
+        rows.append(jac)
+        rhs.append(-b - 2 * alpha * gd - beta**2 * g)
+        masks.append(jnp.ones(g.shape, bool))
+    if system.nonholonomic is not None:
+        jac, b, a = _velocity_rows(system._nonholonomic, q, qd, t)
+        rows.append(jac)
+        rhs.append(-b - alpha * a)
+        masks.append(jnp.ones(a.shape, bool))
+    return rows, rhs, masks
+
+
 def _dynamics(
     system: LagrangianSystem,
     q: Array,
@@ -154,17 +170,7 @@ def _dynamics(
     factor = chol.factor
 
     alpha, beta = (0.0, 0.0) if baumgarte is None else baumgarte
-    rows, rhs, masks = [], [], []
-    if system.holonomic is not None:
-        jac, b, g, gd = _position_rows(system._holonomic, q, qd, t)
-        rows.append(jac)
-        rhs.append(-b - 2 * alpha * gd - beta**2 * g)
-        masks.append(jnp.ones(g.shape, bool))
-    if system.nonholonomic is not None:
-        jac, b, a = _velocity_rows(system._nonholonomic, q, qd, t)
-        rows.append(jac)
-        rhs.append(-b - alpha * a)
-        masks.append(jnp.ones(a.shape, bool))
+    rows, rhs, masks = _bilateral_rows(system, q, qd, t, alpha, beta)
     if system.unilateral is not None:
         jac, b, h, hd = _position_rows(system._unilateral, q, qd, t)
         rows.append(jac)
@@ -226,17 +232,7 @@ def _friction_dynamics(system, q, qd, t, active, baumgarte, modes) -> Dynamics:
     factor = chol.factor
     dtype = q.dtype
     alpha, beta = (0.0, 0.0) if baumgarte is None else baumgarte
-    rows, rhs, masks = [], [], []
-    if system.holonomic is not None:
-        jac, b, g, gd = _position_rows(system._holonomic, q, qd, t)
-        rows.append(jac)
-        rhs.append(-b - 2 * alpha * gd - beta**2 * g)
-        masks.append(jnp.ones(g.shape, bool))
-    if system.nonholonomic is not None:
-        jac, b, a = _velocity_rows(system._nonholonomic, q, qd, t)
-        rows.append(jac)
-        rhs.append(-b - alpha * a)
-        masks.append(jnp.ones(a.shape, bool))
+    rows, rhs, masks = _bilateral_rows(system, q, qd, t, alpha, beta)
     bilateral = sum(r.shape[0] for r in rows)
     h_rows, b, h, hd = _position_rows(system._unilateral, q, qd, t)
     u = h.shape[0]

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from friction_references import sphere_on_sphere, wheel_and_body
+from friction_systems import RHO, WHEEL, A, R, ball, block, sphere, wheel
 from scipy.optimize import brentq
 
 import jaxlagrange as jl
@@ -22,35 +23,6 @@ import jaxlagrange as jl
 
 G = 9.81
 TOL = 1e-10
-
-
-# A ball or disk (mass 1, radius r, I = k r²) on the floor: q = (x, y, φ), φ
-# counterclockwise; the contact point's velocity along x is ẋ + r φ̇.
-
-
-def _rolling_lagrangian(q, qd, t, params):
-    r = params["r"]
-    kinetic = 0.5 * (qd[0] ** 2 + qd[1] ** 2) + 0.5 * params["k"] * r**2 * qd[2] ** 2
-    return kinetic - G * q[1]
-
-
-def _floor(q, t, params):
-    return jnp.array([q[1] - params["r"]])
-
-
-def _rolling_slip(q, qd, t, params):
-    return jnp.array([qd[0] + params["r"] * qd[2]])
-
-
-def _ball(k, mu, r=0.1, mu_s=None):
-    return jl.LagrangianSystem(
-        _rolling_lagrangian,
-        params={"r": r, "k": k},
-        unilateral=_floor,
-        slip=_rolling_slip,
-        friction=mu,
-        static_friction=mu_s,
-    )
 
 
 def _sim(system, q0, qd0, t1, saveat, max_events=4):
@@ -74,9 +46,7 @@ def test_sliding_ball_and_disk_roll(k, ratio, speed):
     # needs no friction.
     mu, v0, r = 0.3, 2.0, 0.1
     t_star = ratio * v0 / (mu * G)
-    traj = _sim(
-        _ball(k, mu, r), [0.0, r, 0.0], [v0, 0.0, 0.0], 1.0, [0.5 * t_star, 1.0]
-    )
+    traj = _sim(ball(k, mu, r), [0.0, r, 0.0], [v0, 0.0, 0.0], 1.0, [0.5 * t_star, 1.0])
     assert traj.result == jl.RESULTS.successful
     assert int(traj.num_events) == 1
     assert int(traj.event_kind[0]) == jl.EVENT_STICK
@@ -99,7 +69,7 @@ def test_dropped_spinning_ball_impact_then_slips_then_rolls():
     mu, v0, r, y0 = 0.3, 2.0, 0.1, 0.1
     fall = np.sqrt(2 * y0 / G)
     t_star = 2 * v0 / (7 * mu * G)
-    traj = _sim(_ball(0.4, mu, r), [0.0, r + y0, 0.0], [v0, 0.0, 0.0], 1.0, [0.1, 1.0])
+    traj = _sim(ball(0.4, mu, r), [0.0, r + y0, 0.0], [v0, 0.0, 0.0], 1.0, [0.1, 1.0])
     assert traj.result == jl.RESULTS.successful
     kinds = np.asarray(traj.event_kind[: int(traj.num_events)])
     np.testing.assert_array_equal(kinds, [jl.EVENT_IMPACT, jl.EVENT_STICK])
@@ -107,40 +77,12 @@ def test_dropped_spinning_ball_impact_then_slips_then_rolls():
     np.testing.assert_allclose(traj.qd[1], [5 * v0 / 7, 0, -50 * v0 / 7], atol=1e-8)
     # Dropped already spinning at the rolling rate: it lands sticking and rolls on.
     traj = _sim(
-        _ball(0.4, mu, r), [0.0, r + y0, 0.0], [v0, 0.0, -v0 / r], 1.0, [0.1, 1.0]
+        ball(0.4, mu, r), [0.0, r + y0, 0.0], [v0, 0.0, -v0 / r], 1.0, [0.1, 1.0]
     )
     assert int(traj.num_events) == 1
     assert int(traj.event_kind[0]) == jl.EVENT_IMPACT
     np.testing.assert_allclose(traj.qd[1], [v0, 0, -v0 / r], atol=1e-8)
     np.testing.assert_allclose(traj.friction[1], 0.0, atol=1e-9)
-
-
-# A block (mass 1) on an incline of angle α: q = (x, y) along and across the
-# slope, x downhill; contact y ≥ 0, slip velocity ẋ.
-
-
-def _incline_lagrangian(q, qd, t, params):
-    alpha = params["alpha"]
-    return 0.5 * jnp.sum(qd**2) + G * (q[0] * jnp.sin(alpha) - q[1] * jnp.cos(alpha))
-
-
-def _across(q, t, params):
-    return q[1:]
-
-
-def _along(q, qd, t, params):
-    return qd[:1]
-
-
-def _block(mu_k, mu_s, alpha=0.4):
-    return jl.LagrangianSystem(
-        _incline_lagrangian,
-        params={"alpha": alpha},
-        unilateral=_across,
-        slip=_along,
-        friction=mu_k,
-        static_friction=mu_s,
-    )
 
 
 def _INCLINE(system, v0):
@@ -151,12 +93,12 @@ def test_block_on_incline_stays_or_slides():
     alpha, mu_k = 0.4, 0.3
     sin, cos = np.sin(alpha), np.cos(alpha)
     # μ_s ≥ tan α = 0.423: it stays, held by static friction m g sin α.
-    stays = _INCLINE(_block(mu_k, 0.45), 0.0)
+    stays = _INCLINE(block(mu_k, 0.45), 0.0)
     assert int(stays.num_events) == 0
     np.testing.assert_allclose(stays.q, 0.0, atol=1e-12)
     np.testing.assert_allclose(stays.friction[:, 0], -G * sin, rtol=1e-12)
     # μ_s < tan α: it slides from t0 with g (sin α − μ_k cos α).
-    slides = _INCLINE(_block(mu_k, 0.42), 0.0)
+    slides = _INCLINE(block(mu_k, 0.42), 0.0)
     assert int(slides.num_events) == 0
     accel = G * (sin - mu_k * cos)
     np.testing.assert_allclose(slides.q[:, 0], 0.5 * accel * slides.ts**2, rtol=1e-9)
@@ -168,14 +110,14 @@ def test_block_pushed_up_the_incline_stops_and_sticks_or_slides_back():
     sin, cos = np.sin(alpha), np.cos(alpha)
     decel = G * (sin + mu_k * cos)
     t_stop, top = -v0 / decel, -(v0**2) / (2 * decel)
-    stuck = _INCLINE(_block(mu_k, 0.45), v0)
+    stuck = _INCLINE(block(mu_k, 0.45), v0)
     assert int(stuck.num_events) == 1
     assert int(stuck.event_kind[0]) == jl.EVENT_STICK
     np.testing.assert_allclose(stuck.event_ts[0], t_stop, rtol=1e-9)
     np.testing.assert_allclose(stuck.q[:, 0], top, rtol=1e-9)
     np.testing.assert_allclose(stuck.qd[:, 0], 0.0, atol=1e-9)
     # Static friction too weak to hold it: it slides back down.
-    back = _INCLINE(_block(mu_k, 0.42), v0)
+    back = _INCLINE(block(mu_k, 0.42), v0)
     assert int(back.num_events) == 1
     assert int(back.event_kind[0]) == jl.EVENT_SLIP
     np.testing.assert_allclose(back.event_ts[0], t_stop, rtol=1e-9)
@@ -192,7 +134,7 @@ def test_gradients_through_slip_and_stick():
     T = 1.0
 
     def final(mu, v0, r):
-        system = _ball(0.4, mu, r)
+        system = ball(0.4, mu, r)
         traj = _sim(system, jnp.array([0.0, r, 0.0]), jnp.stack([v0, 0.0, 0.0]), T, [T])
         return jnp.stack([traj.q[0, 0], traj.qd[0, 2]])
 
@@ -221,7 +163,7 @@ def test_gradient_through_stick_on_incline():
     # Pushed up at v₀, the block stops at d = v₀²/(2g(sin α + μ cos α)) and
     # sticks: ∂d/∂μ, ∂d/∂α, ∂d/∂v₀ in closed form.
     def stop(mu, alpha, v0):
-        system = _block(mu, 0.45, alpha)
+        system = block(mu, 0.45, alpha)
         traj = _sim(system, jnp.zeros(2), jnp.stack([-v0, 0.0]), 1.0, [0.5, 1.0])
         return -traj.q[1, 0]
 
@@ -286,38 +228,8 @@ def test_two_contacts_stop_in_turn_in_one_step_or_together(v2):
     np.testing.assert_allclose(traj.friction[0], 0.0, atol=1e-12)
 
 
-# The chapter's 6.9.2 and 6.9.3: a solid sphere (radius a) on a fixed sphere
-# (radius R), q = (x, y, φ) of its centre and rotation.
-
-_A, _R = 0.1, 1.0
-_RHO = _A + _R
-
-
-def _sphere_lagrangian(q, qd, t):
-    return 0.5 * (qd[0] ** 2 + qd[1] ** 2) + 0.2 * _A**2 * qd[2] ** 2 - G * q[1]
-
-
-def _on_sphere(q, t):
-    return jnp.array([jnp.sqrt(q[0] ** 2 + q[1] ** 2) - _RHO])
-
-
-def _sphere_slip(q, qd, t):
-    rho = jnp.sqrt(q[0] ** 2 + q[1] ** 2)
-    return jnp.array([(qd[0] * q[1] - qd[1] * q[0]) / rho + _A * qd[2]])
-
-
-def _sphere(mu_k, mu_s):
-    return jl.LagrangianSystem(
-        _sphere_lagrangian,
-        unilateral=_on_sphere,
-        slip=_sphere_slip,
-        friction=mu_k,
-        static_friction=mu_s,
-    )
-
-
 _THETA0 = 1e-3
-_SPHERE_Q0 = jnp.array([_RHO * np.sin(_THETA0), _RHO * np.cos(_THETA0), 0.0])
+_SPHERE_Q0 = jnp.array([RHO * np.sin(_THETA0), RHO * np.cos(_THETA0), 0.0])
 
 
 def _sphere_events(system, t1, saveat):
@@ -335,13 +247,13 @@ def test_sphere_on_sphere_slips_then_flies_off():
         1.0,
     )
     assert abs(np.degrees(slip_angle) - 47.54) < 0.005
-    reference = sphere_on_sphere(mu_k, mu_s, _THETA0, R=_R, a=_A, g=G)
+    reference = sphere_on_sphere(mu_k, mu_s, _THETA0, R=R, a=A, g=G)
     assert [kind for kind, *_ in reference] == ["slip", "release"]
     times = np.array([event[1] for event in reference])
     # Saved at the events, and just before the slip (a save at an event time
     # holds the state before that event only if it is not after the event).
     saves = np.concatenate([[times[0] - 1e-9], times])
-    traj = _sphere_events(_sphere(mu_k, mu_s), times[1] + 0.01, saves)
+    traj = _sphere_events(sphere(mu_k, mu_s), times[1] + 0.01, saves)
     assert traj.result == jl.RESULTS.successful
     kinds = np.asarray(traj.event_kind[:2])
     np.testing.assert_array_equal(kinds, [jl.EVENT_SLIP, jl.EVENT_RELEASE])
@@ -366,51 +278,24 @@ def test_sphere_on_sphere_slips_then_flies_off():
 def test_rolling_sphere_leaves_at_ten_seventeenths():
     # With μ = 1e6 it rolls until N ≈ 0: the release is at cos θ = (10/17) cos θ₀
     # up to O(1/μ) (it slips an instant before).
-    traj = _sphere_events(_sphere(1e6, 1e6), 3.05, jnp.array([2.8, 2.9, 3.0]))
+    traj = _sphere_events(sphere(1e6, 1e6), 3.05, jnp.array([2.8, 2.9, 3.0]))
     count = int(traj.num_events)
     release = np.flatnonzero(np.asarray(traj.event_kind[:count]) == jl.EVENT_RELEASE)
     t_release = float(traj.event_ts[release[0]])
-    again = _sphere_events(_sphere(1e6, 1e6), 3.05, jnp.array([2.8, 2.9, t_release]))
+    again = _sphere_events(sphere(1e6, 1e6), 3.05, jnp.array([2.8, 2.9, t_release]))
     cos = again.q[2, 1] / np.hypot(again.q[2, 0], again.q[2, 1])
     np.testing.assert_allclose(cos, 10 / 17 * np.cos(_THETA0), rtol=1e-6)
 
 
-# The chapter's 6.9.4: a small body (mass m) held by friction on the rim of a
-# wheel (M, R, I) rolling on the floor; q = (x, φ, r, θ), rolling x = R φ.
-
-_M, _WR, _I, _m = 1.0, 1.0, 0.5, 0.2
-
-
-def _wheel_lagrangian(q, qd, t):
-    x, phi, r, th = q
-    vx = qd[0] + qd[2] * jnp.sin(th) + r * qd[3] * jnp.cos(th)
-    vy = qd[2] * jnp.cos(th) - r * qd[3] * jnp.sin(th)
-    kinetic = 0.5 * _M * qd[0] ** 2 + 0.5 * _I * qd[1] ** 2 + 0.5 * _m * (vx**2 + vy**2)
-    return kinetic - _m * G * (_WR + r * jnp.cos(th))
-
-
-def _wheel(mu_k, mu_s):
-    return jl.LagrangianSystem(
-        _wheel_lagrangian,
-        holonomic=lambda q, t: jnp.array([q[0] - _WR * q[1]]),
-        unilateral=lambda q, t: jnp.array([q[2] - _WR]),
-        slip=lambda q, qd, t: jnp.array([q[2] * qd[3] - _WR * qd[1]]),
-        friction=mu_k,
-        static_friction=mu_s,
-    )
-
-
 def test_body_on_rolling_wheel_sticks_slips_flies():
     mu_k, mu_s, v0 = 0.3, 0.4, 1.0
-    reference, stick_forces, _ = wheel_and_body(
-        mu_k, mu_s, v0, M=_M, R=_WR, inertia=_I, m=_m, g=G
-    )
+    reference, stick_forces, _ = wheel_and_body(mu_k, mu_s, v0, **WHEEL, g=G)
     assert [kind for kind, *_ in reference] == ["slip", "release"]
     times = np.array([event[1] for event in reference])
-    q0 = jnp.array([0.0, 0.0, _WR, 0.0])
-    qd0 = jnp.array([v0, v0 / _WR, 0.0, v0 / _WR])
+    q0 = jnp.array([0.0, 0.0, WHEEL["R"], 0.0])
+    qd0 = jnp.array([v0, v0 / WHEEL["R"], 0.0, v0 / WHEEL["R"]])
     saves = np.concatenate([[times[0] - 1e-9], times])
-    traj = _sim(_wheel(mu_k, mu_s), q0, qd0, times[1] + 0.05, saves)
+    traj = _sim(wheel(mu_k, mu_s), q0, qd0, times[1] + 0.05, saves)
     assert traj.result == jl.RESULTS.successful
     kinds = np.asarray(traj.event_kind[:2])
     np.testing.assert_array_equal(kinds, [jl.EVENT_SLIP, jl.EVENT_RELEASE])
@@ -500,7 +385,7 @@ def test_bad_slip_output_and_friction_shape():
 
 
 def test_friction_is_a_differentiable_leaf_and_zero_width_without_slip():
-    system = _block(0.3, 0.45)
+    system = block(0.3, 0.45)
     leaves = eqx.filter(system, eqx.is_inexact_array)
     assert float(leaves.friction) == 0.3
     assert float(leaves.static_friction) == 0.45
@@ -513,7 +398,7 @@ def test_accelerations_take_the_friction_mode_of_the_state():
     # Sliding (s = v₀ > 0): ẍ = −μ g and φ̈ = −μ g r m/I; rolling (s = 0) on a
     # level floor: no acceleration, no friction. The normal force is m g.
     mu, r = 0.3, 0.1
-    system = _ball(0.4, mu, r)
+    system = ball(0.4, mu, r)
     q = jnp.array([0.0, r, 0.0])
     sliding = jl.accelerations(system, q, jnp.array([2.0, 0.0, 0.0]), 0.0)
     np.testing.assert_allclose(sliding, [-mu * G, 0.0, -mu * G / (0.4 * r)], rtol=1e-12)

@@ -30,12 +30,13 @@ solved by `jl.apply_impulse` against the closed form of eq. 6.79; and a
 bouncing ball (`system.restitution` = e) loses e² of its energy per bounce at the
 closed-form bounce times.
 
-Not reproduced, for want of a closed form in the chapter (it gives only the
-equations of motion) and, for the stick–slip examples, because the library has
-no Coulomb friction with stick/slip transition events: 6.8.8 (a mass on a table
-tied to a hanging pendulum), 6.8.9 (masses on springs along a free rod), 6.9.3 (a
-sphere rolling and slipping on a shell, F = μN) and 6.9.4 (a body held by
-friction on a rolling wheel: it sticks, slips, then flies off). 6.7.x have no
+Not here, for want of a closed form in the chapter (it gives only the
+equations of motion): 6.8.8 (a mass on a table tied to a hanging pendulum) and
+6.8.9 (masses on springs along a free rod) are checked against their equations
+integrated by SciPy in `tests/test_chapter_6_8.py`; 6.9.3 (a sphere rolling and
+slipping on a shell, F = μN) and 6.9.4 (a body held by friction on a rolling
+wheel: it sticks, slips, then flies off) need Coulomb friction and are in
+`experiments/friction.py`. 6.7.x have no
 constraints, and 6.11.1 (the pendulum on an oscillating support) is the subject
 of `jl.systems.kapitza`.
 

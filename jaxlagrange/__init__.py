@@ -31,6 +31,8 @@ from ._system import LagrangianSystem as LagrangianSystem
 from ._trajectory import (
     EVENT_IMPACT as EVENT_IMPACT,
     EVENT_RELEASE as EVENT_RELEASE,
+    EVENT_SLIP as EVENT_SLIP,
+    EVENT_STICK as EVENT_STICK,
     RESULTS as RESULTS,
     Trajectory as Trajectory,
 )

@@ -59,6 +59,16 @@ class Dynamics(NamedTuple):
     constraint_matrix: Array | None  # C, (m + k + u, n); None without constraints
     singular_mass: BoolScalar
     singular_constraints: BoolScalar
+    # The friction force along the slip direction at each contact, (u,): λ_T while
+    # sticking, −μ_k λ_N sign(s) while slipping, 0 when free. None without `slip`.
+    friction: Array | None = None
+
+
+class Modes(NamedTuple):
+    """The friction modes of the unilateral contacts (those in `active`)."""
+
+    stick: Array  # (u,) bool: s = 0 held as a constraint (sticking, rolling)
+    direction: Array  # (u,) ±1: sign(s) of a slipping contact (0 elsewhere)
 
 
 class ConstraintValues(NamedTuple):
@@ -116,30 +126,8 @@ def _num_unilateral(system: LagrangianSystem, q: Array, t: Array) -> int:
     return jax.eval_shape(system._unilateral, q, t).shape[0]
 
 
-def _dynamics(
-    system: LagrangianSystem,
-    q: Array,
-    qd: Array,
-    t: Array,
-    *,
-    active: Array | None = None,
-    baumgarte: tuple[ScalarLike, ScalarLike] | None = None,
-) -> Dynamics:
-    """q̈ and the multipliers with a given set of active unilateral constraints.
-
-    `active` is a boolean (u,) mask (None: all unilateral constraints active).
-    `baumgarte` is the pair of gains (α, β) or None for the exact dynamics.
-    Never raises on values: singularities are returned as flags.
-    """
-    if not system.has_constraints:
-        qdd, singular = _unconstrained(system, q, qd, t)
-        none = jnp.zeros((0,), q.dtype)
-        return Dynamics(qdd, none, None, singular, jnp.array(False))
-    terms = _terms(system, q, qd, t)
-    chol = cholesky(terms.mass)
-    factor = chol.factor
-
-    alpha, beta = (0.0, 0.0) if baumgarte is None else baumgarte
+def _bilateral_rows(system, q, qd, t, alpha, beta):
+    """The holonomic and nonholonomic rows of C, their right-hand sides and masks."""
     rows, rhs, masks = [], [], []
     if system.holonomic is not None:
         jac, b, g, gd = _position_rows(system._holonomic, q, qd, t)
@@ -151,6 +139,38 @@ def _dynamics(
         rows.append(jac)
         rhs.append(-b - alpha * a)
         masks.append(jnp.ones(a.shape, bool))
+    return rows, rhs, masks
+
+
+def _dynamics(
+    system: LagrangianSystem,
+    q: Array,
+    qd: Array,
+    t: Array,
+    *,
+    active: Array | None = None,
+    baumgarte: tuple[ScalarLike, ScalarLike] | None = None,
+    modes: Modes | None = None,
+) -> Dynamics:
+    """q̈ and the multipliers with a given set of active unilateral constraints.
+
+    `active` is a boolean (u,) mask (None: all unilateral constraints active).
+    `baumgarte` is the pair of gains (α, β) or None for the exact dynamics.
+    `modes`: the friction modes of a system with `slip` (None: all sticking).
+    Never raises on values: singularities are returned as flags.
+    """
+    if system.slip is not None:
+        return _friction_dynamics(system, q, qd, t, active, baumgarte, modes)
+    if not system.has_constraints:
+        qdd, singular = _unconstrained(system, q, qd, t)
+        none = jnp.zeros((0,), q.dtype)
+        return Dynamics(qdd, none, None, singular, jnp.array(False))
+    terms = _terms(system, q, qd, t)
+    chol = cholesky(terms.mass)
+    factor = chol.factor
+
+    alpha, beta = (0.0, 0.0) if baumgarte is None else baumgarte
+    rows, rhs, masks = _bilateral_rows(system, q, qd, t, alpha, beta)
     if system.unilateral is not None:
         jac, b, h, hd = _position_rows(system._unilateral, q, qd, t)
         rows.append(jac)
@@ -173,6 +193,87 @@ def _dynamics(
     lam = jnp.where(mask, lam, 0.0)
     qdd = solve_upper_t(factor, z + y @ lam)
     return Dynamics(qdd, lam, matrix, chol.singular, schur_chol.singular)
+
+
+def _friction_coefficients(system: LagrangianSystem, u: int, dtype):
+    """μ_k and μ_s broadcast to one per unilateral constraint, shape (u,) each."""
+    out = []
+    for name in ("friction", "static_friction"):
+        mu = jnp.asarray(getattr(system, name), dtype)
+        if mu.shape not in ((), (u,)):
+            raise ValueError(
+                f"`{name}` must be a scalar or have one entry per unilateral "
+                f"constraint, shape ({u},), got shape {mu.shape}."
+            )
+        out.append(jnp.broadcast_to(mu, (u,)))
+    return tuple(out)
+
+
+# Coulomb friction: the KKT system with the slip rows.
+#
+# Contact i in contact (`active`) either sticks, s_i = 0 held by the row
+# S_i q̈ = −b_s with S = ∂s/∂q̇ and its multiplier λ_T (the friction force along
+# the slip direction), or slips with direction σ_i = sign(s_i): then its normal
+# force λ_N acts along H_i and the friction force −μ_k σ_i λ_N along S_i, so
+# its force direction is D_i = H_i − μ_k σ_i S_i while its constraint row stays
+# H_i. With C the constraint rows and D the force directions (D = C but for the
+# slipping contacts),
+#
+#     M q̈ = f + Dᵀλ,    C q̈ = −b    ⇒    (C M⁻¹ Dᵀ) λ = −b − C M⁻¹ f,
+#
+# a non-symmetric (LU-solved) Schur complement: Y = L⁻¹Cᵀ, W = L⁻¹Dᵀ, S = YᵀW.
+# The mode of each contact is fixed here; `_friction.py` decides it from the
+# multipliers and locates the switches as events.
+
+
+def _friction_dynamics(system, q, qd, t, active, baumgarte, modes) -> Dynamics:
+    terms = _terms(system, q, qd, t)
+    chol = cholesky(terms.mass)
+    factor = chol.factor
+    dtype = q.dtype
+    alpha, beta = (0.0, 0.0) if baumgarte is None else baumgarte
+    rows, rhs, masks = _bilateral_rows(system, q, qd, t, alpha, beta)
+    bilateral = sum(r.shape[0] for r in rows)
+    h_rows, b, h, hd = _position_rows(system._unilateral, q, qd, t)
+    u = h.shape[0]
+    active = jnp.ones((u,), bool) if active is None else active
+    if modes is None:
+        modes = Modes(jnp.ones((u,), bool), jnp.zeros((u,), dtype))
+    stick = modes.stick & active
+    slipping = active & ~modes.stick
+    s_rows, s_b, s = _velocity_rows(system._slip, q, qd, t)
+    mu_k, _ = _friction_coefficients(system, u, dtype)
+    rows += [h_rows, s_rows]
+    rhs += [-b - 2 * alpha * hd - beta**2 * h, -s_b - alpha * s]
+    masks += [active, stick]
+    matrix = jnp.concatenate(rows)
+    target = jnp.concatenate(rhs)
+    mask = jnp.concatenate(masks)
+    slide = jnp.where(slipping, mu_k * modes.direction, 0.0)
+    directions = matrix.at[bilateral : bilateral + u].add(-slide[:, None] * s_rows)
+
+    y = solve_lower(factor, matrix.T)
+    w = solve_lower(factor, directions.T)
+    z = solve_lower(factor, terms.forcing)
+    both = mask[:, None] & mask[None, :]
+    schur = jnp.where(both, y.T @ w, jnp.eye(mask.shape[0], dtype=dtype))
+    residual = jnp.where(mask, target - y.T @ z, 0.0)
+    lam = jnp.linalg.solve(schur, residual)
+    singular = ~jnp.all(jnp.isfinite(lam))
+    lam = jnp.where(mask & jnp.isfinite(lam), lam, 0.0)
+    qdd = solve_upper_t(factor, z + w @ lam)
+    normal = lam[bilateral : bilateral + u]
+    tangential = lam[bilateral + u :]
+    friction = jnp.where(stick, tangential, -slide * normal)
+    # The multipliers as without friction: bilateral, then the normal forces.
+    return Dynamics(
+        qdd,
+        lam[: bilateral + u],
+        matrix[: bilateral + u],
+        chol.singular,
+        singular,
+        friction,
+    )
 
 
 def _contact_tolerance(dtype) -> float:
@@ -214,6 +315,78 @@ def _num_bilateral(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> i
     return m + k
 
 
+# The friction modes at a state (`_friction.py` switches them over time).
+
+
+def no_modes(u: int, dtype) -> Modes:
+    """All contacts sticking (the modes of a system without friction are unused)."""
+    return Modes(jnp.ones((u,), bool), jnp.zeros((u,), dtype))
+
+
+def slip_modes(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Modes:
+    """The modes read from s: sticking where |s| ≤ √eps, else slipping with sign s."""
+    if system.slip is None:
+        return no_modes(system._unilateral(q, t).shape[0], q.dtype)
+    s = system._slip(q, qd, t)
+    stick = jnp.abs(s) <= _contact_tolerance(q.dtype)
+    return Modes(stick, jnp.where(stick, 0.0, jnp.sign(s)).astype(q.dtype))
+
+
+def settle(
+    system: LagrangianSystem,
+    q: Array,
+    qd: Array,
+    t: Array,
+    active: Array,
+    modes: Modes,
+) -> tuple[Array, Modes]:
+    """The contacts and modes consistent with the multipliers at a state.
+
+    Contacts whose normal force would pull (λ_N < 0) are released; sticking
+    contacts whose friction would exceed μ_s λ_N slip against λ_T. One sweep per
+    switch, 2u sweeps in all, so that any chain of u releases and u slips settles.
+    """
+    u = active.shape[0]
+    offset = _num_bilateral(system, q, qd, t)
+    # Loops, not Python unrolling: one traced copy of the dynamics for any u.
+    if system.slip is None:
+
+        def release(_, active):
+            lam = _dynamics(system, q, qd, t, active=active).multipliers[offset:]
+            return active & (lam >= 0)
+
+        return jax.lax.fori_loop(0, u, release, active), modes
+    _, mu_s = _friction_coefficients(system, u, q.dtype)
+
+    def sweep(_, state):
+        active, modes = state
+        dyn = _dynamics(system, q, qd, t, active=active, modes=modes)
+        normal = dyn.multipliers[offset:]
+        release = active & (normal < 0)
+        exceed = active & modes.stick & ~release
+        exceed = exceed & (jnp.abs(dyn.friction) > mu_s * normal)
+        modes = Modes(
+            modes.stick & ~exceed,
+            jnp.where(exceed, -jnp.sign(dyn.friction), modes.direction),
+        )
+        return active & ~release, modes
+
+    return jax.lax.fori_loop(0, 2 * u, sweep, (active, modes))
+
+
+def contact_modes(system: LagrangianSystem, q: Array, qd: Array, t: Array):
+    """The contacts at a state of a system with friction, and their modes.
+
+    In contact: h ≈ 0 and ḣ ≈ 0 (√eps); sticking where s ≈ 0 and static friction
+    holds it, else slipping along sign s (against λ_T where s ≈ 0); released
+    where λ_N < 0.
+    """
+    values = constraint_values(system, q, qd, t)
+    tol = _contact_tolerance(q.dtype)
+    candidates = (values.unilateral <= tol) & (values.unilateral_rate <= tol)
+    return settle(system, q, qd, t, candidates, slip_modes(system, q, qd, t))
+
+
 _SINGULAR_CONSTRAINTS = (
     "The constraint Jacobian C = [∂g/∂q; ∂a/∂qd; ∂h/∂q] is rank-deficient at this "
     "state: the constraints are redundant or degenerate here. Remove the redundant "
@@ -227,8 +400,14 @@ def _checked(system, q, qd, t) -> Dynamics:
 
 @eqx.filter_jit
 def _checked_dynamics(system, q, qd, t) -> Dynamics:
-    active = contact_set(system, q, qd, t) if system.unilateral is not None else None
-    dyn = _dynamics(system, q, qd, t, active=active)
+    if system.slip is not None:
+        active, modes = contact_modes(system, q, qd, t)
+        dyn = _dynamics(system, q, qd, t, active=active, modes=modes)
+    else:
+        active = (
+            contact_set(system, q, qd, t) if system.unilateral is not None else None
+        )
+        dyn = _dynamics(system, q, qd, t, active=active)
     # One check for all failures (one branch, also under vmap); the
     # most basic failure in the batch names the error.
     code = jnp.where(jnp.all(jnp.isfinite(dyn.accelerations)), 0, 4)
@@ -255,7 +434,9 @@ def accelerations(
     """The generalized accelerations q̈, constraint forces included.
 
     Solves d/dt ∂L/∂q̇ − ∂L/∂q = Q + Gᵀλ + Aᵀμ together with the constraints
-    (holonomic, nonholonomic, and the unilateral ones in contact at this state).
+    (holonomic, nonholonomic, and the unilateral ones in contact at this state;
+    with `slip`, each contact sticking where s ≈ 0 and static friction holds it,
+    else slipping with the kinetic friction).
 
     **Arguments:**
 

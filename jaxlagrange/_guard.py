@@ -114,7 +114,7 @@ _PROBES = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.25, 1.5)
 
 
 def _diagnose(
-    system, y0, t0, y, t, guard: _GuardState, baumgarte, active=None
+    system, y0, t0, y, t, guard: _GuardState, baumgarte, active=None, modes=None
 ) -> RESULTS:
     """Name the cause of a stopped solve from the probes along the failed step.
 
@@ -135,7 +135,9 @@ def _diagnose(
     qds = qd + s[:, None] * cho_solve(factor, terms.forcing[1])
 
     def probe(q, qd, t):
-        return _dynamics(system, q, qd, t, active=active, baumgarte=baumgarte)
+        return _dynamics(
+            system, q, qd, t, active=active, baumgarte=baumgarte, modes=modes
+        )
 
     probes = jax.vmap(probe)(qs, qds, t + s)
     nonfinite = ~(

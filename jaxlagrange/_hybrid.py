@@ -26,10 +26,11 @@ slower than √eps is taken as plastic, so the ball comes to rest in contact aft
 finitely many bounces, about log(√(2 g atol)/v₀)/log e of them; `max_events`
 bounds the count in any case.
 
-Limitation: diffrax locates one event per solver step, that of the first
-constraint (in the order of h) whose event function changed sign in it. Events
-of two constraints within one step are handled only if that one is also the
-earlier of them.
+The event function of the solve is the least of the per-constraint ones, so
+of several events within one solver step the earliest is located, and after an
+event all contacts are settled together (`_friction.settle`): contacts that
+release at the same instant go in one event. With `slip`, the contacts have
+Coulomb friction, and sticking and slipping are modes too (`_friction.py`).
 
 The loop over segments is a `lax.scan` of fixed length `max_events + 1` (each
 finished segment a no-op), so shapes are static under `jit` and `vmap`, and it
@@ -46,11 +47,14 @@ import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 
+from . import _friction
 from ._constraints import (
+    Modes,
     _contact_tolerance,
     _dynamics,
     _num_bilateral,
     _num_unilateral,
+    contact_modes,
     contact_set,
 )
 from ._custom_types import Array, BoolScalar
@@ -58,42 +62,65 @@ from ._guard import _all_finite
 from ._impulse import _impulse
 from ._segment import _solve_segment, _split
 from ._system import LagrangianSystem
-from ._trajectory import EVENT_IMPACT, EVENT_RELEASE, RESULTS, Trajectory
+from ._trajectory import (
+    EVENT_IMPACT,
+    EVENT_RELEASE,
+    EVENT_SLIP,
+    EVENT_STICK,
+    RESULTS,
+    Trajectory,
+)
 
 
-def _settle(system, q, qd, t, candidates: Array) -> Array:
-    """The candidates whose multipliers push, released one sweep at a time."""
-    offset = _num_bilateral(system, q, qd, t)
-
-    # A loop, not Python unrolling: one traced copy of the dynamics for any u.
-    def sweep(_, active):
-        lam = _dynamics(system, q, qd, t, active=active).multipliers[offset:]
-        return active & (lam >= 0)
-
-    return jax.lax.fori_loop(0, candidates.shape[0], sweep, candidates)
+def _settle(system, q, qd, t, candidates: Array, modes: Modes):
+    """The candidates whose multipliers push, and the friction modes they settle to."""
+    return _friction.settle(system, q, qd, t, candidates, modes)
 
 
-def _condition(row: int, offset: int):
-    """The event function of unilateral constraint `row`: λ in contact, else h.
+def _event_values(t, y, args, offset: int) -> Array:
+    """The event functions, positive while nothing happens: (u,), or (2u,) with
+    friction (the normal ones, then the tangential ones of `_friction`).
 
-    A free constraint's h is divided by the time since the segment start t_s:
-    the sign is unchanged, but the root at t_s of a constraint that starts at
-    h ≈ 0 (just released or bounced) is divided out. Otherwise a rounding error
-    h(t_s) ≲ 0 would hide a short flight that one solver step jumps over.
+    Normal: λ in contact, else h. A free constraint's h is divided by the time
+    since the segment start t_s: the sign is unchanged, but the root at t_s of a
+    constraint that starts at h ≈ 0 (just released or bounced) is divided out.
+    Otherwise a rounding error h(t_s) ≲ 0 would hide a short flight that one
+    solver step jumps over.
+    """
+    system, baumgarte, active, modes, start, initial, initial_slip = args
+    q, qd = _split(y)
+    dyn = _dynamics(system, q, qd, t, active=active, baumgarte=baumgarte, modes=modes)
+    h = system._unilateral(q, t)
+    later = t > start
+    flight = h / jnp.where(later, t - start, 1.0)
+    normal = dyn.multipliers[offset:]
+    values = jnp.where(active, normal, jnp.where(later, flight, initial))
+    if system.slip is None:
+        return values
+    tangential = _friction.friction_values(
+        system, q, qd, t, active, modes, normal, dyn.friction, start, initial_slip
+    )
+    return jnp.concatenate([values, tangential])
+
+
+def _condition(offset: int):
+    """The one event function: the least of `_event_values`.
+
+    Its first root is the first root of any of them, so that of two events in
+    one solver step the earlier is located, whichever constraint it concerns.
     """
 
     def condition(t, y, args, **kwargs):
         del kwargs
-        system, baumgarte, active, start, initial = args
-        q, qd = _split(y)
-        dyn = _dynamics(system, q, qd, t, active=active, baumgarte=baumgarte)
-        h = system._unilateral(q, t)[row]
-        later = t > start
-        flight = h / jnp.where(later, t - start, 1.0)
-        free = jnp.where(later, flight, initial[row])
-        return jnp.where(active[row], dyn.multipliers[offset + row], free)
+        return jnp.min(_event_values(t, y, args, offset))
 
     return condition
+
+
+def _initial_slip(system, q, qd, t, modes) -> Array:
+    if system.slip is None:
+        return jnp.zeros(modes.direction.shape, q.dtype)
+    return _friction.initial_slip(system, q, qd, t, modes)
 
 
 def _initial_conditions(system, q, qd, t) -> Array:
@@ -103,36 +130,53 @@ def _initial_conditions(system, q, qd, t) -> Array:
 
 
 class _TimeNewton(optx.AbstractRootFinder):
-    """Newton's method for an event time, converged when its step in t is small.
+    """Newton's method for an event time, safeguarded by bisection.
 
+    The last solver step [lower, upper] brackets the root (the event function
+    changed sign over it); each iterate narrows the bracket, and a Newton step
+    that leaves it is replaced by the midpoint, so the iteration cannot stall
+    at a clipped end of the step. Converged when the step in t is small:
     `optx.Newton` also asks |c| < atol of the event function c, which has the
-    units of a force or a length, not a time; this one needs only the step.
-    Steps are clipped to the last solver step [lower, upper], which brackets the
-    root.
+    units of a force or a length, not a time.
     """
 
     rtol: float
     atol: float
     norm: Callable = optx.max_norm
 
+    def _value(self, fn, t, args):
+        f, aux = fn(t, args)
+        # diffrax passes one value per event function, zero but the triggered one.
+        return sum(jax.tree_util.tree_leaves(f)), aux
+
     def init(self, fn, y, args, options, f_struct, aux_struct, tags):
-        return jnp.full_like(y, jnp.inf)
+        lower = jnp.asarray(options.get("lower"), y.dtype)
+        upper = jnp.asarray(options.get("upper"), y.dtype)
+        positive = self._value(fn, lower, args)[0] > 0
+        return lower, upper, positive, jnp.full_like(y, jnp.inf), jnp.array(False)
 
     def step(self, fn, y, args, options, state, tags):
-        def value(t):
-            return fn(t, args)
-
-        (f, aux), (df, _) = jax.jvp(value, (y,), (jnp.ones_like(y),))
-        # diffrax passes one value per event function, zero but the triggered one.
-        f, df = (sum(jax.tree_util.tree_leaves(x)) for x in (f, df))
-        new = y - f / df
-        new = jnp.where(jnp.isfinite(new), new, y)
-        new = jnp.clip(new, options.get("lower"), options.get("upper"))
-        return new, new - y, aux
+        lower, upper, positive, _, _ = state
+        (f, aux), (df, _) = jax.jvp(
+            lambda t: self._value(fn, t, args), (y,), (jnp.ones_like(y),)
+        )
+        below = (f > 0) == positive  # y is on the side of `lower`
+        lower = jnp.where(below, y, lower)
+        upper = jnp.where(below, upper, y)
+        newton = y - f / df
+        inside = jnp.isfinite(newton) & (newton > lower) & (newton < upper)
+        new = jnp.where(inside, newton, 0.5 * (lower + upper))
+        new = jnp.where(f == 0, y, new)
+        return new, (lower, upper, positive, new - y, inside | (f == 0)), aux
 
     def terminate(self, fn, y, args, options, state, tags):
-        small = jnp.abs(state) <= self.atol + self.rtol * jnp.abs(y)
-        return small, optx.RESULTS.successful
+        lower, upper, _, step, newton = state
+        # Ended by a small Newton step, whose next error is quadratically smaller,
+        # or by a bracket down to rounding.
+        small = newton & (jnp.abs(step) <= self.atol + self.rtol * jnp.abs(y))
+        eps = jnp.finfo(y.dtype).eps
+        tight = upper - lower <= 8 * eps * jnp.maximum(jnp.abs(upper), 1.0)
+        return small | tight, optx.RESULTS.successful
 
     def postprocess(self, fn, y, aux, args, options, state, tags, result):
         return y, aux, {}
@@ -162,7 +206,7 @@ def _check_max_events(max_events) -> int:
         or max_events < 1
     ):
         raise ValueError(
-            f"`max_events` must be a positive int (the most releases and impacts "
+            f"`max_events` must be a positive int (the most events "
             f"before t1), got {max_events!r}."
         )
     return int(max_events)
@@ -173,12 +217,14 @@ class _Carry(NamedTuple):
     q: Array
     qd: Array
     active: Array  # (u,) bool: the contacts
+    modes: Modes  # their friction modes (unused without `slip`)
     done: BoolScalar
     result: RESULTS
     ts: Array  # (T,) the save times, as they are filled
     qs: Array  # (T, n)
     qds: Array  # (T, n)
     actives: Array  # (T, u): the contacts at each save time
+    modes_saved: Modes  # (T, u) each: their modes
     filled: Array  # (T,) bool
     event_ts: Array  # (E,)
     event_constraint: Array  # (E,)
@@ -187,7 +233,7 @@ class _Carry(NamedTuple):
     stats: Array  # (3,) steps, accepted, rejected
 
 
-def _rebound(system, q, qd, t, active, row, restitution, rest):
+def _rebound(system, q, qd, t, active, modes, row, restitution, rest):
     """The rebound rate −e ḣ⁻ of an impact, or 0 where the bounce would be too low.
 
     A flight rising less than `rest` (in the units of h) under the free ḧ is not
@@ -198,7 +244,7 @@ def _rebound(system, q, qd, t, active, row, restitution, rest):
     def rate(q, qd, t):
         return jax.jvp(system._unilateral, (q, t), (qd, one))[1]
 
-    qdd = _dynamics(system, q, qd, t, active=active).accelerations
+    qdd = _dynamics(system, q, qd, t, active=active, modes=modes).accelerations
     hd, hdd = (x[row] for x in jax.jvp(rate, (q, qd, t), (qd, qdd, one)))
     rebound = -restitution[row] * hd
     pull = jnp.maximum(-hdd, 0.0)
@@ -206,23 +252,60 @@ def _rebound(system, q, qd, t, active, row, restitution, rest):
     return jnp.where(low, 0.0, rebound)
 
 
-def _jump(system, q, qd, t, active, row, restitution, rest):
-    """The state just after the event on unilateral constraint `row`."""
-    onehot = jnp.arange(active.shape[0]) == row
+def _select(flag, a, b):
+    return jax.tree_util.tree_map(lambda x, y: jnp.where(flag, x, y), a, b)
+
+
+def _jump(system, q, qd, t, active, modes, index, restitution, rest):
+    """The state just after event `index` of `_event_values`.
+
+    Returns the velocities, the contacts and their modes afterwards, the event's
+    constraint and kind, and whether an impulse failed.
+    """
+    u = active.shape[0]
+    row = index % u
+    onehot = jnp.arange(u) == row
+    # Other contacts whose slip stopped at this instant too are tried as sticking.
+    modes = _friction.stop_slips(system, q, qd, t, modes, onehot)
     # Release: the contact lets go, velocities unchanged.
-    released = _settle(system, q, qd, t, active & ~onehot)
-    # Impact: the impacting row rebounds, the other contacts keep ḣ = 0.
-    rebound = _rebound(system, q, qd, t, active, row, restitution, rest)
+    released = _settle(system, q, qd, t, active & ~onehot, modes)
+    # Impact: the impacting row rebounds, the other contacts keep ḣ = 0. The
+    # impulse is frictionless; the modes afterwards follow the slip velocities.
+    rebound = _rebound(system, q, qd, t, active, modes, row, restitution, rest)
     target = jnp.where(onehot, rebound, 0.0)
     impact = _impulse(system, q, qd, t, jnp.zeros_like(q), active | onehot, target)
     bounced = onehot & (rebound > 0)
-    contacts = _settle(system, q, impact.velocities, t, impact.contact & ~bounced)
+    after = _friction.slip_modes(system, q, impact.velocities, t)
+    contacts = _settle(
+        system, q, impact.velocities, t, impact.contact & ~bounced, after
+    )
     is_release = active[row]
-    qd = jnp.where(is_release, qd, impact.velocities)
-    active = jnp.where(is_release, released, contacts)
+    qd_next = jnp.where(is_release, qd, impact.velocities)
+    state = _select(is_release, released, contacts)
     kind = jnp.where(is_release, EVENT_RELEASE, EVENT_IMPACT)
     bad = ~is_release & (impact.singular_mass | impact.singular_constraints)
-    return qd, active, kind, bad
+    if system.slip is not None:
+        # A friction switch: a sticking contact slips against its friction force;
+        # a slipping one whose slip stopped is tried as sticking.
+        friction = _dynamics(system, q, qd, t, active=active, modes=modes).friction
+        stuck = modes.stick[row]
+        trial = Modes(
+            jnp.where(onehot, ~stuck, modes.stick),
+            jnp.where(
+                onehot,
+                jnp.where(stuck, -jnp.sign(friction), 0.0),
+                modes.direction,
+            ),
+        )
+        switched = _settle(system, q, qd, t, active, trial)
+        sticks = switched[0][row] & switched[1].stick[row]
+        is_switch = index >= u
+        qd_next = jnp.where(is_switch, qd, qd_next)
+        state = _select(is_switch, switched, state)
+        kind = jnp.where(is_switch, jnp.where(sticks, EVENT_STICK, EVENT_SLIP), kind)
+        bad = bad & ~is_switch
+    active_next, modes_next = state
+    return qd_next, active_next, modes_next, row, kind, bad
 
 
 @eqx.filter_jit
@@ -257,7 +340,7 @@ def _hybrid_solve(
     inf = jnp.array(jnp.inf, dtype)
 
     event = diffrax.Event(
-        [_condition(i, offset) for i in range(u)],
+        _condition(offset),
         root_finder=_root_finder(dtype),
         direction=False,
     )
@@ -265,6 +348,11 @@ def _hybrid_solve(
     def segment(carry: _Carry) -> _Carry:
         # A finished member of a vmapped batch runs this too: make it trivial.
         start = jnp.where(carry.done, t1, carry.t)
+        event_args = (
+            start,
+            _initial_conditions(system, carry.q, carry.qd, start),
+            _initial_slip(system, carry.q, carry.qd, start, carry.modes),
+        )
         seg = _solve_segment(
             system,
             (carry.q, carry.qd),
@@ -280,11 +368,9 @@ def _hybrid_solve(
             baumgarte=baumgarte,
             progress_meter=progress_meter,
             active=carry.active,
+            modes=carry.modes,
             event=event,
-            event_args=(
-                start,
-                _initial_conditions(system, carry.q, carry.qd, start),
-            ),
+            event_args=event_args,
         )
         t_end, q_end, qd_end, result = seg.t_end, seg.q_end, seg.qd_end, seg.result
         new = seg.reached & ~carry.filled & ~carry.done
@@ -292,14 +378,29 @@ def _hybrid_solve(
         qs = jnp.where(new[:, None], seg.q, carry.qs)
         qds = jnp.where(new[:, None], seg.qd, carry.qds)
         actives = jnp.where(new[:, None], carry.active, carry.actives)
+        modes_saved = _select(new[:, None], carry.modes, carry.modes_saved)
         filled = carry.filled | new
 
         is_event = result == RESULTS.event_occurred
         result = RESULTS.where(is_event, RESULTS.successful, result)
 
-        row = jnp.argmax(jnp.stack(seg.event_mask)) if u else 0
-        jump = _jump(system, q_end, qd_end, t_end, carry.active, row, restitution, rest)
-        qd_next, active_next, kind, bad = jump
+        # The event is the one of the event functions that reached zero.
+        args = (system, baumgarte, carry.active, carry.modes, *event_args)
+        index = jnp.argmin(
+            _event_values(t_end, jnp.concatenate([q_end, qd_end]), args, offset)
+        )
+        jump = _jump(
+            system,
+            q_end,
+            qd_end,
+            t_end,
+            carry.active,
+            carry.modes,
+            index,
+            restitution,
+            rest,
+        )
+        qd_next, active_next, modes_next, row, kind, bad = jump
         room = carry.num_events < max_events
         result = RESULTS.where(is_event & ~room, RESULTS.max_events_reached, result)
         result = RESULTS.where(
@@ -329,12 +430,14 @@ def _hybrid_solve(
             q=pick(carry.q, q_end),
             qd=pick(carry.qd, jnp.where(go_on, qd_next, qd_end)),
             active=pick(carry.active, jnp.where(go_on, active_next, carry.active)),
+            modes=_select(keep, carry.modes, _select(go_on, modes_next, carry.modes)),
             done=carry.done | ~go_on,
             result=RESULTS.where(keep, carry.result, result),
             ts=ts_out,
             qs=qs,
             qds=qds,
             actives=actives,
+            modes_saved=modes_saved,
             filled=filled,
             event_ts=event_ts,
             event_constraint=event_constraint,
@@ -347,17 +450,23 @@ def _hybrid_solve(
         return jax.lax.cond(carry.done, lambda c: c, segment, carry), None
 
     unused = -jnp.ones((max_events,), int)
+    if system.slip is None:
+        active0, modes0 = contact_set(system, q0, qd0, t0), _friction.no_modes(u, dtype)
+    else:
+        active0, modes0 = contact_modes(system, q0, qd0, t0)
     init = _Carry(
         t=t0,
         q=q0,
         qd=qd0,
-        active=contact_set(system, q0, qd0, t0),
+        active=active0,
+        modes=modes0,
         done=jnp.array(False),
         result=RESULTS.where(jnp.array(True), RESULTS.successful, RESULTS.successful),
         ts=jnp.full((num_ts,), inf),
         qs=jnp.full((num_ts, n), inf),
         qds=jnp.full((num_ts, n), inf),
         actives=jnp.zeros((num_ts, u), bool),
+        modes_saved=Modes(jnp.zeros((num_ts, u), bool), jnp.zeros((num_ts, u), dtype)),
         filled=jnp.zeros((num_ts,), bool),
         event_ts=jnp.full((max_events,), inf),
         event_constraint=unused,
@@ -373,18 +482,22 @@ def _hybrid_solve(
     saved_ts = jnp.where(reached, final.ts, inf)
     q, qd = (jnp.where(reached[:, None], y, inf) for y in (final.qs, final.qds))
 
-    def multipliers(q, qd, t, active):
-        return _dynamics(
-            system, q, qd, t, active=active, baumgarte=baumgarte
-        ).multipliers
+    def multipliers(q, qd, t, active, modes):
+        dyn = _dynamics(
+            system, q, qd, t, active=active, baumgarte=baumgarte, modes=modes
+        )
+        friction = jnp.zeros((0,), dtype) if dyn.friction is None else dyn.friction
+        return dyn.multipliers, friction
 
-    lam = jax.vmap(multipliers)(
+    lam, friction = jax.vmap(multipliers)(
         jnp.where(reached[:, None], q, 0.0),
         jnp.where(reached[:, None], qd, 0.0),
         jnp.where(reached, saved_ts, t0),
         final.actives,
+        final.modes_saved,
     )
     lam = jnp.where(reached[:, None], lam, jnp.inf)
+    friction = jnp.where(reached[:, None], friction, jnp.inf)
     steps, accepted, rejected = final.stats
     stats = {
         "num_steps": steps,
@@ -404,4 +517,5 @@ def _hybrid_solve(
         event_constraint=final.event_constraint,
         event_kind=final.event_kind,
         num_events=final.num_events,
+        friction=friction,
     )

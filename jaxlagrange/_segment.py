@@ -26,11 +26,12 @@ def _split(y: Array) -> tuple[Array, Array]:
 def _vector_field(t, y, args):
     # The state is one flat vector y = [q; q̇]: diffrax's step, error norm and
     # interpolation are then single array operations instead of one per leaf.
-    # `active`: the unilateral constraints in contact (None: all of them). Event
-    # functions get further arguments after the first three.
-    system, baumgarte, active = args[:3]
+    # `active`: the unilateral constraints in contact (None: all of them), `modes`
+    # their friction modes (None: no friction). Event functions get further
+    # arguments after these four.
+    system, baumgarte, active, modes = args[:4]
     q, qd = _split(y)
-    dyn = _dynamics(system, q, qd, t, active=active, baumgarte=baumgarte)
+    dyn = _dynamics(system, q, qd, t, active=active, baumgarte=baumgarte, modes=modes)
     bad = dyn.singular_mass | dyn.singular_constraints
     # A NaN step is rejected by the guard; the cause is found by `_diagnose`.
     qdd = jnp.where(bad, jnp.nan, dyn.accelerations)
@@ -66,6 +67,7 @@ def _solve_segment(
     baumgarte,
     progress_meter,
     active: Array | None = None,
+    modes=None,
     event: diffrax.Event | None = None,
     event_args: tuple = (),
 ) -> _Segment:
@@ -82,7 +84,7 @@ def _solve_segment(
         t1=t1,
         dt0=dt0,
         y0=jnp.concatenate(y0),
-        args=(system, baumgarte, active, *event_args),
+        args=(system, baumgarte, active, modes, *event_args),
         saveat=diffrax.SaveAt(ts=ts, t1=True, controller_state=True),
         stepsize_controller=_guard(stepsize_controller),
         adjoint=adjoint,
@@ -109,7 +111,15 @@ def _solve_segment(
     # The diagnosis is an integer code: keep autodiff from tracing through it.
     diagnosed = _diagnose(
         *_no_gradient(
-            system, (q0, qd0), t0, (q_end, qd_end), t_end, guard, baumgarte, active
+            system,
+            (q0, qd0),
+            t0,
+            (q_end, qd_end),
+            t_end,
+            guard,
+            baumgarte,
+            active,
+            modes,
         )
     )
     result = RESULTS.where(stopped, diagnosed, result)

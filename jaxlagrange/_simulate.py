@@ -195,8 +195,8 @@ def simulate(
     - `progress_meter`: a diffrax progress meter for long runs, e.g.
         `diffrax.TextProgressMeter()` (`diffrax.TqdmProgressMeter()` needs the
         `tqdm` package).
-    - `max_events`: the most releases and impacts, for systems with unilateral
-        constraints; reaching it before t1 fails with
+    - `max_events`: the most events (releases, impacts, sticks and slips), for
+        systems with unilateral constraints; reaching it before t1 fails with
         `RESULTS.max_events_reached`. A bouncing contact with restitution e < 1
         makes infinitely many bounces in finite time; a rebound that would rise
         less than `atol` (in the units of h) is made plastic, so it comes to rest

@@ -18,6 +18,7 @@ _SIGNATURES = {
     "holonomic": "(q, t)",
     "nonholonomic": "(q, qd, t)",
     "unilateral": "(q, t)",
+    "slip": "(q, qd, t)",
 }
 
 
@@ -75,6 +76,14 @@ class LagrangianSystem(eqx.Module):
     - `unilateral`: `h(q, t[, params]) -> (u,)`, the one-sided constraints `h >= 0`.
     - `restitution`: coefficient of restitution of impacts on the unilateral
         constraints, a scalar or one per constraint (0: plastic, 1: elastic).
+    - `slip`: `s(q, qd, t[, params]) -> (u,)`, affine in `qd`: the tangential slip
+        velocity at each unilateral contact (zero when it rolls or sticks). With
+        it, the contacts have Coulomb friction (see `friction`).
+    - `friction`: the kinetic friction coefficient μ_k ≥ 0, a scalar or one per
+        unilateral constraint (a differentiable leaf, like `params`). Slipping,
+        the contact force adds `−μ_k λ_N sign(s) ∂s/∂qd` to the generalized force.
+    - `static_friction`: μ_s ≥ μ_k (default μ_k): a contact with s = 0 sticks
+        (s = 0 is then a constraint with multiplier λ_T) while |λ_T| ≤ μ_s λ_N.
 
     Sign convention: `d/dt ∂L/∂qd − ∂L/∂q = Q + Gᵀλ + Aᵀμ`.
 
@@ -101,7 +110,10 @@ class LagrangianSystem(eqx.Module):
     holonomic: UserFunction | None = eqx.field(static=True)
     nonholonomic: UserFunction | None = eqx.field(static=True)
     unilateral: UserFunction | None = eqx.field(static=True)
+    slip: UserFunction | None = eqx.field(static=True)
     restitution: Any
+    friction: Any
+    static_friction: Any
     has_params: bool = eqx.field(static=True)
 
     def __init__(
@@ -115,6 +127,9 @@ class LagrangianSystem(eqx.Module):
         unilateral: UserFunction | None = None,
         *,
         restitution: Any = 0.0,
+        slip: UserFunction | None = None,
+        friction: Any = None,
+        static_friction: Any = None,
     ):
         self.lagrangian = lagrangian
         self.has_params = params is not None
@@ -125,8 +140,14 @@ class LagrangianSystem(eqx.Module):
         self.nonholonomic = nonholonomic
         self.unilateral = unilateral
         self.restitution = _to_leaf(restitution)
+        self.slip = slip
+        self.friction = _to_leaf(friction)
+        self.static_friction = (
+            self.friction if static_friction is None else _to_leaf(static_friction)
+        )
 
     def __check_init__(self):
+        _check_friction(self)
         restitution = self.restitution
         if not isinstance(restitution, jax.core.Tracer):
             values = np.asarray(restitution)
@@ -231,6 +252,17 @@ class LagrangianSystem(eqx.Module):
     def _unilateral(self, q: Array, t: Array) -> Array | None:
         return self._constraint("unilateral", q, t)
 
+    def _slip(self, q: Array, qd: Array, t: Array) -> Array:
+        """The slip velocities s, one per unilateral constraint, shape (u,)."""
+        out = jnp.asarray(self._call(self.slip, q, qd, t))
+        u = jax.eval_shape(self._unilateral, q, t).shape
+        if out.shape != u:
+            raise ValueError(
+                f"`slip` must return one slip velocity per unilateral constraint, "
+                f"shape {u}, but it returned shape {out.shape}."
+            )
+        return out
+
     @property
     def has_constraints(self) -> bool:
         return (
@@ -238,6 +270,60 @@ class LagrangianSystem(eqx.Module):
             or self.nonholonomic is not None
             or self.unilateral is not None
         )
+
+
+def _known_values(x) -> np.ndarray | None:
+    """`x` as a NumPy array, or None under tracing (values unknown)."""
+    if isinstance(x, jax.core.Tracer) or any(
+        isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(x)
+    ):
+        return None
+    return np.asarray(x)
+
+
+def _check_friction(system: "LagrangianSystem") -> None:
+    """The trace-time checks of `slip`, `friction` and `static_friction`."""
+    if system.slip is None:
+        if system.friction is not None:
+            raise ValueError(
+                "`friction` needs `slip` (the slip velocity at each contact), got "
+                "slip=None."
+            )
+        return
+    if system.unilateral is None:
+        raise ValueError(
+            "`slip` needs `unilateral` (friction acts at unilateral contacts), got "
+            "unilateral=None."
+        )
+    if system.friction is None:
+        raise ValueError(
+            "`slip` needs `friction`, the kinetic friction coefficient (a scalar or "
+            "one per unilateral constraint)."
+        )
+    for name in ("friction", "static_friction"):
+        values = _known_values(getattr(system, name))
+        if values is None:
+            continue
+        if not np.issubdtype(values.dtype, np.number) or values.ndim > 1:
+            raise ValueError(
+                f"`{name}` must be a number or a 1-D array (one per unilateral "
+                f"constraint), got {values!r}."
+            )
+        if not np.all(np.isfinite(values) & (values >= 0)):
+            raise ValueError(f"`{name}` must be finite and non-negative, got {values}.")
+    kinetic = _known_values(system.friction)
+    static = _known_values(system.static_friction)
+    if kinetic is not None and static is not None:
+        if kinetic.shape and static.shape and kinetic.shape != static.shape:
+            raise ValueError(
+                f"`static_friction` (shape {static.shape}) and `friction` (shape "
+                f"{kinetic.shape}) must have the same shape."
+            )
+        if not np.all(static >= kinetic):
+            raise ValueError(
+                f"`static_friction` must be at least `friction` (μ_s ≥ μ_k), got "
+                f"static_friction={static} below friction={kinetic}."
+            )
 
 
 def _as_state(q, qd, t, where: str = "q") -> tuple[Array, Array, Array]:

@@ -17,6 +17,13 @@ EVENT_RELEASE = 0
 EVENT_IMPACT = 1
 """`Trajectory.event_kind` of a free unilateral constraint hitting h = 0."""
 
+EVENT_STICK = 2
+"""`Trajectory.event_kind` of a slipping contact that stops slipping and sticks."""
+
+EVENT_SLIP = 3
+"""`Trajectory.event_kind` of a contact that starts slipping (static friction
+exceeded, or a stopped slip that static friction cannot hold)."""
+
 
 class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
     """diffrax's result codes, and the ones jaxlagrange detects itself."""
@@ -39,8 +46,8 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "blows up or is not smooth there."
     )
     max_events_reached = (
-        "The maximum number of events (releases and impacts of unilateral "
-        "constraints) was reached before t1. Raise it with "
+        "The maximum number of events (releases, impacts, sticks and slips at "
+        "unilateral constraints) was reached before t1. Raise it with "
         "`jl.simulate(..., max_events=...)`."
     )
     implicit_step_failed = (
@@ -70,9 +77,13 @@ class Trajectory(eqx.Module):
     - `event_constraint`: which unilateral constraint each event concerns, an
         index 0 ≤ i < u into the output of `system.unilateral` (-1 where unused).
     - `event_kind`: `jl.EVENT_RELEASE` (the contact's multiplier reached zero and
-        it lets go) or `jl.EVENT_IMPACT` (a free constraint reached h = 0 moving
-        inwards), -1 where unused.
+        it lets go), `jl.EVENT_IMPACT` (a free constraint reached h = 0 moving
+        inwards), `jl.EVENT_STICK` (a slipping contact stopped and static friction
+        holds it) or `jl.EVENT_SLIP` (a contact starts slipping), -1 where unused.
     - `num_events`: how many event slots are used.
+    - `friction`: the friction force along the slip direction at each contact,
+        shape (T, u) for a system with `slip` (λ_T while sticking, −μ_k λ_N sign(s)
+        while slipping, 0 when not in contact); shape (T, 0) without `slip`.
 
     Velocities jump at impacts: a save time equal to an event time holds the state
     just before the event.
@@ -91,6 +102,7 @@ class Trajectory(eqx.Module):
     event_constraint: Int[Array, " E"]
     event_kind: Int[Array, " E"]
     num_events: Int[Array, ""]
+    friction: Float[Array, "T u"]
 
 
 def without_events(ts, q, qd, multipliers, result, t_final, stats) -> Trajectory:
@@ -108,6 +120,7 @@ def without_events(ts, q, qd, multipliers, result, t_final, stats) -> Trajectory
         event_constraint=no_events,
         event_kind=no_events,
         num_events=jnp.zeros((), int),
+        friction=jnp.zeros((q.shape[0], 0), q.dtype),
     )
 
 
@@ -135,8 +148,9 @@ def _messages(max_steps: int, max_events: int | None = None) -> list[str]:
     events = RESULTS.max_events_reached._value  # pyright: ignore
     if max_events is not None:
         messages[int(events)] = (
-            f"The maximum number of events ({max_events}: releases and impacts of "
-            "unilateral constraints) was reached before t1. Raise it with "
+            f"The maximum number of events ({max_events}: releases, impacts, sticks "
+            "and slips at unilateral constraints) was reached before t1. Raise it "
+            "with "
             "`jl.simulate(..., max_events=...)`."
         )
     return messages

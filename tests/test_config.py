@@ -1,5 +1,6 @@
 """The strict TOML config layer: every mistake is one line naming the culprit."""
 
+import tomllib
 from pathlib import Path
 
 import diffrax
@@ -7,7 +8,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import tomllib
 
 import jaxlagrange as jl
 from jaxlagrange import _config

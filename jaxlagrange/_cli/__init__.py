@@ -1,0 +1,129 @@
+"""The `jaxlagrange` command line.
+
+    jaxlagrange run [CONFIG.toml] [--out DIR] [--quiet] [--no-plots] [--show-config]
+    jaxlagrange sweep CONFIG.toml [--out DIR] [--quiet] [--no-plots]
+    jaxlagrange systems [NAME ...]
+    jaxlagrange fit CONFIG.toml [--out DIR] [--quiet] [--no-plots]
+
+`run` simulates the system of a TOML config (see `jaxlagrange._config`; without
+one, the embedded default: a chaotic double pendulum) and writes, into `--out`
+(default: `[output] dir`, else `out/<system name>` under the current directory),
+`trajectory.npz` (`ts`, `q`, `qd`, `energy`, and `multipliers` for constrained
+systems), `summary.json` and PNG plots. The simulation runs in float64. `sweep`
+runs a chunked, resumable ensemble into a Zarr store (see `jaxlagrange._sweep`).
+`fit` fits the params of a system to observed trajectories with `jl.fit` and
+writes the fitted params, the loss history and plots.
+
+Each subcommand is a pair of small functions, `_<name>_arguments(parser)` and
+`_<name>(args) -> int`, listed in `_COMMANDS`. A subcommand raises `CLIError` (or
+`ConfigError`) for a user error; `main` prints it as one line on stderr and exits
+with status 1, never a traceback (`jaxlagrange --debug ...` shows it). Outputs are
+first rendered in memory, then each is written atomically with `write_outputs`.
+"""
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+from .. import _config as _config
+from .._config import ConfigError as ConfigError
+from . import (
+    fit as _fit_command,
+    run as _run_command,
+    sweep as _sweep_command,
+    systems as _systems_command,
+)
+from ._common import _one_line
+from ._output import (
+    CLIError as CLIError,
+    _umask as _umask,
+    atomic_write as atomic_write,
+    json_bytes as json_bytes,
+    npz_bytes as npz_bytes,
+    output_dir as output_dir,
+    png_bytes as png_bytes,
+    write_output_set as write_output_set,
+    write_outputs as write_outputs,
+)
+from .fit import load_observations as load_observations
+from .run import solve as solve
+
+
+_COMMANDS: list[
+    tuple[str, str, Callable[[argparse.ArgumentParser], None], Callable[..., int]]
+] = [
+    (
+        "run",
+        "simulate a system from a TOML config",
+        _run_command._run_arguments,
+        _run_command._run,
+    ),
+    (
+        "systems",
+        "list the ready systems, their params and options",
+        _systems_command._systems_arguments,
+        _systems_command._systems,
+    ),
+    (
+        "sweep",
+        "simulate a grid or random sample of initial states and params to a Zarr store",
+        _sweep_command._sweep_arguments,
+        _sweep_command._sweep,
+    ),
+    (
+        "fit",
+        "fit a system's params to observed trajectories (.npz or .csv)",
+        _fit_command._fit_arguments,
+        _fit_command._fit,
+    ),
+]
+"""(name, help, add_arguments, handler) of each subcommand."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # One line, like every other error of the command line.
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="jaxlagrange",
+        description="Differentiable Lagrangian mechanics in JAX.",
+    )
+    parser.add_argument(
+        "--debug", action="store_true", help="show tracebacks of errors"
+    )
+    subparsers = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, parser_class=_Parser
+    )
+    for name, help, add_arguments, handler in _COMMANDS:
+        sub = subparsers.add_parser(name, help=help, description=help)
+        add_arguments(sub)
+        sub.set_defaults(handler=handler)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line with `argv` (default `sys.argv[1:]`); the exit status."""
+    args = _parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except KeyboardInterrupt:
+        print("jaxlagrange: interrupted", file=sys.stderr)
+        return 130
+    except (CLIError, ConfigError) as e:
+        if args.debug:
+            raise
+        print(f"jaxlagrange {args.command}: error: {_one_line(e)}", file=sys.stderr)
+        return 1
+    except Exception as e:
+        if args.debug:
+            raise
+        print(
+            f"jaxlagrange {args.command}: error: {type(e).__name__}: {_one_line(e)} "
+            "(run with --debug for the traceback)",
+            file=sys.stderr,
+        )
+        return 1

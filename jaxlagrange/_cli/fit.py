@@ -1,0 +1,231 @@
+"""`jaxlagrange fit`: fit a system's params to observed trajectories."""
+
+import argparse
+import os
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import _config
+from .._config import ConfigError
+from ._common import _enable_x64, _one_line, _say
+from ._output import (
+    CLIError,
+    _run_id,
+    json_bytes,
+    npz_bytes,
+    output_dir,
+    png_bytes,
+    write_output_set,
+)
+
+
+_FIT_EPILOG = """\
+data files: .npz with arrays ts (T,), q (T, n) and optionally qd (T, n), e.g. the
+trajectory.npz of `jaxlagrange run`; or .csv with a header row `t,q0,..,qd0,..`
+(the qd columns optional).
+
+outputs (written atomically into the output directory):
+  params.json        the fitted params
+  summary.json       system, starting and fitted params, loss, initial states,
+                     settings, wall time, versions
+  losses.csv         the loss at each optimizer step
+  fit.npz            per data file i: ts_i, q_i (observed), q_fit_i (the fitted
+                     system simulated from the fitted initial state)
+  fit.png            observed against fitted trajectory (first data file)
+  loss.png           the loss history
+
+example: configs/fit_pendulum.toml
+"""
+
+
+def _fit_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = _FIT_EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("config", help="a TOML config with a [fit] section")
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="output directory (default: [output] dir, else out/fit_<system name>)",
+    )
+    parser.add_argument("--no-plots", action="store_true", help="write no PNG plots")
+    parser.add_argument("--quiet", action="store_true", help="no progress messages")
+
+
+def load_observations(
+    path: Path, n: int, sigma: float | None, q0: Any = None, qd0: Any = None
+):
+    """A `jl.Observations` from an `.npz` or `.csv` file of `n` coordinates, with
+    the noise scale `sigma` and the initial state `q0`, `qd0` (None: the data's).
+
+    **Raises:** `CLIError` naming the file for a missing or unreadable file, missing
+    arrays or columns, and data that `Observations` rejects.
+    """
+    from .._fit_loss import Observations
+
+    name = str(path)
+    if not path.is_file():
+        raise CLIError(f"{name}: no such data file")
+    try:
+        if path.suffix == ".npz":
+            if not zipfile.is_zipfile(path):
+                raise CLIError(
+                    f"{name}: not a valid data file (not a NumPy .npz archive); a "
+                    "data file holds the arrays ts, q and optionally qd"
+                )
+            with np.load(path) as archive:
+                arrays = {k: archive[k] for k in archive.files}
+            for key in ("ts", "q"):
+                if key not in arrays:
+                    raise CLIError(
+                        f"{name}: no array {key!r}; a data file holds ts, q and "
+                        f"optionally qd (it has {', '.join(arrays) or 'none'})"
+                    )
+            ts, q, qd = arrays["ts"], arrays["q"], arrays.get("qd")
+        elif path.suffix == ".csv":
+            table = np.genfromtxt(path, delimiter=",", names=True, dtype=float)
+            columns = table.dtype.names or ()
+            needed = ["t", *(f"q{i}" for i in range(n))]
+            missing = [c for c in needed if c not in columns]
+            if missing:
+                raise CLIError(
+                    f"{name}: no column {missing[0]!r}; the header must be "
+                    f"{','.join(needed)}[,qd0,..] (it is {','.join(columns)})"
+                )
+            table = np.atleast_1d(table)
+            ts = table["t"]
+            q = np.stack([table[f"q{i}"] for i in range(n)], axis=1)
+            velocity = [f"qd{i}" for i in range(n)]
+            qd = (
+                np.stack([table[c] for c in velocity], axis=1)
+                if all(c in columns for c in velocity)
+                else None
+            )
+        else:
+            raise CLIError(f"{name}: unknown data format; use .npz or .csv")
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise CLIError(
+            f"{name}: not a valid data file, cannot read it: {_one_line(e)}"
+        ) from None
+    if np.ndim(q) == 2 and np.shape(q)[1] != n:
+        raise CLIError(
+            f"{name}: q has {np.shape(q)[1]} coordinates, but the system has {n}"
+        )
+    try:
+        return Observations(ts, q, qd, q0=q0, qd0=qd0, sigma=sigma)
+    except ValueError as e:
+        raise CLIError(f"{name}: {_one_line(e)}") from None
+
+
+def _with_stderr(params, stderr):
+    """`{"l": 2.0, "l_stderr": 3e-9, ...}` for dict params; else both side by side."""
+    if isinstance(params, dict):
+        out = {}
+        for key, value in params.items():
+            out[key] = value
+            out[f"{key}_stderr"] = stderr[key]
+        return out
+    return {"params": params, "stderr": stderr}
+
+
+def _fit(args: argparse.Namespace) -> int:
+    _enable_x64()
+    import jax
+
+    from .. import __version__
+    from .._fit import fit
+    from .._simulate import simulate
+
+    config = _config.load(args.config, _config.FIT_SCHEMA)
+    ready = _config.ready_system(config)
+    kwargs = _config.fit_kwargs(config, ready)
+    n = ready.q0.shape[0]
+    paths = _config.data_paths(config)
+    initial, sigma = config["initial"], config["fit"]["sigma"]
+    data = [load_observations(p, n, sigma, initial["q"], initial["qd"]) for p in paths]
+    out = (
+        args.out or config["output"]["dir"] or os.path.join("out", f"fit_{ready.name}")
+    )
+    out = output_dir(out)
+    plots = config["output"]["plots"] and not args.no_plots
+
+    _say(
+        args,
+        f"jaxlagrange fit: {ready.name} to {len(data)} observed trajectory(ies), "
+        f"optimizer {config['fit']['optimizer']} (at most {kwargs['steps']} steps)",
+    )
+    start = time.perf_counter()
+    try:
+        result = fit(ready.system, data, progress=not args.quiet, **kwargs)
+    except FloatingPointError as e:
+        raise CLIError(_one_line(e)) from None
+    except ValueError as e:
+        raise ConfigError(f"{config['source']}: [fit] {_one_line(e)}") from None
+    fit_s = time.perf_counter() - start
+
+    arrays = {}
+    for i, (obs, q0, qd0) in enumerate(zip(data, result.q0, result.qd0, strict=True)):
+        traj = simulate(
+            result.system,
+            q0,
+            qd0,
+            t0=obs.ts[0],
+            t1=obs.ts[-1],
+            saveat=obs.ts,
+            solver=kwargs["solver"],
+            rtol=kwargs["rtol"],
+            atol=kwargs["atol"],
+            max_steps=kwargs["max_steps"],
+            throw=False,
+        )
+        arrays.update({f"ts_{i}": obs.ts, f"q_{i}": obs.q, f"q_fit_{i}": traj.q})
+    losses = "step,loss\n" + "".join(
+        f"{k},{loss!r}\n" for k, loss in enumerate(result.losses.tolist())
+    )
+    files = {
+        "params.json": json_bytes(_with_stderr(result.params, result.stderr)),
+        "losses.csv": losses.encode(),
+        "fit.npz": npz_bytes(**arrays),
+    }
+    if plots:
+        from .. import plotting
+
+        files["fit.png"] = png_bytes(
+            plotting.fit_comparison(
+                arrays["ts_0"],
+                arrays["q_0"],
+                arrays["q_fit_0"],
+                ready.coordinates,
+                title=f"{ready.name}: observed ({paths[0].name}) and fitted",
+            )
+        )
+        files["loss.png"] = png_bytes(plotting.losses(result.losses))
+    summary = {
+        "system": ready.name,
+        "data": [str(p) for p in paths],
+        "initial_params": ready.system.params,
+        "params": result.params,
+        "loss": {"initial": float(result.losses[0]), "final": result.loss},
+        "stderr": result.stderr,
+        "converged": result.converged,
+        "solver_steps": result.steps,
+        "initial_state": {"q": result.q0, "qd": result.qd0},
+        "fit": dict(config["fit"]),
+        "simulate": dict(config["simulate"]),
+        "wall_time_s": fit_s,
+        "config": config["source"],
+        "run": _run_id(),
+        "versions": {"jaxlagrange": __version__, "jax": jax.__version__},
+        "files": sorted([*files, "summary.json"]),
+    }
+    files["summary.json"] = json_bytes(summary)
+    write_output_set(out, files)
+    _say(
+        args,
+        f"loss {result.losses[0]:.3e} -> {result.loss:.3e} in {fit_s:.1f} s; "
+        f"wrote {out}/",
+    )
+    return 0

@@ -1,0 +1,262 @@
+"""`jaxlagrange run`: simulate one trajectory from a config, with plots."""
+
+import argparse
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .. import _config
+from ._common import _enable_x64, _progress_meter, _result_message, _say, _stats
+from ._output import (
+    CLIError,
+    _run_id,
+    json_bytes,
+    npz_bytes,
+    output_dir,
+    png_bytes,
+    write_output_set,
+)
+
+
+_RUN_EPILOG = """\
+outputs (written atomically into the output directory):
+  trajectory.npz     ts (T,), q and qd (T, n), energy (T,), multipliers (T, m)
+                     for constrained systems; event_ts, event_constraint and
+                     event_kind (0 release, 1 impact) with unilateral ones
+  summary.json       system, params, initial state, solver settings, result,
+                     energy drift, solver statistics, events, wall time,
+                     versions
+  coordinates.png    the coordinates against time
+  phase.png          velocity against coordinate, coloured by time
+  energy.png         the energy error (or the energy, when not conserved)
+  configuration.png  the path in the plane of the first two coordinates (n >= 2)
+
+example configs: configs/*.toml; the default: jaxlagrange run --show-config
+"""
+
+
+def _run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = _RUN_EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument(
+        "config",
+        nargs="?",
+        help="a TOML config (default: the embedded double-pendulum config)",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="output directory (default: [output] dir, else out/<system name>)",
+    )
+    parser.add_argument("--no-plots", action="store_true", help="write no PNG plots")
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress meter or messages"
+    )
+    parser.add_argument(
+        "--show-config",
+        action="store_true",
+        help="print the embedded default config and exit",
+    )
+
+
+def _energy_along(system, ts, q, qd):
+    """The Jacobi integral along (ts, q, qd), and whether it is conserved there.
+
+    It is not when there are forces or dissipation, inelastic impacts (a
+    restitution below 1), nor when L or a constraint depends on t explicitly
+    somewhere on the trajectory.
+    """
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+
+    from .._eom import _energy as energy
+
+    def time_derivatives(q, qd, t):
+        parts = [jax.grad(system._lagrangian, argnums=2)(q, qd, t)[None]]
+        if system.holonomic is not None:
+            parts.append(jax.jacfwd(system._holonomic, argnums=1)(q, t))
+        if system.nonholonomic is not None:
+            parts.append(jax.jacfwd(system._nonholonomic, argnums=2)(q, qd, t))
+        return jnp.concatenate(parts)
+
+    @eqx.filter_jit
+    def along(ts, q, qd):
+        energies = jax.vmap(energy, in_axes=(None, 0, 0, 0))(system, q, qd, ts)
+        rates = jax.vmap(time_derivatives)(q, qd, ts)
+        return energies, jnp.all(rates == 0)
+
+    energies, autonomous = along(ts, q, qd)
+    forced = system.force is not None or system.dissipation is not None
+    if system.unilateral is not None:
+        forced = forced or not bool(jnp.all(jnp.asarray(system.restitution) == 1))
+    return energies, bool(autonomous) and not forced
+
+
+def solve(ready, kwargs: Mapping[str, Any], *, quiet: bool = False):
+    """`jl.simulate(*ready, **kwargs)`, compiled ahead of time and timed.
+
+    **Returns:** `(trajectory, compile_s, run_s)`.
+
+    **Raises:** `CLIError` naming the failure and the time reached.
+    """
+    import equinox as eqx
+    import jax
+
+    from .._simulate import simulate
+    from .._trajectory import RESULTS
+
+    if ready.system.has_constraints:
+        # Eagerly, for a one-line error (under the compiled run it is a runtime one).
+        import jax.numpy as jnp
+
+        from .._projection import check_initial_state
+
+        t0 = jnp.asarray(kwargs.get("t0", 0.0), ready.q0.dtype)
+        try:
+            check_initial_state(ready.system, ready.q0, ready.qd0, t0)
+        except ValueError as e:
+            raise CLIError(f"[initial] state of {ready.name!r}: {e}") from None
+    meter = _progress_meter(quiet)
+    run = eqx.filter_jit(
+        lambda system, q0, qd0: simulate(
+            system, q0, qd0, **kwargs, progress_meter=meter, throw=False
+        )
+    )
+    start = time.perf_counter()
+    compiled = run.lower(*ready).compile()
+    compile_s = time.perf_counter() - start
+    traj = jax.block_until_ready(compiled(*ready))
+    run_s = time.perf_counter() - start - compile_s
+    if traj.result != RESULTS.successful:
+        if traj.result == RESULTS.max_steps_reached:
+            message = (
+                "the maximum number of solver steps was reached; raise [simulate] "
+                f"max_steps (now {kwargs['max_steps']}) or loosen rtol/atol"
+            )
+        else:
+            message = _result_message(traj.result).rstrip(".")
+        raise CLIError(
+            f"simulation of {ready.name!r} failed at t = {float(traj.t_final):.6g} "
+            f"(t1 = {float(kwargs['t1']):.6g}): {message}"
+        )
+    return traj, compile_s, run_s
+
+
+def _events(traj) -> list[dict[str, Any]]:
+    """The releases and impacts of unilateral constraints on `traj`, for JSON."""
+    from .._trajectory import EVENT_IMPACT
+
+    used = int(traj.num_events)
+    return [
+        {
+            "t": float(t),
+            "constraint": int(i),
+            "kind": "impact" if int(k) == EVENT_IMPACT else "release",
+        }
+        for t, i, k in zip(
+            traj.event_ts[:used],
+            traj.event_constraint[:used],
+            traj.event_kind[:used],
+            strict=True,
+        )
+    ]
+
+
+def _figures(ready, traj, energies, conserved: bool) -> dict[str, bytes]:
+    """The PNGs of `jaxlagrange run`, rendered in memory."""
+    from .. import plotting
+
+    title, labels = f"{ready.name}: ", ready.coordinates
+    figures = {
+        "coordinates.png": plotting.coordinates(
+            traj.ts, traj.q, labels, title=title + "coordinates against time"
+        ),
+        "phase.png": plotting.phase_portrait(
+            traj.q, traj.qd, labels, ts=traj.ts, title=title + "phase portrait"
+        ),
+        "energy.png": plotting.energy(traj.ts, energies, conserved=conserved),
+    }
+    if ready.q0.shape[0] >= 2:
+        figures["configuration.png"] = plotting.configuration(
+            traj.q, labels, ts=traj.ts
+        )
+    return {name: png_bytes(fig) for name, fig in figures.items()}
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.show_config:
+        print(_config.DEFAULT_CONFIG, end="")
+        return 0
+    _enable_x64()
+    import jax
+
+    from .. import __version__
+
+    config = _config.load(args.config)
+    ready = _config.ready_system(config)
+    kwargs = _config.simulate_kwargs(config)
+    out = args.out or config["output"]["dir"] or os.path.join("out", ready.name)
+    out = output_dir(out)
+    plots = config["output"]["plots"] and not args.no_plots
+
+    _say(args, f"jaxlagrange run: {ready.name}, t = {kwargs['t0']} .. {kwargs['t1']}")
+    traj, compile_s, run_s = solve(ready, kwargs, quiet=args.quiet)
+    energies, conserved = _energy_along(ready.system, traj.ts, traj.q, traj.qd)
+    energies = np.asarray(energies)
+    e0 = float(energies[0])
+    drift = float(np.max(np.abs(energies - e0)))
+    relative = drift / abs(e0) if e0 != 0 else None
+
+    arrays = {"ts": traj.ts, "q": traj.q, "qd": traj.qd, "energy": energies}
+    if ready.system.has_constraints:
+        arrays["multipliers"] = traj.multipliers
+    events = {}
+    if ready.system.unilateral is not None:
+        events["events"] = _events(traj)
+        used = int(traj.num_events)
+        arrays["event_ts"] = traj.event_ts[:used]
+        arrays["event_constraint"] = traj.event_constraint[:used]
+        arrays["event_kind"] = traj.event_kind[:used]
+    files = {"trajectory.npz": npz_bytes(**arrays)}
+    if plots:
+        files.update(_figures(ready, traj, energies, conserved))
+    summary = {
+        "system": ready.name,
+        "coordinates": list(ready.coordinates),
+        "params": ready.system.params,
+        "options": config["system"]["options"],
+        "initial": {"q": ready.q0, "qd": ready.qd0},
+        "simulate": dict(config["simulate"]),
+        "result": _result_message(traj.result),
+        "t_final": float(traj.t_final),
+        "energy": {
+            "conserved": conserved,
+            "initial": e0,
+            "final": float(energies[-1]),
+            "max_abs_drift": drift,
+            "max_rel_drift": relative,
+        },
+        "stats": _stats(traj.stats),
+        **events,
+        "wall_time_s": {"compile": compile_s, "run": run_s, "total": compile_s + run_s},
+        "config": config["source"],
+        "run": _run_id(),
+        "versions": {"jaxlagrange": __version__, "jax": jax.__version__},
+        "files": sorted([*files, "summary.json"]),
+    }
+    files["summary.json"] = json_bytes(summary)
+    write_output_set(out, files)
+    if conserved and relative is not None:
+        drift_text = f"relative energy drift {relative:.2e}"
+    else:
+        drift_text = f"energy change {drift:.2e}"
+    _say(
+        args,
+        f"{summary['stats']['num_steps']} steps in {run_s:.2f} s "
+        f"(+ {compile_s:.2f} s compile), {drift_text}; wrote {out}/",
+    )
+    return 0

@@ -1,0 +1,148 @@
+"""`jaxlagrange sweep`: a chunked, resumable ensemble into a Zarr store."""
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+from .. import _config
+from ._common import _enable_x64, _say
+from ._output import CLIError, json_bytes, output_dir, png_bytes, write_outputs
+
+
+def _sweep_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", help="a TOML config with a [sweep] section")
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="output directory (default: [output] dir, else out/sweep_<system name>)",
+    )
+    parser.add_argument("--no-plots", action="store_true", help="write no PNG plots")
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress bar or messages"
+    )
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    _enable_x64()
+    import jax
+
+    from .. import __version__, plotting
+    from .._sweep import _SweepMember, sweep
+
+    config = _config.load(args.config, _config.SWEEP_SCHEMA)
+    ready = _config.ready_system(config)
+    kwargs = _config.simulate_kwargs(config)
+    values, grid_shape = _config.sweep_axes(config, ready)
+    section = config["sweep"]
+    out = (
+        args.out
+        or config["output"]["dir"]
+        or os.path.join("out", f"sweep_{ready.name}")
+    )
+    out = output_dir(out)
+    size = int(np.prod(grid_shape))
+    n = ready.q0.shape[0]
+    q0 = np.tile(np.asarray(ready.q0), (size, 1))
+    qd0 = np.tile(np.asarray(ready.qd0), (size, 1))
+    swept_params = []
+    inputs = {"q0": q0, "qd0": qd0}
+    for name, v in values.items():
+        if name.startswith("qd["):
+            qd0[:, int(name[3:-1])] = v
+        elif name.startswith("q["):
+            q0[:, int(name[2:-1])] = v
+        else:
+            swept_params.append(name)
+            inputs[f"params/{name}"] = v
+    member = _SweepMember(ready.system, swept_params, kwargs, section["lyapunov"])
+    attrs = {
+        "kind": "jaxlagrange sweep",
+        "system": ready.name,
+        "coordinates": list(ready.coordinates),
+        "config": {k: config[k] for k in ("system", "initial", "simulate", "sweep")},
+        "grid_shape": list(grid_shape),
+        "axes": list(values),
+    }
+    store = out / "sweep.zarr"
+    _say(
+        args,
+        f"jaxlagrange sweep: {ready.name}, {size} members ({section['sampling']} "
+        f"{' x '.join(map(str, grid_shape))}) on {len(jax.devices())} device(s), "
+        f"t = {kwargs['t0']} .. {kwargs['t1']} -> {store}",
+    )
+    start = time.perf_counter()
+    try:
+        group = sweep(
+            member,
+            inputs,
+            store,
+            chunk_size=section["chunk_size"],
+            progress=not args.quiet,
+            attrs=attrs,
+        )
+    except ValueError as e:
+        if "holds a different sweep" in str(e) or "is not a sweep store" in str(e):
+            raise CLIError(str(e)) from None
+        raise
+    wall = time.perf_counter() - start
+    result = group["outputs/result"][:]
+    failed = result != 0
+    outputs = {"q": group["outputs/q"][:, -1], "qd": group["outputs/qd"][:, -1]}
+    maps = {}
+    if section["lyapunov"]:
+        maps["lyapunov"] = (
+            group["outputs/lyapunov"][:],
+            "finite-time Lyapunov exponent λ",
+        )
+    for i in range(n):
+        label = ready.coordinates[i] if i < len(ready.coordinates) else f"q{i}"
+        maps[f"final_q{i}"] = (outputs["q"][:, i], f"{label} at t1 = {kwargs['t1']:g}")
+    files = {}
+    if config["output"]["plots"] and not args.no_plots:
+        for name, (v, label) in maps.items():
+            v = np.where(failed, np.nan, v)
+            fig = plotting.sweep_map(
+                values,
+                v,
+                grid_shape=grid_shape if section["sampling"] == "grid" else None,
+                label=label,
+                title=f"{ready.name}: {label}",
+                cmap="magma" if name == "lyapunov" else "twilight",
+            )
+            files[f"map_{name}.png"] = png_bytes(fig)
+    summary = {
+        "system": ready.name,
+        "members": size,
+        "sampling": section["sampling"],
+        "grid_shape": list(grid_shape),
+        "axes": {
+            name: {"min": float(v.min()), "max": float(v.max())}
+            for name, v in values.items()
+        },
+        "chunks": group.attrs["manifest"]["num_chunks"],
+        "failed": int(failed.sum()),
+        "first_failed": [int(i) for i in np.flatnonzero(failed)[:10]],
+        "store": str(store),
+        "wall_time_s": wall,
+        "members_per_s": size / wall,
+        "devices": len(jax.devices()),
+        "config": config["source"],
+        "versions": {"jaxlagrange": __version__, "jax": jax.__version__},
+        "files": sorted([*files, "summary.json", "sweep.zarr"]),
+    }
+    if section["lyapunov"]:
+        lam = maps["lyapunov"][0][~failed]
+        summary["lyapunov"] = {
+            "min": float(lam.min()) if lam.size else None,
+            "max": float(lam.max()) if lam.size else None,
+            "mean": float(lam.mean()) if lam.size else None,
+        }
+    files["summary.json"] = json_bytes(summary)
+    write_outputs(out, files)
+    _say(
+        args,
+        f"{size} members in {wall:.1f} s, {int(failed.sum())} failed; wrote {out}/",
+    )
+    return 0

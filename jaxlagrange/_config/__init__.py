@@ -1,0 +1,60 @@
+"""Strict TOML configs, translated into the public calls a Python user makes.
+
+A run config has four sections, every key optional except `[system] name`:
+
+```toml
+[system]
+name = "spring_chain"          # a name from jl.systems.names()
+params = { k = 2.0 }           # overrides of the system's default params
+options = { n = 8 }            # structural options of the factory (n, modes, ...)
+
+[initial]                      # default: the system's own initial state
+q = [0.5, 0, 0, 0, 0, 0, 0, 0]
+qd = [0, 0, 0, 0, 0, 0, 0, 0]
+
+[simulate]
+t0 = 0.0
+t1 = 20.0
+saves = 1001                   # number of equally spaced save times in [t0, t1]
+solver = "Tsit5"               # a diffrax solver name, see SOLVERS
+rtol = 1e-8
+atol = 1e-8
+max_steps = 100000
+
+[output]
+dir = "out/spring_chain"       # default: out/<system name>; --out overrides it
+plots = true
+```
+
+`load` checks a file against a schema (a dict of sections, each a dict of `Key`s)
+and returns the document with defaults filled in; `ready_system` and
+`simulate_kwargs` turn a checked document into the arguments of
+`jl.systems.make` and `jl.simulate`. Other subcommands add their own sections by
+passing a larger schema to `load`. Every problem is a `ConfigError` whose message
+is one line naming the file, the section and the key.
+"""
+
+from ._schema import ConfigError as ConfigError, Key as Key, check as check
+from .fit import (
+    FIT_ADJOINTS as FIT_ADJOINTS,
+    FIT_JACOBIANS as FIT_JACOBIANS,
+    FIT_OPTIMIZERS as FIT_OPTIMIZERS,
+    FIT_SCHEMA as FIT_SCHEMA,
+    data_paths as data_paths,
+    fit_kwargs as fit_kwargs,
+)
+from .run import (
+    DEFAULT_CONFIG as DEFAULT_CONFIG,
+    RUN_SCHEMA as RUN_SCHEMA,
+    SOLVERS as SOLVERS,
+    factory_options as factory_options,
+    load as load,
+    ready_system as ready_system,
+    simulate_kwargs as simulate_kwargs,
+    solver as solver,
+)
+from .sweep import (
+    SWEEP_SAMPLINGS as SWEEP_SAMPLINGS,
+    SWEEP_SCHEMA as SWEEP_SCHEMA,
+    sweep_axes as sweep_axes,
+)

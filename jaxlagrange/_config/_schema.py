@@ -1,0 +1,149 @@
+"""The strict schema checker: `Key`s of sections, `check`, and `ConfigError`."""
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A mistake in a config file; the message is one line naming the culprit."""
+
+
+_REQUIRED = object()
+
+
+@dataclasses.dataclass(frozen=True)
+class Key:
+    """One key of a config section.
+
+    - `kind`: `float` (ints accepted), `int`, `bool`, `str`, `"vector"` (a list of
+        numbers), `"table"` (a TOML table), `"numbers"` (a table of numbers or
+        nested lists of numbers) or `"any"` (left to `check`).
+    - `default`: the value when the key is absent (omit it for a required key).
+    - `check`: `value -> None | str`, a value check returning what is wrong.
+    """
+
+    kind: Any
+    default: Any = _REQUIRED
+    check: Callable[[Any], str | None] | None = None
+
+
+def _positive(x):
+    return None if x > 0 else f"must be > 0, got {x!r}"
+
+
+def _at_least(n):
+    return lambda x: None if x >= n else f"must be >= {n}, got {x!r}"
+
+
+def _is_number(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _is_numbers(x):
+    """A number or a (nested) list of numbers."""
+    if isinstance(x, list):
+        return all(_is_numbers(y) for y in x)
+    return _is_number(x)
+
+
+def _type_error(kind, value) -> str | None:
+    if kind is float:
+        ok = _is_number(value) and math.isfinite(value)
+        expected = "a finite number"
+    elif kind is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        expected = "an integer"
+    elif kind is bool:
+        ok = isinstance(value, bool)
+        expected = "true or false"
+    elif kind is str:
+        ok = isinstance(value, str)
+        expected = "a string"
+    elif kind == "vector":
+        ok = isinstance(value, list) and all(
+            _is_number(x) and math.isfinite(x) for x in value
+        )
+        expected = "a list of finite numbers"
+    elif kind == "table":
+        ok = isinstance(value, dict)
+        expected = "a table"
+    elif kind == "numbers":
+        if not isinstance(value, dict):
+            return f"must be a table, got {_toml_type(value)}"
+        for k, v in value.items():
+            if not _is_numbers(v):
+                return (
+                    f"{k!r} must be a number or a list of numbers, got {_toml_type(v)}"
+                )
+        return None
+    elif kind == "any":  # checked by the key's `check`
+        return None
+    else:
+        raise AssertionError(kind)
+    return None if ok else f"must be {expected}, got {_toml_type(value)} {value!r}"
+
+
+def _toml_type(value) -> str:
+    for kind, name in (
+        (bool, "a boolean"),
+        (int, "an integer"),
+        (float, "a float"),
+        (str, "a string"),
+        (list, "an array"),
+        (dict, "a table"),
+    ):
+        if isinstance(value, kind):
+            return name
+    return type(value).__name__
+
+
+def _valid(names) -> str:
+    return ", ".join(sorted(names))
+
+
+def check(
+    document: Mapping[str, Any],
+    schema: Mapping[str, Mapping[str, Key]],
+    source: str = "config",
+) -> dict[str, dict[str, Any]]:
+    """Check a parsed TOML document against `schema`; returns it with defaults.
+
+    **Raises:** `ConfigError` for an unknown section or key (listing the valid
+    ones), a missing required key, a value of the wrong type or a bad value.
+    """
+    out = {}
+    for section in document:
+        if section not in schema:
+            raise ConfigError(
+                f"{source}: unknown section [{section}]; valid sections: "
+                f"{_valid(f'[{s}]' for s in schema)}"
+            )
+    for section, keys in schema.items():
+        given = document.get(section, {})
+        if not isinstance(given, dict):
+            raise ConfigError(f"{source}: [{section}] must be a table")
+        for key in given:
+            if key not in keys:
+                raise ConfigError(
+                    f"{source}: unknown key {key!r} in [{section}]; valid keys: "
+                    f"{_valid(keys)}"
+                )
+        values = {}
+        for key, spec in keys.items():
+            where = f"{source}: [{section}] {key}"
+            if key not in given:
+                if spec.default is _REQUIRED:
+                    raise ConfigError(f"{where} is required")
+                values[key] = spec.default
+                continue
+            value = given[key]
+            problem = _type_error(spec.kind, value)
+            if problem is None and spec.check is not None:
+                problem = spec.check(value)
+            if problem is not None:
+                raise ConfigError(f"{where}: {problem}")
+            values[key] = float(value) if spec.kind is float else value
+        out[section] = values
+    return out

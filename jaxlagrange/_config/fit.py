@@ -1,0 +1,174 @@
+"""`jaxlagrange fit`: a system (its params are the starting guess), the solver
+settings, and [fit]."""
+
+import functools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import diffrax
+
+from ._schema import ConfigError, Key, _at_least, _positive, _toml_type, _valid
+from .run import RUN_SCHEMA, solver
+
+
+# `jaxlagrange fit`: a system (its params are the starting guess), the solver
+# settings, and [fit].
+
+FIT_OPTIMIZERS = ("lm", "gauss_newton", "dogleg", "bfgs", "lbfgs", "adam")
+FIT_JACOBIANS = ("auto", "forward", "reverse")
+FIT_ADJOINTS = ("recursive_checkpoint", "backsolve")
+
+
+def _one_of(options):
+    return lambda s: (
+        None if s in options else f"must be one of {', '.join(options)}, got {s!r}"
+    )
+
+
+def _names(x):
+    if isinstance(x, list) and all(isinstance(s, str) for s in x):
+        return None
+    return f"must be a list of param names, got {_toml_type(x)} {x!r}"
+
+
+def _paths(x):
+    if isinstance(x, str) or (
+        isinstance(x, list) and x and all(isinstance(s, str) for s in x)
+    ):
+        return None
+    return f"must be a path or a list of paths, got {_toml_type(x)} {x!r}"
+
+
+FIT_SCHEMA: dict[str, dict[str, Key]] = {
+    "system": RUN_SCHEMA["system"],
+    # The initial state of the (single) data file, instead of its first sample.
+    "initial": RUN_SCHEMA["initial"],
+    "simulate": {
+        k: RUN_SCHEMA["simulate"][k] for k in ("solver", "rtol", "atol", "max_steps")
+    },
+    "fit": {
+        "data": Key("any", check=_paths),
+        "steps": Key(int, 500, _at_least(1)),
+        "optimizer": Key(str, "lm", _one_of(FIT_OPTIMIZERS)),
+        "jacobian": Key(str, "auto", _one_of(FIT_JACOBIANS)),
+        "learning_rate": Key(float, None, _positive),
+        "trainable": Key("any", None, _names),
+        "positive": Key("any", [], _names),
+        "fit_initial_state": Key(bool, False),
+        "segments": Key(int, 1, _at_least(1)),
+        "continuity_weight": Key(float, 1.0, _positive),
+        "sigma": Key(float, None, _positive),
+        "adjoint": Key(str, "recursive_checkpoint", _one_of(FIT_ADJOINTS)),
+    },
+    "output": RUN_SCHEMA["output"],
+}
+"""The schema of `jaxlagrange fit` configs, e.g.
+
+```toml
+[system]
+name = "pendulum"
+params = { l = 1.4 }           # the starting guess
+
+[initial]                      # optional: the initial state (default: the data's)
+qd = [0.0]
+
+[fit]
+data = "pendulum_data.npz"     # .npz (ts, q[, qd]) or .csv (t, q0.., qd0..); or a
+                               # list of files; relative to the config's directory
+steps = 100                    # the most solver steps (optimizer steps for optax)
+optimizer = "lm"               # Levenberg–Marquardt (default), "gauss_newton",
+                               # "dogleg", "bfgs" (optimistix); "lbfgs", "adam"
+                               # (optax; adam with learning_rate, default 1e-2)
+jacobian = "auto"              # or "forward", "reverse" (optimistix solvers)
+trainable = ["l"]              # default: every param
+positive = ["l"]               # fitted as logarithms
+fit_initial_state = false
+segments = 1                   # multiple shooting segments
+continuity_weight = 1.0
+sigma = 0.01                   # noise scale of the data (default 1)
+adjoint = "recursive_checkpoint"   # or "backsolve"
+```
+"""
+
+
+@functools.cache
+def _optimizer(name: str, rate: float | None):
+    # One object per setting: `jl.fit` compiles its step once per optimizer, so
+    # fits with the same settings in one process reuse the compiled step.
+    import optax
+    import optimistix as optx
+
+    tol = dict(rtol=1e-10, atol=1e-10)
+    solvers = {
+        "lm": lambda: optx.LevenbergMarquardt(**tol),
+        "gauss_newton": lambda: optx.GaussNewton(**tol),
+        "dogleg": lambda: optx.Dogleg(**tol),
+        "bfgs": lambda: optx.BFGS(**tol),
+        "lbfgs": optax.lbfgs,
+        "adam": lambda: optax.adam(1e-2 if rate is None else rate),
+    }
+    return solvers[name]()
+
+
+def fit_kwargs(config: Mapping[str, Any], ready) -> dict[str, Any]:
+    """The keyword arguments of `jl.fit` (without `data`) from a checked fit config.
+
+    **Raises:** `ConfigError` naming the key for unknown param names and a
+    learning rate given to L-BFGS.
+    """
+    source, section = config["source"], config["fit"]
+    params = ready.system.params or {}
+    for key in ("trainable", "positive"):
+        names = section[key] or []
+        unknown = [name for name in names if name not in params]
+        if unknown:
+            raise ConfigError(
+                f"{source}: [fit] {key}: unknown param {unknown[0]!r} for system "
+                f"{ready.name!r}; valid params: {_valid(params)}"
+            )
+    rate = section["learning_rate"]
+    if section["optimizer"] != "adam" and rate is not None:
+        raise ConfigError(
+            f"{source}: [fit] learning_rate is for optimizer = 'adam'; "
+            f"{section['optimizer']!r} chooses its own steps"
+        )
+    optimizer = _optimizer(section["optimizer"], rate)
+    simulate = config["simulate"]
+    # "recursive_checkpoint" is jl.fit's default (None).
+    adjoint = {"recursive_checkpoint": None, "backsolve": diffrax.BacksolveAdjoint()}[
+        section["adjoint"]
+    ]
+    trainable = section["trainable"]
+    return dict(
+        optimizer=optimizer,
+        jacobian=section["jacobian"],
+        steps=section["steps"],
+        trainable=None if trainable is None else set(trainable),
+        positive=set(section["positive"]),
+        fit_initial_state=section["fit_initial_state"],
+        segments=section["segments"],
+        continuity_weight=section["continuity_weight"],
+        adjoint=adjoint,
+        solver=solver(simulate["solver"]),
+        rtol=simulate["rtol"],
+        atol=simulate["atol"],
+        max_steps=simulate["max_steps"],
+    )
+
+
+def data_paths(config: Mapping[str, Any]) -> list[Path]:
+    """The data files of a checked fit config, relative to the config's directory.
+
+    **Raises:** `ConfigError` if `[initial]` is given with several data files.
+    """
+    data = config["fit"]["data"]
+    base = Path(config["source"]).parent
+    paths = [base / p for p in ([data] if isinstance(data, str) else data)]
+    initial = config["initial"]
+    if len(paths) > 1 and (initial["q"] is not None or initial["qd"] is not None):
+        raise ConfigError(
+            f"{config['source']}: [initial] is the initial state of one data file, "
+            f"but [fit] data names {len(paths)}"
+        )
+    return paths

@@ -1,0 +1,214 @@
+"""The run sections ([system], [initial], [simulate], [output]) and `load`."""
+
+import inspect
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import diffrax
+import jax.numpy as jnp
+
+from .. import systems as _systems
+from ._schema import (
+    ConfigError,
+    Key,
+    _at_least,
+    _positive,
+    _type_error,
+    _valid,
+    check,
+)
+
+
+SOLVERS = (
+    "Tsit5",
+    "Dopri5",
+    "Dopri8",
+    "Bosh3",
+    "Heun",
+    "Midpoint",
+    "Ralston",
+    "ImplicitEuler",
+    "Kvaerno3",
+    "Kvaerno4",
+    "Kvaerno5",
+)
+"""The diffrax solvers a config may name (adaptive ODE solvers)."""
+
+
+def _known_solver(name):
+    if name in SOLVERS:
+        return None
+    return f"unknown solver {name!r}; known solvers: {', '.join(SOLVERS)}"
+
+
+def _known_system(name):
+    if name in _systems.names():
+        return None
+    return f"unknown system {name!r}; known systems: {', '.join(_systems.names())}"
+
+
+RUN_SCHEMA: dict[str, dict[str, Key]] = {
+    "system": {
+        "name": Key(str, check=_known_system),
+        "params": Key("numbers", {}),
+        "options": Key("table", {}),
+    },
+    "initial": {
+        "q": Key("vector", None),
+        "qd": Key("vector", None),
+    },
+    "simulate": {
+        "t0": Key(float, 0.0),
+        "t1": Key(float, 10.0),
+        "saves": Key(int, 1001, _at_least(2)),
+        "solver": Key(str, "Tsit5", _known_solver),
+        "rtol": Key(float, 1e-8, _positive),
+        "atol": Key(float, 1e-8, _positive),
+        "max_steps": Key(int, 100_000, _at_least(1)),
+    },
+    "output": {
+        "dir": Key(str, None),
+        "plots": Key(bool, True),
+    },
+}
+"""The schema of `jaxlagrange run` configs."""
+
+
+DEFAULT_CONFIG = """\
+# The embedded default of `jaxlagrange run`: a chaotic double pendulum.
+[system]
+name = "double_pendulum"
+
+[simulate]
+t1 = 20.0
+saves = 2001
+rtol = 1e-10
+atol = 1e-10
+"""
+
+
+def load(
+    path: str | Path | None,
+    schema: Mapping[str, Mapping[str, Key]] = RUN_SCHEMA,
+    default: str = DEFAULT_CONFIG,
+) -> dict[str, dict[str, Any]]:
+    """Read and check the TOML file `path` (None: the text `default`).
+
+    **Returns:** the checked document with defaults filled in (see `check`).
+
+    **Raises:** `ConfigError` for a missing or unreadable file, invalid TOML, or
+    anything `check` rejects.
+    """
+    if path is None:
+        source, text = "default config", default
+    else:
+        source = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ConfigError(f"{source}: no such config file") from None
+        except IsADirectoryError:
+            raise ConfigError(f"{source}: is a directory, not a config file") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{source}: cannot read: {e}") from None
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{source}: invalid TOML: {e}") from None
+    config = check(document, schema, source)
+    config["source"] = source  # pyright: ignore[reportArgumentType]
+    return config
+
+
+def factory_options(factory) -> dict[str, Any]:
+    """The structural options of a ready-system factory and their defaults: its
+    keyword-only arguments other than `q0` and `qd0` (e.g. `n`, `modes`)."""
+    return {
+        p.name: p.default
+        for p in inspect.signature(factory).parameters.values()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in ("q0", "qd0")
+    }
+
+
+def _options(config, factory) -> dict[str, Any]:
+    """`[system] options`, checked against the factory's keyword-only arguments."""
+    source, name = config["source"], config["system"]["name"]
+    valid = factory_options(factory)
+    options = config["system"]["options"]
+    for key, value in options.items():
+        if key not in valid:
+            listing = _valid(valid) if valid else "none"
+            raise ConfigError(
+                f"{source}: [system] options: unknown option {key!r} for system "
+                f"{name!r}; valid options: {listing}"
+            )
+        default = valid[key]
+        if default is not None and default is not inspect.Parameter.empty:
+            problem = _type_error(type(default), value)
+            if problem is not None:
+                raise ConfigError(f"{source}: [system] options: {key}: {problem}")
+    return dict(options)
+
+
+def ready_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
+    """The `ReadySystem` of a checked config: `jl.systems.make(name, ...)`.
+
+    **Raises:** `ConfigError` naming the key for unknown params or options, and
+    initial states of the wrong length.
+    """
+    source, section = config["source"], config["system"]
+    name = section["name"]
+    factory = _systems.get(name)
+    options = _options(config, factory)
+    try:
+        default = factory(**options)
+    except ValueError as e:
+        raise ConfigError(f"{source}: [system] options: {e}") from None
+    n = default.q0.shape[0]
+    initial = config["initial"]
+    for key in ("q", "qd"):
+        value = initial[key]
+        if value is not None and len(value) != n:
+            raise ConfigError(
+                f"{source}: [initial] {key} must have {n} entries for system "
+                f"{name!r} ({', '.join(default.coordinates)}), got {len(value)}"
+            )
+    try:
+        return factory(
+            section["params"] or None, q0=initial["q"], qd0=initial["qd"], **options
+        )
+    except ValueError as e:
+        raise ConfigError(f"{source}: [system] params: {e}") from None
+
+
+def solver(name: str) -> diffrax.AbstractSolver:
+    """The diffrax solver called `name` (one of `SOLVERS`), built with its defaults."""
+    problem = _known_solver(name)
+    if problem is not None:
+        raise ConfigError(problem)
+    return getattr(diffrax, name)()
+
+
+def simulate_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of `jl.simulate` from a checked config's `[simulate]`.
+
+    **Raises:** `ConfigError` if t1 <= t0.
+    """
+    section = config["simulate"]
+    t0, t1 = section["t0"], section["t1"]
+    if not t1 > t0:
+        raise ConfigError(
+            f"{config['source']}: [simulate] t1 must be greater than t0, got "
+            f"t0 = {t0!r} and t1 = {t1!r}"
+        )
+    return dict(
+        t0=t0,
+        t1=t1,
+        saveat=jnp.linspace(t0, t1, section["saves"]),
+        solver=solver(section["solver"]),
+        rtol=section["rtol"],
+        atol=section["atol"],
+        max_steps=section["max_steps"],
+    )

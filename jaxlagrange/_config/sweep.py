@@ -1,0 +1,132 @@
+"""`jaxlagrange sweep`: the run sections plus [sweep]."""
+
+from collections.abc import Mapping
+from typing import Any
+
+import jax.numpy as jnp
+
+from ._schema import ConfigError, Key, _at_least, _type_error
+from .run import RUN_SCHEMA
+
+
+# `jaxlagrange sweep`: the run sections plus [sweep].
+
+SWEEP_SAMPLINGS = ("grid", "random")
+
+SWEEP_SCHEMA: dict[str, dict[str, Key]] = {
+    **RUN_SCHEMA,
+    # A sweep keeps few saves per member by default: t0 and t1.
+    "simulate": {**RUN_SCHEMA["simulate"], "saves": Key(int, 2, _at_least(2))},
+    "sweep": {
+        "sampling": Key(
+            str,
+            "grid",
+            lambda s: (
+                None
+                if s in SWEEP_SAMPLINGS
+                else f"must be one of {', '.join(SWEEP_SAMPLINGS)}, got {s!r}"
+            ),
+        ),
+        "axes": Key("table"),
+        "size": Key(int, None, _at_least(1)),
+        "chunk_size": Key(int, 4096, _at_least(1)),
+        "seed": Key(int, 0),
+        "lyapunov": Key(bool, False),
+    },
+}
+"""The schema of `jaxlagrange sweep` configs: `[sweep]` with its axes, e.g.
+
+```toml
+[sweep]
+sampling = "grid"              # or "random": `size` uniform samples, from `seed`
+chunk_size = 4096              # members per chunk written to the store
+lyapunov = true                # also the finite-time Lyapunov exponent per member
+
+[sweep.axes]                   # q[i], qd[i] (initial state) or a param name
+"q[0]" = { min = -3.14159, max = 3.14159, num = 512 }
+"q[1]" = { min = -3.14159, max = 3.14159, num = 512 }
+```
+"""
+
+_AXIS_KEYS = {"grid": ("min", "max", "num"), "random": ("min", "max")}
+
+
+def _axis_targets(ready) -> list[str]:
+    n = ready.q0.shape[0]
+    return (
+        [f"q[{i}]" for i in range(n)]
+        + [f"qd[{i}]" for i in range(n)]
+        + sorted(ready.system.params or {})
+    )
+
+
+def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]:
+    """The sampled values of each axis of a checked sweep config.
+
+    **Returns:** `(values, grid_shape)`: `values` maps each axis name to a NumPy
+    array of one value per member (grids flattened in C order, the first axis
+    slowest); `grid_shape` is the grid's shape, or `(size,)` for random sampling.
+
+    **Raises:** `ConfigError` naming the axis for an unknown target, a missing or
+    unknown key, or a bad range.
+    """
+    import numpy as np
+
+    source, section = config["source"], config["sweep"]
+    sampling, axes = section["sampling"], section["axes"]
+    where = f"{source}: [sweep.axes]"
+    if not axes:
+        raise ConfigError(f"{where} is empty; give at least one axis")
+    targets = _axis_targets(ready)
+    params = ready.system.params or {}
+    keys = _AXIS_KEYS[sampling]
+    for name, axis in axes.items():
+        if name not in targets:
+            raise ConfigError(
+                f"{where}: unknown axis {name!r}; valid axes for system "
+                f"{ready.name!r}: {', '.join(targets)}"
+            )
+        if name in params and jnp.shape(params[name]) != ():
+            raise ConfigError(f"{where}: {name!r} is not a scalar parameter")
+        if not isinstance(axis, dict):
+            raise ConfigError(
+                f"{where} {name}: must be a table like {{ {' = .., '.join(keys)} = .. }}"
+            )
+        for key in axis:
+            if key not in keys:
+                raise ConfigError(
+                    f"{where} {name}: unknown key {key!r} for {sampling} sampling; "
+                    f"valid keys: {', '.join(keys)}"
+                )
+        for key in keys:
+            if key not in axis:
+                raise ConfigError(f"{where} {name}: {key} is required")
+            kind = int if key == "num" else float
+            problem = _type_error(kind, axis[key])
+            if problem is None and key == "num":
+                problem = _at_least(1)(axis[key])
+            if problem is not None:
+                raise ConfigError(f"{where} {name}: {key} {problem}")
+        if not axis["max"] >= axis["min"]:
+            raise ConfigError(
+                f"{where} {name}: max must be >= min, got min = {axis['min']!r} and "
+                f"max = {axis['max']!r}"
+            )
+    size = section["size"]
+    if sampling == "grid":
+        if size is not None:
+            raise ConfigError(
+                f"{source}: [sweep] size is for random sampling; a grid's size is the "
+                "product of its axes' num"
+            )
+        grids = np.meshgrid(
+            *(np.linspace(a["min"], a["max"], a["num"]) for a in axes.values()),
+            indexing="ij",
+        )
+        shape = grids[0].shape
+        return {name: g.ravel() for name, g in zip(axes, grids, strict=True)}, shape
+    if size is None:
+        raise ConfigError(f"{source}: [sweep] size is required for random sampling")
+    rng = np.random.default_rng(section["seed"])
+    values = {name: rng.uniform(a["min"], a["max"], size) for name, a in axes.items()}
+    return values, (size,)

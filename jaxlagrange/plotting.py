@@ -376,3 +376,185 @@ def losses(losses: Any, *, title: str | None = None):
     ax.grid(alpha=0.3, which="both")
     ax.set_title(title or f"Loss history (final {losses[-1]:.3e})")
     return fig
+
+
+def _motion_axes(fig, positions: np.ndarray):
+    """Axes that hold every point of `positions` (T, k, d) at equal scale."""
+    d = positions.shape[-1]
+    flat = positions.reshape(-1, d)
+    low, high = flat.min(axis=0), flat.max(axis=0)
+    centre, half = (low + high) / 2, max(float((high - low).max()) / 2, 1e-12) * 1.08
+    if d == 3:
+        ax = fig.add_subplot(projection="3d")
+        ax.set_box_aspect((1, 1, 1))
+        for set_lim, c in zip(
+            (ax.set_xlim, ax.set_ylim, ax.set_zlim), centre, strict=True
+        ):
+            set_lim(c - half, c + half)
+        ax.set_xlabel("x")
+        ax.set_ylabel("y")
+        ax.set_zlabel("z")
+    else:
+        ax = fig.add_subplot()
+        ax.set_aspect("equal")
+        ax.set_xlim(centre[0] - half, centre[0] + half)
+        ax.set_ylim(centre[1] - half, centre[1] + half)
+        ax.set_xlabel("x")
+        ax.set_ylabel("y")
+    return ax
+
+
+def _check_positions(positions: Any) -> np.ndarray:
+    positions = np.asarray(positions, dtype=float)
+    if positions.ndim != 3 or positions.shape[-1] not in (2, 3):
+        raise ValueError(
+            "`positions` must have shape (T, k, 2) or (T, k, 3) (T times, k points), "
+            f"got shape {positions.shape}."
+        )
+    return positions[np.all(np.isfinite(positions), axis=(1, 2))]
+
+
+def motion(positions: Any, *, title: str | None = None):
+    """The paths of the points of a system in physical space.
+
+    Each point's path is a line; the first and last configurations are drawn as
+    the points joined in order (a pendulum's rods, a chain's springs).
+
+    **Arguments:**
+
+    - `positions`: shape (T, k, 2) or (T, k, 3), e.g.
+        `ready.positions(traj.q, traj.ts)`.
+    - `title`: the figure title.
+
+    **Returns:** a `matplotlib.figure.Figure`.
+
+    **Example:**
+
+    ```python
+    fig = jl.plotting.motion(ready.positions(traj.q, traj.ts))
+    fig.savefig("motion.png")
+    ```
+    """
+    positions = _check_positions(positions)
+    fig = _figure(5.5, 5.0)
+    ax = _motion_axes(fig, positions)
+    for j in range(positions.shape[1]):
+        ax.plot(*positions[:, j].T, lw=0.7, alpha=0.8, label=f"point {j}")
+    for frame, style in ((0, ":"), (-1, "-")):
+        ax.plot(*positions[frame].T, style, color="k", marker="o", ms=4, lw=1.2)
+    ax.set_title(title or "motion: paths, first (dotted) and last configuration")
+    return fig
+
+
+def animation(
+    ts: Any,
+    positions: Any,
+    *,
+    frames: int = 80,
+    fps: int = 16,
+    trail: float = 0.15,
+    title: str | None = None,
+    size: float = 4.5,
+    dpi: int = 72,
+) -> bytes:
+    """An animated GIF of the motion in physical space.
+
+    The saves are subsampled to at most `frames` frames, equally spaced in time;
+    each frame shows the points joined in order and their recent paths.
+
+    **Arguments:**
+
+    - `ts`: the times, shape (T,).
+    - `positions`: shape (T, k, 2) or (T, k, 3).
+    - `frames`: the most frames (the GIF lasts frames / fps seconds, looping).
+    - `fps`: frames per second.
+    - `trail`: the length of the drawn recent paths, as a fraction of the run.
+    - `title`: the figure title (the time is appended).
+    - `size`, `dpi`: the figure's side in inches and its resolution.
+
+    **Returns:** the GIF file's bytes (encoded with Pillow, one shared palette).
+
+    **Raises:** `ValueError` for shapes that do not match or fewer than two finite
+    saves.
+
+    **Example:**
+
+    ```python
+    gif = jl.plotting.animation(traj.ts, ready.positions(traj.q, traj.ts))
+    open("motion.gif", "wb").write(gif)
+    ```
+    """
+    import io
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from PIL import Image
+
+    ts = np.asarray(ts, dtype=float)
+    positions = np.asarray(positions, dtype=float)
+    if ts.ndim != 1 or positions.shape[:1] != ts.shape:
+        raise ValueError(
+            f"`ts` must have shape (T,) for positions of shape {positions.shape}, "
+            f"got shape {ts.shape}."
+        )
+    if not (
+        isinstance(frames, int) and frames >= 2 and isinstance(fps, int) and fps > 0
+    ):
+        raise ValueError(
+            f"`frames` must be an int >= 2 and `fps` a positive int, got {frames!r} "
+            f"and {fps!r}."
+        )
+    _check_positions(positions)
+    keep = np.isfinite(ts) & np.all(np.isfinite(positions), axis=(1, 2))
+    ts, positions = ts[keep], positions[keep]
+    if ts.shape[0] < 2:
+        raise ValueError("`animation` needs at least two finite saves.")
+    # One frame per equal time step: the save nearest each frame time.
+    wanted = np.linspace(ts[0], ts[-1], min(frames, ts.shape[0]))
+    index = np.clip(np.searchsorted(ts, wanted), 0, ts.shape[0] - 1)
+    window = max(1, int(trail * ts.shape[0]))
+
+    # A fixed layout: a constrained one is recomputed at every frame.
+    fig = Figure(figsize=(size, size), dpi=dpi)
+    canvas = FigureCanvasAgg(fig)
+    ax = _motion_axes(fig, positions)
+    three = positions.shape[-1] == 3
+    (body,) = ax.plot(*positions[0].T, "-o", color="k", ms=5, lw=1.5)
+    paths = [ax.plot(*positions[:1, j].T, lw=0.8)[0] for j in range(positions.shape[1])]
+    label = title or "motion"
+    ax.set_title(f"{label}, t = {ts[-1]:.2f}")
+    fig.tight_layout()  # once, for the widest title
+    images = []
+    for now in index:
+        recent = positions[max(0, now - window) : now + 1]
+        body.set_data(*positions[now, :, :2].T)
+        if three:
+            body.set_3d_properties(positions[now, :, 2])
+        for j, path in enumerate(paths):
+            path.set_data(*recent[:, j, :2].T)
+            if three:
+                path.set_3d_properties(recent[:, j, 2])
+        ax.set_title(f"{label}, t = {ts[now]:.2f}")
+        canvas.draw()
+        rgba = canvas.buffer_rgba()  # reused by the next draw: convert (copy) now
+        size_px = canvas.get_width_height()
+        images.append(Image.frombuffer("RGBA", size_px, rgba).convert("RGB"))
+    # One palette for all frames, from a few of them side by side.
+    sample = [images[0], images[len(images) // 2], images[-1]]
+    strip = Image.new("RGB", (sum(im.width for im in sample), images[0].height))
+    for k, im in enumerate(sample):
+        strip.paste(im, (k * im.width, 0))
+    palette = strip.quantize(colors=64)
+    quantized = [
+        im.quantize(palette=palette, dither=Image.Dither.NONE) for im in images
+    ]
+    buffer = io.BytesIO()
+    quantized[0].save(
+        buffer,
+        format="GIF",
+        save_all=True,
+        append_images=quantized[1:],
+        duration=round(1000 / fps),
+        loop=0,
+    )
+    return buffer.getvalue()

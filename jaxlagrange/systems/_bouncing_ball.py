@@ -1,5 +1,7 @@
 """A ball bouncing on the floor."""
 
+import jax.numpy as jnp
+
 from .._system import LagrangianSystem
 from ._registry import ReadySystem, initial_state, merge_params, register
 
@@ -13,6 +15,11 @@ def _lagrangian(q, qd, t, params):
 
 def _above_floor(q, t, params):
     return q
+
+
+def _points(q, t, params):
+    """The ball above the floor."""
+    return jnp.stack([jnp.zeros_like(q[0]), q[0]])[None]
 
 
 @register("bouncing_ball")
@@ -50,4 +57,4 @@ def bouncing_ball(params=None, *, q0=None, qd0=None) -> ReadySystem:
     system = LagrangianSystem(
         _lagrangian, params=params, unilateral=_above_floor, restitution=params["e"]
     )
-    return ReadySystem(system, q0, qd0, "bouncing_ball", ("y",))
+    return ReadySystem(system, q0, qd0, "bouncing_ball", ("y",), points=_points)

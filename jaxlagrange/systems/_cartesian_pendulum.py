@@ -21,6 +21,11 @@ def _rod(q, t, params):
     return jnp.stack([(q[0] ** 2 + q[1] ** 2 - length**2) / (2 * length)])
 
 
+def _points(q, t, params):
+    """The pivot and the bob."""
+    return jnp.stack([jnp.zeros_like(q), q])
+
+
 @register("cartesian_pendulum")
 def cartesian_pendulum(params=None, *, q0=None, qd0=None) -> ReadySystem:
     """The simple pendulum in the Cartesian coordinates (x, y) of its bob.
@@ -51,7 +56,9 @@ def cartesian_pendulum(params=None, *, q0=None, qd0=None) -> ReadySystem:
     default = [length * jnp.sin(1.0), -length * jnp.cos(1.0)]
     q0, qd0 = initial_state("cartesian_pendulum", q0, qd0, default, [0.0, 0.0])
     system = LagrangianSystem(_lagrangian, params=params, holonomic=_rod)
-    return ReadySystem(system, q0, qd0, "cartesian_pendulum", ("x", "y"))
+    return ReadySystem(
+        system, q0, qd0, "cartesian_pendulum", ("x", "y"), points=_points
+    )
 
 
 _DOUBLE_DEFAULTS = {"m1": 1.0, "m2": 1.0, "l1": 1.0, "l2": 1.0, "g": 9.81}
@@ -80,6 +87,11 @@ def _positions(theta1, theta2, l1=1.0, l2=1.0):
     """Cartesian (x₁, y₁, x₂, y₂) of the double pendulum at angles (θ₁, θ₂)."""
     x1, y1 = l1 * jnp.sin(theta1), -l1 * jnp.cos(theta1)
     return jnp.stack([x1, y1, x1 + l2 * jnp.sin(theta2), y1 - l2 * jnp.cos(theta2)])
+
+
+def _double_points(q, t, params):
+    """The pivot and the two bobs."""
+    return jnp.concatenate([jnp.zeros((1, 2), q.dtype), q.reshape(2, 2)])
 
 
 @register("cartesian_double_pendulum")
@@ -114,5 +126,10 @@ def cartesian_double_pendulum(params=None, *, q0=None, qd0=None) -> ReadySystem:
     q0, qd0 = initial_state("cartesian_double_pendulum", q0, qd0, default, [0.0] * 4)
     system = LagrangianSystem(_double_lagrangian, params=params, holonomic=_rods)
     return ReadySystem(
-        system, q0, qd0, "cartesian_double_pendulum", ("x₁", "y₁", "x₂", "y₂")
+        system,
+        q0,
+        qd0,
+        "cartesian_double_pendulum",
+        ("x₁", "y₁", "x₂", "y₂"),
+        points=_double_points,
     )

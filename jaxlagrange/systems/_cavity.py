@@ -38,6 +38,12 @@ def _lagrangian(q, qd, t, params):
     )
 
 
+def _points(q, t, params):
+    """The fixed mirror at the origin and the moving one at x = q₀."""
+    zero = jnp.zeros_like(q[0])
+    return jnp.stack([jnp.stack([zero, zero]), jnp.stack([q[0], zero])])
+
+
 @register("cavity")
 def cavity(params=None, *, modes: int = 10, q0=None, qd0=None) -> ReadySystem:
     """A one-dimensional optical cavity of length q whose end mirror moves.
@@ -88,4 +94,4 @@ def cavity(params=None, *, modes: int = 10, q0=None, qd0=None) -> ReadySystem:
     q0, qd0 = initial_state("cavity", q0, qd0, default_q0, np.zeros(modes + 1))
     system = LagrangianSystem(_lagrangian, params=params)
     coordinates = ("q",) + tuple(f"Q{k}" for k in range(1, modes + 1))
-    return ReadySystem(system, q0, qd0, "cavity", coordinates)
+    return ReadySystem(system, q0, qd0, "cavity", coordinates, points=_points)

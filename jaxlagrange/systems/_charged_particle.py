@@ -17,6 +17,11 @@ def _lagrangian(q, qd, t, params):
     return kinetic + charge * (jnp.dot(qd, vector_potential) - scalar_potential)
 
 
+def _points(q, t, params):
+    """The charge."""
+    return q[None]
+
+
 @register("charged_particle")
 def charged_particle(params=None, *, q0=None, qd0=None) -> ReadySystem:
     """A point charge in uniform fields B and E: a velocity-dependent potential.
@@ -48,4 +53,6 @@ def charged_particle(params=None, *, q0=None, qd0=None) -> ReadySystem:
         "charged_particle", q0, qd0, [1.0, 0.0, 0.0], [0.0, -1.0, 0.2]
     )
     system = LagrangianSystem(_lagrangian, params=params)
-    return ReadySystem(system, q0, qd0, "charged_particle", ("x", "y", "z"))
+    return ReadySystem(
+        system, q0, qd0, "charged_particle", ("x", "y", "z"), points=_points
+    )

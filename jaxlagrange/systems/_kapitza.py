@@ -20,6 +20,13 @@ def _lagrangian(q, qd, t, params):
     return 0.5 * m * (x_dot**2 + y_dot**2) - m * g * y
 
 
+def _points(q, t, params):
+    """The vibrating pivot (0, a cos ωt) and the bob."""
+    pivot = jnp.stack([jnp.zeros_like(t), params["a"] * jnp.cos(params["omega"] * t)])
+    bob = pivot + params["l"] * jnp.stack([jnp.sin(q[0]), -jnp.cos(q[0])])
+    return jnp.stack([pivot, bob])
+
+
 @register("kapitza")
 def kapitza(params=None, *, q0=None, qd0=None) -> ReadySystem:
     """A pendulum of length `l` whose pivot moves as y = a cos ωt.
@@ -53,4 +60,4 @@ def kapitza(params=None, *, q0=None, qd0=None) -> ReadySystem:
     params = merge_params("kapitza", _DEFAULTS, params)
     q0, qd0 = initial_state("kapitza", q0, qd0, [jnp.pi - 0.3], [0.0])
     system = LagrangianSystem(_lagrangian, params=params)
-    return ReadySystem(system, q0, qd0, "kapitza", ("θ",))
+    return ReadySystem(system, q0, qd0, "kapitza", ("θ",), points=_points)

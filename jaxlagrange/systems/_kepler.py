@@ -23,6 +23,11 @@ def _lagrangian(q, qd, t, params):
     return 0.5 * m * jnp.sum(qd**2) + m * mu * _inverse_distance(q, params["eps"])
 
 
+def _points(q, t, params):
+    """The centre of attraction and the orbiting mass."""
+    return jnp.stack([jnp.zeros_like(q), q])
+
+
 @register("kepler")
 def kepler(params=None, *, q0=None, qd0=None) -> ReadySystem:
     """A mass `m` in the plane, attracted to the origin by the potential −μm/r.
@@ -53,4 +58,4 @@ def kepler(params=None, *, q0=None, qd0=None) -> ReadySystem:
     params = merge_params("kepler", _DEFAULTS, params)
     q0, qd0 = initial_state("kepler", q0, qd0, [1.0, 0.0], [0.0, 1.5**0.5])
     system = LagrangianSystem(_lagrangian, params=params)
-    return ReadySystem(system, q0, qd0, "kepler", ("x", "y"))
+    return ReadySystem(system, q0, qd0, "kepler", ("x", "y"), points=_points)

@@ -21,6 +21,13 @@ def _outside(q, t, params):
     return jnp.array([q[0] - params["R"]])
 
 
+def _points(q, t, params):
+    """The sphere's centre and the mass, θ from the upward vertical."""
+    r, theta = q
+    mass = r * jnp.stack([jnp.sin(theta), jnp.cos(theta)])
+    return jnp.stack([jnp.zeros_like(mass), mass])
+
+
 @register("mass_on_sphere")
 def mass_on_sphere(params=None, *, q0=None, qd0=None) -> ReadySystem:
     """A point mass `m` sliding without friction on top of a fixed sphere of radius `R`.
@@ -54,4 +61,4 @@ def mass_on_sphere(params=None, *, q0=None, qd0=None) -> ReadySystem:
     params = merge_params("mass_on_sphere", _DEFAULTS, params)
     q0, qd0 = initial_state("mass_on_sphere", q0, qd0, [params["R"], 0.1], [0.0, 0.0])
     system = LagrangianSystem(_lagrangian, params=params, unilateral=_outside)
-    return ReadySystem(system, q0, qd0, "mass_on_sphere", ("r", "θ"))
+    return ReadySystem(system, q0, qd0, "mass_on_sphere", ("r", "θ"), points=_points)

@@ -14,6 +14,12 @@ def _lagrangian(q, qd, t, params):
     return 0.5 * m * length**2 * qd[0] ** 2 + m * g * length * jnp.cos(q[0])
 
 
+def _points(q, t, params):
+    """The pivot and the bob (y up)."""
+    bob = params["l"] * jnp.stack([jnp.sin(q[0]), -jnp.cos(q[0])])
+    return jnp.stack([jnp.zeros_like(bob), bob])
+
+
 @register("pendulum")
 def pendulum(params=None, *, q0=None, qd0=None) -> ReadySystem:
     """A point mass `m` on a massless rod of length `l` under gravity `g`.
@@ -37,4 +43,4 @@ def pendulum(params=None, *, q0=None, qd0=None) -> ReadySystem:
     params = merge_params("pendulum", _DEFAULTS, params)
     q0, qd0 = initial_state("pendulum", q0, qd0, [1.0], [0.0])
     system = LagrangianSystem(_lagrangian, params=params)
-    return ReadySystem(system, q0, qd0, "pendulum", ("θ",))
+    return ReadySystem(system, q0, qd0, "pendulum", ("θ",), points=_points)

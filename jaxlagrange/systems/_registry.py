@@ -23,6 +23,9 @@ class ReadySystem(eqx.Module):
     - `q0`, `qd0`: the default initial state, shape (n,).
     - `name`: the registry name.
     - `coordinates`: one label per coordinate, for plots and tables.
+    - `points`: `points(q, t, params)`, the points to draw at one state, shape
+        (k, 2) or (k, 3); None where the system has none. Read through
+        `positions`.
     """
 
     system: LagrangianSystem
@@ -30,9 +33,52 @@ class ReadySystem(eqx.Module):
     qd0: Array
     name: str = eqx.field(static=True)
     coordinates: tuple[str, ...] = eqx.field(static=True)
+    points: Callable[..., Array] | None = eqx.field(static=True, default=None)
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.system, self.q0, self.qd0))
+
+    def positions(self, q: Any, t: Any = 0.0) -> Array:
+        """The points of the system in physical space at coordinates `q`.
+
+        **Arguments:**
+
+        - `q`: coordinates, shape (n,), or a batch (..., n) such as `traj.q`.
+        - `t`: the time (a scalar, or one per state in the batch); it matters only
+            for systems that move a support in time (Kapitza's pendulum, the
+            rotating rod).
+
+        **Returns:** shape (k, d), or (..., k, d) for a batch: k points (bodies,
+        pivots) in d = 2 or 3 dimensions, with y (2-D) or z (3-D) pointing up.
+
+        **Raises:** `ValueError` when the system has no positions or `q` does not
+        end with n coordinates.
+
+        **Example:**
+
+        ```python
+        ready = jl.systems.double_pendulum()
+        ready.positions(ready.q0)  # pivot, first bob, second bob: shape (3, 2)
+        ```
+        """
+        if self.points is None:
+            raise ValueError(f"The ready system {self.name!r} has no positions.")
+        q = jnp.asarray(q)
+        n = self.q0.shape[0]
+        if q.ndim == 0 or q.shape[-1] != n:
+            raise ValueError(
+                f"`q` must end with the {n} coordinates of {self.name!r}, got shape "
+                f"{q.shape}."
+            )
+        t = jnp.broadcast_to(jnp.asarray(t, q.dtype), q.shape[:-1])
+
+        def one(q, t):
+            return jnp.asarray(self.points(q, t, self.system.params))
+
+        fn = one
+        for _ in range(q.ndim - 1):
+            fn = jax.vmap(fn)
+        return fn(q, t)
 
 
 _REGISTRY: dict[str, Callable[..., ReadySystem]] = {}

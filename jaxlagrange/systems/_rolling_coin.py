@@ -30,6 +30,11 @@ def _rolls(q, qd, t, params):
     )
 
 
+def _points(q, t, params):
+    """The coin's contact point on the plane."""
+    return q[None, :2]
+
+
 @register("rolling_coin")
 def rolling_coin(params=None, *, q0=None, qd0=None) -> ReadySystem:
     """A vertical uniform disk (mass `m`, radius `R`) rolling without slipping.
@@ -75,4 +80,6 @@ def rolling_coin(params=None, *, q0=None, qd0=None) -> ReadySystem:
         "rolling_coin", q0, qd0, [0.0] * 4, [2.0 * params["R"], 0.0, 1.0, 2.0]
     )
     system = LagrangianSystem(_lagrangian, params=params, nonholonomic=_rolls)
-    return ReadySystem(system, q0, qd0, "rolling_coin", ("x", "y", "θ", "φ"))
+    return ReadySystem(
+        system, q0, qd0, "rolling_coin", ("x", "y", "θ", "φ"), points=_points
+    )

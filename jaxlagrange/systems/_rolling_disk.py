@@ -25,6 +25,17 @@ def _rolls_velocity(q, qd, t, params):
     return jnp.stack([qd[0] - params["R"] * qd[1]])
 
 
+def _points(q, t, params):
+    """The disk's centre and a point on its rim, the slope going down to the right."""
+    y, phi = q
+    radius, alpha = params["R"], params["alpha"]
+    down = jnp.stack([jnp.cos(alpha), -jnp.sin(alpha)])
+    normal = jnp.stack([jnp.sin(alpha), jnp.cos(alpha)])
+    centre = y * down + radius * normal
+    rim = centre + radius * (jnp.cos(phi) * normal + jnp.sin(phi) * down)
+    return jnp.stack([centre, rim])
+
+
 @register("rolling_disk")
 def rolling_disk(
     params=None, *, q0=None, qd0=None, rolling: str = "holonomic"
@@ -70,4 +81,4 @@ def rolling_disk(
         system = LagrangianSystem(
             _lagrangian, params=params, nonholonomic=_rolls_velocity
         )
-    return ReadySystem(system, q0, qd0, "rolling_disk", ("y", "φ"))
+    return ReadySystem(system, q0, qd0, "rolling_disk", ("y", "φ"), points=_points)

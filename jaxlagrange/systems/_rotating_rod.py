@@ -19,6 +19,11 @@ def _on_rod(q, t, params):
     return jnp.stack([q[1] * jnp.cos(angle) - q[0] * jnp.sin(angle)])
 
 
+def _points(q, t, params):
+    """The rod's axis at the origin and the bead."""
+    return jnp.stack([jnp.zeros_like(q), q])
+
+
 @register("rotating_rod")
 def rotating_rod(params=None, *, q0=None, qd0=None) -> ReadySystem:
     """A bead of mass `m` sliding on a rod that turns at the rate `omega` (no gravity).
@@ -52,4 +57,4 @@ def rotating_rod(params=None, *, q0=None, qd0=None) -> ReadySystem:
     params = merge_params("rotating_rod", _DEFAULTS, params)
     q0, qd0 = initial_state("rotating_rod", q0, qd0, [1.0, 0.0], [0.0, params["omega"]])
     system = LagrangianSystem(_lagrangian, params=params, holonomic=_on_rod)
-    return ReadySystem(system, q0, qd0, "rotating_rod", ("x", "y"))
+    return ReadySystem(system, q0, qd0, "rotating_rod", ("x", "y"), points=_points)

@@ -16,6 +16,15 @@ def _lagrangian(q, qd, t, params):
     return kinetic + m * g * length * jnp.cos(theta)
 
 
+def _points(q, t, params):
+    """The pivot and the bob in 3-D (z up)."""
+    theta, phi = q
+    bob = params["l"] * jnp.stack(
+        [jnp.sin(theta) * jnp.cos(phi), jnp.sin(theta) * jnp.sin(phi), -jnp.cos(theta)]
+    )
+    return jnp.stack([jnp.zeros_like(bob), bob])
+
+
 @register("spherical_pendulum")
 def spherical_pendulum(params=None, *, q0=None, qd0=None) -> ReadySystem:
     """A point mass on a massless rod of length `l`, free to swing in 3D.
@@ -46,4 +55,6 @@ def spherical_pendulum(params=None, *, q0=None, qd0=None) -> ReadySystem:
     params = merge_params("spherical_pendulum", _DEFAULTS, params)
     q0, qd0 = initial_state("spherical_pendulum", q0, qd0, [1.0, 0.0], [0.0, 3.0])
     system = LagrangianSystem(_lagrangian, params=params)
-    return ReadySystem(system, q0, qd0, "spherical_pendulum", ("θ", "φ"))
+    return ReadySystem(
+        system, q0, qd0, "spherical_pendulum", ("θ", "φ"), points=_points
+    )

@@ -16,6 +16,15 @@ def _lagrangian(q, qd, t, params):
     return 0.5 * m * jnp.sum(qd**2) - 0.5 * k * jnp.sum(stretch**2)
 
 
+def _points(q, t, params):
+    """The two walls and the masses, at unit spacing plus their displacements."""
+    n = q.shape[0]
+    x = jnp.concatenate(
+        [jnp.zeros(1, q.dtype), jnp.arange(1, n + 1) + q, jnp.full(1, n + 1.0, q.dtype)]
+    )
+    return jnp.stack([x, jnp.zeros_like(x)], axis=-1)
+
+
 @register("spring_chain")
 def spring_chain(params=None, *, q0=None, qd0=None, n: int = 5) -> ReadySystem:
     """`n` equal masses `m` in a line, joined to each other and to two fixed walls
@@ -53,4 +62,4 @@ def spring_chain(params=None, *, q0=None, qd0=None, n: int = 5) -> ReadySystem:
     q0, qd0 = initial_state("spring_chain", q0, qd0, default_q0, jnp.zeros(n))
     system = LagrangianSystem(_lagrangian, params=params)
     labels = tuple(f"x{i}".translate(_SUBSCRIPTS) for i in range(1, n + 1))
-    return ReadySystem(system, q0, qd0, "spring_chain", labels)
+    return ReadySystem(system, q0, qd0, "spring_chain", labels, points=_points)

@@ -134,6 +134,12 @@ def _rolling(q, qd, t, p):
     return jnp.concatenate(rows)
 
 
+def _points(q, t, params):
+    """The centres of the rear wheel, rear frame, front fork and front wheel (z up)."""
+    centres = jnp.stack([centre for centre, _ in _poses(q, params).values()])
+    return centres * jnp.array([1.0, 1.0, -1.0], q.dtype)
+
+
 @register("whipple_bicycle")
 def whipple_bicycle(
     params=None, *, q0=None, qd0=None, speed: float = 5.0
@@ -190,5 +196,10 @@ def whipple_bicycle(
         nonholonomic=_rolling,
     )
     return ReadySystem(
-        system, q0, qd0, "whipple_bicycle", ("x", "y", "ψ", "φ", "θ", "δ", "θ_R", "θ_F")
+        system,
+        q0,
+        qd0,
+        "whipple_bicycle",
+        ("x", "y", "ψ", "φ", "θ", "δ", "θ_R", "θ_F"),
+        points=_points,
     )

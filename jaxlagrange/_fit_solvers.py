@@ -6,6 +6,7 @@ optax optimizer runs as a Python loop over one compiled step, so that a
 non-finite loss is stopped at once, naming the step.
 """
 
+import sys
 import time
 
 import diffrax
@@ -19,6 +20,7 @@ import optimistix as optx
 from jax.flatten_util import ravel_pytree
 
 from ._custom_types import Array
+from ._progress import progress_bar
 from ._trajectory import _messages
 
 
@@ -105,26 +107,26 @@ def _optax_loop(theta, problem, optimizer, steps, progress, max_steps, start):
     optimizer = optax.with_extra_args_support(optimizer)
     opt_state = _strong(optimizer.init(eqx.filter(theta, eqx.is_array)))
     losses = np.empty(steps)
-    report = {int(k) for k in np.linspace(0, steps - 1, min(steps, 11))}
-    for k in range(steps):
-        new_theta, new_state, loss, codes, grad_finite, _ = _step(
-            theta, opt_state, problem, optimizer
-        )
-        loss = float(loss)
-        if k == 0 and progress:
-            print(
-                f"jl.fit: compiled (and ran step 1) in {time.perf_counter() - start:.1f} s",
-                flush=True,
+    bar = progress_bar(steps, enabled=progress, unit="step")
+    try:
+        for k in range(steps):
+            new_theta, new_state, loss, codes, grad_finite, _ = _step(
+                theta, opt_state, problem, optimizer
             )
-        _check_finite(loss, bool(grad_finite), codes, k, steps, losses, max_steps)
-        losses[k] = loss
-        theta, opt_state = new_theta, new_state
-        if progress and k in report:
-            print(
-                f"jl.fit: step {k + 1}/{steps}, loss {loss:.6e}, "
-                f"{time.perf_counter() - start:.1f} s",
-                flush=True,
-            )
+            loss = float(loss)
+            if k == 0 and progress:
+                bar.write(
+                    f"jl.fit: compiled (and ran step 1) in "
+                    f"{time.perf_counter() - start:.1f} s",
+                    file=sys.stderr,
+                )
+            _check_finite(loss, bool(grad_finite), codes, k, steps, losses, max_steps)
+            losses[k] = loss
+            theta, opt_state = new_theta, new_state
+            bar.set_postfix(loss=f"{loss:.4e}", refresh=False)
+            bar.update()
+    finally:
+        bar.close()
     final, codes, _, gradient = _step(theta, opt_state, problem, optimizer)[2:]
     _check_finite(float(final), True, codes, steps, steps, losses, max_steps)
     return theta, losses, bool(gradient <= 1e-6)

@@ -23,7 +23,6 @@ import os
 import shutil
 import socket
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -260,50 +259,6 @@ def _fill(dtype) -> Any:
     if np.issubdtype(dtype, np.integer):
         return -1
     return 0
-
-
-class Progress:
-    """A one-line progress bar on stderr, redrawn at most every `interval` seconds."""
-
-    def __init__(
-        self, total: int, *, done: int = 0, enabled: bool = True, label="sweep"
-    ):
-        self.total = total
-        self.done = done
-        self.start_done = done
-        self.enabled = enabled
-        self.label = label
-        self.t0 = time.perf_counter()
-        self.last = -float("inf")
-        self.tty = sys.stderr.isatty()
-
-    def update(self, n: int = 1) -> None:
-        self.done += n
-        now = time.perf_counter()
-        if self.enabled and (now - self.last > 1.0 or self.done == self.total):
-            self.last = now
-            self._draw(now)
-
-    def _draw(self, now: float) -> None:
-        fraction = self.done / max(self.total, 1)
-        bar = "#" * int(24 * fraction)
-        rate = (self.done - self.start_done) / max(now - self.t0, 1e-9)
-        left = (self.total - self.done) / rate if rate > 0 else float("inf")
-        line = (
-            f"{self.label}: {self.done}/{self.total} chunks [{bar:<24}] "
-            f"{100 * fraction:5.1f}%  {_duration(now - self.t0)} elapsed, "
-            f"{_duration(left)} left"
-        )
-        end = "" if self.tty and self.done < self.total else "\n"
-        print(("\r" if self.tty else "") + line, end=end, file=sys.stderr, flush=True)
-
-
-def _duration(seconds: float) -> str:
-    if not np.isfinite(seconds):
-        return "?"
-    minutes, seconds = divmod(int(round(seconds)), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds:02d}s"
 
 
 def _checksum(outputs: Mapping[str, Any]) -> str:

@@ -19,8 +19,9 @@ from ._batch import (
     _sharded_map,
 )
 from ._custom_types import Array, Params
+from ._progress import progress_bar
 from ._simulate import simulate
-from ._store import ChunkedStore, Progress, open_store
+from ._store import ChunkedStore, open_store
 from ._system import LagrangianSystem
 from ._trajectory import Trajectory
 
@@ -138,10 +139,11 @@ def sweep(
     if not writer:
         chunked = ChunkedStore(store, writer=False, **kwargs)
     missing = chunked.missing()
-    bar = Progress(
+    bar = progress_bar(
         chunked.num_chunks,
         done=chunked.num_chunks - len(missing),
         enabled=progress and writer,
+        unit="chunk",
     )
     if progress and writer and len(missing) < chunked.num_chunks:
         print(
@@ -163,6 +165,7 @@ def sweep(
             bar.update()
         chunked.finish()
     finally:
+        bar.close()
         chunked.close()
     _barrier("jaxlagrange.sweep.close")
     return open_store(store)

@@ -30,17 +30,18 @@ def _jaxlagrange(*args, cwd):
 def test_run_default_end_to_end(tmp_path):
     # No config: the embedded chaotic double pendulum, written to --out.
     out = tmp_path / "result"
-    proc = _jaxlagrange("run", "--out", str(out), cwd=tmp_path)
+    proc = _jaxlagrange("run", "--out", str(out), "--progress", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
-    assert "100.00%" in proc.stdout  # the progress meter
+    assert "100.00%|" in proc.stderr  # diffrax's tqdm bar, asked for in a log
     expected = {
         "trajectory.npz",
         "summary.json",
         "coordinates.png",
         "phase.png",
         "energy.png",
-        "configuration.png",
+        "motion.png",
+        "motion.gif",
     }
     assert {p.name for p in out.iterdir()} == expected  # no temporary files left
     with np.load(out / "trajectory.npz") as data:
@@ -65,8 +66,9 @@ def test_run_default_end_to_end(tmp_path):
     assert drift["max_abs_drift"] == pytest.approx(np.max(np.abs(energy - energy[0])))
     # The chaotic double pendulum at rtol = atol = 1e-10 keeps its energy to 1e-7.
     assert 0 < drift["max_rel_drift"] < 1e-7
-    for name in expected - {"trajectory.npz", "summary.json"}:
+    for name in expected - {"trajectory.npz", "summary.json", "motion.gif"}:
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "motion.gif").read_bytes()[:6] == b"GIF89a"
 
 
 def test_bad_config_in_a_subprocess(tmp_path):
@@ -286,3 +288,45 @@ def test_run_reports_the_events_of_a_bouncing_ball(tmp_path, capsys):
     with np.load(tmp_path / "out" / "trajectory.npz") as arrays:
         np.testing.assert_allclose(arrays["event_ts"], [first, second], rtol=1e-8)
         np.testing.assert_array_equal(arrays["event_kind"], [1, 1])
+
+
+def test_second_run_loads_the_compiled_solve_from_the_cache(tmp_path):
+    # JAX's persistent compilation cache, on in a directory of the test's own:
+    # the first run writes the compiled solve, the second loads it (no new
+    # entries). Only a program without host callbacks can be loaded, so this
+    # also checks that the run's solve has none.
+    cache = tmp_path / "cache"
+    env = {**os.environ, "JAXLAGRANGE_CACHE_DIR": str(cache)}
+    args = ("run", "configs/pendulum.toml", "--quiet", "--no-plots")
+    entries = []
+    for _ in range(2):
+        proc = subprocess.run(
+            [sys.executable, "-m", "jaxlagrange", *args, "--out", str(tmp_path / "o")],
+            cwd=ROOT,
+            env={**env, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert proc.returncode == 0, proc.stderr
+        entries.append(sorted(p.name for p in cache.iterdir()))
+    assert any(name.startswith("jit__lambda") for name in entries[0])
+    assert entries[1] == entries[0]
+
+
+def test_progress_shows_on_a_terminal_or_when_asked(monkeypatch):
+    from jaxlagrange._cli._common import show_progress
+
+    class Args:
+        quiet, progress = False, False
+
+    args = Args()
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
+    assert not show_progress(args)
+    args.progress = True
+    assert show_progress(args)
+    args.quiet = True
+    assert not show_progress(args)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    args.quiet, args.progress = False, False
+    assert show_progress(args)

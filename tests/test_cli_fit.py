@@ -55,10 +55,10 @@ def test_fit_end_to_end(tmp_path, capsys):
     (tmp_path / "fit.toml").write_text(CONFIG)
     out = tmp_path / "result"
     status, stdout, err = _main(
-        capsys, "fit", str(tmp_path / "fit.toml"), "--out", str(out)
+        capsys, "fit", str(tmp_path / "fit.toml"), "--out", str(out), "--progress"
     )
     assert status == 0, err
-    assert "jl.fit: step 30/30" in stdout  # progress
+    assert "30/30" in err and "loss=" in err  # the tqdm bar over the steps
     expected = {
         "params.json",
         "summary.json",
@@ -94,7 +94,7 @@ def test_fit_default_levenberg_marquardt(tmp_path, capsys):
     (tmp_path / "fit.toml").write_text(config)
     out = tmp_path / "result"
     status, stdout, err = _main(
-        capsys, "fit", str(tmp_path / "fit.toml"), "--out", str(out)
+        capsys, "fit", str(tmp_path / "fit.toml"), "--out", str(out), "--progress"
     )
     assert status == 0, err
     assert "LevenbergMarquardt ran" in stdout

@@ -24,7 +24,13 @@ def _load(tmp_path, text):
 def test_default_config():
     config = _config.load(None)
     assert config["source"] == "default config"
-    assert config["system"] == {"name": "double_pendulum", "params": {}, "options": {}}
+    assert config["system"] == {
+        "name": "double_pendulum",
+        "file": None,
+        "function": "make",
+        "params": {},
+        "options": {},
+    }
     ready = _config.ready_system(config)
     assert ready.name == "double_pendulum"
     kwargs = _config.simulate_kwargs(config)
@@ -71,7 +77,7 @@ def test_translates_into_the_public_calls(tmp_path):
     assert isinstance(kwargs.pop("solver"), diffrax.Dopri8)
     assert np.allclose(kwargs.pop("saveat"), np.linspace(1.0, 4.0, 7))
     assert kwargs == dict(t0=1.0, t1=4.0, rtol=1e-9, atol=1e-12, max_steps=500)
-    assert config["output"] == {"dir": "somewhere", "plots": False}
+    assert config["output"] == {"dir": "somewhere", "plots": False, "animation": True}
 
 
 @pytest.mark.parametrize(
@@ -85,14 +91,13 @@ def test_translates_into_the_public_calls(tmp_path):
         (
             "[system]\nname = 'pendulum'\nfoo = 1",
             r"unknown key 'foo' in \[system\]; "
-            r"valid keys: name, options, params",
+            r"valid keys: file, function, name, options, params",
         ),
         (
             "[system]\nname = 'pendulum'\n[simulate]\nrtool = 1e-6",
             r"unknown key "
             r"'rtool' in \[simulate\]; valid keys: atol, max_steps, rtol, saves, solver",
         ),
-        ("[simulate]\nt1 = 2.0", r"\[system\] name is required"),
         ("system = 3", r"\[system\] must be a table"),
         (
             "[system]\nname = 'pendulm'",
@@ -256,5 +261,6 @@ def test_example_configs(path):
     config = _config.load(path)
     ready = _config.ready_system(config)
     kwargs = _config.simulate_kwargs(config)
-    assert ready.name == config["system"]["name"]
+    system = config["system"]
+    assert ready.name == (system["name"] or Path(system["file"]).stem)
     assert kwargs["saveat"].shape == (config["simulate"]["saves"],)

@@ -92,7 +92,10 @@ def test_killed_sweep_resumes_to_the_same_store(tmp_path, capsys):
     assert 0 < len(done) < num_chunks
 
     # The rerun computes exactly the missing chunks.
-    assert main(["sweep", str(config), "--out", str(killed), "--no-plots"]) == 0
+    assert (
+        main(["sweep", str(config), "--out", str(killed), "--no-plots", "--progress"])
+        == 0
+    )
     err = capsys.readouterr().err
     assert (
         f"{len(done)} of {num_chunks} chunks already done, computing "

@@ -34,7 +34,7 @@ from . import (
     sweep as _sweep_command,
     systems as _systems_command,
 )
-from ._common import _one_line
+from ._common import _one_line, compilation_cache
 from ._output import (
     CLIError as CLIError,
     _umask as _umask,
@@ -108,6 +108,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line with `argv` (default `sys.argv[1:]`); the exit status."""
     args = _parser().parse_args(argv)
+    compilation_cache()
     try:
         return args.handler(args)
     except KeyboardInterrupt:

@@ -1,6 +1,10 @@
 """Helpers shared by the subcommands."""
 
-from collections.abc import Mapping
+import contextlib
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -12,12 +16,85 @@ def _enable_x64() -> None:
     jax.config.update("jax_enable_x64", True)
 
 
-def _progress_meter(quiet: bool):
+def _progress_meter(show: bool):
+    """diffrax's tqdm bar over the solve's time span, or none."""
     import diffrax
 
-    if quiet:
-        return diffrax.NoProgressMeter()
-    return diffrax.TextProgressMeter(minimum_increase=0.1)
+    return diffrax.TqdmProgressMeter() if show else diffrax.NoProgressMeter()
+
+
+def add_progress_arguments(parser, what: str) -> None:
+    """`--quiet` and `--progress` of a subcommand."""
+    parser.add_argument(
+        "--quiet", action="store_true", help=f"no {what} and no messages"
+    )
+    parser.add_argument(
+        "--progress",
+        action="store_true",
+        help=f"show the {what} also when stderr is not a terminal (e.g. in logs)",
+    )
+
+
+def show_progress(args) -> bool:
+    """A progress bar on a terminal, in logs only when asked, never when quiet."""
+    return not args.quiet and (args.progress or sys.stderr.isatty())
+
+
+def compilation_cache() -> Path | None:
+    """Turn on JAX's persistent compilation cache; its directory, or None (off).
+
+    `JAXLAGRANGE_CACHE_DIR` names the directory (empty: no cache); without it,
+    JAX's own `JAX_COMPILATION_CACHE_DIR` if set, else
+    `$XDG_CACHE_HOME/jaxlagrange/xla` (default `~/.cache/jaxlagrange/xla`). A
+    second run of the same config then loads its compiled programs instead of
+    compiling them again.
+    """
+    import jax
+
+    directory = os.environ.get("JAXLAGRANGE_CACHE_DIR")
+    if directory is None:
+        directory = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    if directory is None:
+        home = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
+        directory = os.path.join(home, "jaxlagrange", "xla")
+    if not directory:
+        return None
+    path = Path(directory).expanduser()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None  # a cache is an optimization: never fail a run for it
+    jax.config.update("jax_compilation_cache_dir", str(path))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
+    return path
+
+
+@contextlib.contextmanager
+def errors_as_values() -> Iterator[None]:
+    """Trace equinox's runtime checks as NaN outputs instead of host callbacks.
+
+    A program with a host callback is never loaded from JAX's persistent cache
+    (the callback is part of its cache key, and differs between processes). The
+    command line runs `simulate(..., throw=False)` on inputs it has checked
+    eagerly, reads the failures from `Trajectory.result`, and checks the saved
+    arrays for non-finite values, so inside it these checks can become values.
+    Traced (and compiled) inside this context only; a no-op if equinox no longer
+    reads the setting from `equinox._errors.EQX_ON_ERROR`.
+    """
+    try:
+        import equinox._errors as errors
+    except ImportError:
+        yield
+        return
+    old = getattr(errors, "EQX_ON_ERROR", None)
+    if old not in ("raise", "nan", "breakpoint", "off"):
+        yield
+        return
+    errors.EQX_ON_ERROR = "nan"
+    try:
+        yield
+    finally:
+        errors.EQX_ON_ERROR = old
 
 
 def _say(args, message: str) -> None:

@@ -11,7 +11,13 @@ import numpy as np
 
 from .. import _config
 from .._config import ConfigError
-from ._common import _enable_x64, _one_line, _say
+from ._common import (
+    _enable_x64,
+    _one_line,
+    _say,
+    add_progress_arguments,
+    show_progress,
+)
 from ._output import (
     CLIError,
     _run_id,
@@ -52,7 +58,7 @@ def _fit_arguments(parser: argparse.ArgumentParser) -> None:
         help="output directory (default: [output] dir, else out/fit_<system name>)",
     )
     parser.add_argument("--no-plots", action="store_true", help="write no PNG plots")
-    parser.add_argument("--quiet", action="store_true", help="no progress messages")
+    add_progress_arguments(parser, "progress bar")
 
 
 def load_observations(
@@ -159,7 +165,7 @@ def _fit(args: argparse.Namespace) -> int:
     )
     start = time.perf_counter()
     try:
-        result = fit(ready.system, data, progress=not args.quiet, **kwargs)
+        result = fit(ready.system, data, progress=show_progress(args), **kwargs)
     except FloatingPointError as e:
         raise CLIError(_one_line(e)) from None
     except ValueError as e:

@@ -9,7 +9,16 @@ from typing import Any
 import numpy as np
 
 from .. import _config
-from ._common import _enable_x64, _progress_meter, _result_message, _say, _stats
+from ._common import (
+    _enable_x64,
+    _one_line,
+    _progress_meter,
+    _result_message,
+    _say,
+    _stats,
+    add_progress_arguments,
+    errors_as_values,
+)
 from ._output import (
     CLIError,
     _run_id,
@@ -25,14 +34,26 @@ _RUN_EPILOG = """\
 outputs (written atomically into the output directory):
   trajectory.npz     ts (T,), q and qd (T, n), energy (T,), multipliers (T, m)
                      for constrained systems; event_ts, event_constraint and
-                     event_kind (0 release, 1 impact) with unilateral ones
+                     event_kind (0 release, 1 impact, 2 stick, 3 slip) with
+                     unilateral ones
   summary.json       system, params, initial state, solver settings, result,
                      energy drift, solver statistics, events, wall time,
                      versions
   coordinates.png    the coordinates against time
   phase.png          velocity against coordinate, coloured by time
   energy.png         the energy error (or the energy, when not conserved)
-  configuration.png  the path in the plane of the first two coordinates (n >= 2)
+  motion.png         the paths of the bodies in physical space (systems with
+                     positions: every ready system, and user systems that
+                     define positions)
+  motion.gif         the motion, animated (off with --no-animation or
+                     [output] animation = false)
+  configuration.png  without positions: the path in the plane of the first two
+                     coordinates (n >= 2)
+
+progress: the compiled solve is cached on disk (JAXLAGRANGE_CACHE_DIR, default
+~/.cache/jaxlagrange/xla), so a second run of a config skips compilation;
+--progress shows a bar over the solve's time span, whose callback keeps that
+one program out of the cache.
 
 example configs: configs/*.toml; the default: jaxlagrange run --show-config
 """
@@ -53,8 +74,9 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-plots", action="store_true", help="write no PNG plots")
     parser.add_argument(
-        "--quiet", action="store_true", help="no progress meter or messages"
+        "--no-animation", action="store_true", help="write no motion.gif"
     )
+    add_progress_arguments(parser, "progress bar of the solve")
     parser.add_argument(
         "--show-config",
         action="store_true",
@@ -96,23 +118,27 @@ def _energy_along(system, ts, q, qd):
     return energies, bool(autonomous) and not forced
 
 
-def solve(ready, kwargs: Mapping[str, Any], *, quiet: bool = False):
+def solve(ready, kwargs: Mapping[str, Any], *, progress: bool = False):
     """`jl.simulate(*ready, **kwargs)`, compiled ahead of time and timed.
+
+    Without `progress` the compiled program has no host callbacks, so JAX's
+    persistent compilation cache (when on) serves it to the next run; diffrax's
+    tqdm progress meter is one.
 
     **Returns:** `(trajectory, compile_s, run_s)`.
 
-    **Raises:** `CLIError` naming the failure and the time reached.
+    **Raises:** `CLIError` naming the failure and the time reached, or a
+    non-finite saved state.
     """
     import equinox as eqx
     import jax
+    import jax.numpy as jnp
 
     from .._simulate import simulate
     from .._trajectory import RESULTS
 
     if ready.system.has_constraints:
         # Eagerly, for a one-line error (under the compiled run it is a runtime one).
-        import jax.numpy as jnp
-
         from .._projection import check_initial_state
 
         t0 = jnp.asarray(kwargs.get("t0", 0.0), ready.q0.dtype)
@@ -120,14 +146,15 @@ def solve(ready, kwargs: Mapping[str, Any], *, quiet: bool = False):
             check_initial_state(ready.system, ready.q0, ready.qd0, t0)
         except ValueError as e:
             raise CLIError(f"[initial] state of {ready.name!r}: {e}") from None
-    meter = _progress_meter(quiet)
+    meter = _progress_meter(progress)
     run = eqx.filter_jit(
         lambda system, q0, qd0: simulate(
             system, q0, qd0, **kwargs, progress_meter=meter, throw=False
         )
     )
     start = time.perf_counter()
-    compiled = run.lower(*ready).compile()
+    with errors_as_values():
+        compiled = run.lower(*ready).compile()
     compile_s = time.perf_counter() - start
     traj = jax.block_until_ready(compiled(*ready))
     run_s = time.perf_counter() - start - compile_s
@@ -143,20 +170,29 @@ def solve(ready, kwargs: Mapping[str, Any], *, quiet: bool = False):
             f"simulation of {ready.name!r} failed at t = {float(traj.t_final):.6g} "
             f"(t1 = {float(kwargs['t1']):.6g}): {message}"
         )
+    saved = (traj.ts, traj.q, traj.qd, traj.multipliers)
+    if not all(bool(jnp.all(jnp.isfinite(x))) for x in saved):
+        raise CLIError(
+            f"simulation of {ready.name!r} returned a non-finite state (NaN or inf) "
+            "without a failure code; run it from Python with jl.simulate to see why"
+        )
     return traj, compile_s, run_s
 
 
 def _events(traj) -> list[dict[str, Any]]:
-    """The releases and impacts of unilateral constraints on `traj`, for JSON."""
-    from .._trajectory import EVENT_IMPACT
+    """The events of unilateral constraints on `traj` (releases, impacts, sticks,
+    slips), for JSON."""
+    from .._trajectory import EVENT_IMPACT, EVENT_RELEASE, EVENT_SLIP, EVENT_STICK
 
+    kinds = {
+        EVENT_RELEASE: "release",
+        EVENT_IMPACT: "impact",
+        EVENT_STICK: "stick",
+        EVENT_SLIP: "slip",
+    }
     used = int(traj.num_events)
     return [
-        {
-            "t": float(t),
-            "constraint": int(i),
-            "kind": "impact" if int(k) == EVENT_IMPACT else "release",
-        }
+        {"t": float(t), "constraint": int(i), "kind": kinds[int(k)]}
         for t, i, k in zip(
             traj.event_ts[:used],
             traj.event_constraint[:used],
@@ -166,8 +202,8 @@ def _events(traj) -> list[dict[str, Any]]:
     ]
 
 
-def _figures(ready, traj, energies, conserved: bool) -> dict[str, bytes]:
-    """The PNGs of `jaxlagrange run`, rendered in memory."""
+def _figures(ready, traj, energies, conserved: bool, animation: bool):
+    """The PNGs (and motion.gif) of `jaxlagrange run`, rendered in memory."""
     from .. import plotting
 
     title, labels = f"{ready.name}: ", ready.coordinates
@@ -180,11 +216,35 @@ def _figures(ready, traj, energies, conserved: bool) -> dict[str, bytes]:
         ),
         "energy.png": plotting.energy(traj.ts, energies, conserved=conserved),
     }
-    if ready.q0.shape[0] >= 2:
+    files = {}
+    if ready.points is not None:
+        positions = _positions(ready, traj)
+        figures["motion.png"] = plotting.motion(
+            positions, title=title + "paths of the bodies"
+        )
+        if animation:
+            files["motion.gif"] = plotting.animation(
+                traj.ts, positions, title=ready.name
+            )
+    elif ready.q0.shape[0] >= 2:
         figures["configuration.png"] = plotting.configuration(
             traj.q, labels, ts=traj.ts
         )
-    return {name: png_bytes(fig) for name, fig in figures.items()}
+    return {**{name: png_bytes(fig) for name, fig in figures.items()}, **files}
+
+
+def _positions(ready, traj) -> np.ndarray:
+    """The system's points along the trajectory, (T, k, d), checked."""
+    try:
+        positions = np.asarray(ready.positions(traj.q, traj.ts), dtype=float)
+    except Exception as e:
+        raise CLIError(f"positions of {ready.name!r} failed: {_one_line(e)}") from None
+    if positions.ndim != 3 or positions.shape[-1] not in (2, 3):
+        raise CLIError(
+            f"positions of {ready.name!r} must return shape (k, 2) or (k, 3) for one "
+            f"state, got shape {positions.shape[1:]}"
+        )
+    return positions
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -204,7 +264,9 @@ def _run(args: argparse.Namespace) -> int:
     plots = config["output"]["plots"] and not args.no_plots
 
     _say(args, f"jaxlagrange run: {ready.name}, t = {kwargs['t0']} .. {kwargs['t1']}")
-    traj, compile_s, run_s = solve(ready, kwargs, quiet=args.quiet)
+    traj, compile_s, run_s = solve(
+        ready, kwargs, progress=args.progress and not args.quiet
+    )
     energies, conserved = _energy_along(ready.system, traj.ts, traj.q, traj.qd)
     energies = np.asarray(energies)
     e0 = float(energies[0])
@@ -223,7 +285,8 @@ def _run(args: argparse.Namespace) -> int:
         arrays["event_kind"] = traj.event_kind[:used]
     files = {"trajectory.npz": npz_bytes(**arrays)}
     if plots:
-        files.update(_figures(ready, traj, energies, conserved))
+        animation = config["output"]["animation"] and not args.no_animation
+        files.update(_figures(ready, traj, energies, conserved, animation))
     summary = {
         "system": ready.name,
         "coordinates": list(ready.coordinates),

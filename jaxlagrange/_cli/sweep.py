@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from .. import _config
-from ._common import _enable_x64, _say
+from ._common import _enable_x64, _say, add_progress_arguments, show_progress
 from ._output import CLIError, json_bytes, output_dir, png_bytes, write_outputs
 
 
@@ -19,9 +19,7 @@ def _sweep_arguments(parser: argparse.ArgumentParser) -> None:
         help="output directory (default: [output] dir, else out/sweep_<system name>)",
     )
     parser.add_argument("--no-plots", action="store_true", help="write no PNG plots")
-    parser.add_argument(
-        "--quiet", action="store_true", help="no progress bar or messages"
-    )
+    add_progress_arguments(parser, "progress bar")
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -79,7 +77,7 @@ def _sweep(args: argparse.Namespace) -> int:
             inputs,
             store,
             chunk_size=section["chunk_size"],
-            progress=not args.quiet,
+            progress=show_progress(args),
             attrs=attrs,
         )
     except ValueError as e:

@@ -1,6 +1,7 @@
 """Strict TOML configs, translated into the public calls a Python user makes.
 
-A run config has four sections, every key optional except `[system] name`:
+A run config has four sections, every key optional except `[system] name` (or
+`file`, a system of your own: see `jaxlagrange._config.user`):
 
 ```toml
 [system]
@@ -24,6 +25,7 @@ max_steps = 100000
 [output]
 dir = "out/spring_chain"       # default: out/<system name>; --out overrides it
 plots = true
+animation = true               # motion.gif, for systems with positions
 ```
 
 `load` checks a file against a schema (a dict of sections, each a dict of `Key`s)

@@ -19,6 +19,7 @@ from ._schema import (
     _valid,
     check,
 )
+from .user import user_system
 
 
 SOLVERS = (
@@ -51,7 +52,9 @@ def _known_system(name):
 
 RUN_SCHEMA: dict[str, dict[str, Key]] = {
     "system": {
-        "name": Key(str, check=_known_system),
+        "name": Key(str, None, _known_system),
+        "file": Key(str, None),
+        "function": Key(str, "make"),
         "params": Key("numbers", {}),
         "options": Key("table", {}),
     },
@@ -71,6 +74,7 @@ RUN_SCHEMA: dict[str, dict[str, Key]] = {
     "output": {
         "dir": Key(str, None),
         "plots": Key(bool, True),
+        "animation": Key(bool, True),
     },
 }
 """The schema of `jaxlagrange run` configs."""
@@ -153,13 +157,22 @@ def _options(config, factory) -> dict[str, Any]:
 
 
 def ready_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
-    """The `ReadySystem` of a checked config: `jl.systems.make(name, ...)`.
+    """The `ReadySystem` of a checked config: `jl.systems.make(name, ...)`, or
+    the system of the user's own `file` (see `jaxlagrange._config.user`).
 
     **Raises:** `ConfigError` naming the key for unknown params or options, and
-    initial states of the wrong length.
+    initial states of the wrong length; naming neither or both of `name` and
+    `file`.
     """
     source, section = config["source"], config["system"]
     name = section["name"]
+    if (name is None) == (section["file"] is None):
+        raise ConfigError(
+            f"{source}: [system] needs exactly one of `name` (a ready system, see "
+            "`jaxlagrange systems`) and `file` (a Python file of your own)"
+        )
+    if section["file"] is not None:
+        return user_system(config)
     factory = _systems.get(name)
     options = _options(config, factory)
     try:

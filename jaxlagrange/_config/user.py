@@ -1,0 +1,143 @@
+"""Systems from the user's own Python file: `[system] file` and `function`.
+
+```toml
+[system]
+file = "my_system.py"      # relative to the config file
+function = "make"          # the default
+params = { k = 2.0 }       # keyword arguments of make(...)
+
+[initial]                  # needed unless make returns a jl.systems.ReadySystem
+q = [0.1, 0.0]
+qd = [0.0, 0.0]
+```
+
+`make(**params)` returns a `jl.LagrangianSystem` (or a `jl.systems.ReadySystem`
+with its own initial state). The file may also define `coordinates`, a list of
+labels, and `positions(q, **params)`, the points to draw at coordinates q, shape
+(k, 2) or (k, 3), for the motion plot and `motion.gif` of `jaxlagrange run`.
+
+Every problem with the file (missing, a syntax error, an import that fails, no
+such function, the function raising or returning something else) is one
+`ConfigError` line naming the file and the function.
+"""
+
+import importlib.util
+import inspect
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jax.numpy as jnp
+
+from .. import systems as _systems
+from .._system import LagrangianSystem
+from ._schema import ConfigError
+
+
+def _one_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    text = lines[0] if lines else ""
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def _module(path: Path, where: str):
+    """Import the file at `path` as a fresh module."""
+    name = f"jaxlagrange_user_{abs(hash(str(path)))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"{where}: cannot import it as Python (use a .py file)")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # for dataclasses and pickling inside the file
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as e:
+        raise ConfigError(
+            f"{where}: syntax error at line {e.lineno}: {e.msg}"
+        ) from None
+    except Exception as e:
+        raise ConfigError(f"{where}: importing it raised {_one_line(e)}") from None
+    return module
+
+
+def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
+    """The `ReadySystem` of a config whose `[system]` names a `file`.
+
+    **Raises:** `ConfigError` naming the file and function for every problem of
+    the file, and the key for a missing or wrong-length initial state.
+    """
+    source, section = config["source"], config["system"]
+    base = Path.cwd() if source == "default config" else Path(source).parent
+    path = base / section["file"]
+    function = section["function"]
+    where = f"{source}: [system] file {section['file']!r}"
+    if section["options"]:
+        raise ConfigError(
+            f"{source}: [system] options apply to ready systems; pass the settings "
+            f"of {function}() in {section['file']!r} as params"
+        )
+    if not path.is_file():
+        raise ConfigError(f"{where}: no such file ({path})")
+    module = _module(path, where)
+    where = f"{where}, function {function!r}"
+    make = getattr(module, function, None)
+    if not callable(make):
+        defined = sorted(
+            k
+            for k, v in vars(module).items()
+            if inspect.isfunction(v) and v.__module__ == module.__name__
+        )
+        raise ConfigError(
+            f"{where}: no such function in the file (it defines: "
+            f"{', '.join(defined) or 'no functions'})"
+        )
+    params = dict(section["params"])
+    try:
+        made = make(**params)
+    except Exception as e:
+        call = ", ".join(f"{k}={v!r}" for k, v in params.items())
+        raise ConfigError(
+            f"{where}: {function}({call}) raised {_one_line(e)}"
+        ) from None
+    name = path.stem
+    if isinstance(made, _systems.ReadySystem):
+        system, q0, qd0 = made
+        coordinates, points = made.coordinates, made.points
+    elif isinstance(made, LagrangianSystem):
+        system, q0, qd0, coordinates, points = made, None, None, None, None
+    else:
+        raise ConfigError(
+            f"{where}: returned {type(made).__name__}, not a jl.LagrangianSystem"
+        )
+    initial = config["initial"]
+    q0 = initial["q"] if initial["q"] is not None else q0
+    qd0 = initial["qd"] if initial["qd"] is not None else qd0
+    if q0 is None or qd0 is None:
+        raise ConfigError(
+            f"{source}: [initial] q and qd are needed for the system of "
+            f"{section['file']!r} (a LagrangianSystem has no default state)"
+        )
+    q0, qd0 = jnp.asarray(q0, float), jnp.asarray(qd0, float)
+    if q0.ndim != 1 or q0.shape[0] == 0 or qd0.shape != q0.shape:
+        raise ConfigError(
+            f"{source}: [initial] q and qd must be lists of the same length, got "
+            f"{q0.shape[0] if q0.ndim == 1 else q0.shape} and "
+            f"{qd0.shape[0] if qd0.ndim == 1 else qd0.shape} entries"
+        )
+    n = q0.shape[0]
+    labels = getattr(module, "coordinates", None) or coordinates
+    if labels is None:
+        labels = tuple(f"q{i}" for i in range(n))
+    labels = tuple(str(x) for x in labels)
+    if len(labels) != n:
+        raise ConfigError(
+            f"{where}: `coordinates` has {len(labels)} labels for {n} coordinates"
+        )
+    positions = getattr(module, "positions", None)
+    if callable(positions):
+
+        def points(q, t, system_params, _positions=positions):
+            del t, system_params
+            return _positions(q, **params)
+
+    return _systems.ReadySystem(system, q0, qd0, name, labels, points=points)

@@ -1,19 +1,27 @@
 """`jl.fit` end to end against SymPy + SciPy least squares, each in a fresh process.
 
-    python benchmarks/bench_fit_vs_scipy.py [--repeats R]
+    python benchmarks/bench_fit_vs_scipy.py [--repeats R] [--problems pendulum double]
 
-The problem of `configs/fit_pendulum.toml`: recover a pendulum's length l = 2
-(starting from 1.4) from 20 s of its motion (1001 samples of q and q̇, from
-q = 2.8 at rest), with 10 multiple-shooting segments.
+Two problems, each with 10 multiple-shooting segments and rtol = atol = 1e-10:
+
+- `pendulum`: the problem of `configs/fit_pendulum.toml`: recover a pendulum's
+  length l = 2 (starting from 1.4) from 20 s of its motion (1001 samples of q and
+  q̇, from q = 2.8 at rest);
+- `double`: recover a double pendulum's m₂ = 0.8 and l₂ = 0.9 (starting 20% off,
+  m₁ = l₁ = 1 and g fixed) from 10 s of its motion (1001 samples, from
+  θ = (1.0, 1.5) at rest).
 
 - jaxlagrange: `jl.fit` with its defaults (Levenberg–Marquardt, forward-mode
-  Jacobians), rtol = atol = 1e-10, in a fresh Python process: import, compile
-  and solve, then a second fit in the same (warm) process. Run once with an
-  empty JAX persistent compilation cache and once with it filled (what a
-  second `jaxlagrange fit` of the same problem sees).
+  Jacobians) in a fresh Python process: import, compile and solve, then a second
+  fit in the same (warm) process. Run once as a library call with an empty JAX
+  persistent compilation cache, and once as `jaxlagrange fit` runs it (equinox's
+  runtime checks traced as values, see `jaxlagrange._cli._common`) with the
+  cache filled by an earlier process: what a second `jaxlagrange fit` of the
+  same problem sees. (As a library call the program carries equinox's host
+  callbacks, which JAX does not load from its cache.)
 - SymPy + SciPy: `LagrangesMethod` + `lambdify` for the equations of motion,
-  `solve_ivp(method="DOP853", rtol=1e-10, atol=1e-10)` per segment and
-  `least_squares(method="lm")` over l and the segment starts, in a fresh process.
+  `solve_ivp(method="DOP853")` per segment and `least_squares(method="lm")` over
+  the params and the segment starts, in a fresh process.
 
 Each figure is the median of `--repeats` fresh processes. Ratios are SymPy +
 SciPy time over jaxlagrange time (> 1: jaxlagrange is faster).
@@ -33,13 +41,33 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 
+PROBLEMS = {
+    "pendulum": dict(
+        SYSTEM="pendulum",
+        TRUE={"l": 2.0},
+        GUESS={"l": 1.4},
+        FIXED={"m": 1.0, "g": 9.81},
+        Q0=[2.8],
+        T1=20.0,
+    ),
+    "double": dict(
+        SYSTEM="double_pendulum",
+        TRUE={"m2": 0.8, "l2": 0.9},
+        GUESS={"m2": 0.64, "l2": 1.08},
+        FIXED={"m1": 1.0, "l1": 1.0, "g": 9.81},
+        Q0=[1.0, 1.5],
+        T1=10.0,
+    ),
+}
+SAMPLES, SEGMENTS = 1001, 10
+
 MAKE_DATA = """
 import jax
 jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp, numpy as np, jaxlagrange as jl
-system, q0, qd0 = jl.systems.pendulum({"l": 2.0}, q0=[2.8])
-ts = jnp.linspace(0.0, 20.0, 1001)
-traj = jl.simulate(system, q0, qd0, t1=20.0, saveat=ts, rtol=1e-12, atol=1e-12)
+system, q0, qd0 = jl.systems.make(SYSTEM, params={**FIXED, **TRUE}, q0=Q0)
+ts = jnp.linspace(0.0, T1, SAMPLES)
+traj = jl.simulate(system, q0, qd0, t1=T1, saveat=ts, rtol=1e-12, atol=1e-12)
 np.savez(PATH, ts=np.asarray(ts), q=np.asarray(traj.q), qd=np.asarray(traj.qd))
 print(json.dumps({}))
 """
@@ -47,26 +75,30 @@ print(json.dumps({}))
 JL = """
 import time
 start = time.perf_counter()
+import contextlib
 import jax
 jax.config.update("jax_enable_x64", True)
 if CACHE:
     jax.config.update("jax_compilation_cache_dir", CACHE)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 import numpy as np, jaxlagrange as jl
+from jaxlagrange._cli._common import errors_as_values
 imported = time.perf_counter()
 data = np.load(PATH)
-system, _, _ = jl.systems.pendulum({"l": 1.4})
+system, _, _ = jl.systems.make(SYSTEM, params={**FIXED, **GUESS})
 obs = jl.Observations(data["ts"], data["q"], data["qd"])
 def run():
-    return jl.fit(system, obs, trainable={"l"}, positive={"l"}, segments=10,
-                  rtol=1e-10, atol=1e-10)
+    with errors_as_values() if AS_CLI else contextlib.nullcontext():
+        return jl.fit(system, obs, trainable=set(GUESS), positive=set(GUESS),
+                      segments=SEGMENTS, rtol=1e-10, atol=1e-10)
 result = run()
 first = time.perf_counter()
 again = run()
 second = time.perf_counter()
 print(json.dumps(dict(import_s=imported - start, fit_s=first - imported,
                       total_s=first - start, second_fit_s=second - first,
-                      l=float(result.params["l"]), stderr=float(result.stderr["l"]),
+                      params={k: float(result.params[k]) for k in GUESS},
+                      stderr={k: float(result.stderr[k]) for k in GUESS},
                       steps=result.steps)))
 """
 
@@ -78,39 +110,51 @@ from sympy.physics.mechanics import LagrangesMethod, dynamicsymbols
 from scipy.integrate import solve_ivp
 from scipy.optimize import least_squares
 imported = time.perf_counter()
-th = dynamicsymbols("theta")
-thd = dynamicsymbols("theta", 1)
-m, l, g = sm.symbols("m l g")
-lm = LagrangesMethod(m * l**2 * thd**2 / 2 + m * g * l * sm.cos(th), [th])
+names = sorted({**FIXED, **TRUE})
+symbols = {k: sm.Symbol(k) for k in names}
+if SYSTEM == "pendulum":
+    th = [dynamicsymbols("theta")]
+    thd = [x.diff() for x in th]
+    m, l, g = (symbols[k] for k in ("m", "l", "g"))
+    lagrangian = m * l**2 * thd[0] ** 2 / 2 + m * g * l * sm.cos(th[0])
+else:
+    th = list(dynamicsymbols("theta1 theta2"))
+    thd = [x.diff() for x in th]
+    m1, m2, l1, l2, g = (symbols[k] for k in ("m1", "m2", "l1", "l2", "g"))
+    lagrangian = (
+        (m1 + m2) * l1**2 * thd[0] ** 2 / 2 + m2 * l2**2 * thd[1] ** 2 / 2
+        + m2 * l1 * l2 * thd[0] * thd[1] * sm.cos(th[0] - th[1])
+        + (m1 + m2) * g * l1 * sm.cos(th[0]) + m2 * g * l2 * sm.cos(th[1])
+    )
+lm = LagrangesMethod(lagrangian, th)
 lm.form_lagranges_equations()
-rhs = sm.lambdify((th, thd, l, m, g), lm.rhs().subs({}), "numpy")
+rhs = sm.lambdify((*th, *thd, *(symbols[k] for k in names)), lm.rhs(), "numpy")
 derived = time.perf_counter()
 data = np.load(PATH)
-ts, q, qd = data["ts"], data["q"][:, 0], data["qd"][:, 0]
-bounds = np.round(np.linspace(0, len(ts) - 1, 11)).astype(int)
+ts, y = data["ts"], np.column_stack([data["q"], data["qd"]])
+n, free = y.shape[1], list(GUESS)
+bounds = np.round(np.linspace(0, len(ts) - 1, SEGMENTS + 1)).astype(int)
 
 def residuals(x):
-    length, starts = x[0], x[1:].reshape(-1, 2)
-    starts = np.vstack([[q[0], qd[0]], starts])
+    values = {**FIXED, **dict(zip(free, x[: len(free)]))}
+    args = [values[k] for k in names]
+    starts = np.vstack([y[0], x[len(free):].reshape(-1, n)])
     out = []
-    for k in range(10):
+    for k in range(SEGMENTS):
         a, b = bounds[k], bounds[k + 1]
-        sol = solve_ivp(lambda t, y: np.ravel(rhs(y[0], y[1], length, 1.0, 9.81)),
-                        (ts[a], ts[b]), starts[k], method="DOP853", t_eval=ts[a:b + 1],
+        sol = solve_ivp(lambda t, z: np.ravel(rhs(*z, *args)), (ts[a], ts[b]),
+                        starts[k], method="DOP853", t_eval=ts[a:b + 1],
                         rtol=1e-10, atol=1e-10)
-        out.append(sol.y[0, :-1] - q[a:b])
-        out.append(sol.y[1, :-1] - qd[a:b])
-        if k < 9:
-            out.append(sol.y[:, -1] - starts[k + 1])
-        else:
-            out.append([sol.y[0, -1] - q[b], sol.y[1, -1] - qd[b]])
+        out.append((sol.y[:, :-1].T - y[a:b]).ravel())
+        out.append(sol.y[:, -1] - (starts[k + 1] if k < SEGMENTS - 1 else y[b]))
     return np.concatenate(out)
 
-x0 = np.concatenate([[1.4], np.column_stack([q, qd])[bounds[1:-1]].ravel()])
+x0 = np.concatenate([[GUESS[k] for k in free], y[bounds[1:-1]].ravel()])
 fit = least_squares(residuals, x0, method="lm", xtol=1e-12, ftol=1e-12)
 done = time.perf_counter()
 print(json.dumps(dict(import_s=imported - start, derive_s=derived - imported,
-                      fit_s=done - derived, total_s=done - start, l=float(fit.x[0]),
+                      fit_s=done - derived, total_s=done - start,
+                      params=dict(zip(free, map(float, fit.x[: len(free)]))),
                       nfev=int(fit.nfev))))
 """
 
@@ -133,50 +177,67 @@ def median(runs, key):
     return float(np.median([r[key] for r in runs]))
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+def _params(run, true) -> str:
+    return ", ".join(
+        f"{k} = {v:.10f} (error {abs(v / true[k] - 1):.1e})"
+        + (f" ± {run['stderr'][k]:.1e}" if "stderr" in run else "")
+        for k, v in run["params"].items()
+    )
+
+
+def bench(name: str, repeats: int) -> None:
+    problem = {**PROBLEMS[name], "SAMPLES": SAMPLES, "SEGMENTS": SEGMENTS}
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "pendulum.npz")
-        fresh(MAKE_DATA, PATH=path)
+        path = os.path.join(tmp, "data.npz")
+        fresh(MAKE_DATA, PATH=path, **problem)
         cache = os.path.join(tmp, "jax-cache")
         cold, warm, scipy = [], [], []
-        for _ in range(args.repeats):
+        for _ in range(repeats):
             # Interleaved, so that a busy machine slows every variant alike.
-            cold.append(fresh(JL, PATH=path, CACHE=""))
-            fresh(JL, PATH=path, CACHE=cache)  # fills the cache
-            warm.append(fresh(JL, PATH=path, CACHE=cache))
-            scipy.append(fresh(SCIPY, PATH=path))
+            cold.append(fresh(JL, PATH=path, CACHE="", AS_CLI=False, **problem))
+            fresh(JL, PATH=path, CACHE=cache, AS_CLI=True, **problem)  # fills it
+            warm.append(fresh(JL, PATH=path, CACHE=cache, AS_CLI=True, **problem))
+            scipy.append(fresh(SCIPY, PATH=path, **problem))
             for f in Path(cache).glob("*"):
                 f.unlink()
+    true = problem["TRUE"]
     s = median(scipy, "total_s")
     print(
-        f"pendulum l from 1.4, 10 segments, 1001 samples; median of {args.repeats} "
-        "fresh processes"
+        f"\n{name}: {', '.join(true)} from {problem['GUESS']}, {SEGMENTS} segments, "
+        f"{SAMPLES} samples over {problem['T1']} s; median of {repeats} fresh processes"
     )
     print(
         f"SymPy + SciPy: {s:.2f} s end to end (import {median(scipy, 'import_s'):.2f}"
         f", derive + lambdify {median(scipy, 'derive_s'):.2f}, least_squares "
         f"{median(scipy, 'fit_s'):.2f} s, {scipy[0]['nfev']} evaluations), "
-        f"l = {scipy[0]['l']:.10f}"
+        f"{_params(scipy[0], true)}"
     )
-    for name, runs in (
-        ("jaxlagrange, empty compile cache", cold),
-        ("jaxlagrange, warm compile cache", warm),
+    for label, runs in (
+        ("jaxlagrange jl.fit, empty compile cache", cold),
+        ("jaxlagrange as `jaxlagrange fit`, warm compile cache", warm),
     ):
         t = median(runs, "total_s")
         print(
-            f"{name}: {t:.2f} s end to end (import {median(runs, 'import_s'):.2f}, "
+            f"{label}: {t:.2f} s end to end (import {median(runs, 'import_s'):.2f}, "
             f"compile + solve {median(runs, 'fit_s'):.2f} s, {runs[0]['steps']} "
-            f"LM steps), l = {runs[0]['l']:.10f} ± {runs[0]['stderr']:.1e}: "
-            f"{s / t:.2f}× SymPy + SciPy"
+            f"LM steps), {_params(runs[0], true)}: {s / t:.2f}× SymPy + SciPy"
         )
     second = median(cold, "second_fit_s")
     print(
         f"a second fit in the same process: {second:.2f} s: "
         f"{median(scipy, 'fit_s') / second:.1f}× SciPy's least_squares alone"
     )
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--problems", nargs="+", choices=sorted(PROBLEMS), default=list(PROBLEMS)
+    )
+    args = parser.parse_args()
+    for name in args.problems:
+        bench(name, args.repeats)
 
 
 if __name__ == "__main__":

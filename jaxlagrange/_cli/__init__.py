@@ -95,6 +95,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--debug", action="store_true", help="show tracebacks of errors"
     )
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="no persistent compilation cache (default: on, in JAXLAGRANGE_CACHE_DIR "
+        "or ~/.cache/jaxlagrange/xla)",
+    )
     subparsers = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=_Parser
     )
@@ -108,7 +114,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line with `argv` (default `sys.argv[1:]`); the exit status."""
     args = _parser().parse_args(argv)
-    compilation_cache()
+    if not args.no_cache:
+        compilation_cache()
     try:
         return args.handler(args)
     except KeyboardInterrupt:

@@ -16,6 +16,7 @@ from ._common import (
     _one_line,
     _say,
     add_progress_arguments,
+    errors_as_values,
     show_progress,
 )
 from ._output import (
@@ -165,7 +166,11 @@ def _fit(args: argparse.Namespace) -> int:
     )
     start = time.perf_counter()
     try:
-        result = fit(ready.system, data, progress=show_progress(args), **kwargs)
+        # Runtime checks as values, so that the compiled fit can come from the
+        # persistent cache; a failure shows as a non-finite loss, which `fit`
+        # reports (FloatingPointError).
+        with errors_as_values():
+            result = fit(ready.system, data, progress=show_progress(args), **kwargs)
     except FloatingPointError as e:
         raise CLIError(_one_line(e)) from None
     except ValueError as e:

@@ -7,7 +7,13 @@ import time
 import numpy as np
 
 from .. import _config
-from ._common import _enable_x64, _say, add_progress_arguments, show_progress
+from ._common import (
+    _enable_x64,
+    _say,
+    add_progress_arguments,
+    errors_as_values,
+    show_progress,
+)
 from ._output import CLIError, json_bytes, output_dir, png_bytes, write_outputs
 
 
@@ -72,14 +78,17 @@ def _sweep(args: argparse.Namespace) -> int:
     )
     start = time.perf_counter()
     try:
-        group = sweep(
-            member,
-            inputs,
-            store,
-            chunk_size=section["chunk_size"],
-            progress=show_progress(args),
-            attrs=attrs,
-        )
+        # Members run with throw=False (failures are result codes in the store);
+        # the checks as values keep the compiled chunk cacheable across runs.
+        with errors_as_values():
+            group = sweep(
+                member,
+                inputs,
+                store,
+                chunk_size=section["chunk_size"],
+                progress=show_progress(args),
+                attrs=attrs,
+            )
     except ValueError as e:
         if "holds a different sweep" in str(e) or "is not a sweep store" in str(e):
             raise CLIError(str(e)) from None

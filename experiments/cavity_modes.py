@@ -14,6 +14,8 @@ between the modes (`jl.systems.cavity`). Two results:
 
     python experiments/cavity_modes.py            # N = 10 to t = 60; cost N = 1 … 32
     python experiments/cavity_modes.py --quick    # N = 4 to t = 10; cost N = 1 … 8
+    python experiments/cavity_modes.py --quick --cg --modes 64 256 --t1 0.5
+                                     # matrix-free CG mass solves, cost at N = 256
 
 Writes `mode_energies.png`, `cost.png` and `results.json` to `--out`
 (default `out/experiments/cavity_modes`), and prints tables.
@@ -31,6 +33,7 @@ jax.config.update("jax_enable_x64", True)
 
 import equinox as eqx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+import lineax as lx  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxlagrange as jl  # noqa: E402
@@ -48,8 +51,19 @@ def _timed(fn, *args, repeat=3):
     return out, first - best, best
 
 
-def mode_energies(modes, t1, saves, tol):
+def _make(modes, cg):
+    """The cavity, with the matrix-free CG mass solve when `cg` (large N)."""
     ready = jl.systems.make("cavity", modes=modes)
+    if cg:
+        solver = lx.CG(rtol=1e-11, atol=1e-11)
+        ready = eqx.tree_at(
+            lambda r: r.system, ready, ready.system.with_mass_solver(solver)
+        )
+    return ready
+
+
+def mode_energies(modes, t1, saves, tol, cg=False):
+    ready = _make(modes, cg)
     assert ready.coordinates[0] == "q", ready.coordinates  # (mirror, Q_1, ..., Q_N)
     system, q0, qd0 = ready
     ts = jnp.linspace(0.0, t1, saves)
@@ -75,8 +89,8 @@ def mode_energies(modes, t1, saves, tol):
     }
 
 
-def cost(modes, t1, tol):
-    system, q0, qd0 = jl.systems.make("cavity", modes=modes)
+def cost(modes, t1, tol, cg=False):
+    system, q0, qd0 = _make(modes, cg)
 
     @eqx.filter_jit
     def solve(system, q0, qd0):
@@ -179,6 +193,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a short run for CI")
     parser.add_argument("--out", default="out/experiments/cavity_modes")
+    parser.add_argument(
+        "--cg", action="store_true", help="matrix-free CG mass solves (large N)"
+    )
+    parser.add_argument(
+        "--modes", type=int, nargs="+", help="the N of the cost table (e.g. 64 256)"
+    )
+    parser.add_argument("--t1", type=float, help="end time of the cost runs")
     args = parser.parse_args()
     if args.quick:
         modes, t1, saves, sizes, cost_t1 = 4, 10.0, 501, [1, 2, 4, 8], 2.0
@@ -188,7 +209,9 @@ def main():
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
-    result = mode_energies(modes, t1, saves, tol)
+    sizes = args.modes or sizes
+    cost_t1 = args.t1 or cost_t1
+    result = mode_energies(modes, t1, saves, tol, args.cg)
     energies, h = result["energies"], result["jacobi"]
     drift = float(np.max(np.abs(h - h[0])) / abs(h[0]))
     print(
@@ -201,8 +224,8 @@ def main():
         print(f"{k + 1:4d} {e[0]:10.3e} {e.max():10.3e} {e[-1]:10.3e}")
     plot_modes(result, out / "mode_energies.png")
 
-    cost(sizes[0], cost_t1, tol)  # warm up: the first compile pays one-off costs
-    rows = [cost(n, cost_t1, tol) for n in sizes]
+    cost(sizes[0], cost_t1, tol, args.cg)  # warm up: the first compile's one-offs
+    rows = [cost(n, cost_t1, tol, args.cg) for n in sizes]
     print(
         f"\nCost of simulate to t1 = {cost_t1:g} (rtol = atol = {tol:g}), float64 CPU"
     )

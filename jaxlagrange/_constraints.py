@@ -37,6 +37,7 @@ from typing import NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import lineax as lx
 
 from ._custom_types import Array, BoolScalar, ScalarLike, Vector, VectorLike
 from ._eom import (
@@ -48,6 +49,7 @@ from ._eom import (
     _unconstrained,
 )
 from ._linalg import cho_solve, cholesky, solve_lower, solve_upper_t
+from ._mass import SPD_TAGS, MassSolve, checked_solve, forcing, is_matrix_free
 from ._system import LagrangianSystem, _as_state
 
 
@@ -165,6 +167,8 @@ def _dynamics(
         qdd, singular = _unconstrained(system, q, qd, t)
         none = jnp.zeros((0,), q.dtype)
         return Dynamics(qdd, none, None, singular, jnp.array(False))
+    if system.mass_solver is not None:
+        return _lineax_dynamics(system, q, qd, t, active, baumgarte)
     terms = _terms(system, q, qd, t)
     chol = cholesky(terms.mass)
     factor = chol.factor
@@ -193,6 +197,61 @@ def _dynamics(
     lam = jnp.where(mask, lam, 0.0)
     qdd = solve_upper_t(factor, z + y @ lam)
     return Dynamics(qdd, lam, matrix, chol.singular, schur_chol.singular)
+
+
+def _lineax_dynamics(system, q, qd, t, active, baumgarte) -> Dynamics:
+    """`_dynamics` with the system's lineax `mass_solver`.
+
+    The Schur complement S = C M⁻¹ Cᵀ is an operator whose products each take one
+    mass solve; an iterative solver applies it matrix-free (C by JVPs of the
+    constraints, Cᵀ by their transpose), any other gets it materialized.
+    """
+    solve = MassSolve(system, q, qd, t)
+    alpha, beta = (0.0, 0.0) if baumgarte is None else baumgarte
+    rows, rhs, masks = _bilateral_rows(system, q, qd, t, alpha, beta)
+    if system.unilateral is not None:
+        jac, b, h, hd = _position_rows(system._unilateral, q, qd, t)
+        rows.append(jac)
+        rhs.append(-b - 2 * alpha * hd - beta**2 * h)
+        masks.append(jnp.ones(h.shape, bool) if active is None else active)
+    target = jnp.concatenate(rhs)
+    mask = jnp.concatenate(masks)
+
+    def velocity_rows(v):  # C v, linear in v
+        out = []
+        if system.holonomic is not None:
+            out.append(jax.jvp(lambda q: system._holonomic(q, t), (q,), (v,))[1])
+        if system.nonholonomic is not None:
+            a = lambda qd: system._nonholonomic(q, qd, t)  # noqa: E731
+            out.append(jax.jvp(a, (qd,), (v,))[1])
+        if system.unilateral is not None:
+            out.append(jax.jvp(lambda q: system._unilateral(q, t), (q,), (v,))[1])
+        return jnp.concatenate(out)
+
+    _, rows_of = jax.linearize(velocity_rows, jnp.zeros_like(q))
+    transpose = jax.linear_transpose(rows_of, q)
+
+    def forces_of(lam):  # Cᵀλ over the active rows
+        return transpose(jnp.where(mask, lam, 0.0))[0]
+
+    def schur_product(lam):  # S λ on the active rows, λ on the inactive ones
+        y, _ = solve(forces_of(lam))
+        return jnp.where(mask, rows_of(y), lam)
+
+    f = forcing(system, q, qd, t)
+    z, singular_mass = solve(f)
+    residual = jnp.where(mask, target - rows_of(z), 0.0)
+    structure = jax.ShapeDtypeStruct(target.shape, q.dtype)
+    schur = lx.FunctionLinearOperator(schur_product, structure, tags=SPD_TAGS)
+    if not is_matrix_free(system.mass_solver):
+        schur = lx.MatrixLinearOperator(schur.as_matrix(), tags=SPD_TAGS)
+    lam, singular_constraints = checked_solve(schur, residual, system.mass_solver)
+    lam = jnp.where(mask, lam, 0.0)
+    qdd, bad = solve(f + forces_of(lam))
+    matrix = jnp.concatenate(rows)  # dead code (removed by XLA) unless asked for
+    return Dynamics(
+        qdd, lam, matrix, singular_mass | bad, singular_constraints & ~singular_mass
+    )
 
 
 def _friction_coefficients(system: LagrangianSystem, u: int, dtype):

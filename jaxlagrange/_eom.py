@@ -27,6 +27,7 @@ from ._custom_types import (
     VectorLike,
 )
 from ._linalg import spd_solve
+from ._mass import lineax_unconstrained
 from ._system import LagrangianSystem, _as_state
 
 
@@ -64,6 +65,8 @@ def _unconstrained(
     system: LagrangianSystem, q: Array, qd: Array, t: Array
 ) -> tuple[Array, BoolScalar]:
     """q̈ = M⁻¹f without constraints, and whether M is singular or indefinite."""
+    if system.mass_solver is not None:
+        return lineax_unconstrained(system, q, qd, t)
     terms = _terms(system, q, qd, t)
     return spd_solve(terms.mass, terms.forcing)
 

@@ -22,6 +22,7 @@ from ._constraints import _dynamics
 from ._custom_types import Array, BoolScalar
 from ._eom import _terms
 from ._linalg import cho_solve, cholesky
+from ._mass import MassSolve, forcing
 from ._trajectory import RESULTS
 
 
@@ -121,18 +122,24 @@ def _diagnose(
     `y0`, `t0` is the initial state, `y`, `t` the last accepted one.
     """
     (q0, qd0), (q, qd), dt = y0, y, guard.failed_dt
-    terms = jax.vmap(lambda q, qd, t: _terms(system, q, qd, t))(
-        jnp.stack([q0, q]), jnp.stack([qd0, qd]), jnp.stack([t0, t])
-    )
-    factor = cholesky(terms.mass[1]).factor
-    # A solution that blows up at a singular M stops just short of it, where a
-    # pivot of M has fallen below eps^(1/4) of that diagonal entry at t0.
-    ratios = jnp.diagonal(factor) ** 2 / jnp.abs(jnp.diagonal(terms.mass[0]))
-    nearly_singular = ~jnp.all(ratios > jnp.finfo(q.dtype).eps ** 0.25)
+    if system.mass_solver is None:
+        terms = jax.vmap(lambda q, qd, t: _terms(system, q, qd, t))(
+            jnp.stack([q0, q]), jnp.stack([qd0, qd]), jnp.stack([t0, t])
+        )
+        factor = cholesky(terms.mass[1]).factor
+        # A solution that blows up at a singular M stops just short of it, where a
+        # pivot of M has fallen below eps^(1/4) of that diagonal entry at t0.
+        ratios = jnp.diagonal(factor) ** 2 / jnp.abs(jnp.diagonal(terms.mass[0]))
+        nearly_singular = ~jnp.all(ratios > jnp.finfo(q.dtype).eps ** 0.25)
+        qdd = cho_solve(factor, terms.forcing[1])
+    else:
+        # Matrix-free: no pivots to watch, M is never formed.
+        nearly_singular = jnp.array(False)
+        qdd = MassSolve(system, q, qd, t)(forcing(system, q, qd, t))[0]
     # The probes follow the step to first order (constraint forces left out).
     s = jnp.asarray(_PROBES, q.dtype) * dt
     qs = q + s[:, None] * qd
-    qds = qd + s[:, None] * cho_solve(factor, terms.forcing[1])
+    qds = qd + s[:, None] * qdd
 
     def probe(q, qd, t):
         return _dynamics(

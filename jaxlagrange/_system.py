@@ -1,14 +1,17 @@
 """`LagrangianSystem`, and calling user functions with or without params."""
 
+import copy
 import inspect
 from typing import Any
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import lineax as lx
 import numpy as np
 
 from ._custom_types import Array, Params, UserFunction
+from ._mass import check_mass_solver
 
 
 _SIGNATURES = {
@@ -19,6 +22,7 @@ _SIGNATURES = {
     "nonholonomic": "(q, qd, t)",
     "unilateral": "(q, t)",
     "slip": "(q, qd, t)",
+    "mass_preconditioner": "(q, qd, t)",
 }
 
 
@@ -84,6 +88,17 @@ class LagrangianSystem(eqx.Module):
         the contact force adds `−μ_k λ_N sign(s) ∂s/∂qd` to the generalized force.
     - `static_friction`: μ_s ≥ μ_k (default μ_k): a contact with s = 0 sticks
         (s = 0 is then a constraint with multiplier λ_T) while |λ_T| ≤ μ_s λ_N.
+    - `mass_solver`: how M q̈ = f is solved. None (the default): a dense Cholesky
+        factorization, unrolled for small n. A lineax solver is used as given: an
+        iterative one (`lineax.CG(rtol=1e-10, atol=1e-10)`, `GMRES`, ...) works
+        matrix-free on M, by Hessian-vector products of L in qd, never forming
+        M (the choice for large systems with a sparse or cheap-to-apply M); any
+        other (`lineax.Cholesky()`, `lineax.LU()`) gets the materialized M. The
+        constrained Schur complement C M⁻¹ Cᵀ is solved the same way.
+    - `mass_preconditioner`: for an iterative `mass_solver`, a function
+        `(q, qd, t[, params])` returning the diagonal of M (or an approximation:
+        CG is then preconditioned by its inverse), or a lineax operator
+        approximating M⁻¹ (tagged positive semidefinite).
 
     Sign convention: `d/dt ∂L/∂qd − ∂L/∂q = Q + Gᵀλ + Aᵀμ`.
 
@@ -114,6 +129,8 @@ class LagrangianSystem(eqx.Module):
     restitution: Any
     friction: Any
     static_friction: Any
+    mass_solver: lx.AbstractLinearSolver | None = eqx.field(static=True)
+    mass_preconditioner: UserFunction | None = eqx.field(static=True)
     has_params: bool = eqx.field(static=True)
 
     def __init__(
@@ -130,6 +147,8 @@ class LagrangianSystem(eqx.Module):
         slip: UserFunction | None = None,
         friction: Any = None,
         static_friction: Any = None,
+        mass_solver: lx.AbstractLinearSolver | None = None,
+        mass_preconditioner: UserFunction | None = None,
     ):
         self.lagrangian = lagrangian
         self.has_params = params is not None
@@ -145,6 +164,9 @@ class LagrangianSystem(eqx.Module):
         self.static_friction = (
             self.friction if static_friction is None else _to_leaf(static_friction)
         )
+        check_mass_solver(mass_solver, mass_preconditioner)
+        self.mass_solver = mass_solver
+        self.mass_preconditioner = mass_preconditioner
 
     def __check_init__(self):
         _check_friction(self)
@@ -185,6 +207,36 @@ class LagrangianSystem(eqx.Module):
                     f"`{name}` must take {signature} because the system has no "
                     f"params, but it is {_describe(fn)}.{hint}"
                 )
+
+    def with_mass_solver(
+        self,
+        mass_solver: lx.AbstractLinearSolver | None,
+        mass_preconditioner: UserFunction | None = None,
+    ) -> "LagrangianSystem":
+        """The same system with another `mass_solver` (and `mass_preconditioner`).
+
+        **Arguments:** as for the keyword arguments of the same names.
+
+        **Returns:** a new `LagrangianSystem`; this one is unchanged.
+
+        **Raises:** `ValueError` when `mass_solver` is neither None nor a lineax
+        solver.
+
+        **Example:**
+
+        ```python
+        import lineax as lx
+
+        system, q0, qd0 = jl.systems.spring_chain(n=1000)
+        system = system.with_mass_solver(lx.CG(rtol=1e-10, atol=1e-10))
+        ```
+        """
+        check_mass_solver(mass_solver, mass_preconditioner)
+        new = copy.copy(self)
+        object.__setattr__(new, "mass_solver", mass_solver)
+        object.__setattr__(new, "mass_preconditioner", mass_preconditioner)
+        new.__check_init__()
+        return new
 
     # Calling user functions, with the trace-time shape checks.
 

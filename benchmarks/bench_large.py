@@ -1,0 +1,300 @@
+"""Large systems: dense Cholesky against matrix-free CG (`mass_solver`), float64 CPU.
+
+    python benchmarks/bench_large.py [--quick]
+
+All ratios are against hand-written references measured in the same run:
+
+1. The moving-mirror cavity q̈ under jit(vmap) over B = 64 states, N modes:
+   the paper's hand-coded equations (08a/08b: two N × N products, G Q and
+   G(2φQ̇ − φ²GQ)) against `jl.accelerations` with the default dense solve and
+   with `mass_solver=lineax.CG(rtol=1e-10, atol=1e-10)`.
+2. Fixed-step `simulate` (Tsit5, 20 steps of 1 ms) of a spring chain and of a
+   pendulum chain (angles, a dense M applied in O(n) by cumulative sums), n = 10,
+   100, 1000, 10 000: time per step, and the log-log slope between n = 100 and
+   1000. References: the spring chain's q̈ = (k/m)(x₊ − 2x + x₋) by hand; the
+   pendulum chain's M(θ) q̈ = f assembled by hand (M_ij = m l² (n − max(i, j))
+   cos(θᵢ − θⱼ)) and solved by `jnp.linalg.solve`.
+
+Compile time (trace + lower + compile) is printed beside the best run time of
+the compiled function.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_platform_name", "cpu")
+
+import diffrax  # noqa: E402
+import lineax as lx  # noqa: E402
+
+import jaxlagrange as jl  # noqa: E402
+from jaxlagrange.systems._cavity import _coupling  # noqa: E402
+
+
+CG = lx.CG(rtol=1e-10, atol=1e-10)
+# The pendulum chain's M has a condition number ~1e6 at n = 1000: CG stalls
+# short of 1e-10 in rounding (then flags the solve), so it gets 1e-8.
+CG_PENDULUM = lx.CG(rtol=1e-8, atol=1e-8)
+
+
+def compile_timed(fn, *args):
+    start = time.perf_counter()
+    compiled = jax.jit(fn).lower(*args).compile()
+    return compiled, time.perf_counter() - start
+
+
+def best_times(variants: dict, repeats: int) -> dict:
+    """Best wall time of each compiled (fn, args), the variants interleaved."""
+    for fn, args in variants.values():
+        jax.block_until_ready(fn(*args))
+    times = {name: np.inf for name in variants}
+    for _ in range(repeats):
+        for name, (fn, args) in variants.items():
+            start = time.perf_counter()
+            jax.block_until_ready(fn(*args))
+            times[name] = min(times[name], time.perf_counter() - start)
+    return times
+
+
+# 1. The cavity.
+
+
+def cavity_by_hand(q, qd, coupling, params):
+    """Equations 08a/08b: m q̈ = −V′ + ⟨Ω²Q, Q − GQ⟩/q, then Q̈ from 08a."""
+    x, xd, field, rate = q[0], qd[0], q[1:], qd[1:]
+    modes = field.shape[0]
+    omega2 = (jnp.arange(1, modes + 1, dtype=q.dtype) * jnp.pi / x) ** 2
+    phi = xd / x
+    gq = coupling @ field
+    w = omega2 * field
+    xdd = (-params["k"] * (x - params["q_eq"]) + w @ (field - gq) / x) / params["m"]
+    phi_rate = xdd / x - phi**2
+    fdd = -w + coupling @ (2 * phi * rate - phi**2 * gq) + phi_rate * gq
+    return jnp.concatenate([xdd[None], fdd])
+
+
+def cavity_variants(system, coupling, dense):
+    def hand(q, qd):
+        return jax.vmap(cavity_by_hand, (0, 0, None, None))(
+            q, qd, coupling, system.params
+        )
+
+    def batched(system):
+        return lambda q, qd: jax.vmap(jl.accelerations, (None, 0, 0, None))(
+            system, q, qd, 0.0
+        )
+
+    fns = {"hand": hand, "CG": batched(system.with_mass_solver(CG))}
+    if dense:
+        fns["dense"] = batched(system)
+    return fns
+
+
+def cavity(modes_list, batch, repeats, dense_max):
+    print(f"\n1. Cavity q̈, jit(vmap) over B = {batch} states (N modes, n = N + 1)")
+    print(
+        f"   {'N':>4s} {'hand':>9s} {'dense':>9s} {'ratio':>6s} {'CG':>9s} "
+        f"{'ratio':>6s} {'|CG−hand|':>9s}  compile hand/dense/CG"
+    )
+    ratios = {}
+    for modes in modes_list:
+        system, q0, _ = jl.systems.make("cavity", modes=modes)
+        rng = np.random.default_rng(modes)
+        q = np.tile(np.asarray(q0), (batch, 1))
+        q[:, 0] = rng.uniform(0.8, 1.2, batch)
+        q[:, 1:] = 0.1 * rng.normal(size=(batch, modes)) / np.arange(1, modes + 1)
+        q = jnp.asarray(q)
+        qd = jnp.asarray(0.1 * rng.normal(size=(batch, modes + 1)))
+        coupling = jnp.asarray(_coupling(modes))
+        fns = cavity_variants(system, coupling, modes <= dense_max)
+        compiled, compile_s = {}, {}
+        for name, fn in fns.items():
+            compiled[name], compile_s[name] = compile_timed(fn, q, qd)
+        error = float(jnp.max(jnp.abs(compiled["CG"](q, qd) - compiled["hand"](q, qd))))
+        reps = max(5, repeats // (1 + modes // 64))
+        times = best_times({k: (c, (q, qd)) for k, c in compiled.items()}, reps)
+        hand = times["hand"]
+        dense = times.get("dense", np.nan)
+        ratios[modes] = times["CG"] / hand
+        print(
+            f"   {modes:4d} {hand * 1e6:7.0f}us {dense * 1e6:7.0f}us "
+            f"{dense / hand:6.1f} {times['CG'] * 1e6:7.0f}us {times['CG'] / hand:6.2f} "
+            f"{error:9.1e}  {compile_s['hand']:.2f}/"
+            f"{compile_s.get('dense', np.nan):.2f}/{compile_s['CG']:.2f} s"
+        )
+    return ratios
+
+
+# 2. Chains under a fixed-step simulate.
+
+STEPS, DT = 20, 1e-3
+
+
+def spring_by_hand(q, qd, params):
+    stretch = jnp.diff(jnp.pad(q, 1))
+    return params["k"] / params["m"] * jnp.diff(stretch)
+
+
+def pendulum_lagrangian(q, qd, t, params):
+    m, length, g = params["m"], params["l"], params["g"]
+    vx = jnp.cumsum(length * jnp.cos(q) * qd)
+    vy = jnp.cumsum(length * jnp.sin(q) * qd)
+    height = -jnp.cumsum(length * jnp.cos(q))
+    return 0.5 * m * jnp.sum(vx**2 + vy**2) - m * g * jnp.sum(height)
+
+
+def pendulum_diagonal(q, qd, t, params):
+    """diag M = m l² (n − i): the Jacobi preconditioner, exact at every state."""
+    return params["m"] * params["l"] ** 2 * jnp.arange(q.shape[0], 0, -1.0)
+
+
+def pendulum_by_hand(q, qd, params):
+    m, length, g = params["m"], params["l"], params["g"]
+    n = q.shape[0]
+    below = n - jnp.maximum(jnp.arange(n)[:, None], jnp.arange(n)[None, :])
+    s, c = jnp.sin(q), jnp.cos(q)
+    cos_diff = c[:, None] * c[None, :] + s[:, None] * s[None, :]
+    sin_diff = s[:, None] * c[None, :] - c[:, None] * s[None, :]  # sin(θi − θj)
+    mass = m * length**2 * below * cos_diff
+    weight = jnp.arange(n, 0, -1.0)
+    force = -m * length**2 * (below * sin_diff) @ qd**2 - m * g * length * weight * s
+    return jnp.linalg.solve(mass, force)
+
+
+def fixed_step(rhs, q0, qd0):
+    def vector_field(t, y, args):
+        q, qd = y
+        return qd, rhs(q, qd)
+
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(vector_field),
+        diffrax.Tsit5(),
+        0.0,
+        STEPS * DT,
+        DT,
+        (q0, qd0),
+        saveat=diffrax.SaveAt(t1=True),
+        max_steps=STEPS,
+    )
+    return sol.ys[0][-1]
+
+
+def library_step(system, q0, qd0):
+    traj = jl.simulate(
+        system,
+        q0,
+        qd0,
+        t1=STEPS * DT,
+        solver=diffrax.Tsit5(),
+        dt0=DT,
+        stepsize_controller=diffrax.ConstantStepSize(),
+        max_steps=STEPS,
+    )
+    return traj.q[-1]
+
+
+def chains(sizes, repeats, dense_max, hand_max, cg_max):
+    print(
+        f"\n2. Fixed-step simulate (Tsit5, {STEPS} steps): time per step, "
+        f"compile time in brackets"
+    )
+    slopes = {}
+    for name in ("spring chain", "pendulum chain"):
+        print(f"   {name}")
+        print(
+            f"   {'n':>6s} {'hand':>18s} {'dense':>18s} {'CG':>18s} {'CG+Jacobi':>18s}"
+        )
+        per_step = {}
+        for n in sizes:
+            if name == "spring chain":
+                system, q0, qd0 = jl.systems.spring_chain(n=n)
+                hand = lambda q0, qd0, s=system: fixed_step(  # noqa: E731
+                    lambda q, qd: spring_by_hand(q, qd, s.params), q0, qd0
+                )
+                jacobi, solver = None, CG
+            else:
+                params = {"m": 1.0, "l": 1.0 / n, "g": 9.81}
+                system = jl.LagrangianSystem(pendulum_lagrangian, params=params)
+                q0 = jnp.asarray(np.random.default_rng(n).uniform(-0.5, 0.5, n))
+                qd0 = jnp.zeros(n)
+                hand = lambda q0, qd0, s=system: fixed_step(  # noqa: E731
+                    lambda q, qd: pendulum_by_hand(q, qd, s.params), q0, qd0
+                )
+                jacobi, solver = pendulum_diagonal, CG_PENDULUM
+            fns = {}
+            if n <= hand_max[name]:
+                fns["hand"] = hand
+            if n <= dense_max[name]:
+                fns["dense"] = lambda q0, qd0, s=system: library_step(s, q0, qd0)
+            if n <= cg_max[name]:
+                s_cg = system.with_mass_solver(solver)
+                fns["CG"] = lambda q0, qd0, s=s_cg: library_step(s, q0, qd0)
+            if jacobi is not None and n <= cg_max[name]:
+                s_jacobi = system.with_mass_solver(solver, jacobi)
+                fns["CG+Jacobi"] = lambda q0, qd0, s=s_jacobi: library_step(s, q0, qd0)
+            compiled, compile_s = {}, {}
+            for key, fn in fns.items():
+                compiled[key], compile_s[key] = compile_timed(fn, q0, qd0)
+            reps = max(2, repeats // (1 + n // 100))
+            times = best_times({k: (c, (q0, qd0)) for k, c in compiled.items()}, reps)
+            cells = []
+            for key in ("hand", "dense", "CG", "CG+Jacobi"):
+                if key in times:
+                    us = times[key] / STEPS * 1e6
+                    cells.append(f"{us:9.1f}us ({compile_s[key]:4.1f}s)")
+                else:
+                    cells.append(f"{'—':>18s}")
+            per_step[n] = {k: v / STEPS for k, v in times.items()}
+            print(f"   {n:6d} " + " ".join(cells))
+        if 100 in per_step and 1000 in per_step:
+            for key in ("hand", "dense", "CG", "CG+Jacobi"):
+                if key in per_step[100] and key in per_step[1000]:
+                    slope = np.log10(per_step[1000][key] / per_step[100][key])
+                    slopes[(name, key)] = slope
+                    print(f"   log-log slope n = 100 → 1000, {key}: {slope:.2f}")
+    return slopes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats and sizes")
+    args = parser.parse_args()
+    print(
+        f"jax {jax.__version__}, {jax.devices()[0].platform}, "
+        f"{os.cpu_count()} CPUs visible"
+    )
+    if args.quick:
+        cavity([16, 128], batch=64, repeats=20, dense_max=128)
+        chains(
+            [10, 100, 1000],
+            repeats=5,
+            dense_max={"spring chain": 100, "pendulum chain": 100},
+            hand_max={"spring chain": 1000, "pendulum chain": 100},
+            cg_max={"spring chain": 1000, "pendulum chain": 100},
+        )
+    else:
+        cavity([4, 16, 64, 128, 256, 512], batch=64, repeats=50, dense_max=128)
+        chains(
+            [10, 100, 1000, 10_000],
+            repeats=10,
+            dense_max={"spring chain": 1000, "pendulum chain": 1000},
+            hand_max={"spring chain": 10_000, "pendulum chain": 1000},
+            # CG needs ~n iterations on the pendulum chain (O(n²) per step) and at
+            # n = 1000 fails to converge during the solve: it stops at 100.
+            cg_max={"spring chain": 10_000, "pendulum chain": 100},
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""Mass solves with a lineax solver: dense, or matrix-free for large systems.
+
+`LagrangianSystem(..., mass_solver=None)` keeps the unrolled/LAPACK Cholesky of
+`_linalg.py`. With a lineax solver, M q̈ = f goes through `lineax.linear_solve`:
+
+- an iterative solver (`lineax.CG`, `GMRES`, `BiCGStab`, `NormalCG`, `LSMR`) works
+  matrix-free: M v is a Hessian-vector product of L in q̇ (forward over reverse,
+  `jax.linearize` of ∂L/∂q̇ once per state, so each product replays only the
+  tangent half), and M is never formed. A chain whose Lagrangian couples
+  neighbours costs O(n) per product, and CG needs few products when M is well
+  conditioned (a multiple of the identity: one);
+- any other lineax solver (`lineax.Cholesky()`, `LU()`, ...) gets the
+  materialized M, formed as in the dense path.
+
+The forcing term stays one JVP of ∇L along (q̇, 0, 1), as in `_eom._terms`.
+A solve that does not converge, or returns a non-finite value from a finite
+right-hand side, raises the `singular` flag, so that the public functions and
+`simulate` report a singular mass matrix by name. CG detects a singular or
+indefinite M only through such a breakdown (and a non-positive q̈·f); the dense
+factorization checks every pivot.
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import lineax as lx
+
+from ._custom_types import Array, BoolScalar
+
+
+_ITERATIVE = (lx.CG, lx.GMRES, lx.BiCGStab, lx.LSMR)
+SPD_TAGS = (lx.symmetric_tag, lx.positive_semidefinite_tag)
+
+
+def is_matrix_free(solver: lx.AbstractLinearSolver | None) -> bool:
+    """Whether `solver` works with M v products only (an iterative lineax solver)."""
+    if isinstance(solver, lx.Normal):  # e.g. lineax.NormalCG(...)
+        return is_matrix_free(solver.inner_solver)
+    return isinstance(solver, _ITERATIVE)
+
+
+def forcing(system, q: Array, qd: Array, t: Array) -> Array:
+    """f = ∂L/∂q − (∂p/∂q) q̇ − ∂p/∂t + Q, by one JVP of ∇L along (q̇, 0, 1)."""
+
+    def gradient(q, qd, t):
+        return jax.grad(system._lagrangian, argnums=(0, 1))(q, qd, t)
+
+    tangents = (qd, jnp.zeros_like(qd), jnp.ones_like(t))
+    (dldq, _), (_, dp) = jax.jvp(gradient, (q, qd, t), tangents)
+    f = dldq - dp
+    force = system._force(q, qd, t)
+    return f if force is None else f + force
+
+
+def mass_operator(system, q: Array, qd: Array, t: Array) -> lx.AbstractLinearOperator:
+    """M as a lineax operator tagged symmetric positive semidefinite.
+
+    Matrix-free (Hessian-vector products) for an iterative `mass_solver`,
+    materialized otherwise.
+    """
+
+    def momenta(v):
+        return jax.grad(system._lagrangian, argnums=1)(q, v, t)
+
+    if is_matrix_free(system.mass_solver):
+        _, product = jax.linearize(momenta, qd)
+        structure = jax.ShapeDtypeStruct(q.shape, q.dtype)
+        return lx.FunctionLinearOperator(product, structure, tags=SPD_TAGS)
+    mass = jax.jacfwd(momenta)(qd)
+    return lx.MatrixLinearOperator(0.5 * (mass + mass.T), tags=SPD_TAGS)
+
+
+def _preconditioner(system, q, qd, t) -> dict[str, Any]:
+    """lineax `options`: the user's preconditioner for an iterative solver, if any."""
+    if system.mass_preconditioner is None or not is_matrix_free(system.mass_solver):
+        return {}
+    out = system._call(system.mass_preconditioner, q, qd, t)
+    if isinstance(out, lx.AbstractLinearOperator):
+        return {"preconditioner": out}
+    diagonal = jnp.asarray(out, q.dtype)
+    if diagonal.shape != q.shape:
+        raise ValueError(
+            "`mass_preconditioner` must return the diagonal of the mass matrix, "
+            f"shape {q.shape} (the shape of q), or a lineax operator, but it "
+            f"returned shape {diagonal.shape}."
+        )
+    inverse = lx.DiagonalLinearOperator(1 / diagonal)
+    return {"preconditioner": lx.TaggedLinearOperator(inverse, SPD_TAGS)}
+
+
+class MassSolve:
+    """M⁻¹ at one state: the operator, the solver's state (a factor) and options."""
+
+    def __init__(self, system, q: Array, qd: Array, t: Array):
+        self.solver = system.mass_solver
+        self.operator = mass_operator(system, q, qd, t)
+        self.options = _preconditioner(system, q, qd, t)
+        self.state = self.solver.init(self.operator, self.options)
+
+    def __call__(self, b: Array) -> tuple[Array, BoolScalar]:
+        """x = M⁻¹b and whether the solve failed (then x is finite, meaningless)."""
+        return checked_solve(
+            self.operator, b, self.solver, options=self.options, state=self.state
+        )
+
+
+def checked_solve(
+    operator: lx.AbstractLinearOperator,
+    b: Array,
+    solver: lx.AbstractLinearSolver,
+    **kwargs,
+) -> tuple[Array, BoolScalar]:
+    """`lineax.linear_solve` with the library's flag instead of an exception.
+
+    A solve is flagged when lineax reports a failure, or when a finite `b` gives a
+    non-finite or (for an SPD operator) non-positive x·b. A non-finite `b` is left
+    to propagate, so that it is reported as non-finite dynamics, not as a
+    singular matrix.
+    """
+    solution = lx.linear_solve(operator, b, solver, throw=False, **kwargs)
+    x = solution.value
+    finite_b = jnp.all(jnp.isfinite(b))
+    failed = solution.result != lx.RESULTS.successful
+    failed = failed | ~jnp.all(jnp.isfinite(x))
+    failed = failed | (jnp.any(b != 0) & ~(jnp.dot(x, b) > 0))
+    singular = failed & finite_b
+    return jnp.where(singular, jnp.zeros_like(x), x), singular
+
+
+def lineax_unconstrained(system, q: Array, qd: Array, t: Array):
+    """q̈ = M⁻¹f with the system's lineax `mass_solver`, and the `singular` flag."""
+    return MassSolve(system, q, qd, t)(forcing(system, q, qd, t))
+
+
+def check_mass_solver(solver: Any, preconditioner: Callable | None) -> None:
+    """The trace-time checks of `mass_solver` and `mass_preconditioner`."""
+    if solver is not None and not isinstance(solver, lx.AbstractLinearSolver):
+        raise ValueError(
+            "`mass_solver` must be None (dense Cholesky) or a lineax solver such as "
+            f"lineax.CG(rtol=1e-10, atol=1e-10) or lineax.Cholesky(), got {solver!r}."
+        )
+    if preconditioner is not None and not callable(preconditioner):
+        raise ValueError(
+            "`mass_preconditioner` must be a function (q, qd, t[, params]) returning "
+            f"the diagonal of M or a lineax operator, got {type(preconditioner)}."
+        )

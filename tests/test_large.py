@@ -1,0 +1,244 @@
+"""Large systems: `mass_solver` (matrix-free CG and lineax solvers) against dense."""
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import lineax as lx
+import numpy as np
+import pytest
+
+import jaxlagrange as jl
+
+
+CG = lx.CG(rtol=1e-13, atol=1e-13)
+
+
+def pendulum_chain_lagrangian(q, qd, t, params):
+    """n equal pendulums hanging from each other, angles from the vertical: M dense."""
+    m, length, g = params["m"], params["l"], params["g"]
+    vx = jnp.cumsum(length * jnp.cos(q) * qd)
+    vy = jnp.cumsum(length * jnp.sin(q) * qd)
+    y = -jnp.cumsum(length * jnp.cos(q))
+    return 0.5 * m * jnp.sum(vx**2 + vy**2) - m * g * jnp.sum(y)
+
+
+def pendulum_chain(n):
+    params = {"m": 1.0, "l": 0.5, "g": 9.81}
+    return jl.LagrangianSystem(pendulum_chain_lagrangian, params=params)
+
+
+def cartesian_chain(links):
+    """Point masses in the plane joined by rigid links: 2n coordinates, n constraints."""
+
+    def lagrangian(q, qd, t, params):
+        y = q[1::2]
+        return 0.5 * params["m"] * jnp.sum(qd**2) - params["m"] * params["g"] * jnp.sum(
+            y
+        )
+
+    def holonomic(q, t, params):
+        points = jnp.concatenate([jnp.zeros((1, 2)), q.reshape(-1, 2)])
+        return jnp.sum(jnp.diff(points, axis=0) ** 2, axis=1) - params["l"] ** 2
+
+    params = {"m": 1.0, "g": 9.81, "l": 1.0}
+    return jl.LagrangianSystem(lagrangian, params=params, holonomic=holonomic)
+
+
+def random_state(n, seed, scale=0.5):
+    rng = np.random.default_rng(seed)
+    return jnp.asarray(scale * rng.normal(size=n)), jnp.asarray(rng.normal(size=n))
+
+
+def chain_state(links, seed):
+    """A state on a Cartesian chain's constraint manifold (q̇ tangent to it)."""
+    rng = np.random.default_rng(seed)
+    angles = rng.uniform(-1.0, 1.0, links)
+    rates = rng.normal(size=links)
+    x, y = np.cumsum(np.sin(angles)), -np.cumsum(np.cos(angles))
+    xd, yd = np.cumsum(np.cos(angles) * rates), np.cumsum(np.sin(angles) * rates)
+    q = np.stack([x, y], axis=1).ravel()
+    return jnp.asarray(q), jnp.asarray(np.stack([xd, yd], axis=1).ravel())
+
+
+def cavity_state(modes, seed):
+    system, q0, _ = jl.systems.make("cavity", modes=modes)
+    rng = np.random.default_rng(seed)
+    q = np.asarray(q0).copy()
+    q[0] = 1.1
+    q[1:] = 0.1 * rng.normal(size=modes) / np.arange(1, modes + 1)
+    return system, jnp.asarray(q), jnp.asarray(0.1 * rng.normal(size=modes + 1))
+
+
+def cases():
+    spring, _, _ = jl.systems.spring_chain(n=50)
+    cavity, q_cavity, qd_cavity = cavity_state(16, 1)
+    return {
+        "spring chain": (spring, *random_state(50, 0)),
+        "pendulum chain": (pendulum_chain(8), *random_state(8, 2)),
+        "cavity": (cavity, q_cavity, qd_cavity),
+    }
+
+
+@pytest.mark.parametrize("name", ["spring chain", "pendulum chain", "cavity"])
+@pytest.mark.parametrize(
+    "solver", [CG, lx.Cholesky(), lx.GMRES(rtol=1e-13, atol=1e-13)]
+)
+def test_unconstrained_matches_dense(name, solver):
+    system, q, qd = cases()[name]
+    dense = jl.accelerations(system, q, qd, 0.3)
+    other = jl.accelerations(system.with_mass_solver(solver), q, qd, 0.3)
+    assert system.mass_solver is None
+    assert jnp.max(jnp.abs(dense)) > 0.1
+    np.testing.assert_allclose(other, dense, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("solver", [CG, lx.Cholesky()])
+def test_constrained_matches_dense(solver):
+    system = cartesian_chain(4)
+    q, qd = chain_state(4, 3)
+    fast = system.with_mass_solver(solver)
+    for fn in (jl.accelerations, jl.multipliers, jl.constraint_force):
+        dense, other = fn(system, q, qd, 0.0), fn(fast, q, qd, 0.0)
+        assert jnp.max(jnp.abs(dense)) > 1.0
+        np.testing.assert_allclose(other, dense, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("name", ["rolling_disk", "rolling_coin", "mass_on_sphere"])
+def test_nonholonomic_and_unilateral_match_dense(name):
+    ready = jl.systems.make(name)
+    system, q0 = ready.system, ready.q0
+    qd0 = ready.qd0 + 0.1  # a generic velocity (may leave the manifold: no matter)
+    fast = system.with_mass_solver(CG)
+    for fn in (jl.accelerations, jl.multipliers):
+        np.testing.assert_allclose(
+            fn(fast, q0, qd0, 0.0), fn(system, q0, qd0, 0.0), rtol=0, atol=1e-9
+        )
+
+
+def test_gradient_through_cg_matches_finite_differences():
+    system = pendulum_chain(6)
+    q, qd = random_state(6, 4)
+    weights = jnp.linspace(1.0, 2.0, 6)
+
+    def loss(params, q):
+        s = eqx.tree_at(lambda s: s.params, system, params).with_mass_solver(CG)
+        return jnp.dot(weights, jl.accelerations(s, q, qd, 0.0))
+
+    grad_params, grad_q = jax.grad(loss, argnums=(0, 1))(system.params, q)
+    h = 1e-6
+    for key in ("m", "l", "g"):
+        up = dict(system.params, **{key: system.params[key] + h})
+        down = dict(system.params, **{key: system.params[key] - h})
+        fd = (loss(up, q) - loss(down, q)) / (2 * h)
+        np.testing.assert_allclose(grad_params[key], fd, rtol=1e-6, atol=1e-7)
+    for i in range(6):
+        e = jnp.zeros(6).at[i].set(h)
+        fd = (loss(system.params, q + e) - loss(system.params, q - e)) / (2 * h)
+        np.testing.assert_allclose(grad_q[i], fd, rtol=1e-6, atol=1e-6)
+
+
+def test_jit_and_vmap_match_single_calls():
+    system = cartesian_chain(3).with_mass_solver(CG)
+    states = [chain_state(3, seed) for seed in range(4)]
+    q, qd = (jnp.stack(x) for x in zip(*states, strict=True))
+    batched = jax.jit(jax.vmap(jl.multipliers, (None, 0, 0, None)))(system, q, qd, 0.0)
+    for i, (qi, qdi) in enumerate(states):
+        np.testing.assert_allclose(
+            batched[i], jl.multipliers(system, qi, qdi, 0.0), rtol=0, atol=1e-12
+        )
+    cavity, q0, qd0 = cavity_state(8, 5)
+    cavity = cavity.with_mass_solver(CG)
+    qs = q0 + 1e-2 * jnp.arange(3)[:, None]
+    batched = jax.vmap(jl.accelerations, (None, 0, None, None))(cavity, qs, qd0, 0.0)
+    for i in range(3):
+        np.testing.assert_allclose(
+            batched[i], jl.accelerations(cavity, qs[i], qd0, 0.0), rtol=0, atol=1e-12
+        )
+
+
+def test_simulate_with_cg_matches_dense():
+    system, q0, qd0 = jl.systems.spring_chain(n=20)
+    kwargs = dict(
+        t1=2.0,
+        saveat=jnp.linspace(0.0, 2.0, 5),
+        dt0=0.01,
+        stepsize_controller=diffrax.ConstantStepSize(),
+    )
+    dense = jl.simulate(system, q0, qd0, **kwargs)
+    fast = jl.simulate(system.with_mass_solver(CG), q0, qd0, **kwargs)
+    np.testing.assert_allclose(fast.q, dense.q, rtol=0, atol=1e-9)
+    chain = cartesian_chain(3)
+    q0, qd0 = chain_state(3, 6)
+    dense = jl.simulate(chain, q0, qd0, t1=0.5)
+    fast = jl.simulate(chain.with_mass_solver(CG), q0, qd0, t1=0.5)
+    np.testing.assert_allclose(fast.q, dense.q, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(fast.multipliers, dense.multipliers, atol=1e-8)
+
+
+def test_preconditioner_keeps_the_result():
+    system = pendulum_chain(8)
+    q, qd = random_state(8, 7)
+
+    def diagonal(q, qd, t, params):
+        # diag M for the pendulum chain: m l² (n − i), exact.
+        n = q.shape[0]
+        return params["m"] * params["l"] ** 2 * jnp.arange(n, 0, -1.0)
+
+    dense = jl.accelerations(system, q, qd, 0.0)
+    fast = system.with_mass_solver(CG, diagonal)
+    np.testing.assert_allclose(jl.accelerations(fast, q, qd, 0.0), dense, atol=1e-9)
+
+
+def test_mass_solver_must_be_a_lineax_solver():
+    with pytest.raises(ValueError, match="`mass_solver` must be None .* got 'cg'"):
+        jl.LagrangianSystem(lambda q, qd, t: qd @ qd, mass_solver="cg")
+    system, _, _ = jl.systems.spring_chain(n=3)
+    with pytest.raises(ValueError, match="`mass_solver` must be None"):
+        system.with_mass_solver(lx.CG)  # the class, not a solver
+    with pytest.raises(ValueError, match="`mass_preconditioner` must be a function"):
+        system.with_mass_solver(CG, mass_preconditioner=np.ones(3))
+
+
+def test_preconditioner_shape_is_checked():
+    system, q0, qd0 = jl.systems.spring_chain(n=3)
+    bad = system.with_mass_solver(CG, lambda q, qd, t, params: jnp.ones(4))
+    with pytest.raises(ValueError, match="`mass_preconditioner` must return .* shape"):
+        jl.accelerations(bad, q0, qd0, 0.0)
+
+
+def singular_system():
+    def lagrangian(q, qd, t):
+        return 0.5 * qd[0] ** 2 - 0.5 * jnp.sum(q**2)  # no kinetic term in q[1]
+
+    return jl.LagrangianSystem(lagrangian, mass_solver=lx.CG(rtol=1e-10, atol=1e-10))
+
+
+def test_singular_mass_is_reported_under_jit():
+    system = singular_system()
+    q, qd = jnp.array([1.0, 2.0]), jnp.array([0.0, 0.0])
+    with pytest.raises(Exception, match="mass matrix .* singular"):
+        jax.jit(jl.accelerations)(system, q, qd, 0.0)
+
+
+def test_singular_mass_is_a_result_code_in_simulate():
+    system = singular_system()
+    traj = jl.simulate(system, jnp.array([1.0, 2.0]), jnp.zeros(2), t1=1.0, throw=False)
+    assert traj.result == jl.RESULTS.singular_mass_matrix
+
+
+def test_large_chain_never_forms_the_mass_matrix():
+    n = 20_000
+    system, q0, qd0 = jl.systems.spring_chain(n=n)
+    system = system.with_mass_solver(lx.CG(rtol=1e-10, atol=1e-10))
+
+    def accelerations(q, qd):
+        return jl.accelerations(system, q, qd, 0.0)
+
+    compiled = jax.jit(accelerations).lower(q0, qd0).compile()
+    memory = compiled.memory_analysis()
+    total = memory.temp_size_in_bytes + memory.output_size_in_bytes
+    assert total < 100 * n * 8  # an n × n matrix would be n * n * 8 bytes
+    qdd = compiled(q0, qd0)
+    # x₁ = 0.5, the rest at 0: q̈₁ = −2 k x₁ / m, q̈₂ = k x₁ / m.
+    np.testing.assert_allclose(qdd[:3], [-1.0, 0.5, 0.0], atol=1e-12)

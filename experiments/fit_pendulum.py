@@ -3,8 +3,9 @@
 The truth: L = ½ m l² θ̇² + m g l cos θ with Rayleigh damping R = ½ c θ̇², m = 1,
 g = 9.81 (both known), l = 2, c = 0.3. We observe θ only, at 101 times over 8 s,
 with Gaussian noise of σ = 0.001 … 0.05 rad (several seeds each), and fit l, c and
-the initial state (θ₀, θ̇₀) from a start 30% off with Adam followed by L-BFGS.
-The table reports the relative errors of l and c against σ; they should scale
+the initial state (θ₀, θ̇₀) from a start 35–40% off with the default
+Levenberg–Marquardt least squares, and print each fitted value with its standard
+error. The table reports the relative errors of l and c against σ; they should scale
 like σ (a least-squares estimate), and the fitted trajectory should lie within
 the noise of the data (loss ≈ 1 per residual, since the residuals are scaled by σ).
 

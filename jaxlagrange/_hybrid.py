@@ -37,7 +37,6 @@ finished segment a no-op), so shapes are static under `jit` and `vmap`, and it
 can be differentiated in forward and reverse mode.
 """
 
-from collections.abc import Callable
 from typing import NamedTuple
 
 import diffrax
@@ -45,7 +44,6 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optimistix as optx
 
 from . import _friction
 from ._constraints import (
@@ -58,9 +56,16 @@ from ._constraints import (
     contact_set,
 )
 from ._custom_types import Array, BoolScalar
+from ._event_functions import (
+    _condition,
+    _event_values,
+    _initial_conditions,
+    _initial_slip,
+    _root_finder,
+)
 from ._guard import _all_finite
 from ._impulse import _impulse
-from ._segment import _solve_segment, _split
+from ._segment import _solve_segment
 from ._system import LagrangianSystem
 from ._trajectory import (
     EVENT_IMPACT,
@@ -75,118 +80,6 @@ from ._trajectory import (
 def _settle(system, q, qd, t, candidates: Array, modes: Modes):
     """The candidates whose multipliers push, and the friction modes they settle to."""
     return _friction.settle(system, q, qd, t, candidates, modes)
-
-
-def _event_values(t, y, args, offset: int) -> Array:
-    """The event functions, positive while nothing happens: (u,), or (2u,) with
-    friction (the normal ones, then the tangential ones of `_friction`).
-
-    Normal: λ in contact, else h. A free constraint's h is divided by the time
-    since the segment start t_s: the sign is unchanged, but the root at t_s of a
-    constraint that starts at h ≈ 0 (just released or bounced) is divided out.
-    Otherwise a rounding error h(t_s) ≲ 0 would hide a short flight that one
-    solver step jumps over.
-    """
-    system, baumgarte, active, modes, start, initial, initial_slip = args
-    q, qd = _split(y)
-    dyn = _dynamics(system, q, qd, t, active=active, baumgarte=baumgarte, modes=modes)
-    h = system._unilateral(q, t)
-    later = t > start
-    flight = h / jnp.where(later, t - start, 1.0)
-    normal = dyn.multipliers[offset:]
-    values = jnp.where(active, normal, jnp.where(later, flight, initial))
-    if system.slip is None:
-        return values
-    tangential = _friction.friction_values(
-        system, q, qd, t, active, modes, normal, dyn.friction, start, initial_slip
-    )
-    return jnp.concatenate([values, tangential])
-
-
-def _condition(offset: int):
-    """The one event function: the least of `_event_values`.
-
-    Its first root is the first root of any of them, so that of two events in
-    one solver step the earlier is located, whichever constraint it concerns.
-    """
-
-    def condition(t, y, args, **kwargs):
-        del kwargs
-        return jnp.min(_event_values(t, y, args, offset))
-
-    return condition
-
-
-def _initial_slip(system, q, qd, t, modes) -> Array:
-    if system.slip is None:
-        return jnp.zeros(modes.direction.shape, q.dtype)
-    return _friction.initial_slip(system, q, qd, t, modes)
-
-
-def _initial_conditions(system, q, qd, t) -> Array:
-    """The free event functions at the segment start: h, or ḣ where h ≈ 0."""
-    h, rate = jax.jvp(system._unilateral, (q, t), (qd, jnp.ones_like(t)))
-    return jnp.where(h > _contact_tolerance(q.dtype), h, rate)
-
-
-class _TimeNewton(optx.AbstractRootFinder):
-    """Newton's method for an event time, safeguarded by bisection.
-
-    The last solver step [lower, upper] brackets the root (the event function
-    changed sign over it); each iterate narrows the bracket, and a Newton step
-    that leaves it is replaced by the midpoint, so the iteration cannot stall
-    at a clipped end of the step. Converged when the step in t is small:
-    `optx.Newton` also asks |c| < atol of the event function c, which has the
-    units of a force or a length, not a time.
-    """
-
-    rtol: float
-    atol: float
-    norm: Callable = optx.max_norm
-
-    def _value(self, fn, t, args):
-        f, aux = fn(t, args)
-        # diffrax passes one value per event function, zero but the triggered one.
-        return sum(jax.tree_util.tree_leaves(f)), aux
-
-    def init(self, fn, y, args, options, f_struct, aux_struct, tags):
-        lower = jnp.asarray(options.get("lower"), y.dtype)
-        upper = jnp.asarray(options.get("upper"), y.dtype)
-        positive = self._value(fn, lower, args)[0] > 0
-        return lower, upper, positive, jnp.full_like(y, jnp.inf), jnp.array(False)
-
-    def step(self, fn, y, args, options, state, tags):
-        lower, upper, positive, _, _ = state
-        (f, aux), (df, _) = jax.jvp(
-            lambda t: self._value(fn, t, args), (y,), (jnp.ones_like(y),)
-        )
-        below = (f > 0) == positive  # y is on the side of `lower`
-        lower = jnp.where(below, y, lower)
-        upper = jnp.where(below, upper, y)
-        newton = y - f / df
-        inside = jnp.isfinite(newton) & (newton > lower) & (newton < upper)
-        new = jnp.where(inside, newton, 0.5 * (lower + upper))
-        new = jnp.where(f == 0, y, new)
-        return new, (lower, upper, positive, new - y, inside | (f == 0)), aux
-
-    def terminate(self, fn, y, args, options, state, tags):
-        lower, upper, _, step, newton = state
-        # Ended by a small Newton step, whose next error is quadratically smaller,
-        # or by a bracket down to rounding.
-        small = newton & (jnp.abs(step) <= self.atol + self.rtol * jnp.abs(y))
-        eps = jnp.finfo(y.dtype).eps
-        tight = upper - lower <= 8 * eps * jnp.maximum(jnp.abs(upper), 1.0)
-        return small | tight, optx.RESULTS.successful
-
-    def postprocess(self, fn, y, aux, args, options, state, tags, result):
-        return y, aux, {}
-
-
-def _root_finder(dtype) -> optx.AbstractRootFinder:
-    # Newton converges quadratically, so the event time ends far more accurate
-    # than this tolerance on its last step.
-    tol = float(jnp.finfo(dtype).eps) ** (2 / 3)
-    return _TimeNewton(rtol=tol, atol=tol)
 
 
 def _restitution(system: LagrangianSystem, u: int, dtype) -> Array:

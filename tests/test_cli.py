@@ -330,3 +330,19 @@ def test_progress_shows_on_a_terminal_or_when_asked(monkeypatch):
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     args.quiet, args.progress = False, False
     assert show_progress(args)
+
+
+def test_errors_as_values_leaves_no_traces_behind():
+    # Inside, equinox's checks trace as NaN values (cacheable programs); what
+    # was traced inside must not serve a call outside, which has to raise.
+    import equinox as eqx
+    import jax.numpy as jnp
+
+    from jaxlagrange._cli._common import errors_as_values
+
+    check = eqx.filter_jit(lambda x: eqx.error_if(x, x < 0, "negative input"))
+    with errors_as_values():
+        assert jnp.isnan(check(jnp.array(-1.0)))
+    with pytest.raises(eqx.EquinoxRuntimeError, match="negative input"):
+        check(jnp.array(-1.0))
+    assert check(jnp.array(2.0)) == 2.0

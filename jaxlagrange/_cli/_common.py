@@ -78,9 +78,15 @@ def errors_as_values() -> Iterator[None]:
     command line runs `simulate(..., throw=False)` on inputs it has checked
     eagerly, reads the failures from `Trajectory.result`, and checks the saved
     arrays for non-finite values, so inside it these checks can become values.
-    Traced (and compiled) inside this context only; a no-op if equinox no longer
-    reads the setting from `equinox._errors.EQX_ON_ERROR`.
+
+    JAX caches traced and compiled functions for the whole process, whatever
+    the setting was when they were traced: the caches are cleared on entry (so
+    that what is traced inside has no callbacks) and on exit (so that nothing
+    traced inside serves a later call that should raise). A no-op if equinox no
+    longer reads the setting from `equinox._errors.EQX_ON_ERROR`.
     """
+    import jax
+
     try:
         import equinox._errors as errors
     except ImportError:
@@ -90,11 +96,13 @@ def errors_as_values() -> Iterator[None]:
     if old not in ("raise", "nan", "breakpoint", "off"):
         yield
         return
+    jax.clear_caches()
     errors.EQX_ON_ERROR = "nan"
     try:
         yield
     finally:
         errors.EQX_ON_ERROR = old
+        jax.clear_caches()
 
 
 def _say(args, message: str) -> None:

@@ -97,7 +97,7 @@ def cavity_variants(system, coupling, dense):
 
     fns = {"hand": hand, "CG": batched(system.with_mass_solver(CG))}
     if dense:
-        fns["dense"] = batched(system)
+        fns["dense"] = batched(system.with_mass_solver(None))
     return fns
 
 
@@ -236,7 +236,8 @@ def chains(sizes, repeats, dense_max, hand_max, cg_max):
             if n <= hand_max[name]:
                 fns["hand"] = hand
             if n <= dense_max[name]:
-                fns["dense"] = lambda q0, qd0, s=system: library_step(s, q0, qd0)
+                s_dense = system.with_mass_solver(None)
+                fns["dense"] = lambda q0, qd0, s=s_dense: library_step(s, q0, qd0)
             if n <= cg_max[name]:
                 s_cg = system.with_mass_solver(solver)
                 fns["CG"] = lambda q0, qd0, s=s_cg: library_step(s, q0, qd0)

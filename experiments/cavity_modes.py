@@ -52,14 +52,11 @@ def _timed(fn, *args, repeat=3):
 
 
 def _make(modes, cg):
-    """The cavity, with the matrix-free CG mass solve when `cg` (large N)."""
+    """The cavity with the matrix-free CG mass solve when `cg`, else the dense one
+    (the ready system's own default is CG from 16 coordinates on)."""
     ready = jl.systems.make("cavity", modes=modes)
-    if cg:
-        solver = lx.CG(rtol=1e-11, atol=1e-11)
-        ready = eqx.tree_at(
-            lambda r: r.system, ready, ready.system.with_mass_solver(solver)
-        )
-    return ready
+    solver = lx.CG(rtol=1e-11, atol=1e-11) if cg else None
+    return eqx.tree_at(lambda r: r.system, ready, ready.system.with_mass_solver(solver))
 
 
 def mode_energies(modes, t1, saves, tol, cg=False):

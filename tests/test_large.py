@@ -242,3 +242,25 @@ def test_large_chain_never_forms_the_mass_matrix():
     qdd = compiled(q0, qd0)
     # x₁ = 0.5, the rest at 0: q̈₁ = −2 k x₁ / m, q̈₂ = k x₁ / m.
     np.testing.assert_allclose(qdd[:3], [-1.0, 0.5, 0.0], atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "name, options, solver",
+    [
+        ("spring_chain", {"n": 8}, None),
+        ("spring_chain", {"n": 40}, "CG"),
+        ("cavity", {"modes": 10}, None),
+        ("cavity", {"modes": 20}, "CG"),
+    ],
+)
+def test_ready_systems_pick_cg_when_large(name, options, solver):
+    # The default picks well: dense below 16 coordinates, CG from there on, with
+    # the same accelerations as the dense solve.
+    system, q0, qd0 = jl.systems.make(name, **options)
+    picked = system.mass_solver
+    assert (picked is None) if solver is None else type(picked).__name__ == solver
+    qd0 = qd0 + 0.1 * jnp.cos(jnp.arange(q0.shape[0]))
+    dense = jl.accelerations(system.with_mass_solver(None), q0, qd0, 0.0)
+    assert np.allclose(
+        jl.accelerations(system, q0, qd0, 0.0), dense, rtol=1e-10, atol=1e-12
+    )

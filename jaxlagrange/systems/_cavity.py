@@ -4,7 +4,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._system import LagrangianSystem
-from ._registry import ReadySystem, initial_state, merge_params, register
+from ._registry import (
+    ReadySystem,
+    default_mass_solver,
+    initial_state,
+    merge_params,
+    register,
+)
 
 
 _DEFAULTS = {"m": 1.0, "k": 1.0, "q_eq": 1.0}
@@ -74,6 +80,11 @@ def cavity(params=None, *, modes: int = 10, q0=None, qd0=None) -> ReadySystem:
         The default: the mirror at rest at q = 1 with the lowest mode excited,
         Q_1 = 0.1.
 
+    From 16 coordinates on, the system solves M q̈ = f by matrix-free conjugate
+    gradients (`system.mass_solver` is `lineax.CG(rtol=1e-12, atol=1e-12)`;
+    `system.with_mass_solver(None)` gives the dense solve), which costs a few
+    cheap Hessian-vector products instead of an O(n³) factorization.
+
     **Returns:** a `ReadySystem` with coordinates `("q", "Q1", ..., "QN")`.
 
     **Example:**
@@ -92,6 +103,8 @@ def cavity(params=None, *, modes: int = 10, q0=None, qd0=None) -> ReadySystem:
     default_q0[0] = 1.0
     default_q0[1] = 0.1
     q0, qd0 = initial_state("cavity", q0, qd0, default_q0, np.zeros(modes + 1))
-    system = LagrangianSystem(_lagrangian, params=params)
+    system = LagrangianSystem(
+        _lagrangian, params=params, mass_solver=default_mass_solver(modes + 1)
+    )
     coordinates = ("q",) + tuple(f"Q{k}" for k in range(1, modes + 1))
     return ReadySystem(system, q0, qd0, "cavity", coordinates, points=_points)

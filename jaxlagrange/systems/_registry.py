@@ -161,6 +161,21 @@ def merge_params(
     return merged
 
 
+# From this many coordinates on, the ready systems whose mass matrix is cheap to
+# apply (a spring chain's m·I, the cavity's identity plus a rank-2 term) solve
+# M q̈ = f by matrix-free conjugate gradients: measured by
+# `benchmarks/bench_large.py`, CG wins from n ≈ 16 on (the dense Hessian and
+# factorization cost O(n³), one CG solve a few O(n) or O(n²) products).
+CG_FROM = 16
+
+
+def default_mass_solver(n: int):
+    """None (dense) for small systems, `lineax.CG` from `CG_FROM` coordinates on."""
+    import lineax as lx
+
+    return lx.CG(rtol=1e-12, atol=1e-12) if n >= CG_FROM else None
+
+
 def initial_state(
     name: str, q0: Any, qd0: Any, default_q0: Any, default_qd0: Any
 ) -> tuple[Array, Array]:

@@ -86,6 +86,7 @@ def cases():
 )
 def test_unconstrained_matches_dense(name, solver):
     system, q, qd = cases()[name]
+    system = system.with_mass_solver(None)  # the large ready systems pick CG
     dense = jl.accelerations(system, q, qd, 0.3)
     other = jl.accelerations(system.with_mass_solver(solver), q, qd, 0.3)
     assert system.mass_solver is None

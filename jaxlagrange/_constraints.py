@@ -144,6 +144,19 @@ def _bilateral_rows(system, q, qd, t, alpha, beta):
     return rows, rhs, masks
 
 
+def _constraint_rows(system, q, qd, t, active, baumgarte):
+    """The rows of C (bilateral, then unilateral), the right-hand side of C q̈ and
+    the mask of the active rows (the unilateral ones in `active`; None: all)."""
+    alpha, beta = (0.0, 0.0) if baumgarte is None else baumgarte
+    rows, rhs, masks = _bilateral_rows(system, q, qd, t, alpha, beta)
+    if system.unilateral is not None:
+        jac, b, h, hd = _position_rows(system._unilateral, q, qd, t)
+        rows.append(jac)
+        rhs.append(-b - 2 * alpha * hd - beta**2 * h)
+        masks.append(jnp.ones(h.shape, bool) if active is None else active)
+    return rows, jnp.concatenate(rhs), jnp.concatenate(masks)
+
+
 def _dynamics(
     system: LagrangianSystem,
     q: Array,
@@ -173,16 +186,8 @@ def _dynamics(
     chol = cholesky(terms.mass)
     factor = chol.factor
 
-    alpha, beta = (0.0, 0.0) if baumgarte is None else baumgarte
-    rows, rhs, masks = _bilateral_rows(system, q, qd, t, alpha, beta)
-    if system.unilateral is not None:
-        jac, b, h, hd = _position_rows(system._unilateral, q, qd, t)
-        rows.append(jac)
-        rhs.append(-b - 2 * alpha * hd - beta**2 * h)
-        masks.append(jnp.ones(h.shape, bool) if active is None else active)
+    rows, target, mask = _constraint_rows(system, q, qd, t, active, baumgarte)
     matrix = jnp.concatenate(rows)
-    target = jnp.concatenate(rhs)
-    mask = jnp.concatenate(masks)
 
     y = solve_lower(factor, matrix.T)  # L⁻¹Cᵀ, (n, c)
     z = solve_lower(factor, terms.forcing)  # L⁻¹f
@@ -207,15 +212,7 @@ def _lineax_dynamics(system, q, qd, t, active, baumgarte) -> Dynamics:
     constraints, Cᵀ by their transpose), any other gets it materialized.
     """
     solve = MassSolve(system, q, qd, t)
-    alpha, beta = (0.0, 0.0) if baumgarte is None else baumgarte
-    rows, rhs, masks = _bilateral_rows(system, q, qd, t, alpha, beta)
-    if system.unilateral is not None:
-        jac, b, h, hd = _position_rows(system._unilateral, q, qd, t)
-        rows.append(jac)
-        rhs.append(-b - 2 * alpha * hd - beta**2 * h)
-        masks.append(jnp.ones(h.shape, bool) if active is None else active)
-    target = jnp.concatenate(rhs)
-    mask = jnp.concatenate(masks)
+    rows, target, mask = _constraint_rows(system, q, qd, t, active, baumgarte)
 
     def velocity_rows(v):  # C v, linear in v
         out = []

@@ -22,7 +22,6 @@ the compiled function.
 import argparse
 import os
 import sys
-import time
 
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -42,29 +41,19 @@ import jaxlagrange as jl  # noqa: E402
 from jaxlagrange.systems._cavity import _coupling  # noqa: E402
 
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_eom import compile_timed, run_times  # noqa: E402
+
+
 CG = lx.CG(rtol=1e-10, atol=1e-10)
 # The pendulum chain's M has a condition number ~1e6 at n = 1000: CG stalls
 # short of 1e-10 in rounding (then flags the solve), so it gets 1e-8.
 CG_PENDULUM = lx.CG(rtol=1e-8, atol=1e-8)
 
 
-def compile_timed(fn, *args):
-    start = time.perf_counter()
-    compiled = jax.jit(fn).lower(*args).compile()
-    return compiled, time.perf_counter() - start
-
-
-def best_times(variants: dict, repeats: int) -> dict:
-    """Best wall time of each compiled (fn, args), the variants interleaved."""
-    for fn, args in variants.values():
-        jax.block_until_ready(fn(*args))
-    times = {name: np.inf for name in variants}
-    for _ in range(repeats):
-        for name, (fn, args) in variants.items():
-            start = time.perf_counter()
-            jax.block_until_ready(fn(*args))
-            times[name] = min(times[name], time.perf_counter() - start)
-    return times
+def _best(variants: dict, repeats: int) -> dict:
+    """The best wall time of each compiled (fn, args), the calls interleaved."""
+    return {name: best for name, (best, _) in run_times(variants, repeats).items()}
 
 
 # 1. The cavity.
@@ -123,7 +112,7 @@ def cavity(modes_list, batch, repeats, dense_max):
             compiled[name], compile_s[name] = compile_timed(fn, q, qd)
         error = float(jnp.max(jnp.abs(compiled["CG"](q, qd) - compiled["hand"](q, qd))))
         reps = max(5, repeats // (1 + modes // 64))
-        times = best_times({k: (c, (q, qd)) for k, c in compiled.items()}, reps)
+        times = _best({k: (c, (q, qd)) for k, c in compiled.items()}, reps)
         hand = times["hand"]
         dense = times.get("dense", np.nan)
         ratios[modes] = times["CG"] / hand
@@ -248,7 +237,7 @@ def chains(sizes, repeats, dense_max, hand_max, cg_max):
             for key, fn in fns.items():
                 compiled[key], compile_s[key] = compile_timed(fn, q0, qd0)
             reps = max(2, repeats // (1 + n // 100))
-            times = best_times({k: (c, (q0, qd0)) for k, c in compiled.items()}, reps)
+            times = _best({k: (c, (q0, qd0)) for k, c in compiled.items()}, reps)
             cells = []
             for key in ("hand", "dense", "CG", "CG+Jacobi"):
                 if key in times:

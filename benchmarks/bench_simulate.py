@@ -45,6 +45,12 @@ import numpy as np  # noqa: E402
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_platform_name", "cpu")
 
+from bench_eom import (  # noqa: E402
+    compile_timed,
+    double_pendulum_ratio,
+    run_times,
+)
+
 import jaxlagrange as jl  # noqa: E402
 
 
@@ -146,25 +152,6 @@ def batched(fn):
     return jax.vmap(fn, in_axes=(None, 0, 0))
 
 
-def compile_time(fn, *args):
-    start = time.perf_counter()
-    compiled = jax.jit(fn).lower(*args).compile()
-    return compiled, time.perf_counter() - start
-
-
-def run_times(variants: dict, repeats: int) -> dict:
-    """(median, min) wall time of each compiled (fn, args), calls interleaved."""
-    for fn, args in variants.values():
-        jax.block_until_ready(fn(*args))
-    times = {name: [] for name in variants}
-    for _ in range(repeats):
-        for name, (fn, args) in variants.items():
-            start = time.perf_counter()
-            jax.block_until_ready(fn(*args))
-            times[name].append(time.perf_counter() - start)
-    return {name: (float(np.median(t)), min(t)) for name, t in times.items()}
-
-
 def sympy_rhs():
     import sympy
     from sympy.physics.mechanics import LagrangesMethod, dynamicsymbols
@@ -256,8 +243,8 @@ def main():
 
     q0, qd0 = initial_states(BATCH)
     args = (PARAMS, q0, qd0)
-    jl_batch, jl_compile = compile_time(batched(make_jl()), *args)
-    hand_batch, hand_compile = compile_time(batched(make_hand()), *args)
+    jl_batch, jl_compile = compile_timed(batched(make_jl()), *args)
+    hand_batch, hand_compile = compile_timed(batched(make_hand()), *args)
     q_jl, _, steps_jl = jl_batch(*args)
     q_hand, _, steps_hand = hand_batch(*args)
     same_steps = float(np.mean(np.asarray(steps_jl) == np.asarray(steps_hand)))
@@ -270,8 +257,8 @@ def main():
 
         return jax.grad(value)
 
-    jl_grad, jl_grad_compile = compile_time(loss(make_jl), *args)
-    hand_grad, hand_grad_compile = compile_time(loss(make_hand), *args)
+    jl_grad, jl_grad_compile = compile_timed(loss(make_jl), *args)
+    hand_grad, hand_grad_compile = compile_timed(loss(make_hand), *args)
     g_jl, g_hand = jl_grad(*args), hand_grad(*args)
 
     times = run_times(
@@ -283,8 +270,8 @@ def main():
         },
         repeats,
     )
-    jl_run, jl_min = times["jl"]
-    hand_run, hand_min = times["hand"]
+    jl_min, jl_run = times["jl"]
+    hand_min, hand_run = times["hand"]
     print("1. batched simulate vs hand-written q̈ (flat state, 4 transcendentals)")
     print(
         f"   mean steps jl {np.mean(steps_jl):.1f}  hand {np.mean(steps_hand):.1f} "
@@ -296,8 +283,6 @@ def main():
         f"{jl_run / hand_run:.2f}x median, {jl_min / hand_min:.2f}x min "
         "(target <= 1.15x)"
     )
-
-    from bench_eom import double_pendulum_ratio
 
     ratio, detail = double_pendulum_ratio(4096, 30 if options.quick else 100)
     print("\n2. jl.accelerations vs hand-written q̈, jit(vmap), B = 4096")
@@ -346,17 +331,17 @@ def main():
 
     print("\n5. gradient of sum(q² + q̇²) at the saves w.r.t. the params / forward")
     print(
-        f"   jl   {times['jl grad'][0] * 1e3:7.1f} ms  "
-        f"{times['jl grad'][0] / jl_run:.2f}x forward (target <= 3x); compile "
+        f"   jl   {times['jl grad'][1] * 1e3:7.1f} ms  "
+        f"{times['jl grad'][1] / jl_run:.2f}x forward (target <= 3x); compile "
         f"{jl_grad_compile:.2f} s"
     )
     print(
-        f"   hand {times['hand grad'][0] * 1e3:7.1f} ms  "
-        f"{times['hand grad'][0] / hand_run:.2f}x forward; compile "
+        f"   hand {times['hand grad'][1] * 1e3:7.1f} ms  "
+        f"{times['hand grad'][1] / hand_run:.2f}x forward; compile "
         f"{hand_grad_compile:.2f} s"
     )
     print(
-        f"   jl grad / hand grad {times['jl grad'][0] / times['hand grad'][0]:.2f}x; "
+        f"   jl grad / hand grad {times['jl grad'][1] / times['hand grad'][1]:.2f}x; "
         f"max |grad jl - grad hand| (g) {abs(float(g_jl['g'] - g_hand['g'])):.1e} "
         f"of {abs(float(g_hand['g'])):.1e}"
     )
@@ -378,7 +363,7 @@ def main():
         traced = time.perf_counter() - start
         compiled = lowered.compile()
         total = time.perf_counter() - start
-        run, _ = run_times({name: (compiled, (system, s_q0, s_qd0))}, 3)[name]
+        _, run = run_times({name: (compiled, (system, s_q0, s_qd0))}, 3)[name]
         print(
             f"   {name:20s} trace+lower {traced:5.2f} s  compile "
             f"{total - traced:5.2f} s  run {run * 1e3:7.2f} ms  "

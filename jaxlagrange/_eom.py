@@ -173,7 +173,9 @@ def _energy(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Array:
 _SINGULAR_MASS = (
     "The mass matrix ∂²L/∂qd² is singular or not positive definite at this state: "
     "the Lagrangian must be strictly convex in qd (for L = T − V, a kinetic energy "
-    "T = ½ qdᵀ M(q) qd with M positive definite)."
+    "T = ½ qdᵀ M(q) qd with M positive definite). With an iterative `mass_solver` "
+    "(lineax.CG) it may instead mean that the solve did not converge within the "
+    "solver's max_steps."
 )
 _NON_FINITE_STATE = "The state (q, qd, t) contains a non-finite value (NaN or inf)."
 _NON_FINITE_DYNAMICS = (

@@ -30,7 +30,8 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
 
     singular_mass_matrix = (
         "The mass matrix ∂²L/∂qd² became singular or indefinite during the solve: "
-        "the Lagrangian is not strictly convex in qd there."
+        "the Lagrangian is not strictly convex in qd there (or an iterative "
+        "`mass_solver` did not converge within its max_steps)."
     )
     redundant_constraints = (
         "The constraint Jacobian became rank-deficient during the solve: the "

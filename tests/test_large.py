@@ -127,8 +127,11 @@ def test_gradient_through_cg_matches_finite_differences():
         return jnp.dot(weights, jl.accelerations(s, q, qd, 0.0))
 
     grad_params, grad_q = jax.grad(loss, argnums=(0, 1))(system.params, q)
+    # M and f are both proportional to m: q̈ does not depend on it (finite
+    # differences would see only the solver's rounding, ~1e-7 at this h).
+    assert abs(grad_params["m"]) < 1e-10
     h = 1e-6
-    for key in ("m", "l", "g"):
+    for key in ("l", "g"):
         up = dict(system.params, **{key: system.params[key] + h})
         down = dict(system.params, **{key: system.params[key] - h})
         fd = (loss(up, q) - loss(down, q)) / (2 * h)
@@ -265,3 +268,52 @@ def test_ready_systems_pick_cg_when_large(name, options, solver):
     assert np.allclose(
         jl.accelerations(system, q0, qd0, 0.0), dense, rtol=1e-10, atol=1e-12
     )
+
+
+def test_cg_that_does_not_converge_is_reported():
+    system = pendulum_chain(8).with_mass_solver(
+        lx.CG(rtol=1e-13, atol=1e-13, max_steps=2)
+    )
+    q, qd = random_state(8, 8)
+    with pytest.raises(
+        Exception, match="did not converge within the solver's max_steps"
+    ):
+        jl.accelerations(system, q, qd, 0.0)
+
+
+def test_cg_reports_an_indefinite_mass_matrix():
+    def lagrangian(q, qd, t):
+        return 0.5 * qd[0] ** 2 - 0.5 * qd[1] ** 2 - 0.5 * jnp.sum(q**2)
+
+    system = jl.LagrangianSystem(lagrangian, mass_solver=CG)
+    with pytest.raises(Exception, match="singular or not positive definite"):
+        jl.accelerations(system, jnp.array([1.0, 2.0]), jnp.array([0.3, 0.1]), 0.0)
+
+
+@pytest.mark.parametrize("solver", [CG, lx.GMRES(rtol=1e-13, atol=1e-13)])
+def test_iterative_solvers_let_non_finite_dynamics_through(solver):
+    # ∂L/∂q is NaN at q₀ < 0: reported as non-finite dynamics, not as a solve
+    # failure, and never as a finite q̈.
+    def lagrangian(q, qd, t):
+        return 0.5 * jnp.sum(qd**2) - jnp.sqrt(q[0]) - 0.5 * q[1] ** 2
+
+    system = jl.LagrangianSystem(lagrangian, mass_solver=solver)
+    q, qd = jnp.array([-1.0, 2.0]), jnp.array([0.3, 0.1])
+    with pytest.raises(Exception, match="jl.accelerations is not finite"):
+        jl.accelerations(system, q, qd, 0.0)
+
+
+def test_cg_gradient_through_the_solve_is_implicit():
+    # Reverse mode through a while loop needs the implicit derivative of
+    # `jax.lax.custom_linear_solve`: d(M⁻¹f)/dθ against the dense solve's.
+    system, q, qd = cavity_state(20, 9)
+
+    def loss(params, solver):
+        s = eqx.tree_at(lambda s: s.params, system, params).with_mass_solver(solver)
+        return jnp.sum(jnp.sin(jl.accelerations(s, q, qd, 0.0)))
+
+    cg = jax.grad(loss)(system.params, CG)
+    dense = jax.grad(loss)(system.params, None)
+    for key in ("m", "k", "q_eq"):
+        assert abs(dense[key]) > 1e-3
+        np.testing.assert_allclose(cg[key], dense[key], rtol=1e-9)

@@ -34,7 +34,7 @@ def _lagrangian(q, qd, t, params):
     coupling = jnp.asarray(_coupling(modes), q.dtype)
     omega = jnp.arange(1, modes + 1, dtype=q.dtype) * jnp.pi / x
     phi = xd / x
-    drift = phi * (coupling @ field) - field_rate
+    drift = phi * (field @ coupling.T) - field_rate
     potential = 0.5 * params["k"] * (x - params["q_eq"]) ** 2
     return (
         0.5 * drift @ drift

@@ -1,12 +1,12 @@
 """jaxlagrange: differentiable Lagrangian mechanics in JAX."""
 
 from . import plotting as plotting, systems as systems
-from ._batch import failed as failed, simulate_batch as simulate_batch
-from ._constraints import (
+from ._accelerations import (
     accelerations as accelerations,
     constraint_force as constraint_force,
     multipliers as multipliers,
 )
+from ._batch import failed as failed, simulate_batch as simulate_batch
 from ._eom import (
     energy as energy,
     mass_matrix as mass_matrix,

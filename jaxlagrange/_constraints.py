@@ -34,23 +34,18 @@ circle after 200 s). Two remedies:
 
 from typing import NamedTuple
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import lineax as lx
 
-from ._custom_types import Array, BoolScalar, ScalarLike, Vector, VectorLike
+from ._custom_types import Array, BoolScalar, ScalarLike
 from ._eom import (
-    _NON_FINITE_DYNAMICS,
-    _NON_FINITE_STATE,
-    _SINGULAR_MASS,
-    _finite,
     _terms,
     _unconstrained,
 )
 from ._linalg import cho_solve, cholesky, solve_lower, solve_upper_t
 from ._mass import SPD_TAGS, MassSolve, checked_solve, forcing, is_matrix_free
-from ._system import LagrangianSystem, _as_state
+from ._system import LagrangianSystem
 
 
 class Dynamics(NamedTuple):
@@ -371,193 +366,8 @@ def _num_bilateral(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> i
     return m + k
 
 
-# The friction modes at a state (`_friction.py` switches them over time).
-
-
-def no_modes(u: int, dtype) -> Modes:
-    """All contacts sticking (the modes of a system without friction are unused)."""
-    return Modes(jnp.ones((u,), bool), jnp.zeros((u,), dtype))
-
-
-def slip_modes(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Modes:
-    """The modes read from s: sticking where |s| ≤ √eps, else slipping with sign s."""
-    if system.slip is None:
-        return no_modes(system._unilateral(q, t).shape[0], q.dtype)
-    s = system._slip(q, qd, t)
-    stick = jnp.abs(s) <= _contact_tolerance(q.dtype)
-    return Modes(stick, jnp.where(stick, 0.0, jnp.sign(s)).astype(q.dtype))
-
-
-def settle(
-    system: LagrangianSystem,
-    q: Array,
-    qd: Array,
-    t: Array,
-    active: Array,
-    modes: Modes,
-) -> tuple[Array, Modes]:
-    """The contacts and modes consistent with the multipliers at a state.
-
-    Contacts whose normal force would pull (λ_N < 0) are released; sticking
-    contacts whose friction would exceed μ_s λ_N slip against λ_T. One sweep per
-    switch, 2u sweeps in all, so that any chain of u releases and u slips settles.
-    """
-    u = active.shape[0]
-    offset = _num_bilateral(system, q, qd, t)
-    # Loops, not Python unrolling: one traced copy of the dynamics for any u.
-    if system.slip is None:
-
-        def release(_, active):
-            lam = _dynamics(system, q, qd, t, active=active).multipliers[offset:]
-            return active & (lam >= 0)
-
-        return jax.lax.fori_loop(0, u, release, active), modes
-    _, mu_s = _friction_coefficients(system, u, q.dtype)
-
-    def sweep(_, state):
-        active, modes = state
-        dyn = _dynamics(system, q, qd, t, active=active, modes=modes)
-        normal = dyn.multipliers[offset:]
-        release = active & (normal < 0)
-        exceed = active & modes.stick & ~release
-        exceed = exceed & (jnp.abs(dyn.friction) > mu_s * normal)
-        modes = Modes(
-            modes.stick & ~exceed,
-            jnp.where(exceed, -jnp.sign(dyn.friction), modes.direction),
-        )
-        return active & ~release, modes
-
-    return jax.lax.fori_loop(0, 2 * u, sweep, (active, modes))
-
-
-def contact_modes(system: LagrangianSystem, q: Array, qd: Array, t: Array):
-    """The contacts at a state of a system with friction, and their modes.
-
-    In contact: h ≈ 0 and ḣ ≈ 0 (√eps); sticking where s ≈ 0 and static friction
-    holds it, else slipping along sign s (against λ_T where s ≈ 0); released
-    where λ_N < 0.
-    """
-    values = constraint_values(system, q, qd, t)
-    tol = _contact_tolerance(q.dtype)
-    candidates = (values.unilateral <= tol) & (values.unilateral_rate <= tol)
-    return settle(system, q, qd, t, candidates, slip_modes(system, q, qd, t))
-
-
 _SINGULAR_CONSTRAINTS = (
     "The constraint Jacobian C = [∂g/∂q; ∂a/∂qd; ∂h/∂q] is rank-deficient at this "
     "state: the constraints are redundant or degenerate here. Remove the redundant "
     "ones."
 )
-
-
-def _checked(system, q, qd, t) -> Dynamics:
-    return _checked_dynamics(system, *_as_state(q, qd, t))
-
-
-@eqx.filter_jit
-def _checked_dynamics(system, q, qd, t) -> Dynamics:
-    if system.slip is not None:
-        active, modes = contact_modes(system, q, qd, t)
-        dyn = _dynamics(system, q, qd, t, active=active, modes=modes)
-    else:
-        active = (
-            contact_set(system, q, qd, t) if system.unilateral is not None else None
-        )
-        dyn = _dynamics(system, q, qd, t, active=active)
-    # One check for all failures (one branch, also under vmap); the
-    # most basic failure in the batch names the error.
-    code = jnp.where(jnp.all(jnp.isfinite(dyn.accelerations)), 0, 4)
-    code = jnp.where(dyn.singular_constraints, 1, code)
-    code = jnp.where(dyn.singular_mass, 2, code)
-    code = jnp.where(_finite(q, qd, t), code, 3)
-    qdd, lam = eqx.branched_error_if(
-        (dyn.accelerations, dyn.multipliers),
-        code > 0,
-        jnp.maximum(code - 1, 0),
-        (
-            _SINGULAR_CONSTRAINTS,
-            _SINGULAR_MASS,
-            _NON_FINITE_STATE,
-            _NON_FINITE_DYNAMICS.format("accelerations"),
-        ),
-    )
-    return dyn._replace(accelerations=qdd, multipliers=lam)
-
-
-def accelerations(
-    system: LagrangianSystem, q: VectorLike, qd: VectorLike, t: ScalarLike
-) -> Vector:
-    """The generalized accelerations q̈, constraint forces included.
-
-    Solves d/dt ∂L/∂q̇ − ∂L/∂q = Q + Gᵀλ + Aᵀμ together with the constraints
-    (holonomic, nonholonomic, and the unilateral ones in contact at this state;
-    with `slip`, each contact sticking where s ≈ 0 and static friction holds it,
-    else slipping with the kinetic friction).
-
-    **Arguments:**
-
-    - `system`: the `LagrangianSystem`.
-    - `q`, `qd`: coordinates and velocities, 1-D arrays of the same shape (n,).
-    - `t`: the time, a scalar.
-
-    **Returns:** q̈, shape (n,).
-
-    **Raises:** `ValueError` at trace time for wrong shapes; under `jax.jit` too, an
-    error when the mass matrix is singular or indefinite, when the constraints are
-    redundant, or when the state is not finite.
-
-    **Example:**
-
-    ```python
-    import jax.numpy as jnp
-    import jaxlagrange as jl
-
-    def lagrangian(q, qd, t):
-        return 0.5 * jnp.sum(qd**2) - 0.5 * jnp.sum(q**2)
-
-    oscillator = jl.LagrangianSystem(lagrangian)
-    jl.accelerations(oscillator, jnp.array([1.0, 2.0]), jnp.zeros(2), 0.0)  # -q
-    ```
-    """
-    return _checked(system, q, qd, t).accelerations
-
-
-def multipliers(
-    system: LagrangianSystem, q: VectorLike, qd: VectorLike, t: ScalarLike
-) -> Vector:
-    """The Lagrange multipliers, in the order holonomic, nonholonomic, unilateral.
-
-    **Arguments:** as for [`jaxlagrange.accelerations`][].
-
-    **Returns:** shape (m + k + u,); a unilateral constraint that is not in contact
-    has multiplier 0. With the sign convention `d/dt ∂L/∂q̇ − ∂L/∂q = Q + Cᵀλ`, a
-    unilateral multiplier is ≥ 0 while it pushes.
-
-    **Example:**
-
-    ```python
-    lam = jl.multipliers(system, q, qd, 0.0)
-    ```
-    """
-    return _checked(system, q, qd, t).multipliers
-
-
-def constraint_force(
-    system: LagrangianSystem, q: VectorLike, qd: VectorLike, t: ScalarLike
-) -> Vector:
-    """The generalized force the constraints exert, Cᵀλ.
-
-    **Arguments:** as for [`jaxlagrange.accelerations`][].
-
-    **Returns:** shape (n,); zeros for a system without constraints.
-
-    **Example:**
-
-    ```python
-    force = jl.constraint_force(system, q, qd, 0.0)
-    ```
-    """
-    dyn = _checked(system, q, qd, t)
-    if dyn.constraint_matrix is None:
-        return jnp.zeros_like(dyn.accelerations)
-    return dyn.constraint_matrix.T @ dyn.multipliers

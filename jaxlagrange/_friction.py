@@ -26,15 +26,16 @@ from the multipliers (`settle`), so simultaneous switches of several contacts
 are taken in one event.
 """
 
+import jax
 import jax.numpy as jnp
 
 from ._constraints import (
     Modes,
     _contact_tolerance,
+    _dynamics,
     _friction_coefficients,
-    no_modes as no_modes,
-    settle as settle,
-    slip_modes as slip_modes,
+    _num_bilateral,
+    constraint_values,
 )
 from ._custom_types import Array
 from ._system import LagrangianSystem
@@ -89,3 +90,75 @@ def initial_slip(system: LagrangianSystem, q: Array, qd: Array, t: Array, modes)
     """The slipping event functions at the segment start: σ s, at least √eps."""
     s = system._slip(q, qd, t)
     return jnp.maximum(modes.direction * s, _contact_tolerance(q.dtype))
+
+
+# The friction modes at a state.
+
+
+def no_modes(u: int, dtype) -> Modes:
+    """All contacts sticking (the modes of a system without friction are unused)."""
+    return Modes(jnp.ones((u,), bool), jnp.zeros((u,), dtype))
+
+
+def slip_modes(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Modes:
+    """The modes read from s: sticking where |s| ≤ √eps, else slipping with sign s."""
+    if system.slip is None:
+        return no_modes(system._unilateral(q, t).shape[0], q.dtype)
+    s = system._slip(q, qd, t)
+    stick = jnp.abs(s) <= _contact_tolerance(q.dtype)
+    return Modes(stick, jnp.where(stick, 0.0, jnp.sign(s)).astype(q.dtype))
+
+
+def settle(
+    system: LagrangianSystem,
+    q: Array,
+    qd: Array,
+    t: Array,
+    active: Array,
+    modes: Modes,
+) -> tuple[Array, Modes]:
+    """The contacts and modes consistent with the multipliers at a state.
+
+    Contacts whose normal force would pull (λ_N < 0) are released; sticking
+    contacts whose friction would exceed μ_s λ_N slip against λ_T. One sweep per
+    switch, 2u sweeps in all, so that any chain of u releases and u slips settles.
+    """
+    u = active.shape[0]
+    offset = _num_bilateral(system, q, qd, t)
+    # Loops, not Python unrolling: one traced copy of the dynamics for any u.
+    if system.slip is None:
+
+        def release(_, active):
+            lam = _dynamics(system, q, qd, t, active=active).multipliers[offset:]
+            return active & (lam >= 0)
+
+        return jax.lax.fori_loop(0, u, release, active), modes
+    _, mu_s = _friction_coefficients(system, u, q.dtype)
+
+    def sweep(_, state):
+        active, modes = state
+        dyn = _dynamics(system, q, qd, t, active=active, modes=modes)
+        normal = dyn.multipliers[offset:]
+        release = active & (normal < 0)
+        exceed = active & modes.stick & ~release
+        exceed = exceed & (jnp.abs(dyn.friction) > mu_s * normal)
+        modes = Modes(
+            modes.stick & ~exceed,
+            jnp.where(exceed, -jnp.sign(dyn.friction), modes.direction),
+        )
+        return active & ~release, modes
+
+    return jax.lax.fori_loop(0, 2 * u, sweep, (active, modes))
+
+
+def contact_modes(system: LagrangianSystem, q: Array, qd: Array, t: Array):
+    """The contacts at a state of a system with friction, and their modes.
+
+    In contact: h ≈ 0 and ḣ ≈ 0 (√eps); sticking where s ≈ 0 and static friction
+    holds it, else slipping along sign s (against λ_T where s ≈ 0); released
+    where λ_N < 0.
+    """
+    values = constraint_values(system, q, qd, t)
+    tol = _contact_tolerance(q.dtype)
+    candidates = (values.unilateral <= tol) & (values.unilateral_rate <= tol)
+    return settle(system, q, qd, t, candidates, slip_modes(system, q, qd, t))

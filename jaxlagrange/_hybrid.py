@@ -52,7 +52,6 @@ from ._constraints import (
     _dynamics,
     _num_bilateral,
     _num_unilateral,
-    contact_modes,
     contact_set,
 )
 from ._custom_types import Array, BoolScalar
@@ -346,7 +345,7 @@ def _hybrid_solve(
     if system.slip is None:
         active0, modes0 = contact_set(system, q0, qd0, t0), _friction.no_modes(u, dtype)
     else:
-        active0, modes0 = contact_modes(system, q0, qd0, t0)
+        active0, modes0 = _friction.contact_modes(system, q0, qd0, t0)
     init = _Carry(
         t=t0,
         q=q0,

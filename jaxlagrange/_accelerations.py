@@ -1,0 +1,129 @@
+"""The public accelerations, multipliers and constraint forces, checked.
+
+Each solves the KKT system of `_constraints._dynamics` at one state (the contacts
+in contact, and with friction their modes, settled first) and raises, also under
+`jax.jit`, when the mass matrix is singular, the constraints are redundant, or
+the state or the result is not finite.
+"""
+
+import equinox as eqx
+import jax.numpy as jnp
+
+from ._constraints import _SINGULAR_CONSTRAINTS, Dynamics, _dynamics, contact_set
+from ._custom_types import ScalarLike, Vector, VectorLike
+from ._eom import _NON_FINITE_DYNAMICS, _NON_FINITE_STATE, _SINGULAR_MASS, _finite
+from ._friction import contact_modes
+from ._system import LagrangianSystem, _as_state
+
+
+def _checked(system, q, qd, t) -> Dynamics:
+    return _checked_dynamics(system, *_as_state(q, qd, t))
+
+
+@eqx.filter_jit
+def _checked_dynamics(system, q, qd, t) -> Dynamics:
+    if system.slip is not None:
+        active, modes = contact_modes(system, q, qd, t)
+        dyn = _dynamics(system, q, qd, t, active=active, modes=modes)
+    else:
+        active = (
+            contact_set(system, q, qd, t) if system.unilateral is not None else None
+        )
+        dyn = _dynamics(system, q, qd, t, active=active)
+    # One check for all failures (one branch, also under vmap); the
+    # most basic failure in the batch names the error.
+    code = jnp.where(jnp.all(jnp.isfinite(dyn.accelerations)), 0, 4)
+    code = jnp.where(dyn.singular_constraints, 1, code)
+    code = jnp.where(dyn.singular_mass, 2, code)
+    code = jnp.where(_finite(q, qd, t), code, 3)
+    qdd, lam = eqx.branched_error_if(
+        (dyn.accelerations, dyn.multipliers),
+        code > 0,
+        jnp.maximum(code - 1, 0),
+        (
+            _SINGULAR_CONSTRAINTS,
+            _SINGULAR_MASS,
+            _NON_FINITE_STATE,
+            _NON_FINITE_DYNAMICS.format("accelerations"),
+        ),
+    )
+    return dyn._replace(accelerations=qdd, multipliers=lam)
+
+
+def accelerations(
+    system: LagrangianSystem, q: VectorLike, qd: VectorLike, t: ScalarLike
+) -> Vector:
+    """The generalized accelerations q̈, constraint forces included.
+
+    Solves d/dt ∂L/∂q̇ − ∂L/∂q = Q + Gᵀλ + Aᵀμ together with the constraints
+    (holonomic, nonholonomic, and the unilateral ones in contact at this state;
+    with `slip`, each contact sticking where s ≈ 0 and static friction holds it,
+    else slipping with the kinetic friction).
+
+    **Arguments:**
+
+    - `system`: the `LagrangianSystem`.
+    - `q`, `qd`: coordinates and velocities, 1-D arrays of the same shape (n,).
+    - `t`: the time, a scalar.
+
+    **Returns:** q̈, shape (n,).
+
+    **Raises:** `ValueError` at trace time for wrong shapes; under `jax.jit` too, an
+    error when the mass matrix is singular or indefinite, when the constraints are
+    redundant, or when the state is not finite.
+
+    **Example:**
+
+    ```python
+    import jax.numpy as jnp
+    import jaxlagrange as jl
+
+    def lagrangian(q, qd, t):
+        return 0.5 * jnp.sum(qd**2) - 0.5 * jnp.sum(q**2)
+
+    oscillator = jl.LagrangianSystem(lagrangian)
+    jl.accelerations(oscillator, jnp.array([1.0, 2.0]), jnp.zeros(2), 0.0)  # -q
+    ```
+    """
+    return _checked(system, q, qd, t).accelerations
+
+
+def multipliers(
+    system: LagrangianSystem, q: VectorLike, qd: VectorLike, t: ScalarLike
+) -> Vector:
+    """The Lagrange multipliers, in the order holonomic, nonholonomic, unilateral.
+
+    **Arguments:** as for [`jaxlagrange.accelerations`][].
+
+    **Returns:** shape (m + k + u,); a unilateral constraint that is not in contact
+    has multiplier 0. With the sign convention `d/dt ∂L/∂q̇ − ∂L/∂q = Q + Cᵀλ`, a
+    unilateral multiplier is ≥ 0 while it pushes.
+
+    **Example:**
+
+    ```python
+    lam = jl.multipliers(system, q, qd, 0.0)
+    ```
+    """
+    return _checked(system, q, qd, t).multipliers
+
+
+def constraint_force(
+    system: LagrangianSystem, q: VectorLike, qd: VectorLike, t: ScalarLike
+) -> Vector:
+    """The generalized force the constraints exert, Cᵀλ.
+
+    **Arguments:** as for [`jaxlagrange.accelerations`][].
+
+    **Returns:** shape (n,); zeros for a system without constraints.
+
+    **Example:**
+
+    ```python
+    force = jl.constraint_force(system, q, qd, 0.0)
+    ```
+    """
+    dyn = _checked(system, q, qd, t)
+    if dyn.constraint_matrix is None:
+        return jnp.zeros_like(dyn.accelerations)
+    return dyn.constraint_matrix.T @ dyn.multipliers

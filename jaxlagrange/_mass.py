@@ -177,7 +177,7 @@ class MassSolve:
         self.state = None if own_cg else self.solver.init(self.operator, self.options)
 
     def __call__(self, b: Array) -> tuple[Array, BoolScalar]:
-        """x = M⁻¹b and whether the solve failed (then x is finite, meaningless)."""
+        """x = M⁻¹b and whether the solve failed (then x is meaningless)."""
         return checked_solve(
             self.operator, b, self.solver, options=self.options, state=self.state
         )
@@ -191,24 +191,24 @@ def checked_solve(
 ) -> tuple[Array, BoolScalar]:
     """x = A⁻¹b with the library's flag instead of an exception.
 
-    `lineax.CG` runs as `conjugate_gradient`, any other solver by
-    `lineax.linear_solve`. A solve is flagged when the solver reports a failure,
-    or when a finite `b` gives a non-finite or (for an SPD operator) non-positive
-    x·b. A non-finite `b` is left to propagate, so that it is reported as
+    `lineax.CG` runs as `conjugate_gradient`, whose own stop test flags a
+    breakdown or a step limit. Any other solver goes through
+    `lineax.linear_solve`, flagged when lineax reports a failure, or when a
+    finite `b` gives a non-finite or (for an SPD operator) non-positive x·b. A
+    non-finite `b` is never flagged: it propagates (as NaN) to be reported as
     non-finite dynamics, not as a singular matrix.
     """
     if isinstance(solver, lx.CG):
         options = kwargs.get("options") or {}
         preconditioner = options.get("preconditioner")
-        x, failed = conjugate_gradient(operator.mv, b, solver, preconditioner)
-    else:
-        solution = lx.linear_solve(operator, b, solver, throw=False, **kwargs)
-        x = solution.value
-        failed = solution.result != lx.RESULTS.successful
-    finite_b = jnp.all(jnp.isfinite(b))
+        # A non-finite b makes the residual test NaN, which is not a failure.
+        return conjugate_gradient(operator.mv, b, solver, preconditioner)
+    solution = lx.linear_solve(operator, b, solver, throw=False, **kwargs)
+    x = solution.value
+    failed = solution.result != lx.RESULTS.successful
     failed = failed | ~jnp.all(jnp.isfinite(x))
     failed = failed | (jnp.any(b != 0) & ~(jnp.dot(x, b) > 0))
-    singular = failed & finite_b
+    singular = failed & jnp.all(jnp.isfinite(b))
     return jnp.where(singular, jnp.zeros_like(x), x), singular
 
 

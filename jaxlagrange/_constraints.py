@@ -36,7 +36,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import lineax as lx
 
 from ._custom_types import Array, BoolScalar, ScalarLike
 from ._eom import (
@@ -44,7 +43,7 @@ from ._eom import (
     _unconstrained,
 )
 from ._linalg import cho_solve, cholesky, solve_lower, solve_upper_t
-from ._mass import SPD_TAGS, MassSolve, checked_solve, forcing, is_matrix_free
+from ._mass import MassSolve, forcing, linear_rows, schur_solve
 from ._system import LagrangianSystem
 
 
@@ -199,6 +198,29 @@ def _dynamics(
     return Dynamics(qdd, lam, matrix, chol.singular, schur_chol.singular)
 
 
+def velocity_rows(
+    system: LagrangianSystem, q: Array, qd: Array, t: Array, unilateral: bool = True
+):
+    """v ↦ C v for C = [G; A; H] at a state, by JVPs: no Jacobian is formed.
+
+    G = ∂g/∂q, A = ∂a/∂q̇ and (with `unilateral`) H = ∂h/∂q, for the constraints
+    the system has. Linear in v.
+    """
+
+    def rows(v):
+        out = []
+        if system.holonomic is not None:
+            out.append(jax.jvp(lambda q: system._holonomic(q, t), (q,), (v,))[1])
+        if system.nonholonomic is not None:
+            a = lambda qd: system._nonholonomic(q, qd, t)  # noqa: E731
+            out.append(jax.jvp(a, (qd,), (v,))[1])
+        if unilateral and system.unilateral is not None:
+            out.append(jax.jvp(lambda q: system._unilateral(q, t), (q,), (v,))[1])
+        return jnp.concatenate(out)
+
+    return rows
+
+
 def _lineax_dynamics(system, q, qd, t, active, baumgarte) -> Dynamics:
     """`_dynamics` with the system's lineax `mass_solver`.
 
@@ -208,36 +230,15 @@ def _lineax_dynamics(system, q, qd, t, active, baumgarte) -> Dynamics:
     """
     solve = MassSolve(system, q, qd, t)
     rows, target, mask = _constraint_rows(system, q, qd, t, active, baumgarte)
-
-    def velocity_rows(v):  # C v, linear in v
-        out = []
-        if system.holonomic is not None:
-            out.append(jax.jvp(lambda q: system._holonomic(q, t), (q,), (v,))[1])
-        if system.nonholonomic is not None:
-            a = lambda qd: system._nonholonomic(q, qd, t)  # noqa: E731
-            out.append(jax.jvp(a, (qd,), (v,))[1])
-        if system.unilateral is not None:
-            out.append(jax.jvp(lambda q: system._unilateral(q, t), (q,), (v,))[1])
-        return jnp.concatenate(out)
-
-    _, rows_of = jax.linearize(velocity_rows, jnp.zeros_like(q))
-    transpose = jax.linear_transpose(rows_of, q)
+    rows_of, all_forces_of = linear_rows(velocity_rows(system, q, qd, t), q)
 
     def forces_of(lam):  # Cᵀλ over the active rows
-        return transpose(jnp.where(mask, lam, 0.0))[0]
-
-    def schur_product(lam):  # S λ on the active rows, λ on the inactive ones
-        y, _ = solve(forces_of(lam))
-        return jnp.where(mask, rows_of(y), lam)
+        return all_forces_of(jnp.where(mask, lam, 0.0))
 
     f = forcing(system, q, qd, t)
     z, singular_mass = solve(f)
     residual = jnp.where(mask, target - rows_of(z), 0.0)
-    structure = jax.ShapeDtypeStruct(target.shape, q.dtype)
-    schur = lx.FunctionLinearOperator(schur_product, structure, tags=SPD_TAGS)
-    if not is_matrix_free(system.mass_solver):
-        schur = lx.MatrixLinearOperator(schur.as_matrix(), tags=SPD_TAGS)
-    lam, singular_constraints = checked_solve(schur, residual, system.mass_solver)
+    lam, singular_constraints = schur_solve(solve, rows_of, forces_of, residual, mask)
     lam = jnp.where(mask, lam, 0.0)
     qdd, bad = solve(f + forces_of(lam))
     matrix = jnp.concatenate(rows)  # dead code (removed by XLA) unless asked for

@@ -9,7 +9,8 @@ rebounds with ḣ⁺ = −e ḣ⁻ for its coefficient of restitution e. With M 
 Y = L⁻¹Cᵀ and z = L⁻¹P this is the Schur system (YᵀY) Λ = w − ċ − Yᵀz for the
 wanted rates w and the current ones ċ, and Δq̇ = L⁻ᵀ(z + YΛ): the same
 factorizations as the equations of motion. A contact whose impulse would pull
-(Λ < 0) lets go instead.
+(Λ < 0) lets go instead. With an iterative `mass_solver` the same system is
+solved matrix-free, as the equations of motion do (`_mass.schur_solve`).
 """
 
 from typing import NamedTuple
@@ -18,10 +19,16 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ._constraints import _SINGULAR_CONSTRAINTS, _num_bilateral, contact_set
+from ._constraints import (
+    _SINGULAR_CONSTRAINTS,
+    _num_bilateral,
+    contact_set,
+    velocity_rows,
+)
 from ._custom_types import Array, BoolScalar, ScalarLike, Vector, VectorLike
 from ._eom import _NON_FINITE_STATE, _SINGULAR_MASS, _finite, _terms
 from ._linalg import cho_solve, cholesky, solve_lower, solve_upper_t
+from ._mass import MassSolve, is_matrix_free, linear_rows, schur_solve
 from ._system import LagrangianSystem, _as_state
 
 
@@ -33,19 +40,27 @@ class _Impulse(NamedTuple):
 
 
 def _rates(system: LagrangianSystem, q: Array, qd: Array, t: Array):
-    """C = [G; A; H] at velocity level and the current rates [ġ; a; ḣ]."""
+    """The current rates [ġ; a; ḣ]."""
     one = jnp.ones((), t.dtype)
-    rows, rates = [], []
+    rates = []
     if system.holonomic is not None:
-        rows.append(jax.jacfwd(system._holonomic)(q, t))
         rates.append(jax.jvp(system._holonomic, (q, t), (qd, one))[1])
     if system.nonholonomic is not None:
-        rows.append(jax.jacfwd(system._nonholonomic, argnums=1)(q, qd, t))
         rates.append(system._nonholonomic(q, qd, t))
     if system.unilateral is not None:
-        rows.append(jax.jacfwd(system._unilateral)(q, t))
         rates.append(jax.jvp(system._unilateral, (q, t), (qd, one))[1])
-    return jnp.concatenate(rows), jnp.concatenate(rates)
+    return jnp.concatenate(rates)
+
+
+def _release(solve, contact: Array, bilateral: int) -> Array:
+    """The contacts whose impulse pushes: rows that would pull dropped, one sweep
+    at a time (u sweeps)."""
+
+    def sweep(_, contact):
+        lam, _ = solve(contact)
+        return contact & (lam[bilateral:] >= 0)
+
+    return jax.lax.fori_loop(0, contact.shape[0], sweep, contact)
 
 
 def _impulse(
@@ -62,6 +77,8 @@ def _impulse(
 
     Contact rows whose impulse would pull are dropped, one sweep at a time.
     """
+    if is_matrix_free(system.mass_solver):
+        return _matrix_free_impulse(system, q, qd, t, impulse, contact, target)
     mass = _terms(system, q, qd, t).mass
     chol = cholesky(mass)
     factor = chol.factor
@@ -70,7 +87,8 @@ def _impulse(
         return _Impulse(
             qd + solve_upper_t(factor, z), contact, chol.singular, jnp.array(False)
         )
-    matrix, rates = _rates(system, q, qd, t)
+    matrix = jax.jacfwd(velocity_rows(system, q, qd, t))(jnp.zeros_like(qd))
+    rates = _rates(system, q, qd, t)
     bilateral = _num_bilateral(system, q, qd, t)
     y = solve_lower(factor, matrix.T)
     schur = y.T @ y
@@ -86,14 +104,40 @@ def _impulse(
         lam = cho_solve(schur_chol.factor, jnp.where(mask, residual, 0.0))
         return jnp.where(mask, lam, 0.0), schur_chol.singular
 
-    def sweep(_, contact):
-        lam, _ = solve(contact)
-        return contact & (lam[bilateral:] >= 0)
-
-    contact = jax.lax.fori_loop(0, contact.shape[0], sweep, contact)
+    contact = _release(solve, contact, bilateral)
     lam, singular = solve(contact)
     velocities = qd + solve_upper_t(factor, z + y @ lam)
     return _Impulse(velocities, contact, chol.singular, singular)
+
+
+def _matrix_free_impulse(system, q, qd, t, impulse, contact, target) -> _Impulse:
+    """`_impulse` with an iterative `mass_solver`: neither M nor C is formed."""
+    mass_solve = MassSolve(system, q, qd, t)
+    jump, singular_mass = mass_solve(impulse)  # M⁻¹P
+    if not system.has_constraints:
+        return _Impulse(qd + jump, contact, singular_mass, jnp.array(False))
+    rows_of, all_forces_of = linear_rows(velocity_rows(system, q, qd, t), qd)
+    bilateral = _num_bilateral(system, q, qd, t)
+    wanted = jnp.concatenate([jnp.zeros(bilateral, q.dtype), target])
+    residual = wanted - _rates(system, q, qd, t) - rows_of(jump)
+    ones = jnp.ones(bilateral, bool)
+
+    def solve(contact):
+        mask = jnp.concatenate([ones, contact])
+
+        def forces_of(lam):
+            return all_forces_of(jnp.where(mask, lam, 0.0))
+
+        rhs = jnp.where(mask, residual, 0.0)
+        lam, singular = schur_solve(mass_solve, rows_of, forces_of, rhs, mask)
+        return jnp.where(mask, lam, 0.0), singular
+
+    contact = _release(solve, contact, bilateral)
+    lam, singular = solve(contact)
+    correction, bad = mass_solve(all_forces_of(lam))
+    return _Impulse(
+        qd + jump + correction, contact, singular_mass | bad, singular & ~singular_mass
+    )
 
 
 @eqx.filter_jit

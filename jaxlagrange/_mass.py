@@ -212,6 +212,63 @@ def checked_solve(
     return jnp.where(singular, jnp.zeros_like(x), x), singular
 
 
+def linear_rows(rows: Callable[[Array], Array], like: Array):
+    """C v and Cᵀλ for a linear map v ↦ C v = rows(v), C never formed.
+
+    `rows` is linearized once (so each product replays only its linear part),
+    and transposed by `jax.linear_transpose`.
+    """
+    _, rows_of = jax.linearize(rows, jnp.zeros_like(like))
+    transpose = jax.linear_transpose(rows_of, like)
+
+    def forces_of(lam: Array) -> Array:
+        return transpose(lam)[0]
+
+    return rows_of, forces_of
+
+
+def schur_solve(
+    solve: MassSolve,
+    rows_of: Callable[[Array], Array],
+    forces_of: Callable[[Array], Array],
+    residual: Array,
+    mask: Array | None = None,
+) -> tuple[Array, BoolScalar]:
+    """λ with (C M⁻¹ Cᵀ) λ = residual, and whether the Schur complement is singular.
+
+    C v = `rows_of(v)`, Cᵀλ = `forces_of(λ)`; each product of the Schur
+    complement S takes one mass solve. An iterative `mass_solver` applies S
+    matrix-free, any other gets it formed. Rows outside `mask` are the identity
+    (their λ = residual, zero where the caller zeroes the residual).
+    """
+
+    def product(lam):
+        y, _ = solve(forces_of(lam))
+        out = rows_of(y)
+        return out if mask is None else jnp.where(mask, out, lam)
+
+    structure = jax.ShapeDtypeStruct(residual.shape, residual.dtype)
+    schur = lx.FunctionLinearOperator(product, structure, tags=SPD_TAGS)
+    if not is_matrix_free(solve.solver):
+        schur = lx.MatrixLinearOperator(schur.as_matrix(), tags=SPD_TAGS)
+    return checked_solve(schur, residual, solve.solver)
+
+
+def min_norm_correction(
+    solve: MassSolve, rows: Callable[[Array], Array], residual: Array, like: Array
+) -> tuple[Array, BoolScalar, BoolScalar]:
+    """Δ = −M⁻¹Cᵀ(CM⁻¹Cᵀ)⁻¹ r, the smallest correction in M's norm with C Δ = −r.
+
+    C v = `rows(v)` (linear in v), M⁻¹ by `solve`: neither M nor C is formed.
+
+    **Returns:** Δ, whether a mass solve failed, whether C M⁻¹ Cᵀ is singular.
+    """
+    rows_of, forces_of = linear_rows(rows, like)
+    lam, singular_schur = schur_solve(solve, rows_of, forces_of, residual)
+    delta, singular_mass = solve(forces_of(lam))
+    return -delta, singular_mass, singular_schur
+
+
 def lineax_unconstrained(system, q: Array, qd: Array, t: Array):
     """q̈ = M⁻¹f with the system's lineax `mass_solver`, and the `singular` flag."""
     return MassSolve(system, q, qd, t)(forcing(system, q, qd, t))

@@ -15,7 +15,11 @@ factor, as the KKT solve does:
   the (affine) velocity constraints, Δq̇ = −M⁻¹Cᵀ(CM⁻¹Cᵀ)⁻¹ r with C = [G; A]
   and r = [ġ; a]: exact in one step.
 
-Unilateral constraints h ≥ 0 are inequalities and are left alone.
+Unilateral constraints h ≥ 0 are inequalities and are left alone. With an
+iterative `mass_solver` (lineax.CG) neither M nor the constraint Jacobian is
+formed: M⁻¹ is the system's matrix-free mass solve, C and Cᵀ are JVPs of the
+constraints and their transpose, and the Schur complement is solved matrix-free
+as in the equations of motion (`_mass.min_norm_correction`).
 
 Drift control in `simulate` is the same projection after every step
 (`ProjectedSolver`, coordinate projection as in Hairer, Lubich & Wanner,
@@ -32,8 +36,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._constraints import velocity_rows
 from ._custom_types import Array, BoolScalar, ScalarLike, Vector, VectorLike
 from ._linalg import cho_solve, cholesky, solve_lower, solve_upper_t
+from ._mass import MassSolve, is_matrix_free, min_norm_correction
 from ._system import LagrangianSystem, _as_state
 
 
@@ -58,29 +64,67 @@ def _min_norm(factor: Array, rows: Array, residual: Array) -> tuple[Array, BoolS
     return delta, schur.singular
 
 
-def _position_correction(system, q, t, factor) -> tuple[Array, BoolScalar]:
-    g = system._holonomic(q, t)
-    jac = jax.jacfwd(system._holonomic)(q, t)
-    return _min_norm(factor, jac, g)
+class _Metric:
+    """M at one state, the metric of both projections: its Cholesky factor, or the
+    system's matrix-free mass solve when its `mass_solver` is iterative.
+
+    `singular` is the factorization's flag; a matrix-free solve flags its
+    failures per correction instead.
+    """
+
+    def __init__(self, system: LagrangianSystem, q: Array, qd: Array, t: Array):
+        if is_matrix_free(system.mass_solver):
+            self.solve, self.factor = MassSolve(system, q, qd, t), None
+            self.singular = jnp.array(False)
+        else:
+            chol = _mass_factor(system, q, qd, t)
+            self.solve, self.factor, self.singular = None, chol.factor, chol.singular
+
+    def position_correction(self, system, q, t) -> tuple[Array, BoolScalar, BoolScalar]:
+        """Gauss–Newton's Δq; whether a mass solve failed; whether G M⁻¹Gᵀ is singular."""
+        g = system._holonomic(q, t)
+        if self.factor is None:
+
+            def rows(v):  # G v
+                return jax.jvp(lambda q: system._holonomic(q, t), (q,), (v,))[1]
+
+            return min_norm_correction(self.solve, rows, g, q)
+        jac = jax.jacfwd(system._holonomic)(q, t)
+        delta, singular = _min_norm(self.factor, jac, g)
+        return delta, jnp.array(False), singular
+
+    def velocity_correction(
+        self, system, q, qd, t
+    ) -> tuple[Array, BoolScalar, BoolScalar]:
+        """Δq̇ of least kinetic energy onto ġ = 0, a = 0, and the two flags."""
+        if self.factor is None:
+            residual = _velocity_residuals(system, q, qd, t)
+            rows = velocity_rows(system, q, qd, t, unilateral=False)  # [G; A]
+            return min_norm_correction(self.solve, rows, residual, qd)
+        rows, residual = _velocity_rows(system, q, qd, t)
+        delta, singular = _min_norm(self.factor, rows, residual)
+        return delta, jnp.array(False), singular
+
+
+def _velocity_residuals(system, q, qd, t) -> Array:
+    """r = [ġ; a] at a state."""
+    residuals = []
+    if system.holonomic is not None:
+        one = jnp.ones((), t.dtype)
+        residuals.append(jax.jvp(system._holonomic, (q, t), (qd, one))[1])
+    if system.nonholonomic is not None:
+        residuals.append(system._nonholonomic(q, qd, t))
+    return jnp.concatenate(residuals)
 
 
 def _velocity_rows(system, q, qd, t) -> tuple[Array, Array]:
     """C = [G; A] and the velocity residuals r = [ġ; a]."""
-    rows, residuals = [], []
+    rows = []
     if system.holonomic is not None:
-        one = jnp.ones((), t.dtype)
-        _, gd = jax.jvp(system._holonomic, (q, t), (qd, one))
         rows.append(jax.jacfwd(system._holonomic)(q, t))
-        residuals.append(gd)
     if system.nonholonomic is not None:
         rows.append(jax.jacfwd(system._nonholonomic, argnums=1)(q, qd, t))
-        residuals.append(system._nonholonomic(q, qd, t))
-    return jnp.concatenate(rows), jnp.concatenate(residuals)
-
-
-def _velocity_correction(system, q, qd, t, factor) -> tuple[Array, BoolScalar]:
-    rows, residual = _velocity_rows(system, q, qd, t)
-    return _min_norm(factor, rows, residual)
+    return jnp.concatenate(rows), _velocity_residuals(system, q, qd, t)
 
 
 def _project(
@@ -88,27 +132,28 @@ def _project(
 ) -> tuple[Array, Array, BoolScalar]:
     """(q, q̇) projected onto the manifold, and whether a projection was singular.
 
-    M is factored once, at the given state: within the Gauss–Newton iterations it
-    only sets the metric, so the iteration still converges to a point on g = 0.
-    Where M or the Schur complement is singular the state is returned unchanged
-    (the equations of motion report that failure by name).
+    M is factored (or linearized, for a matrix-free solve) once, at the given
+    state: within the Gauss–Newton iterations it only sets the metric, so the
+    iteration still converges to a point on g = 0. Where M or the Schur
+    complement is singular the state is returned unchanged (the equations of
+    motion report that failure by name).
     """
-    chol = _mass_factor(system, q, qd, t)
-    singular = chol.singular
+    metric = _Metric(system, q, qd, t)
+    singular = metric.singular
     if system.holonomic is not None:
 
         def newton(_, carry):
             q, singular = carry
-            dq, bad = _position_correction(system, q, t, chol.factor)
-            bad = bad | singular
+            dq, bad_mass, bad = metric.position_correction(system, q, t)
+            bad = bad | bad_mass | singular
             return jnp.where(bad, q, q + dq), bad
 
         if iterations == 1:
             q, singular = newton(0, (q, singular))
         else:
             q, singular = jax.lax.fori_loop(0, iterations, newton, (q, singular))
-    dqd, bad = _velocity_correction(system, q, qd, t, chol.factor)
-    singular = singular | bad
+    dqd, bad_mass, bad = metric.velocity_correction(system, q, qd, t)
+    singular = singular | bad_mass | bad
     qd = jnp.where(singular, qd, qd + dqd)
     return q, qd, singular
 
@@ -248,7 +293,8 @@ def _max_abs(x: Array | None, dtype) -> Array:
 def _residuals(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> _Residuals:
     dtype = q.dtype
     zero = jnp.zeros((), dtype)
-    chol = _mass_factor(system, q, qd, t)
+    metric = _Metric(system, q, qd, t)
+    singular_mass = metric.singular
     redundant = jnp.array(False)
     position = velocity = penetration = zero
     g = gd = a = None
@@ -258,14 +304,16 @@ def _residuals(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> _Resi
         g = system._holonomic(q, t)
         one = jnp.ones((), dtype)
         _, gd = jax.jvp(system._holonomic, (q, t), (qd, one))
-        dq, bad = _position_correction(system, q, t, chol.factor)
+        dq, bad_mass, bad = metric.position_correction(system, q, t)
         position = _max_abs(dq, dtype) / q_scale
+        singular_mass = singular_mass | bad_mass
         redundant = redundant | bad
     if system.nonholonomic is not None:
         a = system._nonholonomic(q, qd, t)
     if has_equality_constraints(system):
-        dqd, bad = _velocity_correction(system, q, qd, t, chol.factor)
+        dqd, bad_mass, bad = metric.velocity_correction(system, q, qd, t)
         velocity = _max_abs(dqd, dtype) / qd_scale
+        singular_mass = singular_mass | bad_mass
         redundant = redundant | bad
     if system.unilateral is not None:
         h = system._unilateral(q, t)
@@ -282,7 +330,7 @@ def _residuals(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> _Resi
         _max_abs(g, dtype),
         _max_abs(gd, dtype),
         _max_abs(a, dtype),
-        chol.singular,
+        singular_mass,
         redundant,
     )
 

@@ -317,3 +317,107 @@ def test_cg_gradient_through_the_solve_is_implicit():
     for key in ("m", "k", "q_eq"):
         assert abs(dense[key]) > 1e-3
         np.testing.assert_allclose(cg[key], dense[key], rtol=1e-9)
+
+
+def test_projection_with_cg_matches_dense():
+    # Off the manifold in position and velocity: the Gauss–Newton steps and the
+    # velocity projection in M's metric, matrix-free, land where the dense ones do.
+    system = cartesian_chain(4)
+    q, qd = chain_state(4, 10)
+    rng = np.random.default_rng(10)
+    q_off = q + 1e-3 * jnp.asarray(rng.normal(size=q.shape))
+    qd_off = qd + 1e-2 * jnp.asarray(rng.normal(size=q.shape))
+    dense = jl.project_initial_state(system, q_off, qd_off, 0.0)
+    fast = jl.project_initial_state(system.with_mass_solver(CG), q_off, qd_off, 0.0)
+    assert jnp.max(jnp.abs(dense[0] - q_off)) > 1e-4
+    assert jnp.max(jnp.abs(dense[1] - qd_off)) > 1e-3
+    for a, b in zip(fast, dense, strict=True):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-9)
+
+
+def test_constrained_simulate_never_forms_the_mass_matrix():
+    # A chain of 1000 links (2000 coordinates, 1000 constraints) with CG: the
+    # accelerations and the projection after each step stay matrix-free.
+    links = 1000
+    n = 2 * links
+    system = cartesian_chain(links).with_mass_solver(lx.CG(rtol=1e-8, atol=1e-8))
+    q0, qd0 = chain_state(links, 11)
+
+    def run(q0, qd0):
+        return jl.simulate(
+            system,
+            q0,
+            qd0,
+            t1=1e-3,
+            dt0=1e-3,
+            stepsize_controller=diffrax.ConstantStepSize(),
+            max_steps=1,
+        ).q[-1]
+
+    memory = jax.jit(run).lower(q0, qd0).compile().memory_analysis()
+    total = memory.temp_size_in_bytes + memory.output_size_in_bytes
+    assert total < n * n * 8 / 10  # an n × n matrix is n * n * 8 bytes
+
+
+def falling_chain(links):
+    """A Cartesian chain, hung from the origin, whose last point can hit a floor at
+    y = −(links − 0.5)."""
+    chain = cartesian_chain(links)
+
+    def floor(q, t, params):
+        return jnp.array([q[-1] + links - 0.5])
+
+    return jl.LagrangianSystem(
+        chain.lagrangian,
+        params=chain.params,
+        holonomic=chain.holonomic,
+        unilateral=floor,
+        restitution=0.5,
+    )
+
+
+def test_impulses_with_cg_match_dense():
+    system = cartesian_chain(4)
+    q, qd = chain_state(4, 12)
+    impulse = jnp.asarray(np.random.default_rng(12).normal(size=q.shape))
+    dense = jl.apply_impulse(system, q, qd, 0.0, impulse)
+    fast = jl.apply_impulse(system.with_mass_solver(CG), q, qd, 0.0, impulse)
+    assert jnp.max(jnp.abs(dense - qd)) > 0.1
+    np.testing.assert_allclose(fast, dense, rtol=0, atol=1e-9)
+    # Impacts of a chain on a floor: the links, the contact and the rebound of
+    # each impact, matrix-free.
+    chain = falling_chain(3)
+    angles = np.array([1.2, 1.3, 1.4])  # from the downward vertical: let go sideways
+    q0 = np.stack([np.cumsum(np.sin(angles)), -np.cumsum(np.cos(angles))], 1)
+    q0, qd0 = jnp.asarray(q0.ravel()), jnp.zeros(6)
+    kwargs = dict(t1=1.5, saveat=jnp.linspace(0.0, 1.5, 7), max_events=8)
+    dense = jl.simulate(chain, q0, qd0, **kwargs)
+    fast = jl.simulate(chain.with_mass_solver(CG), q0, qd0, **kwargs)
+    assert int(jnp.sum(dense.event_kind == jl.EVENT_IMPACT)) >= 1
+    np.testing.assert_array_equal(fast.event_kind, dense.event_kind)
+    np.testing.assert_allclose(fast.event_ts, dense.event_ts, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(fast.q, dense.q, rtol=0, atol=1e-8)
+
+
+def test_gradient_through_simulate_with_cg_matches_dense():
+    # Reverse mode through diffrax's loop and the CG loop inside each step.
+    system, q0, qd0 = jl.systems.spring_chain(n=20)
+
+    def loss(k, solver):
+        s = eqx.tree_at(lambda s: s.params["k"], system, k).with_mass_solver(solver)
+        traj = jl.simulate(
+            s,
+            q0,
+            qd0,
+            t1=1.0,
+            dt0=0.05,
+            stepsize_controller=diffrax.ConstantStepSize(),
+            saveat=jnp.array([1.0]),
+        )
+        return jnp.sum(traj.q[-1] ** 2)
+
+    k = jnp.asarray(system.params["k"])
+    dense = jax.grad(loss)(k, None)
+    fast = jax.grad(loss)(k, CG)
+    assert abs(dense) > 1e-3
+    np.testing.assert_allclose(fast, dense, rtol=1e-9)

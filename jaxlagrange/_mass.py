@@ -133,17 +133,18 @@ def conjugate_gradient(
         def unconverged(r):
             return solver.norm(r / scale) > 1
 
-        def cond(carry):
-            _, r, _, gamma, step = carry
-            return (gamma > 0) & unconverged(r) & (step < max_steps)
+        def going(r, gamma, step):  # as a float: see below
+            go = (gamma > 0) & unconverged(r) & (step < max_steps)
+            return go.astype(b.dtype)
 
         def body(carry):
-            x, r, p, gamma, step = carry
+            x, r, p, gamma, step, _ = carry
             ap = matvec(p)
             curvature = jnp.dot(p, ap)
-            # A breakdown ends the loop (γ = 0) with r unconverged: no flag is
-            # carried, as a boolean in the carry of a batched loop costs as
-            # much as the rest of a cheap iteration.
+            # A breakdown ends the loop (γ = 0) with r unconverged. Whether to go
+            # on is computed here, once per step, and carried as a float: the
+            # loop's test then costs nothing, and a boolean in the carry of a
+            # batched loop costs as much as the rest of a cheap step.
             positive = curvature > 0
             alpha = jnp.where(positive, gamma / curvature, 0.0)
             x = x + alpha * p
@@ -151,16 +152,18 @@ def conjugate_gradient(
             z = precondition(r)
             gamma_next = jnp.where(positive, jnp.dot(r, z), 0.0)
             p = z + jnp.where(positive, gamma_next / gamma, 0.0) * p
-            return x, r, p, gamma_next, step + 1
+            step = step + 1
+            return x, r, p, gamma_next, step, going(r, gamma_next, step)
 
         z = precondition(b)
-        carry = (jnp.zeros_like(b), b, z, jnp.dot(b, z), 0)
+        gamma = jnp.dot(b, z)
+        carry = (jnp.zeros_like(b), b, z, gamma, 0, going(b, gamma, 0))
         if max_steps > 0:
             # Every solve with b ≠ 0 takes a first step (with b = 0 it changes
             # nothing): outside the loop it costs no loop overhead, a fifth of
             # the cavity's solve under `vmap`.
             carry = body(carry)
-        x, r, *_ = jax.lax.while_loop(cond, body, carry)
+        x, r, *_ = jax.lax.while_loop(lambda carry: carry[-1] > 0, body, carry)
         return x, unconverged(r)
 
     return jax.lax.custom_linear_solve(matvec, b, solve, symmetric=True, has_aux=True)

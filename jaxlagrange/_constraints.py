@@ -221,6 +221,22 @@ def velocity_rows(
     return rows
 
 
+def velocity_rates(
+    system: LagrangianSystem, q: Array, qd: Array, t: Array, unilateral: bool = True
+) -> Array:
+    """The current rates [ġ; a; ḣ] (ḣ only with `unilateral`): C q̇ plus the
+    explicit-time terms, in the rows of `velocity_rows`."""
+    one = jnp.ones((), t.dtype)
+    rates = []
+    if system.holonomic is not None:
+        rates.append(jax.jvp(system._holonomic, (q, t), (qd, one))[1])
+    if system.nonholonomic is not None:
+        rates.append(system._nonholonomic(q, qd, t))
+    if unilateral and system.unilateral is not None:
+        rates.append(jax.jvp(system._unilateral, (q, t), (qd, one))[1])
+    return jnp.concatenate(rates)
+
+
 def _lineax_dynamics(system, q, qd, t, active, baumgarte) -> Dynamics:
     """`_dynamics` with the system's lineax `mass_solver`.
 
@@ -230,11 +246,7 @@ def _lineax_dynamics(system, q, qd, t, active, baumgarte) -> Dynamics:
     """
     solve = MassSolve(system, q, qd, t)
     rows, target, mask = _constraint_rows(system, q, qd, t, active, baumgarte)
-    rows_of, all_forces_of = linear_rows(velocity_rows(system, q, qd, t), q)
-
-    def forces_of(lam):  # Cᵀλ over the active rows
-        return all_forces_of(jnp.where(mask, lam, 0.0))
-
+    rows_of, forces_of = linear_rows(velocity_rows(system, q, qd, t), q)
     f = forcing(system, q, qd, t)
     z, singular_mass = solve(f)
     residual = jnp.where(mask, target - rows_of(z), 0.0)

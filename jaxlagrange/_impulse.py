@@ -23,6 +23,7 @@ from ._constraints import (
     _SINGULAR_CONSTRAINTS,
     _num_bilateral,
     contact_set,
+    velocity_rates,
     velocity_rows,
 )
 from ._custom_types import Array, BoolScalar, ScalarLike, Vector, VectorLike
@@ -37,19 +38,6 @@ class _Impulse(NamedTuple):
     contact: Array  # the unilateral rows that took an impulse, (u,) bool
     singular_mass: BoolScalar
     singular_constraints: BoolScalar
-
-
-def _rates(system: LagrangianSystem, q: Array, qd: Array, t: Array):
-    """The current rates [ġ; a; ḣ]."""
-    one = jnp.ones((), t.dtype)
-    rates = []
-    if system.holonomic is not None:
-        rates.append(jax.jvp(system._holonomic, (q, t), (qd, one))[1])
-    if system.nonholonomic is not None:
-        rates.append(system._nonholonomic(q, qd, t))
-    if system.unilateral is not None:
-        rates.append(jax.jvp(system._unilateral, (q, t), (qd, one))[1])
-    return jnp.concatenate(rates)
 
 
 def _release(solve, contact: Array, bilateral: int) -> Array:
@@ -88,7 +76,7 @@ def _impulse(
             qd + solve_upper_t(factor, z), contact, chol.singular, jnp.array(False)
         )
     matrix = jax.jacfwd(velocity_rows(system, q, qd, t))(jnp.zeros_like(qd))
-    rates = _rates(system, q, qd, t)
+    rates = velocity_rates(system, q, qd, t)
     bilateral = _num_bilateral(system, q, qd, t)
     y = solve_lower(factor, matrix.T)
     schur = y.T @ y
@@ -116,25 +104,21 @@ def _matrix_free_impulse(system, q, qd, t, impulse, contact, target) -> _Impulse
     jump, singular_mass = mass_solve(impulse)  # M⁻¹P
     if not system.has_constraints:
         return _Impulse(qd + jump, contact, singular_mass, jnp.array(False))
-    rows_of, all_forces_of = linear_rows(velocity_rows(system, q, qd, t), qd)
+    rows_of, forces_of = linear_rows(velocity_rows(system, q, qd, t), qd)
     bilateral = _num_bilateral(system, q, qd, t)
     wanted = jnp.concatenate([jnp.zeros(bilateral, q.dtype), target])
-    residual = wanted - _rates(system, q, qd, t) - rows_of(jump)
+    residual = wanted - velocity_rates(system, q, qd, t) - rows_of(jump)
     ones = jnp.ones(bilateral, bool)
 
     def solve(contact):
         mask = jnp.concatenate([ones, contact])
-
-        def forces_of(lam):
-            return all_forces_of(jnp.where(mask, lam, 0.0))
-
         rhs = jnp.where(mask, residual, 0.0)
         lam, singular = schur_solve(mass_solve, rows_of, forces_of, rhs, mask)
         return jnp.where(mask, lam, 0.0), singular
 
     contact = _release(solve, contact, bilateral)
     lam, singular = solve(contact)
-    correction, bad = mass_solve(all_forces_of(lam))
+    correction, bad = mass_solve(forces_of(lam))
     return _Impulse(
         qd + jump + correction, contact, singular_mass | bad, singular & ~singular_mass
     )

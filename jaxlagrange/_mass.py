@@ -241,14 +241,16 @@ def schur_solve(
 
     C v = `rows_of(v)`, Cᵀλ = `forces_of(λ)`; each product of the Schur
     complement S takes one mass solve. An iterative `mass_solver` applies S
-    matrix-free, any other gets it formed. Rows outside `mask` are the identity
-    (their λ = residual, zero where the caller zeroes the residual).
+    matrix-free, any other gets it formed. Rows outside `mask` exert no force
+    and are the identity (their λ = residual, zero where the caller zeroes the
+    residual).
     """
 
     def product(lam):
-        y, _ = solve(forces_of(lam))
-        out = rows_of(y)
-        return out if mask is None else jnp.where(mask, out, lam)
+        if mask is None:
+            return rows_of(solve(forces_of(lam))[0])
+        y, _ = solve(forces_of(jnp.where(mask, lam, 0.0)))
+        return jnp.where(mask, rows_of(y), lam)
 
     structure = jax.ShapeDtypeStruct(residual.shape, residual.dtype)
     schur = lx.FunctionLinearOperator(product, structure, tags=SPD_TAGS)

@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._constraints import velocity_rows
+from ._constraints import velocity_rates, velocity_rows
 from ._custom_types import Array, BoolScalar, ScalarLike, Vector, VectorLike
 from ._linalg import cho_solve, cholesky, solve_lower, solve_upper_t
 from ._mass import MassSolve, is_matrix_free, min_norm_correction
@@ -97,34 +97,13 @@ class _Metric:
         self, system, q, qd, t
     ) -> tuple[Array, BoolScalar, BoolScalar]:
         """Δq̇ of least kinetic energy onto ġ = 0, a = 0, and the two flags."""
+        residual = velocity_rates(system, q, qd, t, unilateral=False)  # [ġ; a]
+        rows = velocity_rows(system, q, qd, t, unilateral=False)  # v ↦ [G; A] v
         if self.factor is None:
-            residual = _velocity_residuals(system, q, qd, t)
-            rows = velocity_rows(system, q, qd, t, unilateral=False)  # [G; A]
             return min_norm_correction(self.solve, rows, residual, qd)
-        rows, residual = _velocity_rows(system, q, qd, t)
-        delta, singular = _min_norm(self.factor, rows, residual)
+        matrix = jax.jacfwd(rows)(jnp.zeros_like(qd))
+        delta, singular = _min_norm(self.factor, matrix, residual)
         return delta, jnp.array(False), singular
-
-
-def _velocity_residuals(system, q, qd, t) -> Array:
-    """r = [ġ; a] at a state."""
-    residuals = []
-    if system.holonomic is not None:
-        one = jnp.ones((), t.dtype)
-        residuals.append(jax.jvp(system._holonomic, (q, t), (qd, one))[1])
-    if system.nonholonomic is not None:
-        residuals.append(system._nonholonomic(q, qd, t))
-    return jnp.concatenate(residuals)
-
-
-def _velocity_rows(system, q, qd, t) -> tuple[Array, Array]:
-    """C = [G; A] and the velocity residuals r = [ġ; a]."""
-    rows = []
-    if system.holonomic is not None:
-        rows.append(jax.jacfwd(system._holonomic)(q, t))
-    if system.nonholonomic is not None:
-        rows.append(jax.jacfwd(system._nonholonomic, argnums=1)(q, qd, t))
-    return jnp.concatenate(rows), _velocity_residuals(system, q, qd, t)
 
 
 def _project(

@@ -27,6 +27,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _jitted import Jitted  # noqa: E402
+
 
 T1, RTOL = 10.0, 1e-8
 
@@ -124,9 +128,9 @@ def _hand_written():
 def _compile(fn, args):
     import jax
 
-    compiled = fn.lower(*args).compile()
-    jax.block_until_ready(compiled(*args))
-    return compiled
+    compiled = fn.lower(*args).compile()  # fills the jitted fn's cache too
+    jax.block_until_ready(fn(*args))
+    return Jitted(fn, compiled)
 
 
 def _best(compiled_fns, args, repeats):
@@ -220,6 +224,11 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--scaling-only", type=int, metavar="BATCH")
     parser.add_argument("--out", help="write the results as JSON here")
+    parser.add_argument(
+        "--no-scaling",
+        action="store_true",
+        help="leave out the scaling over fake CPU devices (e.g. on a GPU)",
+    )
     args = parser.parse_args(argv)
     _setup()
     if args.scaling_only:
@@ -235,13 +244,30 @@ def main(argv=None):
     )
     print("# throughput against batch size")
     rows = throughput(sizes, repeats)
+    big = rows[-1]
+    print(
+        f"# largest batch {big['batch']}: {big['traj_per_s']:.0f} trajectories/s, "
+        f"{1e3 * big['seconds'] / big['batch']:.3f} ms each, "
+        f"{big['ratio_vs_hand']:.2f}x the hand-written EOM "
+        f"({big['ratio_vs_vmap_simulate']:.2f}x vmap(simulate)), "
+        f"{big['bytes_per_traj'] / 1024:.1f} KiB per trajectory"
+    )
+    scale = []
+    if not args.no_scaling:
+        scale = _scaling_subprocess(256 if args.quick else 4096, repeats)
+    if args.out:
+        Path(args.out).write_text(
+            json.dumps({"throughput": rows, "scaling": scale}, indent=1)
+        )
+
+
+def _scaling_subprocess(batch, repeats):
     print("# scaling over fake CPU devices")
     env = dict(
         os.environ,
         XLA_FLAGS="--xla_force_host_platform_device_count=4",
         JAX_PLATFORMS="cpu",
     )
-    batch = 256 if args.quick else 4096
     done = subprocess.run(
         [
             sys.executable,
@@ -257,19 +283,7 @@ def main(argv=None):
         check=True,
     )
     print(done.stdout, end="")
-    scale = [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")]
-    big = rows[-1]
-    print(
-        f"# largest batch {big['batch']}: {big['traj_per_s']:.0f} trajectories/s, "
-        f"{1e3 * big['seconds'] / big['batch']:.3f} ms each, "
-        f"{big['ratio_vs_hand']:.2f}x the hand-written EOM "
-        f"({big['ratio_vs_vmap_simulate']:.2f}x vmap(simulate)), "
-        f"{big['bytes_per_traj'] / 1024:.1f} KiB per trajectory"
-    )
-    if args.out:
-        Path(args.out).write_text(
-            json.dumps({"throughput": rows, "scaling": scale}, indent=1)
-        )
+    return [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")]
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ the compiled function.
 """
 
 import argparse
+import functools as ft
 import os
 import sys
 
@@ -38,7 +39,6 @@ import numpy as np  # noqa: E402
 
 
 jax.config.update("jax_enable_x64", True)
-jax.config.update("jax_platform_name", "cpu")
 
 import diffrax  # noqa: E402
 import lineax as lx  # noqa: E402
@@ -49,6 +49,11 @@ from jaxlagrange.systems._cavity import _coupling  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_eom import compile_timed, run_times  # noqa: E402
+
+
+# After bench_eom's import, which picks the CPU; `--gpu` is read here, before
+# anything touches a device (argparse in `main` documents it).
+jax.config.update("jax_platform_name", "gpu" if "--gpu" in sys.argv[1:] else "cpu")
 
 
 CG = lx.CG(rtol=1e-10, atol=1e-10)
@@ -292,15 +297,73 @@ def chains(sizes, repeats, dense_max, hand_max, cg_max):
     return slopes
 
 
+# 3. Batched chains: many trajectories of one chain under `vmap`.
+
+
+def batched_chains(sizes, batch, repeats, dense_max):
+    """Fixed-step simulate of `batch` spring chains of n bodies under `vmap`."""
+    print(
+        f"\n3. Spring chains, {batch} trajectories under vmap, fixed-step Tsit5 "
+        f"({STEPS} steps): time per step of the batch, compile time in brackets"
+    )
+    print(f"   {'n':>6s} {'hand':>18s} {'dense':>18s} {'CG':>18s} {'CG/hand':>8s}")
+    ratios = {}
+    for n in sizes:
+        system, q0, qd0 = jl.systems.spring_chain(n=n)
+        rng = np.random.default_rng(n)
+        q0 = jnp.asarray(q0 + 0.01 * rng.normal(size=(batch, n)))
+        qd0 = jnp.asarray(np.broadcast_to(qd0, (batch, n)))
+
+        def hand(q0, qd0, p=system.params):
+            return fixed_step(lambda q, qd: spring_by_hand(q, qd, p), q0, qd0)
+
+        fns = {"hand": hand}
+        if n <= dense_max:
+            fns["dense"] = ft.partial(library_step, system.with_mass_solver(None))
+        fns["CG"] = ft.partial(library_step, system.with_mass_solver(CG))
+        compiled, compile_s = {}, {}
+        for key, fn in fns.items():
+            compiled[key], compile_s[key] = compile_timed(jax.vmap(fn), q0, qd0)
+        ys = {key: c(q0, qd0) for key, c in compiled.items()}
+        error = float(jnp.max(jnp.abs(ys["CG"] - ys["hand"])))
+        times = _best({k: (c, (q0, qd0)) for k, c in compiled.items()}, repeats)
+        cells = []
+        for key in ("hand", "dense", "CG"):
+            if key in times:
+                us = times[key] / STEPS * 1e6
+                cells.append(f"{us:9.1f}us ({compile_s[key]:4.1f}s)")
+            else:
+                cells.append(f"{'—':>18s}")
+        ratios[n] = times["CG"] / times["hand"]
+        print(
+            f"   {n:6d} "
+            + " ".join(cells)
+            + f" {ratios[n]:8.2f}  |CG−hand| {error:.1e}"
+        )
+    return ratios
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats and sizes")
-    args = parser.parse_args()
-    print(
-        f"jax {jax.__version__}, {jax.devices()[0].platform}, "
-        f"{os.cpu_count()} CPUs visible"
+    parser.add_argument(
+        "--gpu",
+        action="store_true",
+        help="run on the GPU: the cavity at B = 64 and 4096, batched chains",
     )
-    if args.quick:
+    args = parser.parse_args()
+    if args.gpu and jax.devices()[0].platform != "gpu":
+        sys.exit(f"--gpu: JAX found no GPU, only {jax.devices()}")
+    print(
+        f"jax {jax.__version__}, {jax.devices()[0].device_kind}, "
+        f"{os.cpu_count()} CPUs visible, float64"
+    )
+    if args.gpu:
+        for batch in (64, 4096):
+            cavity([16, 128, 512], batch=batch, repeats=50, dense_max=128)
+        batched_chains([1000, 10_000], batch=64, repeats=10, dense_max=1000)
+        batched_chains([1000], batch=1024, repeats=10, dense_max=0)
+    elif args.quick:
         cavity([16, 128], batch=64, repeats=20, dense_max=128)
         chains(
             [10, 100, 1000],
@@ -309,6 +372,7 @@ def main() -> None:
             hand_max={"spring chain": 1000, "pendulum chain": 100},
             cg_max={"spring chain": 1000, "pendulum chain": 100},
         )
+        batched_chains([1000], batch=64, repeats=3, dense_max=0)
     else:
         cavity([4, 16, 64, 128, 256, 512], batch=64, repeats=50, dense_max=128)
         chains(
@@ -320,6 +384,7 @@ def main() -> None:
             # n = 1000 fails to converge during the solve: it stops at 100.
             cg_max={"spring chain": 10_000, "pendulum chain": 100},
         )
+        batched_chains([100, 1000], batch=64, repeats=5, dense_max=100)
 
 
 if __name__ == "__main__":

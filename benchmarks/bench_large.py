@@ -257,6 +257,18 @@ def library_step(system, q0, qd0):
     return traj.q[-1]
 
 
+def _step_cells(times, compile_s, keys) -> str:
+    """Per-step time (compile time) of each key, or a dash where it did not run."""
+    cells = []
+    for key in keys:
+        if key in times:
+            us = times[key] / STEPS * 1e6
+            cells.append(f"{us:9.1f}us ({compile_s[key]:4.1f}s)")
+        else:
+            cells.append(f"{'—':>18s}")
+    return " ".join(cells)
+
+
 def chains(sizes, repeats, dense_max, hand_max, cg_max):
     print(
         f"\n2. Fixed-step simulate (Tsit5, {STEPS} steps): time per step, "
@@ -302,15 +314,9 @@ def chains(sizes, repeats, dense_max, hand_max, cg_max):
                 compiled[key], compile_s[key] = compile_timed(fn, q0, qd0)
             reps = max(2, repeats // (1 + n // 100))
             times = _best({k: (c, (q0, qd0)) for k, c in compiled.items()}, reps)
-            cells = []
-            for key in ("hand", "dense", "CG", "CG+Jacobi"):
-                if key in times:
-                    us = times[key] / STEPS * 1e6
-                    cells.append(f"{us:9.1f}us ({compile_s[key]:4.1f}s)")
-                else:
-                    cells.append(f"{'—':>18s}")
             per_step[n] = {k: v / STEPS for k, v in times.items()}
-            print(f"   {n:6d} " + " ".join(cells))
+            cells = _step_cells(times, compile_s, ("hand", "dense", "CG", "CG+Jacobi"))
+            print(f"   {n:6d} {cells}")
         if 100 in per_step and 1000 in per_step:
             for key in ("hand", "dense", "CG", "CG+Jacobi"):
                 if key in per_step[100] and key in per_step[1000]:
@@ -347,22 +353,12 @@ def batched_chains(sizes, batch, repeats, dense_max):
         compiled, compile_s = {}, {}
         for key, fn in fns.items():
             compiled[key], compile_s[key] = compile_timed(jax.vmap(fn), q0, qd0)
-        ys = {key: c(q0, qd0) for key, c in compiled.items()}
-        error = float(jnp.max(jnp.abs(ys["CG"] - ys["hand"])))
+        cg, hand = compiled["CG"](q0, qd0), compiled["hand"](q0, qd0)
+        error = float(jnp.max(jnp.abs(cg - hand)))
         times = _best({k: (c, (q0, qd0)) for k, c in compiled.items()}, repeats)
-        cells = []
-        for key in ("hand", "dense", "CG"):
-            if key in times:
-                us = times[key] / STEPS * 1e6
-                cells.append(f"{us:9.1f}us ({compile_s[key]:4.1f}s)")
-            else:
-                cells.append(f"{'—':>18s}")
         ratios[n] = times["CG"] / times["hand"]
-        print(
-            f"   {n:6d} "
-            + " ".join(cells)
-            + f" {ratios[n]:8.2f}  |CG−hand| {error:.1e}"
-        )
+        cells = _step_cells(times, compile_s, ("hand", "dense", "CG"))
+        print(f"   {n:6d} {cells} {ratios[n]:8.2f}  |CG−hand| {error:.1e}")
     return ratios
 
 

@@ -386,6 +386,10 @@ def _as_state(q, qd, t, where: str = "q") -> tuple[Array, Array, Array]:
         raise ValueError(
             f"`{where}` must be a 1-D array of coordinates, got shape {q.shape}."
         )
+    if q.shape[0] == 0:
+        raise ValueError(
+            f"`{where}` must have at least one coordinate, got shape {q.shape}."
+        )
     if qd.shape != q.shape:
         raise ValueError(
             f"q and qd must have the same shape, got q {q.shape} and qd {qd.shape}."

@@ -1,9 +1,12 @@
 """Argument checks shared by the entry points: one place, one wording."""
 
 import os
+import resource
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
+import jax.tree_util as jtu
 import numpy as np
 
 from ._custom_types import Array
@@ -60,18 +63,125 @@ def physical_memory() -> int | None:
         return None
 
 
+# The memory limit of this process's cgroup (v2, then v1), as a container sees it.
+_CGROUP_FILES = (
+    "/sys/fs/cgroup/memory.max",
+    "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+)
+
+
+def _cgroup_limit() -> int | None:
+    for path in _CGROUP_FILES:
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            return int(text)
+    return None
+
+
+def _address_space_limit() -> int | None:
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ValueError, OSError):
+        return None
+    return None if soft == resource.RLIM_INFINITY or soft < 0 else int(soft)
+
+
+def _memory_limits() -> list[tuple[int, str]]:
+    """The limits on this process's memory in bytes, each with what sets it."""
+    limits = [
+        (_address_space_limit(), "the process's address-space limit (ulimit -v)"),
+        (_cgroup_limit(), "the container's memory limit (cgroup)"),
+        (physical_memory(), "this machine's memory"),
+    ]
+    return [(int(value), what) for value, what in limits if value is not None]
+
+
+def memory_limit() -> int | None:
+    """The most memory this process may use, in bytes: the smallest of its
+    address-space limit (RLIMIT_AS), its cgroup's memory limit and the physical
+    memory (None where none is known)."""
+    limits = _memory_limits()
+    return min(value for value, _ in limits) if limits else None
+
+
 def check_output_size(saves: int, n: int, constraints: int, dtype) -> None:
-    """Refuse save arrays that cannot fit in memory (XLA would abort)."""
+    """Refuse save arrays that cannot fit in memory (XLA would abort).
+
+    The limit is the process's own: its address-space limit (`ulimit -v`), its
+    cgroup's (a container's) memory limit, or the physical memory, the smallest.
+    """
     itemsize = jnp.dtype(dtype).itemsize
     needed = saves * (2 * n + constraints + 1) * itemsize
-    memory = physical_memory()
-    if saves >= 2**31 or (memory is not None and needed > memory):
+    limits = _memory_limits()
+    limit = min(limits) if limits else None
+    if saves >= 2**31 or (limit is not None and needed > limit[0]):
         have = (
             ""
-            if memory is None
-            else f", more than this machine's {memory / 2**30:.1f} GiB"
+            if limit is None
+            else f", more than {limit[1]} of {limit[0] / 2**30:.1f} GiB"
         )
         raise ValueError(
             f"`saveat` has {saves} times: the trajectory alone would need "
             f"{needed / 2**30:.1f} GiB{have}. Save fewer times."
         )
+
+
+def check_finite(named: dict[str, Array], x):
+    """`x` (any pytree), with an error naming the first of `named` (name: value)
+    that is not finite.
+
+    A `ValueError` at once when the values are known at trace time; else an
+    `eqx.error_if` attached to `x`, so that it fires whenever `x` is used. Attach
+    it to a function's output: its inputs may not reach the output (a linear
+    system's Jacobian does not depend on where it is taken).
+    """
+    names = list(named)
+    values = [known(v) for v in named.values()]
+    message = "`{}` is not finite (it holds NaN or inf){}"
+    if all(v is not None for v in values):
+        for name, v in zip(names, values):
+            if not np.all(np.isfinite(v)):
+                raise ValueError(message.format(name, f": {v}."))
+        return x
+    bad = jnp.stack([~jnp.all(jnp.isfinite(v)) for v in named.values()])
+    messages = tuple(message.format(name, ".") for name in names)
+    return eqx.branched_error_if(x, jnp.any(bad), jnp.argmax(bad), messages)
+
+
+def check_finite_params(params, x: Array) -> Array:
+    """`x`, with an error (also under `jax.jit`) naming the first param leaf of
+    `params` that holds NaN or inf, e.g. params['m']."""
+    leaves = [
+        (jtu.keystr(path), leaf)
+        for path, leaf in jtu.tree_flatten_with_path(params)[0]
+        if eqx.is_inexact_array(leaf)
+    ]
+    if not leaves:
+        return x
+    bad = jnp.stack([~jnp.all(jnp.isfinite(leaf)) for _, leaf in leaves])
+    messages = tuple(
+        f"params{path} is not finite (it holds NaN or inf): give the system finite "
+        "params." for path, _ in leaves
+    )
+    return eqx.branched_error_if(x, jnp.any(bad), jnp.argmax(bad), messages)
+
+
+def check_tolerance(name: str, value):
+    """A solver tolerance: a positive finite number (a `ValueError` naming `name`
+    otherwise), as a Python float when its value is known at trace time."""
+    message = f"`{name}` must be a positive finite number, got {value!r}."
+    if isinstance(value, jax.core.Tracer):
+        return value
+    if isinstance(value, (bool, str, bytes)) or value is None:
+        raise ValueError(message)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(message) from None
+    if not (np.isfinite(number) and number > 0):
+        raise ValueError(message)
+    return number

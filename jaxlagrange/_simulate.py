@@ -286,7 +286,7 @@ def simulate(
     if baumgarte is not None:
         baumgarte = tuple(jnp.asarray(gain, dtype) for gain in baumgarte)
     if variational:
-        q0 = _check_variational(
+        q0, dt0 = _check_variational(
             system, q0, qd0, t0, dt0, stepsize_controller, baumgarte
         )
         traj = variational_simulate(system, q0, qd0, t0, t1, ts, solver, dt0, max_steps)
@@ -344,8 +344,12 @@ def _check_variational(system, q0, qd0, t0, dt0, stepsize_controller, baumgarte)
             "constraints exactly: `stepsize_controller` and `baumgarte` do not apply."
         )
     known = _known(dt0)
+    message = "`dt0` must be positive and finite, got {}."
     if known is not None and not (np.isfinite(known) and known > 0):
-        raise ValueError(f"`dt0` must be positive and finite, got {float(known)}.")
+        raise ValueError(message.format(float(known)))
+    if known is None:
+        bad = ~(jnp.isfinite(dt0) & (dt0 > 0))
+        dt0 = eqx.error_if(dt0, bad, message.format("a value that is not"))
     if system.has_constraints:
         q0 = check_initial_state(system, q0, qd0, t0)
-    return q0
+    return q0, dt0

@@ -29,6 +29,7 @@ import jax.tree_util as jtu
 import numpy as np
 
 from ._constraints import _dynamics
+from ._eom import _unconstrained
 from ._custom_types import Array, BoolScalar
 from ._system import LagrangianSystem
 from ._trajectory import RESULTS, Trajectory, without_events
@@ -330,7 +331,12 @@ def _variational_jit(system, q0, qd0, t0, t1, ts, solver, dt0, max_steps):
     result = RESULTS.where(ran_out, RESULTS.max_steps_reached, RESULTS.successful)
     result = RESULTS.where(not_converged, RESULTS.implicit_step_failed, result)
     result = RESULTS.where(non_finite | ~finite, RESULTS.non_finite_state, result)
-    t_final = jnp.where(finite, t_final, t0)
+    # The mass matrix at t0, checked as the other solvers check it (Cholesky, or
+    # the system's `mass_solver`): M = 0 would otherwise fail as a non-finite
+    # state, and L = V − T (M negative definite) would run silently.
+    singular = finite & _unconstrained(system, q0, qd0, t0)[1]
+    t_final = jnp.where(finite & ~singular, t_final, t0)
+    result = RESULTS.where(singular, RESULTS.singular_mass_matrix, result)
     stats = dict(
         num_steps=steps,
         num_accepted_steps=steps,

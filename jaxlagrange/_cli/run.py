@@ -134,7 +134,8 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool = False):
     import jax
     import jax.numpy as jnp
 
-    from .._simulate import simulate
+    from .._guard import _diagnosed
+    from .._simulate import _simulate
     from .._trajectory import RESULTS
 
     if ready.system.has_constraints:
@@ -147,17 +148,19 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool = False):
         except ValueError as e:
             raise CLIError(f"[initial] state of {ready.name!r}: {e}") from None
     meter = _progress_meter(progress)
+    # The cause of a failure is named afterwards, by a program compiled only then.
     run = eqx.filter_jit(
-        lambda system, q0, qd0: simulate(
+        lambda system, q0, qd0: _simulate(
             system, q0, qd0, **kwargs, progress_meter=meter, throw=False
-        )
+        )[:2]
     )
     start = time.perf_counter()
     with errors_as_values():
         compiled = run.lower(*ready).compile()
     compile_s = time.perf_counter() - start
-    traj = jax.block_until_ready(compiled(*ready))
+    traj, failure = jax.block_until_ready(compiled(*ready))
     run_s = time.perf_counter() - start - compile_s
+    traj = _diagnosed(traj, failure)
     if traj.result != RESULTS.successful:
         if traj.result == RESULTS.max_steps_reached:
             message = (

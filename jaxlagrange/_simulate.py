@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._custom_types import Array, Float, ScalarLike, VectorLike
-from ._guard import _all_finite
+from ._guard import _all_finite, _diagnosed, _Failure
 from ._hybrid import _check_max_events, _hybrid_solve
 from ._projection import ProjectedSolver, check_initial_state, has_equality_constraints
 from ._segment import _smooth_solve
@@ -240,6 +240,58 @@ def simulate(
     traj.q.shape  # (101, 1)
     ```
     """
+    traj, failure, max_events = _simulate(
+        system,
+        q0,
+        qd0,
+        t0=t0,
+        t1=t1,
+        saveat=saveat,
+        solver=solver,
+        rtol=rtol,
+        atol=atol,
+        dt0=dt0,
+        stepsize_controller=stepsize_controller,
+        max_steps=max_steps,
+        adjoint=adjoint,
+        baumgarte=baumgarte,
+        progress_meter=progress_meter,
+        max_events=max_events,
+        throw=throw,
+    )
+    traj = _diagnosed(traj, failure)
+    if throw:
+        return _raise_on_failure(traj, max_steps, t1, max_events)
+    return traj
+
+
+def _simulate(
+    system,
+    q0,
+    qd0,
+    *,
+    t0=0.0,
+    t1,
+    saveat=None,
+    solver=None,
+    rtol=1e-8,
+    atol=1e-8,
+    dt0=None,
+    stepsize_controller=None,
+    max_steps=100_000,
+    adjoint=None,
+    baumgarte=None,
+    progress_meter=None,
+    max_events=64,
+    throw=True,
+) -> tuple[Trajectory, _Failure | None, int | None]:
+    """`simulate` without naming the cause of a stopped solve.
+
+    Returns the trajectory (a stopped solve with its provisional code), what
+    `_guard._diagnosed` needs to name the cause (None: nothing can stop), and
+    `max_events` as checked (None without unilateral constraints). The command
+    line compiles this and diagnoses a failure afterwards, on demand.
+    """
     if not isinstance(system, LagrangianSystem):
         raise ValueError(
             f"`system` must be a jaxlagrange.LagrangianSystem, got {type(system).__name__}."
@@ -290,7 +342,7 @@ def simulate(
             system, q0, qd0, t0, dt0, stepsize_controller, baumgarte
         )
         traj = variational_simulate(system, q0, qd0, t0, t1, ts, solver, dt0, max_steps)
-        return _raise_on_failure(traj, max_steps, t1) if throw else traj
+        return traj, None, None
     solver = diffrax.Tsit5() if solver is None else solver
     if system.has_constraints:
         q0 = check_initial_state(system, q0, qd0, t0)
@@ -318,10 +370,11 @@ def simulate(
     )
     if system.unilateral is not None:
         max_events = _check_max_events(max_events)
-        traj = _hybrid_solve(*args, max_events, atol)
-        return _raise_on_failure(traj, max_steps, t1, max_events) if throw else traj
-    traj = _smooth_solve(*args, saveat is None)
-    return _raise_on_failure(traj, max_steps, t1) if throw else traj
+        traj, stop = _hybrid_solve(*args, max_events, atol)
+    else:
+        max_events = None
+        traj, stop = _smooth_solve(*args, saveat is None)
+    return traj, _Failure(system, q0, qd0, t0, baumgarte, stop), max_events
 
 
 def _check_variational(system, q0, qd0, t0, dt0, stepsize_controller, baumgarte):

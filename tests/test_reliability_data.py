@@ -1,0 +1,270 @@
+"""Nothing lost, nothing mixed: sweep stores (checksums of failed chunks, the
+store's identity, incomplete stores, lock files) and the command line's output
+directories (links, `.`, other file systems, concurrent runs)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import zarr
+
+import jaxlagrange as jl
+from jaxlagrange._cli import main
+from jaxlagrange._store import ChunkedStore
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _sqrt(member):
+    # NaN with the sign bit set for x < 0 (what XLA's sqrt gives on the CPU).
+    return {"y": jnp.sqrt(member["x"])}
+
+
+def _manifest(store: Path) -> dict:
+    return json.loads((store / "zarr.json").read_text())["attributes"]["manifest"]
+
+
+# 1. A chunk whose members all fail.
+
+
+def test_a_chunk_of_failed_members_is_stored_and_checks(tmp_path, capsys):
+    x = np.array([-1.0, -2.0, 1.0, 4.0])
+    assert np.signbit(np.asarray(jnp.sqrt(jnp.asarray(x))))[0]
+    store = tmp_path / "s.zarr"
+    group = jl.sweep(_sqrt, {"x": x}, store, chunk_size=2, progress=False)
+    y = group["outputs/y"][:]
+    assert np.isnan(y[:2]).all() and np.array_equal(y[2:], [1.0, 2.0])
+    # Every chunk is a file, the all-NaN one included.
+    assert sorted(p.name for p in (store / "outputs" / "y" / "c").iterdir()) == [
+        "0",
+        "1",
+    ]
+    # A rerun computes nothing and finds nothing altered.
+    jl.sweep(_sqrt, {"x": x}, store, chunk_size=2, progress=True)
+    err = capsys.readouterr().err
+    assert "2 of 2 chunks already done, computing 0" in err
+    assert "checksum" not in err
+    jl.open_store(store)
+
+
+def test_simulate_sweep_records_failed_members_by_result_code(tmp_path):
+    def lagrangian(q, qd, t):
+        return 0.5 * qd @ qd - jnp.sqrt(q[0])
+
+    def observe(traj):
+        # NaN (sign bit set) exactly for the members that failed at t0.
+        return {"q": traj.q, "root": jnp.sqrt(traj.t_final - 0.25)}
+
+    system = jl.LagrangianSystem(lagrangian)
+    q0 = np.array([[-1.0], [-2.0], [1.0], [2.0]])
+    kwargs = dict(
+        store=tmp_path / "s.zarr",
+        observe=observe,
+        chunk_size=2,
+        progress=False,
+        t1=0.5,
+        saveat=jnp.linspace(0.0, 0.5, 3),
+    )
+    group = jl.simulate_sweep(system, q0, np.zeros(1), **kwargs)
+    result = group["outputs/result"][:]
+    assert (result[:2] == jl.RESULTS.non_finite_state._value).all()
+    assert (result[2:] == 0).all()
+    assert not np.isfinite(group["outputs/q"][:2]).any()
+    assert np.isnan(group["outputs/root"][:2]).all()
+    np.testing.assert_allclose(group["outputs/root"][2:], 0.5, rtol=1e-12)
+    jl.open_store(tmp_path / "s.zarr")
+    jl.simulate_sweep(system, q0, np.zeros(1), **kwargs)  # nothing to recompute
+
+
+ROOT_FILE = """\
+import jax.numpy as jnp
+import jaxlagrange as jl
+
+
+def make():
+    return jl.LagrangianSystem(lambda q, qd, t: 0.5 * qd[0] ** 2 - jnp.sqrt(q[0]))
+"""
+
+ROOT_SWEEP = """\
+[system]
+file = "root.py"
+
+[initial]
+q = [1.0]
+qd = [0.0]
+
+[simulate]
+t1 = 0.5
+
+[sweep]
+chunk_size = 2
+
+[sweep.axes]
+"q[0]" = { min = -2.0, max = 2.0, num = 4 }
+"""
+
+
+def test_a_cli_sweep_whose_chunk_all_fails_finishes(tmp_path, capsys):
+    (tmp_path / "root.py").write_text(ROOT_FILE)
+    config = tmp_path / "sweep.toml"
+    config.write_text(ROOT_SWEEP)
+    out = tmp_path / "out"
+    for _ in range(2):  # the rerun finds the store whole
+        assert main(["sweep", str(config), "--out", str(out), "--no-plots", "--progress"]) == 0
+        err = capsys.readouterr().err
+        assert "checksum" not in err
+    assert "2 of 2 chunks already done, computing 0" in err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["failed"] == 2 and summary["first_failed"] == [0, 1]
+    assert summary["failed_by_result"] == {"non_finite_state": 2}
+    group = jl.open_store(out / "sweep.zarr")
+    np.testing.assert_array_equal(
+        group["outputs/result"][:2], jl.RESULTS.non_finite_state._value
+    )
+
+
+# 2. The store's identity: stored inputs, and the user's system file.
+
+
+def test_tampered_inputs_are_detected_and_recomputed(tmp_path, capsys):
+    x = np.arange(6.0)
+    store = tmp_path / "s.zarr"
+    jl.sweep(_sqrt, {"x": x}, store, chunk_size=2, progress=False)
+    zarr.open_group(store, mode="r+")["inputs/x"][2] = 9.0  # chunk 1
+    with pytest.raises(ValueError, match=r"1 chunk\(s\).*: \[1\]"):
+        jl.open_store(store)
+    # The resume rewrites the inputs it was given and recomputes their chunk.
+    group = jl.sweep(_sqrt, {"x": x}, store, chunk_size=2, progress=False)
+    assert "computed again: [1]" in capsys.readouterr().err
+    np.testing.assert_array_equal(group["inputs/x"][:], x)
+    np.testing.assert_array_equal(group["outputs/y"][:], np.sqrt(x))
+
+
+SYSTEM_FILE = """\
+import jaxlagrange as jl
+
+
+def make(g={g}):
+    return jl.LagrangianSystem(lambda q, qd, t: 0.5 * qd[0] ** 2 + g * q[0])
+"""
+
+USER_SWEEP = """\
+[system]
+file = "falling.py"
+
+[initial]
+q = [0.0]
+qd = [0.0]
+
+[simulate]
+t1 = 1.0
+
+[sweep]
+chunk_size = 2
+
+[sweep.axes]
+"qd[0]" = {{ min = 0.0, max = 1.0, num = {num} }}
+"""
+
+
+def test_editing_the_system_file_refuses_the_resume(tmp_path, capsys):
+    (tmp_path / "falling.py").write_text(SYSTEM_FILE.format(g=9.81))
+    config = tmp_path / "sweep.toml"
+    config.write_text(USER_SWEEP.format(num=4))
+    out = tmp_path / "out"
+    assert main(["sweep", str(config), "--out", str(out), "--quiet"]) == 0
+    q = zarr.open_group(out / "sweep.zarr")["outputs/q"][:, -1, 0]
+    np.testing.assert_allclose(q, np.linspace(0, 1, 4) + 9.81 / 2, rtol=1e-10)
+    capsys.readouterr()
+    (tmp_path / "falling.py").write_text(SYSTEM_FILE.format(g=19.62))
+    assert main(["sweep", str(config), "--out", str(out), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds a different sweep" in err
+    assert "falling.py" in err and "changed" in err
+
+
+# 3. Incomplete stores, and chunks whose files are gone.
+
+
+def _interrupted(tmp_path) -> Path:
+    """A store of 3 chunks of which only chunk 0 was written."""
+    x = np.arange(6.0)
+    store = tmp_path / "s.zarr"
+    chunked = ChunkedStore(
+        store,
+        size=6,
+        chunk_size=2,
+        inputs={"x": x},
+        outputs={"y": ((), np.float64)},
+        attrs={},
+    )
+    chunked.write(0, {"y": np.sqrt(x[:2])})
+    chunked.close()
+    return store
+
+
+def test_open_store_says_an_interrupted_store_is_incomplete(tmp_path):
+    store = _interrupted(tmp_path)
+    with pytest.raises(
+        ValueError,
+        match=r"is incomplete: 2 of 3 chunk\(s\) were never computed: \[1, 2\].*"
+        r"rerun the sweep",
+    ):
+        jl.open_store(store)
+    group = jl.open_store(store, allow_incomplete=True)
+    assert np.isnan(group["outputs/y"][2:]).all()
+
+
+def test_a_listed_chunk_whose_files_are_gone_is_recomputed(tmp_path, capsys):
+    x = np.arange(6.0)
+    store = tmp_path / "s.zarr"
+    jl.sweep(_sqrt, {"x": x}, store, chunk_size=2, progress=False)
+    # As in a store written before checksums were kept.
+    group = zarr.open_group(store, mode="r+")
+    manifest = dict(group.attrs["manifest"])
+    manifest.pop("checksums")
+    manifest.pop("input_checksums", None)
+    group.attrs["manifest"] = manifest
+    (store / "outputs" / "y" / "c" / "1").unlink()
+    with pytest.raises(ValueError, match=r"missing.*: \[1\]"):
+        jl.open_store(store)
+    group = jl.sweep(_sqrt, {"x": x}, store, chunk_size=2, progress=False)
+    assert "computed again: [1]" in capsys.readouterr().err
+    np.testing.assert_array_equal(group["outputs/y"][:], np.sqrt(x))
+
+
+# Issue 29: a finished sweep leaves no lock file; a running one still holds it.
+
+
+def test_a_finished_sweep_removes_its_lock_file(tmp_path):
+    store = tmp_path / "s.zarr"
+    chunked = ChunkedStore(
+        store,
+        size=2,
+        chunk_size=2,
+        inputs={"x": np.ones(2)},
+        outputs={"y": ((), np.float64)},
+        attrs={},
+    )
+    lock = tmp_path / ".s.zarr.lock"
+    assert lock.exists()
+    with pytest.raises(ValueError, match="is being written by another sweep"):
+        ChunkedStore(
+            store,
+            size=2,
+            chunk_size=2,
+            inputs={"x": np.ones(2)},
+            outputs={"y": ((), np.float64)},
+            attrs={},
+        )
+    chunked.write(0, {"y": np.ones(2)})
+    chunked.finish()
+    assert not lock.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.zarr"]
+    jl.open_store(store)

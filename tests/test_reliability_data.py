@@ -268,3 +268,155 @@ def test_a_finished_sweep_removes_its_lock_file(tmp_path):
     assert not lock.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.zarr"]
     jl.open_store(store)
+
+
+# 4. Output directories: written into, wherever they lead.
+
+RUN = """\
+[system]
+name = "pendulum"
+
+[initial]
+q = [{q}]
+qd = [0.0]
+
+[simulate]
+t1 = 1.0
+saves = 11
+"""
+
+
+def _consistent(out: Path, q0: float) -> None:
+    """`out` holds one whole set of a run from q0, and the user's file."""
+    summary = json.loads((out / "summary.json").read_text())
+    names = {p.name for p in out.iterdir()} - {"notes.txt"}
+    assert names == set(summary["files"]), (names, summary["files"])
+    with np.load(out / "trajectory.npz") as arrays:
+        assert arrays["q"][0, 0] == summary["initial"]["q"][0] == q0
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+def _run(config: Path, q0: float, out: str) -> int:
+    config.write_text(RUN.format(q=q0))
+    return main(["run", str(config), "--out", out, "--quiet", "--no-plots"])
+
+
+def test_out_through_a_symlink_to_another_file_system(tmp_path):
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or os.stat(shm).st_dev == os.stat(tmp_path).st_dev:
+        pytest.skip("needs /dev/shm on another file system")
+    target = Path(__import__("tempfile").mkdtemp(dir=shm))
+    try:
+        (target / "notes.txt").write_text("mine")
+        link = tmp_path / "out"
+        link.symlink_to(target, target_is_directory=True)
+        config = tmp_path / "run.toml"
+        for q0 in (0.5, 0.25):  # the second run replaces the first's set
+            assert _run(config, q0, str(link)) == 0
+            assert link.is_symlink() and os.readlink(link) == str(target)
+            _consistent(target, q0)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "run.toml"]
+    finally:
+        __import__("shutil").rmtree(target, ignore_errors=True)
+
+
+def test_out_is_the_current_directory(tmp_path, monkeypatch):
+    here = tmp_path / "here"
+    here.mkdir()
+    (here / "notes.txt").write_text("mine")
+    monkeypatch.chdir(here)
+    config = tmp_path / "run.toml"
+    for q0 in (0.5, 0.25):
+        assert _run(config, q0, ".") == 0
+        _consistent(here, q0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["here", "run.toml"]
+
+
+def test_an_out_that_cannot_be_made_is_refused_before_computing(tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    config = tmp_path / "run.toml"
+    config.write_text(RUN.format(q=0.5))
+    assert main(["run", str(config), "--out", str(tmp_path / "file" / "x")]) == 1
+    err = capsys.readouterr()
+    assert err.out == ""  # nothing computed: not even the banner
+    assert "output directory" in err.err and "file/x" in err.err
+
+
+def test_an_interrupted_commit_is_finished_by_the_next_run(tmp_path, monkeypatch):
+    from jaxlagrange._cli import _output
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+
+    def files(q0, extra):
+        names = ["a.txt", *extra, "summary.json"]
+        summary = json.dumps({"files": names, "q0": q0}).encode()
+        return {**{n: f"{q0}".encode() for n in names[:-1]}, "summary.json": summary}
+
+    _output.write_output_set(out, files(1, ["b.txt"]))
+    real = os.replace
+    calls = []
+
+    def interrupted(src, dst):
+        calls.append(dst)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(src, dst)
+
+    monkeypatch.setattr(_output.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _output.write_output_set(out, files(2, ["c.txt"]))
+    monkeypatch.undo()
+    # Mid-swap there is no summary.json: no set is claimed whole.
+    assert not (out / "summary.json").exists()
+    # Any later write into the directory first finishes the interrupted one.
+    _output.write_output_set(out, files(3, ["d.txt"]))
+    assert sorted(p.name for p in out.iterdir()) == [
+        "a.txt",
+        "d.txt",
+        "notes.txt",
+        "summary.json",
+    ]
+    assert json.loads((out / "summary.json").read_text())["q0"] == 3
+
+
+# 5. Concurrent runs into one directory: each set whole, the last one wins.
+
+WRITER = """\
+import json, sys
+from jaxlagrange._cli._output import write_output_set
+
+out, tag = sys.argv[1], sys.argv[2]
+for i in range(40):
+    names = [f"{tag}{j}.txt" for j in range(5)] + ["common.txt"]
+    body = f"{tag}-{i}".encode()
+    files = {n: body for n in names}
+    files["summary.json"] = json.dumps({"files": names + ["summary.json"], "id": f"{tag}-{i}"}).encode()
+    write_output_set(out, files)
+"""
+
+
+def test_concurrent_writers_leave_one_whole_set(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(out), tag],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for tag in ("a", "b")
+    ]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errors
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["id"] in ("a-39", "b-39")
+    assert {p.name for p in out.iterdir()} == {*summary["files"], "notes.txt"}
+    for name in summary["files"][:-1]:
+        assert (out / name).read_text() == summary["id"]

@@ -17,7 +17,7 @@ from ._common import (
     errors_as_values,
     show_progress,
 )
-from ._output import CLIError, json_bytes, output_dir, png_bytes, write_outputs
+from ._output import CLIError, json_bytes, output_dir, png_bytes, write_output_set
 
 
 def _sweep_arguments(parser: argparse.ArgumentParser) -> None:
@@ -166,7 +166,7 @@ def _sweep(args: argparse.Namespace) -> int:
             "mean": float(lam.mean()) if lam.size else None,
         }
     files["summary.json"] = json_bytes(summary)
-    write_outputs(out, files)
+    write_output_set(out, files)
     _say(
         args,
         f"{size} members in {wall:.1f} s, {int(failed.sum())} failed; wrote {out}/",

@@ -420,3 +420,67 @@ def test_concurrent_writers_leave_one_whole_set(tmp_path):
     assert {p.name for p in out.iterdir()} == {*summary["files"], "notes.txt"}
     for name in summary["files"][:-1]:
         assert (out / name).read_text() == summary["id"]
+
+
+# 12. Sweep axes stay in the param's valid domain, as `run` checks it.
+
+
+@pytest.mark.parametrize(
+    "axis, message",
+    [
+        (
+            '"l1" = { min = -1.0, max = 2.0, num = 3 }',
+            r"\[sweep.axes\] l1: min = -1.0 is outside the valid values: Parameter "
+            r"'l1' of system 'double_pendulum' must be positive",
+        ),
+        (
+            '"m2" = { min = 0.0, max = 1.0, num = 3 }',
+            r"\[sweep.axes\] m2: min = 0.0 is outside the valid values",
+        ),
+    ],
+)
+def test_sweep_axes_are_checked_like_run_params(tmp_path, capsys, axis, message):
+    config = tmp_path / "sweep.toml"
+    config.write_text(
+        f'[system]\nname = "double_pendulum"\n[sweep]\n[sweep.axes]\n{axis}\n'
+    )
+    out = tmp_path / "out"
+    assert main(["sweep", str(config), "--out", str(out), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert __import__("re").search(message, err), err
+    assert not (out / "sweep.zarr").exists()
+
+
+def test_random_axes_are_checked_too(tmp_path):
+    from jaxlagrange import _config
+
+    config = tmp_path / "sweep.toml"
+    config.write_text(
+        '[system]\nname = "bouncing_ball"\n[sweep]\nsampling = "random"\nsize = 4\n'
+        '[sweep.axes]\n"e" = { min = 0.5, max = 1.5 }\n'
+    )
+    config = _config.load(config, _config.SWEEP_SCHEMA)
+    with pytest.raises(
+        _config.ConfigError, match=r"e: max = 1.5 is outside the valid values.*\[0, 1\]"
+    ):
+        _config.sweep_axes(config, _config.ready_system(config))
+
+
+# 20 (part). Non-finite params in a config are refused, naming the param.
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "[1.0, nan]"])
+def test_non_finite_params_are_refused(tmp_path, value):
+    from jaxlagrange import _config
+
+    (tmp_path / "falling.py").write_text(SYSTEM_FILE.format(g=9.81))
+    config = tmp_path / "run.toml"
+    config.write_text(
+        f'[system]\nfile = "falling.py"\nparams = {{ g = {value} }}\n'
+        "[initial]\nq = [0.0]\nqd = [0.0]\n"
+    )
+    with pytest.raises(
+        _config.ConfigError, match=r"\[system\] params: 'g' must be a finite number"
+    ):
+        _config.load(config)

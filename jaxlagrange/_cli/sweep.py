@@ -1,8 +1,11 @@
 """`jaxlagrange sweep`: a chunked, resumable ensemble into a Zarr store."""
 
 import argparse
+import hashlib
+import json
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -14,7 +17,7 @@ from ._common import (
     errors_as_values,
     show_progress,
 )
-from ._output import CLIError, json_bytes, output_dir, png_bytes, write_outputs
+from ._output import CLIError, json_bytes, output_dir, png_bytes, write_output_set
 
 
 def _sweep_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,6 +73,14 @@ def _sweep(args: argparse.Namespace) -> int:
         "axes": list(values),
     }
     store = out / "sweep.zarr"
+    path = _config.system_file(config)
+    if path is not None:
+        # The physics of a user's system is in its file: part of the identity.
+        attrs["system_file"] = {
+            "path": str(path),
+            "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        }
+        _check_system_file(store, attrs["system_file"])
     _say(
         args,
         f"jaxlagrange sweep: {ready.name}, {size} members ({section['sampling']} "
@@ -90,7 +101,14 @@ def _sweep(args: argparse.Namespace) -> int:
                 attrs=attrs,
             )
     except ValueError as e:
-        if "holds a different sweep" in str(e) or "is not a sweep store" in str(e):
+        if any(
+            text in str(e)
+            for text in (
+                "holds a different sweep",
+                "is not a sweep store",
+                "is being written by another sweep",
+            )
+        ):
             raise CLIError(str(e)) from None
         raise
     wall = time.perf_counter() - start
@@ -130,6 +148,7 @@ def _sweep(args: argparse.Namespace) -> int:
         },
         "chunks": group.attrs["manifest"]["num_chunks"],
         "failed": int(failed.sum()),
+        "failed_by_result": _failed_by_result(result),
         "first_failed": [int(i) for i in np.flatnonzero(failed)[:10]],
         "store": str(store),
         "wall_time_s": wall,
@@ -147,9 +166,37 @@ def _sweep(args: argparse.Namespace) -> int:
             "mean": float(lam.mean()) if lam.size else None,
         }
     files["summary.json"] = json_bytes(summary)
-    write_outputs(out, files)
+    write_output_set(out, files)
     _say(
         args,
         f"{size} members in {wall:.1f} s, {int(failed.sum())} failed; wrote {out}/",
     )
     return 0
+
+
+def _check_system_file(store: Path, current: dict) -> None:
+    """Refuse to resume a store whose user system file has been edited since."""
+    try:
+        attrs = json.loads((store / "zarr.json").read_text())["attributes"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # no store yet, or one the store itself will judge
+    stored = attrs.get("system_file")
+    if isinstance(stored, dict) and stored.get("sha256") != current["sha256"]:
+        raise CLIError(
+            f"the store {str(store)!r} holds a different sweep: the system file "
+            f"{stored.get('path')!r} changed since the store was written (its "
+            "results would mix two physics); remove the store or choose another "
+            "--out"
+        )
+
+
+def _failed_by_result(result: np.ndarray) -> dict[str, int]:
+    """How many members failed, by the name of their `jl.RESULTS` code."""
+    from .._trajectory import RESULTS
+
+    names = {int(item._value): name for name, item in RESULTS._name_to_item.items()}
+    codes, counts = np.unique(result[result != 0], return_counts=True)
+    return {
+        names.get(int(code), f"code {int(code)}"): int(count)
+        for code, count in zip(codes, counts, strict=True)
+    }

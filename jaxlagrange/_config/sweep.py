@@ -60,6 +60,23 @@ def _axis_targets(ready) -> list[str]:
     )
 
 
+def _check_domain(config, ready, name: str, axis, where: str) -> None:
+    """The checks `run` applies to a ready system's param, at both ends of an
+    axis (the valid values of every param are an interval)."""
+    from ..systems._registry import _check_physical
+
+    if config["system"]["name"] is None:
+        return  # a user's system: its params' valid values are its own affair
+    for end in ("min", "max"):
+        try:
+            _check_physical(ready.name, name, jnp.asarray(float(axis[end])))
+        except ValueError as e:
+            raise ConfigError(
+                f"{where}: {end} = {float(axis[end])!r} is outside the valid values: "
+                f"{str(e).rstrip('.')}"
+            ) from None
+
+
 def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]:
     """The sampled values of each axis of a checked sweep config.
 
@@ -112,6 +129,8 @@ def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]
                 f"{where} {name}: max must be >= min, got min = {axis['min']!r} and "
                 f"max = {axis['max']!r}"
             )
+        if name in params:
+            _check_domain(config, ready, name, axis, f"{where} {name}")
     size = section["size"]
     if sampling == "grid":
         if size is not None:

@@ -60,6 +60,15 @@ def _module(path: Path, where: str):
     return module
 
 
+def system_file(config: Mapping[str, Any]) -> Path | None:
+    """The path of the Python file a config's `[system] file` names, or None."""
+    source, section = config["source"], config["system"]
+    if section["file"] is None:
+        return None
+    base = Path.cwd() if source == "default config" else Path(source).parent
+    return base / section["file"]
+
+
 def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
     """The `ReadySystem` of a config whose `[system]` names a `file`.
 
@@ -67,8 +76,8 @@ def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
     the file, and the key for a missing or wrong-length initial state.
     """
     source, section = config["source"], config["system"]
-    base = Path.cwd() if source == "default config" else Path(source).parent
-    path = base / section["file"]
+    path = system_file(config)
+    assert path is not None
     function = section["function"]
     where = f"{source}: [system] file {section['file']!r}"
     if section["options"]:

@@ -146,9 +146,11 @@ def make(name: str, **kwargs) -> ReadySystem:
     return get(name)(**kwargs)
 
 
-# Params that are physical only when positive (masses, lengths, radii,
-# stiffnesses, the gravitational parameter), and restitution coefficients.
-_POSITIVE = frozenset({"m", "m1", "m2", "l", "l1", "l2", "R", "k", "mu", "q_eq"})
+# Params that are physical only when positive (masses, lengths, radii, stiffnesses,
+# the gravitational parameter, principal moments), and restitution coefficients.
+_POSITIVE = frozenset(
+    {"m", "m1", "m2", "l", "l1", "l2", "R", "k", "mu", "q_eq", "I1", "I2", "I3"}
+)
 _UNIT_INTERVAL = frozenset({"e"})
 
 

@@ -61,6 +61,13 @@ _MOVEMENT = {
 
 _CALLS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
 
+_CUMULATIVE = {
+    "cumsum": jax.lax.add_p,
+    "cumprod": jax.lax.mul_p,
+    "cummax": jax.lax.max_p,
+    "cummin": jax.lax.min_p,
+}
+
 _REDUCTIONS = {
     "reduce_sum": jax.lax.add_p,
     "reduce_max": jax.lax.max_p,
@@ -104,6 +111,14 @@ class _Evaluator:
 
     def apply(self, prim, elements: Sequence[Any], params) -> Any:
         if all(_is_const(e) for e in elements):
+            dtype = np.result_type(*[np.asarray(e).dtype for e in elements[-1:]])
+            if prim.name == "select_n":
+                return elements[1 + int(elements[0])]
+            if prim.name in ("eq", "ne", "lt", "le", "gt", "ge", "is_finite"):
+                dtype = np.bool_
+            out = _numpy_elementwise(prim.name, elements, params, dtype)
+            if out is not None:
+                return out[()]
             return _eager(prim, elements, params)[()]
         folded = _fold(prim.name, elements)
         if folded is not None:
@@ -156,7 +171,15 @@ class _Evaluator:
             vals = [np.asarray(list(o.flat), dtype=v.aval.dtype).reshape(o.shape)
                     if o.size else np.zeros(o.shape, v.aval.dtype)
                     for o, v in zip(operands, eqn.invars, strict=True)]
-            out = _eager(prim, vals, params)
+            out = None
+            if len(eqn.outvars) == 1:
+                out = _numpy_elementwise(name, vals, params, eqn.outvars[0].aval.dtype)
+            if out is None and name in _MOVEMENT:
+                moved = _numpy_movement(name, operands, params)
+                if moved is not None:
+                    return moved
+            if out is None:
+                out = _eager(prim, vals, params)
             outs = out if prim.multiple_results else [out]
             return [_const_array(o) for o in outs]
         if name in _ELEMENTWISE:
@@ -167,6 +190,8 @@ class _Evaluator:
             return [self.reduce(_REDUCTIONS[name], operands[0], params["axes"])]
         if name == "dot_general":
             return [self.dot_general(operands[0], operands[1], params)]
+        if name in _CUMULATIVE:
+            return [self.cumulative(_CUMULATIVE[name], operands[0], params)]
         if name == "cond":
             return self.cond(operands, params)
         if name == "while":
@@ -191,6 +216,9 @@ class _Evaluator:
         )
 
     def movement(self, prim, operands, params, data):
+        moved = _numpy_movement(prim.name, operands, params)
+        if moved is not None:
+            return moved
         pool: list[Any] = []
         id_args = []
         for i, o in enumerate(operands):
@@ -231,6 +259,20 @@ class _Evaluator:
                 acc = self.binary(prim, acc, flat[(k, *index)])
             out[index] = acc
         return out
+
+    def cumulative(self, prim, operand, params):
+        axis, reverse = params["axis"], params["reverse"]
+        moved = np.moveaxis(operand, axis, 0)
+        out = np.empty(moved.shape, dtype=object)
+        order = range(moved.shape[0] - 1, -1, -1) if reverse else range(moved.shape[0])
+        acc = None
+        for i in order:
+            if acc is None:
+                acc = moved[i, ...].copy()
+            else:
+                acc = self.elementwise(prim, [acc, moved[i, ...]], {})
+            out[i, ...] = acc
+        return np.moveaxis(out, 0, axis)
 
     def dot_general(self, lhs, rhs, params):
         (lc, rc), (lb, rb) = params["dimension_numbers"]
@@ -331,7 +373,7 @@ class _Evaluator:
             out = self.eval_jaxpr(
                 body.jaxpr,
                 [_const_array(c) for c in body.consts],
-                [*consts, *carry, *[x[i] for x in xs]],
+                [*consts, *carry, *[x[i, ...] for x in xs]],
             )
             carry, ys_steps[i] = out[:ncarry], out[ncarry:]
         ys = []
@@ -339,9 +381,102 @@ class _Evaluator:
             shape = ys_steps[0][k].shape if length else ()
             y = np.empty((length, *shape), dtype=object)
             for i in range(length):
-                y[i] = ys_steps[i][k]
+                y[i, ...] = ys_steps[i][k]
             ys.append(y)
         return [*carry, *ys]
+
+
+def _numpy_movement(name, operands, params) -> list[np.ndarray] | None:
+    """The common data-movement primitives on object arrays, or None."""
+    x = operands[0]
+    if name == "broadcast_in_dim":
+        shape, dims = params["shape"], params["broadcast_dimensions"]
+        expanded = [1] * len(shape)
+        for i, d in enumerate(dims):
+            expanded[d] = x.shape[i]
+        return [np.broadcast_to(x.reshape(expanded), shape).copy()]
+    if name == "reshape":
+        if params.get("dimensions") is not None:
+            return None
+        return [x.reshape(params["new_sizes"])]
+    if name == "squeeze":
+        return [x.reshape([s for i, s in enumerate(x.shape)
+                           if i not in params["dimensions"]])]
+    if name == "expand_dims":
+        return [np.expand_dims(x, params["dimensions"])]
+    if name == "transpose":
+        return [np.transpose(x, params["permutation"])]
+    if name == "rev":
+        return [np.flip(x, params["dimensions"]).copy()]
+    if name == "slice":
+        strides = params["strides"] or (1,) * x.ndim
+        index = tuple(
+            slice(a, b, c)
+            for a, b, c in zip(
+                params["start_indices"], params["limit_indices"], strides, strict=True
+            )
+        )
+        return [x[index]]
+    if name == "concatenate":
+        return [np.concatenate(operands, axis=params["dimension"])]
+    if name == "stack":
+        return [np.stack(operands, axis=params["axis"])]
+    if name == "split":
+        cuts = np.cumsum(params["sizes"])[:-1]
+        return list(np.split(x, cuts, axis=params["axis"]))
+    if name == "pad":
+        config = params["padding_config"]
+        if any(lo < 0 or hi < 0 for lo, hi, _ in config):
+            return None
+        (value,) = operands[1].flat
+        shape = [
+            lo + hi + s + max(s - 1, 0) * interior
+            for (lo, hi, interior), s in zip(config, x.shape, strict=True)
+        ]
+        out = np.empty(shape, dtype=object)
+        out.fill(value)
+        index = tuple(
+            slice(lo, lo + s + max(s - 1, 0) * interior, interior + 1)
+            for (lo, _, interior), s in zip(config, x.shape, strict=True)
+        )
+        out[index] = x
+        return [out]
+    return None
+
+
+_NUMPY = {
+    "add": np.add, "add_any": np.add, "sub": np.subtract, "mul": np.multiply,
+    "neg": np.negative, "max": np.maximum, "min": np.minimum, "abs": np.abs,
+    "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "exp": np.exp, "log": np.log,
+    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+    "gt": np.greater, "ge": np.greater_equal, "and": np.logical_and,
+    "or": np.logical_or, "not": np.logical_not, "square": np.square,
+}
+
+
+def _numpy_elementwise(name, values, params, dtype):
+    """A known elementwise result by NumPy (no XLA compilation), or None."""
+    if name in _NUMPY and not (name in ("and", "or", "not") and dtype != np.bool_):
+        with np.errstate(all="ignore"):
+            return np.asarray(_NUMPY[name](*values)).astype(dtype)
+    if name == "div" and np.issubdtype(dtype, np.floating):
+        with np.errstate(all="ignore"):
+            return np.asarray(np.divide(*values)).astype(dtype)
+    if name == "integer_pow":
+        with np.errstate(all="ignore"):
+            return np.asarray(values[0] ** params["y"]).astype(dtype)
+    if name == "convert_element_type":
+        return np.asarray(values[0]).astype(params["new_dtype"])
+    if name == "select_n":
+        return np.asarray(np.choose(np.asarray(values[0], int), values[1:])).astype(
+            dtype
+        )
+    if name == "iota":
+        shape, dimension = params["shape"], params["dimension"]
+        out = np.arange(shape[dimension], dtype=params["dtype"])
+        out = out.reshape([-1 if i == dimension else 1 for i in range(len(shape))])
+        return np.broadcast_to(out, shape)
+    return None
 
 
 def _dtype_of(element, default):

@@ -267,7 +267,7 @@ def _kernel_body(problem: KernelProblem, dtype, bp: int):
                     # A step shortened to land on a save time: resume the step
                     # the controller had proposed before.
                     new_dt = jnp.where(keep & reach, jnp.maximum(new_dt, dt), new_dt)
-                    stuck = ~keep & (new_dt <= resolution)
+                    stuck = ~keep & ~(new_dt > resolution)  # NaN too
                 else:
                     keep = finite
                     new_dt = dt

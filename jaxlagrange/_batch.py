@@ -11,6 +11,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ._custom_types import Array, Bool, Params
+from ._kernel._backend import check_backend, choose_kernel
+from ._kernel._lanes import UnsupportedPrimitiveError
 from ._simulate import simulate
 from ._system import LagrangianSystem
 from ._trajectory import RESULTS, Trajectory
@@ -148,12 +150,15 @@ def _sharded_map(
     shared: Any,
     size: int,
     devices: Sequence[jax.Device] | None,
+    kernel: Callable[[Any, Any], Any] | None = None,
 ) -> Any:
     """`vmap(fn, in_axes=(0, None))(batched, shared)`, split over `devices`.
 
     The batch is padded to a multiple of the number of devices and the padding is
     stripped from the result. With devices in several processes (after
     `jax.distributed.initialize`) every process returns the whole result.
+    `kernel(batched, shared)`, if given, computes each device's share in one call
+    instead of the `vmap` (gradients still go through the vmapped `fn`).
     """
     devices = _devices(devices)
     count = len(devices)
@@ -174,6 +179,7 @@ def _sharded_map(
         mesh=mesh,
         pad=pad,
         gather=multiprocess,
+        kernel=kernel,
     )
     if multiprocess:
         out = jax.tree.map(lambda x: jnp.asarray(x.addressable_data(0)), out)
@@ -185,25 +191,50 @@ def _sharded_map(
 
 
 @eqx.filter_jit
-def _run(batched_dyn, shared_dyn, *, fn, static, mesh, pad, gather):
+def _run(batched_dyn, shared_dyn, *, fn, static, mesh, pad, gather, kernel=None):
     batched_dyn = jax.tree.map(lambda x: _pad(x, pad), batched_dyn)
     dyn = (batched_dyn, shared_dyn)
     if mesh.size == 1:
-        out = _local(dyn, fn, static)
+        out = _local(dyn, fn, static, kernel)
     else:
-        out = _shard_mapped(dyn, fn, static, mesh)
+        out = _shard_mapped(dyn, fn, static, mesh, kernel)
     if gather:
         replicated = NamedSharding(mesh, PartitionSpec())
         out = jax.lax.with_sharding_constraint(out, replicated)
     return out
 
 
-def _local(dyn, fn, static):
-    """The vmapped `fn` on one device's share of the batch."""
+def _local(dyn, fn, static, kernel=None):
+    """The vmapped `fn` on one device's share of the batch (or `kernel`'s)."""
+    if kernel is not None:
+        return _kernel_local(dyn, fn, static, kernel)
     (batched_dyn, shared_dyn), (batched_static, shared_static) = dyn, static
     batched = eqx.combine(batched_dyn, batched_static)
     shared = eqx.combine(shared_dyn, shared_static)
     return jax.vmap(fn, in_axes=(0, None))(batched, shared)
+
+
+# The kernel computes the forward pass; its derivatives are the vmapped `fn`'s:
+# the reverse pass recomputes each member's solve on the vmap path.
+@eqx.filter_custom_vjp
+def _kernel_local(dyn, fn, static, kernel):
+    (batched_dyn, shared_dyn), (batched_static, shared_static) = dyn, static
+    batched = eqx.combine(batched_dyn, batched_static)
+    shared = eqx.combine(shared_dyn, shared_static)
+    return kernel(batched, shared)
+
+
+@_kernel_local.def_fwd
+def _kernel_local_fwd(perturbed, dyn, fn, static, kernel):
+    del perturbed
+    return _kernel_local.fn(dyn, fn, static, kernel), None
+
+
+@_kernel_local.def_bwd
+def _kernel_local_bwd(residuals, cotangents, perturbed, dyn, fn, static, kernel):
+    del residuals, perturbed
+    out = jax.eval_shape(lambda: _kernel_local.fn(dyn, fn, static, kernel))
+    return _member_vjp(out, cotangents, dyn, fn, static, lambda tree: tree)
 
 
 def _local_vjp(dyn, cotangents, fn, static):
@@ -234,11 +265,11 @@ def _specs(tree, spec):
 # recomputes each member's solve and pulls its cotangent back as a `vmap` of
 # `filter_vjp`, split over the same devices by sharding constraints (GSPMD).
 @eqx.filter_custom_vjp
-def _shard_mapped(dyn, fn, static, mesh):
+def _shard_mapped(dyn, fn, static, mesh, kernel=None):
     batch, shared = PartitionSpec(_AXIS), PartitionSpec()
     in_specs = (_specs(dyn[0], batch), _specs(dyn[1], shared))
     return jax.shard_map(
-        lambda dyn: _local(dyn, fn, static),
+        lambda dyn: _local(dyn, fn, static, kernel),
         mesh=mesh,
         in_specs=(in_specs,),
         out_specs=batch,
@@ -247,15 +278,24 @@ def _shard_mapped(dyn, fn, static, mesh):
 
 
 @_shard_mapped.def_fwd
-def _shard_mapped_fwd(perturbed, dyn, fn, static, mesh):
+def _shard_mapped_fwd(perturbed, dyn, fn, static, mesh, kernel=None):
     del perturbed
-    return _shard_mapped.fn(dyn, fn, static, mesh), None
+    return _shard_mapped.fn(dyn, fn, static, mesh, kernel), None
 
 
 @_shard_mapped.def_bwd
-def _shard_mapped_bwd(residuals, cotangents, perturbed, dyn, fn, static, mesh):
+def _shard_mapped_bwd(residuals, cotangents, perturbed, dyn, fn, static, mesh, kernel):
     del residuals, perturbed
-    out = jax.eval_shape(lambda: _shard_mapped.fn(dyn, fn, static, mesh))
+    out = jax.eval_shape(lambda: _shard_mapped.fn(dyn, fn, static, mesh, kernel))
+    batch = NamedSharding(mesh, PartitionSpec(_AXIS))
+    constrain = lambda tree: jax.tree.map(  # noqa: E731
+        lambda x: jax.lax.with_sharding_constraint(x, batch), tree
+    )
+    return _member_vjp(out, cotangents, dyn, fn, static, constrain)
+
+
+def _member_vjp(out, cotangents, dyn, fn, static, constrain):
+    """The gradients of the batched solve, member by member on the vmap path."""
     # Symbolic zeros (None) of inexact outputs become zeros; others stay None.
     cotangents = jax.tree.map(
         lambda o, c: (
@@ -266,10 +306,6 @@ def _shard_mapped_bwd(residuals, cotangents, perturbed, dyn, fn, static, mesh):
         out,
         cotangents,
         is_leaf=lambda x: x is None,
-    )
-    batch = NamedSharding(mesh, PartitionSpec(_AXIS))
-    constrain = lambda tree: jax.tree.map(  # noqa: E731
-        lambda x: jax.lax.with_sharding_constraint(x, batch), tree
     )
     batched_dyn, shared_dyn = dyn
     grad_batched, grad_shared = constrain(
@@ -331,11 +367,14 @@ def simulate_batch(
     params: Params = None,
     devices: Sequence[jax.Device] | None = None,
     throw: bool = True,
+    backend: str = "auto",
+    block_size: int | None = None,
     **simulate_options: Any,
 ) -> Trajectory:
     """`simulate` a batch of initial states and/or params in one call.
 
-    Built on `jax.vmap` of `simulate`, with the batch split across devices by
+    Built on `jax.vmap` of `simulate` (`backend="vmap"`) or on a fused ensemble
+    kernel (`backend="kernel"`), with the batch split across devices by
     `jax.shard_map` over a one-axis `jax.sharding.Mesh`: each device integrates its
     share independently. The batch is padded to a multiple of the number of devices
     and the padding removed from the result, which equals the unsharded run's.
@@ -359,6 +398,20 @@ def simulate_batch(
         of them, in all processes).
     - `throw`: raise if any member fails. With `throw=False` every member carries
         its own `result`; `jl.failed(traj)` says which members failed.
+    - `backend`: `"vmap"`, a `jax.vmap` of `simulate`; `"kernel"`, one Pallas
+        kernel that integrates every member in its own lane (Tsit5 with its own
+        step size and stopping; the equations of motion traced from the system
+        and evaluated lane by lane; on the CPU it runs in Pallas's interpret mode,
+        slow but exact); `"auto"` (default): the kernel on a GPU when the system
+        and options allow it, else vmap. The kernel supports holonomic and
+        nonholonomic constraints (with the same projection or Baumgarte gains),
+        forces, dissipation, time dependence and params, with the default solver
+        (Tsit5) and step-size control, or `diffrax.ConstantStepSize()` with
+        `dt0`; save times are hit by clipping steps to them. Anything else is a
+        `ValueError` with `backend="kernel"`. Gradients through the kernel are
+        computed on the vmap path (reverse mode only).
+    - `block_size`: members per kernel program, a power of two (default 128);
+        the vmap path does not use it.
     - `**simulate_options`: the keyword options of `simulate` (`t1`, `saveat`,
         `solver`, `rtol`, ...), the same for every member. An unknown option is an
         error.
@@ -388,6 +441,7 @@ def simulate_batch(
     ```
     """
     _check_options(simulate_options, "simulate_batch")
+    block_size = check_backend(backend, block_size)
     q0 = _check_state(jnp.asarray(q0), "q0")
     qd0 = _check_state(jnp.asarray(qd0), "qd0")
     if params is not None and not system.has_params:
@@ -417,7 +471,20 @@ def simulate_batch(
     dyn_options, static_options = eqx.partition(options, eqx.is_array)
     shared = (shared, dyn_options)
     fn = _Member(static_options)
-    traj = _sharded_map(fn, batched, shared, size, devices)
+    kernel = choose_kernel(
+        backend, system, simulate_options, _devices(devices), block_size
+    )
+    if kernel is None:
+        traj = _sharded_map(fn, batched, shared, size, devices)
+    elif backend == "kernel":
+        traj = _sharded_map(fn, batched, shared, size, devices, kernel(static_options))
+    else:
+        try:
+            traj = _sharded_map(
+                fn, batched, shared, size, devices, kernel(static_options)
+            )
+        except UnsupportedPrimitiveError:
+            traj = _sharded_map(fn, batched, shared, size, devices)
     return _raise_if_failed(traj) if throw else traj
 
 

@@ -1,0 +1,343 @@
+"""The fused ensemble kernel (`simulate_batch(..., backend="kernel")`), issue 26.
+
+    python benchmarks/bench_kernel.py          # CPU: interpret mode, agreement only
+    python benchmarks/bench_kernel.py --gpu    # GPU: the issue's table (~5 min, H200)
+
+The problem (issue 26): the double pendulum from its Lagrangian (unit masses and
+lengths, g = 9.81), t = 0 ... 10, Tsit5, rtol = atol = 1e-8, the final state
+saved; members start at rest at angles drawn uniformly from [-2, 2] (seed 0).
+
+`--gpu` prints, after compilation (best of `--repeats` runs, compile time in its
+own column):
+
+1. B = 16 384 and B = 1 048 576, float64: `simulate_batch(backend="vmap")`,
+   `jax.vmap` of hand-written diffrax code, `simulate_batch(backend="kernel")`,
+   and the reference fused kernel with a hand-written q̈ (the same Pallas Tsit5
+   loop as the library's, its right-hand side written out instead of traced from
+   L: the ratio kernel / reference is the cost of the generated q̈); the speedup
+   over the vmapped hand-written diffrax code and steps per second (all steps,
+   accepted and rejected, of all members, per second of wall time);
+2. the same in float32 (rtol = atol = 1e-5: 1e-8 is below float32's precision);
+3. time against B from 1 to 4M for the kernel (and the vmapped hand-written
+   diffrax code up to 1M);
+4. bigger states, kernel against `simulate_batch(backend="vmap")` at B = 16 384:
+   a 10-link pendulum chain from L and the cavity at N = 8 modes (dense mass
+   solve), t = 0 ... 1.
+
+Without `--gpu` the CPU part runs the kernel in Pallas's interpret mode on a few
+members and prints its agreement with the vmap backend and the step counts
+(interpret mode is an exact emulator, not a fast path: its times mean nothing).
+"""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import diffrax  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+jax.config.update("jax_enable_x64", True)
+
+import jaxlagrange as jl  # noqa: E402
+from jaxlagrange._kernel._ensemble import simulate_kernel  # noqa: E402
+from jaxlagrange._kernel._tsit5 import Controller, KernelProblem, run  # noqa: E402
+
+
+T1, TOL, G = 10.0, 1e-8, 9.81
+
+
+def double_pendulum_lagrangian(q, qd, t):
+    (a, b), (wa, wb) = q, qd
+    kinetic = wa**2 + 0.5 * wb**2 + wa * wb * jnp.cos(a - b)
+    potential = -2 * G * jnp.cos(a) - G * jnp.cos(b)
+    return kinetic - potential
+
+
+SYSTEM = jl.LagrangianSystem(double_pendulum_lagrangian)
+
+
+def hand_qdd(a, b, wa, wb):
+    """q̈ of the same double pendulum, written out (elementwise: lanes or arrays)."""
+    d = a - b
+    s, c = jnp.sin(d), jnp.cos(d)
+    den = 2.0 - c**2
+    aa = (-(wb**2) * s - wa**2 * s * c - 2 * G * jnp.sin(a) + G * jnp.sin(b) * c) / den
+    bb = (2 * wa**2 * s + wb**2 * s * c + 2 * G * jnp.sin(a) * c - 2 * G * jnp.sin(b)) / den
+    return aa, bb
+
+
+def inputs(batch, dtype=np.float64):
+    rng = np.random.default_rng(0)
+    q0 = rng.uniform(-2.0, 2.0, (batch, 2)).astype(dtype)
+    return jnp.asarray(q0), jnp.zeros((batch, 2), dtype)
+
+
+# The variants, each a function of (q0, qd0) returning the final (q, q̇) and the
+# total number of steps.
+
+
+def ours(backend, tol=TOL, system=SYSTEM, t1=T1):
+    def fn(q0, qd0):
+        traj = jl.simulate_batch(
+            system, q0, qd0, t1=t1, rtol=tol, atol=tol, backend=backend, throw=False
+        )
+        return traj.q[:, -1], traj.qd[:, -1], jnp.sum(traj.stats["num_steps"])
+
+    return fn
+
+
+def hand_diffrax(tol=TOL):
+    def field(t, y, args):
+        a, b, wa, wb = y
+        aa, bb = hand_qdd(a, b, wa, wb)
+        return jnp.stack([wa, wb, aa, bb])
+
+    def one(q0, qd0):
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(field),
+            diffrax.Tsit5(),
+            t0=0.0,
+            t1=T1,
+            dt0=None,
+            y0=jnp.concatenate([q0, qd0]),
+            stepsize_controller=diffrax.PIDController(rtol=tol, atol=tol),
+            max_steps=100_000,
+            throw=False,
+        )
+        return sol.ys[-1, :2], sol.ys[-1, 2:], sol.stats["num_steps"]
+
+    def fn(q0, qd0):
+        q, qd, steps = jax.vmap(one)(q0, qd0)
+        return q, qd, jnp.sum(steps)
+
+    return fn
+
+
+class _HandRHS:
+    """The reference kernel's right-hand side: q̈ written out, on lanes."""
+
+    def __call__(self, t, y, leaves):
+        a, b, wa, wb = y.flat
+        aa, bb = hand_qdd(a, b, wa, wb)
+        out = np.empty((4,), dtype=object)
+        out[:] = [wa, wb, aa, bb]
+        false = np.zeros((), dtype=object)
+        false[()] = np.bool_(False)
+        return out, false, false
+
+
+def hand_kernel(tol=TOL, block=128):
+    """The reference: the same Pallas Tsit5 loop with the hand-written q̈."""
+
+    def fn(q0, qd0):
+        dtype = q0.dtype
+        problem = KernelProblem(
+            rhs=_HandRHS(),
+            project=None,
+            n=2,
+            num_params=0,
+            param_shapes=(),
+            num_gains=0,
+            num_saves=1,
+            controller=Controller(adaptive=True),
+            max_steps=100_000,
+            has_dt0=False,
+            block=block,
+        )
+        span = jnp.asarray(T1, dtype)
+        scalars = jnp.array(
+            [0.0, T1, tol, tol, 0.0, 16 * jnp.finfo(dtype).eps * span, T1], dtype
+        )
+        ys, _, codes = run(
+            problem,
+            jnp.concatenate([q0, qd0], axis=1),
+            jnp.zeros((q0.shape[0], 0), dtype),
+            scalars,
+            interpret=jax.default_backend() == "cpu",
+        )
+        return ys[:, -1, :2], ys[:, -1, 2:], jnp.sum(codes[1])
+
+    return fn
+
+
+def compile_timed(fn, *args):
+    jitted = jax.jit(fn)
+    start = time.perf_counter()
+    compiled = jitted.lower(*args).compile()
+    seconds = time.perf_counter() - start
+    jax.block_until_ready(jitted(*args))
+    return jitted, seconds
+
+
+def best_time(fn, args, repeats):
+    times = []
+    out = None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - start)
+    return min(times), out
+
+
+def _ms(seconds):
+    return f"{seconds * 1e3:9.1f} ms" if seconds < 10 else f"{seconds:9.2f} s "
+
+
+def table(batches, variants, repeats, dtype, reference="hand diffrax"):
+    print(
+        f"| B | variant | compile | run | steps/s | × {reference} | final-state "
+        "diff. vs it |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for batch in batches:
+        args = inputs(batch, dtype)
+        results = {}
+        for name, make in variants.items():
+            fn, compile_s = compile_timed(make(), *args)
+            run_s, out = best_time(fn, args, repeats)
+            results[name] = (compile_s, run_s, out)
+        ref = results.get(reference)
+        for name, (compile_s, run_s, (q, qd, steps)) in results.items():
+            ratio = diff = ""
+            if ref is not None:
+                ratio = f"{ref[1] / run_s:.1f}×"
+                # Chaotic members diverge between two correct integrators: the
+                # median, not the max, says whether they integrate the same thing.
+                diff = f"median {float(jnp.median(jnp.abs(q - ref[2][0]))):.1e}"
+            print(
+                f"| {batch:,} | {name} | {compile_s:.1f} s | {_ms(run_s)} | "
+                f"{float(steps) / run_s:.2e} | {ratio} | {diff} |",
+                flush=True,
+            )
+
+
+def chain_lagrangian(q, qd, t, params):
+    m, length, g = params["m"], params["l"], params["g"]
+    vx = jnp.cumsum(length * jnp.cos(q) * qd)
+    vy = jnp.cumsum(length * jnp.sin(q) * qd)
+    height = -jnp.cumsum(length * jnp.cos(q))
+    return 0.5 * m * jnp.sum(vx**2 + vy**2) - m * g * jnp.sum(height)
+
+
+def bigger_states(batch, repeats):
+    chain = jl.LagrangianSystem(
+        chain_lagrangian, params={"m": 1.0, "l": 0.1, "g": 9.81}
+    )
+    cavity, cq0, cqd0 = jl.systems.cavity(modes=8)
+    cavity = cavity.with_mass_solver(None)
+    rng = np.random.default_rng(0)
+    cases = {
+        "10-link pendulum chain": (
+            chain,
+            jnp.asarray(rng.uniform(-0.5, 0.5, (batch, 10))),
+            jnp.zeros((batch, 10)),
+        ),
+        "cavity, N = 8": (
+            cavity,
+            cq0 * (1 + 0.01 * jnp.asarray(rng.uniform(-1, 1, (batch, 9)))),
+            jnp.broadcast_to(cqd0, (batch, 9)),
+        ),
+    }
+    print("| system | B | backend | compile | run | steps/s | kernel speedup |")
+    print("|---|---|---|---|---|---|---|")
+    for name, (system, q0, qd0) in cases.items():
+        times = {}
+        for backend in ("vmap", "kernel"):
+            fn, compile_s = compile_timed(
+                ours(backend, system=system, t1=1.0), q0, qd0
+            )
+            run_s, (_, _, steps) = best_time(fn, (q0, qd0), repeats)
+            times[backend] = run_s
+            speedup = f"{times['vmap'] / run_s:.1f}×" if backend == "kernel" else ""
+            print(
+                f"| {name} | {batch:,} | {backend} | {compile_s:.1f} s | {_ms(run_s)} | "
+                f"{float(steps) / run_s:.2e} | {speedup} |",
+                flush=True,
+            )
+
+
+def gpu(repeats):
+    print(f"devices: {jax.devices()}")
+    variants = {
+        "simulate_batch vmap": lambda: ours("vmap"),
+        "hand diffrax": hand_diffrax,
+        "simulate_batch kernel": lambda: ours("kernel"),
+        "hand kernel": hand_kernel,
+    }
+    print("\n1. float64, rtol = atol = 1e-8")
+    table([16_384, 1_048_576], variants, repeats, np.float64)
+    print("\n2. float32, rtol = atol = 1e-5")
+    f32 = {
+        "hand diffrax": lambda: hand_diffrax(1e-5),
+        "simulate_batch kernel": lambda: ours("kernel", 1e-5),
+        "hand kernel": lambda: hand_kernel(1e-5),
+    }
+    table([16_384, 1_048_576], f32, repeats, np.float32)
+    print("\n3. time against B, float64")
+    table(
+        [1, 16, 256, 4096, 65_536, 262_144, 1_048_576],
+        {"hand diffrax": hand_diffrax, "simulate_batch kernel": lambda: ours("kernel")},
+        repeats,
+        np.float64,
+    )
+    table(
+        [4_194_304],
+        {"simulate_batch kernel": lambda: ours("kernel"), "hand kernel": hand_kernel},
+        1,
+        np.float64,
+        reference="hand kernel",
+    )
+    print("\n4. bigger states, float64, t = 0 ... 1, rtol = atol = 1e-8")
+    bigger_states(16_384, repeats)
+
+
+def cpu():
+    batch = 6
+    q0, qd0 = inputs(batch)
+    options = dict(t1=1.0, rtol=1e-10, atol=1e-10)
+    start = time.perf_counter()
+    kernel = jax.block_until_ready(
+        simulate_kernel(SYSTEM, q0, qd0, None, options, block_size=4, interpret=True)
+    )
+    seconds = time.perf_counter() - start
+    vmap = jl.simulate_batch(SYSTEM, q0, qd0, backend="vmap", throw=False, **options)
+    print(
+        f"CPU, interpret mode: B = {batch}, t = 0 ... 1, rtol = atol = 1e-10 "
+        f"(trace + compile + run {seconds:.1f} s)"
+    )
+    print(f"  max |q_kernel - q_vmap|   = {float(jnp.max(jnp.abs(kernel.q - vmap.q))):.1e}")
+    print(f"  max |q̇_kernel - q̇_vmap|   = {float(jnp.max(jnp.abs(kernel.qd - vmap.qd))):.1e}")
+    print(f"  steps kernel / vmap       = {kernel.stats['num_steps'].tolist()} / "
+          f"{vmap.stats['num_steps'].tolist()}")
+    hand = jax.jit(hand_kernel(1e-10, block=4))
+    q, _, _ = hand(q0, qd0)
+    diffrax_q, _, _ = jax.jit(hand_diffrax(1e-10))(q0, qd0)
+    print(f"  the reference kernel (hand q̈) vs hand diffrax at t = 10: median "
+          f"|Δq| = {float(jnp.median(jnp.abs(q - diffrax_q))):.1e}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--gpu", action="store_true", help="the GPU table")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    if args.gpu:
+        if jax.default_backend() != "gpu":
+            sys.exit("--gpu needs a GPU (jax.default_backend() is "
+                     f"{jax.default_backend()!r}).")
+        gpu(args.repeats)
+    else:
+        cpu()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,276 @@
+"""`simulate` for a whole batch in the fused kernel: options, tracing, assembly.
+
+`check_supported` says which systems and options the kernel integrates (the rest
+is a `ValueError` pointing to `backend="vmap"`); `simulate_kernel` traces one
+member's vector field (and its projection onto the constraint manifold), runs
+the kernel over the batch and builds the same `Trajectory` as a vmapped
+`simulate`.
+"""
+
+import contextlib
+from typing import Any
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optimistix as optx
+
+from .. import _linalg
+from .._constraints import _dynamics
+from .._projection import (
+    _project_state,
+    check_initial_state,
+    has_equality_constraints,
+)
+from .._simulate import _check_times, _check_tolerance
+from .._system import LagrangianSystem
+from .._trajectory import RESULTS, Trajectory, without_events
+from .._validate import check_precision
+from ._lanes import LaneFunction
+from ._tsit5 import Controller, KernelProblem, run
+
+
+DEFAULT_BLOCK_SIZE = 128
+
+# The unrolled factorizations of `_linalg` keep the traced vector field free of
+# LAPACK calls; past this size the unrolled code grows too large for a kernel.
+_MAX_UNROLL = 32
+
+
+def _unsupported(what: str) -> ValueError:
+    return ValueError(
+        f"backend='kernel' does not support {what}; backend='vmap' supports it."
+    )
+
+
+def _controller(controller, dt0) -> Controller:
+    if controller is None:
+        return Controller(adaptive=True)
+    if type(controller) is diffrax.ConstantStepSize:
+        if dt0 is None:
+            raise ValueError(
+                "`dt0` is required with a constant step size "
+                "(`stepsize_controller=diffrax.ConstantStepSize()`)."
+            )
+        return Controller(adaptive=False)
+    if type(controller) is diffrax.PIDController:
+        defaults = (
+            controller.pcoeff == 0
+            and controller.icoeff == 1
+            and controller.dcoeff == 0
+            and controller.dtmin is None
+            and controller.dtmax is None
+            and controller.error_order is None
+            and controller.norm is optx.rms_norm
+        )
+        if defaults:
+            return Controller(
+                adaptive=True,
+                safety=float(controller.safety),
+                factormin=float(controller.factormin),
+                factormax=float(controller.factormax),
+            )
+        what = "a `stepsize_controller` PIDController with pcoeff, dcoeff, dtmin, "
+        what += "dtmax, error_order or norm changed from their defaults"
+        raise _unsupported(what)
+    raise _unsupported(f"`stepsize_controller={type(controller).__name__}(...)`")
+
+
+def check_supported(system: LagrangianSystem, options: dict[str, Any]) -> Controller:
+    """The kernel's controller, or a `ValueError` naming what it does not support."""
+    if system.unilateral is not None:
+        raise _unsupported("unilateral constraints (`unilateral`, contacts, impacts)")
+    if system.slip is not None:
+        raise _unsupported("friction (`slip`)")
+    if system.mass_solver is not None:
+        raise _unsupported("an iterative or lineax `mass_solver`")
+    solver = options.get("solver")
+    if solver is not None and type(solver) is not diffrax.Tsit5:
+        raise _unsupported(
+            f"`solver={type(solver).__name__}()` (it integrates with Tsit5 only)"
+        )
+    meter = options.get("progress_meter")
+    if meter is not None and type(meter) is not diffrax.NoProgressMeter:
+        raise _unsupported(f"`progress_meter={type(meter).__name__}()`")
+    return _controller(options.get("stepsize_controller"), options.get("dt0"))
+
+
+@contextlib.contextmanager
+def _unrolled(size: int):
+    """Trace `_linalg`'s factorizations unrolled up to `size` (no LAPACK calls)."""
+    saved = _linalg._UNROLL_MAX
+    _linalg._UNROLL_MAX = max(saved, size)
+    try:
+        yield
+    finally:
+        _linalg._UNROLL_MAX = saved
+
+
+def _with_params(system, tree, leaves):
+    if tree is None:
+        return system
+    return eqx.tree_at(
+        lambda s: s.params, system, jax.tree.unflatten(tree, leaves)
+    )
+
+
+def _problem(system, n, leaves, tree, dtype, num_saves, controller, options, block):
+    baumgarte = options.get("baumgarte")
+    num_gains = 0 if baumgarte is None else 2
+    projected = baumgarte is None and has_equality_constraints(system)
+
+    def member(fn):
+        def f(t, y, leaves, gains=None):
+            gains = None if gains is None else (gains[0], gains[1])
+            return fn(_with_params(system, tree, leaves), t, y, gains)
+
+        return f
+
+    def rhs(sys, t, y, gains):
+        dyn = _dynamics(sys, y[:n], y[n:], t, baumgarte=gains)
+        qdd = jnp.where(
+            dyn.singular_mass | dyn.singular_constraints, jnp.nan, dyn.accelerations
+        )
+        return jnp.concatenate([y[n:], qdd]), dyn.singular_mass, dyn.singular_constraints
+
+    example = (
+        jnp.zeros((), dtype),
+        jnp.zeros((2 * n,), dtype),
+        [jnp.zeros(jnp.shape(leaf), dtype) for leaf in leaves],
+    )
+    if num_gains:
+        example = (*example, jnp.zeros((2,), dtype))
+    constraints = 0 if not system.has_constraints else 3 * n
+    if n > _MAX_UNROLL:
+        raise _unsupported(f"systems of more than {_MAX_UNROLL} coordinates")
+    with _unrolled(n + constraints):
+        rhs_fn = LaneFunction(member(rhs), *example)
+        project_fn = None
+        if projected:
+            project_fn = LaneFunction(
+                member(lambda sys, t, y, gains: _project_state(sys, y, t)), *example
+            )
+    return KernelProblem(
+        rhs=rhs_fn,
+        project=project_fn,
+        n=n,
+        num_params=sum(int(np.prod(jnp.shape(leaf))) for leaf in leaves),
+        param_shapes=tuple(tuple(jnp.shape(leaf)) for leaf in leaves),
+        num_gains=num_gains,
+        num_saves=num_saves,
+        controller=controller,
+        max_steps=int(options.get("max_steps", 100_000)),
+        has_dt0=options.get("dt0") is not None,
+        block=block,
+    )
+
+
+def simulate_kernel(
+    system: LagrangianSystem,
+    q0: jax.Array,
+    qd0: jax.Array,
+    params: Any,
+    options: dict[str, Any],
+    *,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    interpret: bool | None = None,
+) -> Trajectory:
+    """A vmapped `simulate(system, q0[i], qd0[i], **options)` with `params[i]`,
+    computed by the fused kernel. `q0`, `qd0`: (B, n); `params`: the system's
+    params pytree with a leading batch axis on every leaf (None: no params)."""
+    controller = check_supported(system, options)
+    size, n = q0.shape
+    dtype = jnp.result_type(q0.dtype, qd0.dtype, float)
+    q0, qd0 = q0.astype(dtype), qd0.astype(dtype)
+    t0, t1, ts = _check_times(
+        options.get("t0", 0.0), options["t1"], options.get("saveat"), dtype
+    )
+    rtol = _check_tolerance("rtol", options.get("rtol", 1e-8))
+    atol = _check_tolerance("atol", options.get("atol", 1e-8))
+    if options.get("stepsize_controller") is not None and controller.adaptive:
+        rtol = jnp.asarray(options["stepsize_controller"].rtol)
+        atol = jnp.asarray(options["stepsize_controller"].atol)
+    check_precision("rtol", rtol, dtype)
+    if params is None:
+        leaves, tree = [], None
+        batched = jnp.zeros((size, 0), dtype)
+    else:
+        leaves, tree = jax.tree.flatten(params)
+        leaves = [jnp.asarray(leaf, dtype) for leaf in leaves]
+        batched = jnp.concatenate(
+            [leaf.reshape(size, -1) for leaf in leaves] or [jnp.zeros((size, 0))],
+            axis=1,
+        ).astype(dtype)
+        leaves = [leaf[0] for leaf in leaves]
+    if system.has_constraints:
+        q0 = jax.vmap(
+            lambda q, qd, p: check_initial_state(
+                _with_params(system, tree, p), q, qd, t0
+            )
+        )(q0, qd0, [] if tree is None else jax.tree.leaves(params))
+    problem = _problem(
+        system, n, leaves, tree, dtype, ts.shape[0], controller, options, block_size
+    )
+    dt0 = options.get("dt0")
+    dt0 = jnp.zeros((), dtype) if dt0 is None else jnp.asarray(dt0, dtype)
+    span = jnp.maximum(jnp.abs(t0), jnp.abs(t1))
+    resolution = 16 * jnp.finfo(dtype).eps * span
+    baumgarte = options.get("baumgarte")
+    gains = [] if baumgarte is None else [jnp.asarray(g, dtype) for g in baumgarte]
+    scalars = jnp.stack(
+        [t0, t1, rtol.astype(dtype), atol.astype(dtype), dt0, resolution, *gains]
+    )
+    scalars = jnp.concatenate([scalars, ts])
+    if interpret is None:
+        interpret = jax.default_backend() == "cpu"
+    ys, t_final, codes = run(
+        problem,
+        jnp.concatenate([q0, qd0], axis=1),
+        batched,
+        scalars,
+        interpret=interpret,
+    )
+    return _trajectory(system, tree, params, ys, t_final, codes, ts, t0, options)
+
+
+def _trajectory(system, tree, params, ys, t_final, codes, ts, t0, options):
+    size, _, n2 = ys.shape
+    n = n2 // 2
+    dtype = ys.dtype
+    reached = jnp.all(jnp.isfinite(ys), axis=2)
+    saved_ts = jnp.where(reached, ts[None], jnp.inf)
+    q, qd = ys[..., :n], ys[..., n:]
+    if system.has_constraints:
+        baumgarte = options.get("baumgarte")
+
+        def multipliers(q, qd, t, leaves):
+            sys = _with_params(system, tree, leaves)
+            return _dynamics(sys, q, qd, t, baumgarte=baumgarte).multipliers
+
+        leaves = [] if tree is None else jax.tree.leaves(params)
+        lam = jax.vmap(
+            jax.vmap(multipliers, in_axes=(0, 0, 0, None)), in_axes=(0, 0, 0, 0)
+        )(
+            jnp.where(reached[..., None], q, 0.0),
+            jnp.where(reached[..., None], qd, 0.0),
+            jnp.where(reached, saved_ts, t0),
+            leaves,
+        )
+        lam = jnp.where(reached[..., None], lam, jnp.inf)
+    else:
+        lam = jnp.zeros((size, ts.shape[0], 0), dtype)
+    result = jax.vmap(
+        lambda c: eqx.tree_at(lambda r: r._value, RESULTS.successful, c)
+    )(codes[0])
+    integer = jnp.asarray(0).dtype
+    stats = {
+        "max_steps": jnp.full(
+            (size,), int(options.get("max_steps", 100_000)), integer
+        ),
+        "num_accepted_steps": codes[2].astype(integer),
+        "num_rejected_steps": codes[3].astype(integer),
+        "num_steps": codes[1].astype(integer),
+    }
+    return jax.vmap(without_events)(saved_ts, q, qd, lam, result, t_final, stats)

@@ -1,0 +1,559 @@
+"""Evaluate a traced function on lane vectors: elementwise arithmetic only.
+
+A function of small arrays (one ensemble member's right-hand side) is traced to
+a jaxpr once; `LaneFunction` then evaluates that jaxpr with every value of shape
+`s` held as a NumPy object array of shape `s` whose elements are *lanes*: arrays
+of shape (block,), one entry per member. Each primitive becomes that primitive
+applied element by element, and the data movement of the jaxpr (slices, pads,
+concatenations, transposes, static gathers, broadcasts) becomes a rearrangement
+of the object array, decided at trace time. What a GPU kernel then sees is only
+elementwise arithmetic on (block,) vectors: no stacking, gathering or
+reshaping of registers, which Pallas's Triton lowering cannot do freely.
+
+Values known at trace time (the tangent basis of the mass matrix, literals,
+iotas) stay NumPy scalars and are folded: x·1 = x, x + 0 = x, x·0 = 0 (the last
+is exact for finite x; a non-finite state is reported by the kernel anyway).
+"""
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.extend.core as jcore
+import jax.numpy as jnp
+import numpy as np
+
+
+class UnsupportedPrimitiveError(ValueError):
+    """A primitive of the traced function has no lane-wise form."""
+
+
+# Primitives applied element by element (their operands all have one shape).
+_ELEMENTWISE = frozenset(
+    """abs acos acosh add add_any and asin asinh atan atan2 atanh cbrt ceil clamp
+    convert_element_type copysign cos cosh digamma div eq erf erf_inv erfc exp exp2
+    expm1 floor ge gt imag integer_pow is_finite le lgamma log log1p logistic lt max
+    min mul ne neg nextafter not or pow real reduce_precision rem round rsqrt
+    select_n sign sin sinh sqrt square sub tan tanh xor copy copy_p
+    stop_gradient optimization_barrier""".split()
+)
+
+# Pure data movement: output elements are copies of input elements (or of a
+# padding value), so the primitive is applied to the elements' ids at trace time.
+# Value: which operands are data (the others are indices, needed at trace time).
+_MOVEMENT = {
+    "broadcast_in_dim": lambda n: [0],
+    "reshape": lambda n: [0],
+    "squeeze": lambda n: [0],
+    "expand_dims": lambda n: [0],
+    "transpose": lambda n: [0],
+    "rev": lambda n: [0],
+    "slice": lambda n: [0],
+    "pad": lambda n: [0, 1],
+    "concatenate": lambda n: list(range(n)),
+    "stack": lambda n: list(range(n)),
+    "split": lambda n: [0],
+    "gather": lambda n: [0],
+    "dynamic_slice": lambda n: [0],
+    "dynamic_update_slice": lambda n: [0, 1],
+}
+
+_CALLS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
+
+_CUMULATIVE = {
+    "cumsum": jax.lax.add_p,
+    "cumprod": jax.lax.mul_p,
+    "cummax": jax.lax.max_p,
+    "cummin": jax.lax.min_p,
+}
+
+_REDUCTIONS = {
+    "reduce_sum": jax.lax.add_p,
+    "reduce_max": jax.lax.max_p,
+    "reduce_min": jax.lax.min_p,
+    "reduce_prod": jax.lax.mul_p,
+    "reduce_and": jax.lax.and_p,
+    "reduce_or": jax.lax.or_p,
+}
+
+
+def _is_const(x) -> bool:
+    return isinstance(x, (np.generic, np.ndarray))
+
+
+def _const_array(value, dtype=None) -> np.ndarray:
+    """A value known at trace time as an object array of NumPy scalars."""
+    value = np.asarray(value, dtype=dtype)
+    out = np.empty(value.shape, dtype=object)
+    for index in np.ndindex(value.shape):
+        out[index] = value[index]
+    return out
+
+
+def _eager(prim, args, params):
+    with jax.ensure_compile_time_eval():
+        out = prim.bind(*[jnp.asarray(a) for a in args], **params)
+    if prim.multiple_results:
+        return [np.asarray(o) for o in out]
+    return np.asarray(out)
+
+
+class _Evaluator:
+    def __init__(self, lane_shape: tuple[int, ...]):
+        self.lane_shape = lane_shape
+
+    # One element: a NumPy scalar (known) or a lane array.
+    def lane(self, x, dtype):
+        if _is_const(x):
+            return jnp.full(self.lane_shape, x, dtype)
+        return x
+
+    def apply(self, prim, elements: Sequence[Any], params) -> Any:
+        if all(_is_const(e) for e in elements):
+            dtype = np.result_type(*[np.asarray(e).dtype for e in elements[-1:]])
+            if prim.name == "select_n":
+                return elements[1 + int(elements[0])]
+            if prim.name in ("eq", "ne", "lt", "le", "gt", "ge", "is_finite"):
+                dtype = np.bool_
+            out = _numpy_elementwise(prim.name, elements, params, dtype)
+            if out is not None:
+                return out[()]
+            return _eager(prim, elements, params)[()]
+        folded = _fold(prim.name, elements)
+        if folded is not None:
+            return folded
+        dtypes = [np.asarray(e).dtype if _is_const(e) else e.dtype for e in elements]
+        return prim.bind(
+            *[self.lane(e, d) for e, d in zip(elements, dtypes, strict=True)], **params
+        )
+
+    def elementwise(self, prim, operands: list[np.ndarray], params) -> np.ndarray:
+        shape = np.broadcast_shapes(*[o.shape for o in operands])
+        operands = [np.broadcast_to(o, shape) for o in operands]
+        out = np.empty(shape, dtype=object)
+        for index in np.ndindex(shape):
+            out[index] = self.apply(prim, [o[index] for o in operands], params)
+        return out
+
+    def binary(self, prim, a, b):
+        return self.apply(prim, [a, b], {})
+
+    def eval_jaxpr(self, jaxpr: jcore.Jaxpr, consts, args) -> list[np.ndarray]:
+        env: dict[Any, np.ndarray] = {}
+
+        def read(v):
+            if isinstance(v, jcore.Literal):
+                return _const_array(v.val, v.aval.dtype)
+            return env[v]
+
+        for v, c in zip(jaxpr.constvars, consts, strict=True):
+            env[v] = c if isinstance(c, np.ndarray) and c.dtype == object else (
+                _const_array(c)
+            )
+        for v, a in zip(jaxpr.invars, args, strict=True):
+            env[v] = a
+        for eqn in jaxpr.eqns:
+            operands = [read(v) for v in eqn.invars]
+            outs = self.eqn(eqn, operands)
+            for v, o in zip(eqn.outvars, outs, strict=True):
+                if not isinstance(v, jcore.DropVar):
+                    env[v] = o
+        return [read(v) for v in jaxpr.outvars]
+
+    def eqn(self, eqn, operands: list[np.ndarray]) -> list[np.ndarray]:
+        prim, params = eqn.primitive, eqn.params
+        name = prim.name
+        known = all(
+            all(_is_const(e) for e in o.flat) for o in operands
+        ) and name not in ("platform_index",)
+        if known and not any(k in params for k in _CALLS + ("branches",)):
+            vals = [np.asarray(list(o.flat), dtype=v.aval.dtype).reshape(o.shape)
+                    if o.size else np.zeros(o.shape, v.aval.dtype)
+                    for o, v in zip(operands, eqn.invars, strict=True)]
+            out = None
+            if len(eqn.outvars) == 1:
+                out = _numpy_elementwise(name, vals, params, eqn.outvars[0].aval.dtype)
+            if out is None and name in _MOVEMENT:
+                moved = _numpy_movement(name, operands, params)
+                if moved is not None:
+                    return moved
+            if out is None:
+                out = _eager(prim, vals, params)
+            outs = out if prim.multiple_results else [out]
+            return [_const_array(o) for o in outs]
+        if name in _ELEMENTWISE:
+            return [self.elementwise(prim, operands, params)]
+        if name in _MOVEMENT:
+            return self.movement(prim, operands, params, _MOVEMENT[name](len(operands)))
+        if name in _REDUCTIONS:
+            return [self.reduce(_REDUCTIONS[name], operands[0], params["axes"])]
+        if name == "dot_general":
+            return [self.dot_general(operands[0], operands[1], params)]
+        if name in _CUMULATIVE:
+            return [self.cumulative(_CUMULATIVE[name], operands[0], params)]
+        if name == "cond":
+            return self.cond(operands, params)
+        if name == "while":
+            return self.while_loop(operands, params)
+        if name == "scan":
+            return self.scan(operands, params)
+        for key in _CALLS:
+            if key in params:
+                inner = params[key]
+                if isinstance(inner, jcore.ClosedJaxpr):
+                    consts = [_const_array(c) for c in inner.consts]
+                    inner = inner.jaxpr
+                else:
+                    consts = []
+                num_consts = params.get("num_consts", 0) if name != "jit" else 0
+                del num_consts  # the operands include them
+                return self.eval_jaxpr(inner, consts, operands)
+        raise UnsupportedPrimitiveError(
+            f"The fused ensemble kernel cannot evaluate the primitive {name!r} lane "
+            "by lane (it appears in the equations of motion or the constraint "
+            "projection of this system)."
+        )
+
+    def movement(self, prim, operands, params, data):
+        moved = _numpy_movement(prim.name, operands, params)
+        if moved is not None:
+            return moved
+        pool: list[Any] = []
+        id_args = []
+        for i, o in enumerate(operands):
+            if i in data:
+                ids = np.arange(len(pool), len(pool) + o.size, dtype=np.int64)
+                pool.extend(o.flat)
+                id_args.append(ids.reshape(o.shape))
+            else:
+                if not all(_is_const(e) for e in o.flat):
+                    raise UnsupportedPrimitiveError(
+                        f"The fused ensemble kernel needs the indices of {prim.name!r} "
+                        "at trace time; here they depend on the state or params."
+                    )
+                id_args.append(np.asarray(list(o.flat)).reshape(o.shape).astype(
+                    np.asarray(o.flat[0]).dtype if o.size else np.int64))
+        if prim.name == "pad":
+            id_args[1] = np.asarray(id_args[1], np.int64)
+        params = dict(params)
+        if prim.name == "gather" and "fill_value" in params:
+            params["fill_value"] = None
+        out = _eager(prim, id_args, params)
+        outs = out if prim.multiple_results else [out]
+        results = []
+        for ids in outs:
+            r = np.empty(ids.shape, dtype=object)
+            for index in np.ndindex(ids.shape):
+                r[index] = pool[int(ids[index])]
+            results.append(r)
+        return results
+
+    def reduce(self, prim, operand, axes):
+        moved = np.moveaxis(operand, tuple(axes), tuple(range(len(axes))))
+        flat = moved.reshape((-1, *moved.shape[len(axes):]))
+        out = np.empty(flat.shape[1:], dtype=object)
+        for index in np.ndindex(out.shape):
+            acc = flat[(0, *index)]
+            for k in range(1, flat.shape[0]):
+                acc = self.binary(prim, acc, flat[(k, *index)])
+            out[index] = acc
+        return out
+
+    def cumulative(self, prim, operand, params):
+        axis, reverse = params["axis"], params["reverse"]
+        moved = np.moveaxis(operand, axis, 0)
+        out = np.empty(moved.shape, dtype=object)
+        order = range(moved.shape[0] - 1, -1, -1) if reverse else range(moved.shape[0])
+        acc = None
+        for i in order:
+            if acc is None:
+                acc = moved[i, ...].copy()
+            else:
+                acc = self.elementwise(prim, [acc, moved[i, ...]], {})
+            out[i, ...] = acc
+        return np.moveaxis(out, 0, axis)
+
+    def dot_general(self, lhs, rhs, params):
+        (lc, rc), (lb, rb) = params["dimension_numbers"]
+        lf = [d for d in range(lhs.ndim) if d not in lc and d not in lb]
+        rf = [d for d in range(rhs.ndim) if d not in rc and d not in rb]
+        a = np.transpose(lhs, (*lb, *lf, *lc))
+        b = np.transpose(rhs, (*rb, *rc, *rf))
+        nb = math.prod(lhs.shape[d] for d in lb)
+        nk = math.prod(lhs.shape[d] for d in lc)
+        ni = math.prod(lhs.shape[d] for d in lf)
+        nj = math.prod(rhs.shape[d] for d in rf)
+        a = a.reshape(nb, ni, nk)
+        b = b.reshape(nb, nk, nj)
+        out = np.empty((nb, ni, nj), dtype=object)
+        dtype = params.get("preferred_element_type")
+        for bi in range(nb):
+            for i in range(ni):
+                for j in range(nj):
+                    acc = None
+                    for k in range(nk):
+                        term = self.binary(jax.lax.mul_p, a[bi, i, k], b[bi, k, j])
+                        if _is_const(term) and term == 0:
+                            continue
+                        acc = term if acc is None else self.binary(
+                            jax.lax.add_p, acc, term
+                        )
+                    if acc is None:
+                        acc = np.zeros((), _dtype_of(a[bi, i, 0] if nk else None,
+                                                     dtype))[()]
+                    out[bi, i, j] = acc
+        shape = (*[lhs.shape[d] for d in lb], *[lhs.shape[d] for d in lf],
+                 *[rhs.shape[d] for d in rf])
+        out = out.reshape(shape)
+        if dtype is not None:
+            out = self.elementwise(
+                jax.lax.convert_element_type_p,
+                [out],
+                {"new_dtype": dtype, "weak_type": False, "sharding": None},
+            ) if any(_dtype_of(e, None) != np.dtype(dtype) for e in out.flat) else out
+        return out
+
+    def cond(self, operands, params):
+        index, *args = operands
+        branches = params["branches"]
+        (idx,) = index.flat
+        if _is_const(idx):
+            branch = branches[int(idx)]
+            return self.eval_jaxpr(
+                branch.jaxpr, [_const_array(c) for c in branch.consts], args
+            )
+        results = [
+            self.eval_jaxpr(b.jaxpr, [_const_array(c) for c in b.consts], args)
+            for b in branches
+        ]
+        outs = []
+        for k in range(len(results[0])):
+            shape = results[0][k].shape
+            out = np.empty(shape, dtype=object)
+            for i in np.ndindex(shape):
+                out[i] = self.apply(
+                    jax.lax.select_n_p,
+                    [idx, *[r[k][i] for r in results]],
+                    {},
+                )
+            outs.append(out)
+        return outs
+
+    def while_loop(self, operands, params):
+        cn, bn = params["cond_nconsts"], params["body_nconsts"]
+        cconsts, bconsts, carry = operands[:cn], operands[cn:cn + bn], operands[cn + bn:]
+        cj, bj = params["cond_jaxpr"], params["body_jaxpr"]
+        for _ in range(100_000):
+            (pred,) = self.eval_jaxpr(
+                cj.jaxpr, [_const_array(c) for c in cj.consts], [*cconsts, *carry]
+            )
+            (p,) = pred.flat
+            if not _is_const(p):
+                raise UnsupportedPrimitiveError(
+                    "The fused ensemble kernel cannot evaluate a 'while' loop whose "
+                    "stopping test depends on the state or params (e.g. an iterative "
+                    "`mass_solver`)."
+                )
+            if not bool(p):
+                return carry
+            carry = self.eval_jaxpr(
+                bj.jaxpr, [_const_array(c) for c in bj.consts], [*bconsts, *carry]
+            )
+        raise UnsupportedPrimitiveError("A 'while' loop ran over 100 000 iterations.")
+
+    def scan(self, operands, params):
+        nc, ncarry = params["num_consts"], params["num_carry"]
+        consts, carry, xs = operands[:nc], operands[nc:nc + ncarry], operands[nc + ncarry:]
+        body = params["jaxpr"]
+        length = params["length"]
+        steps = range(length - 1, -1, -1) if params["reverse"] else range(length)
+        ys_steps = {}
+        for i in steps:
+            out = self.eval_jaxpr(
+                body.jaxpr,
+                [_const_array(c) for c in body.consts],
+                [*consts, *carry, *[x[i, ...] for x in xs]],
+            )
+            carry, ys_steps[i] = out[:ncarry], out[ncarry:]
+        ys = []
+        for k in range(len(body.jaxpr.outvars) - ncarry):
+            shape = ys_steps[0][k].shape if length else ()
+            y = np.empty((length, *shape), dtype=object)
+            for i in range(length):
+                y[i, ...] = ys_steps[i][k]
+            ys.append(y)
+        return [*carry, *ys]
+
+
+def _numpy_movement(name, operands, params) -> list[np.ndarray] | None:
+    """The common data-movement primitives on object arrays, or None."""
+    x = operands[0]
+    if name == "broadcast_in_dim":
+        shape, dims = params["shape"], params["broadcast_dimensions"]
+        expanded = [1] * len(shape)
+        for i, d in enumerate(dims):
+            expanded[d] = x.shape[i]
+        return [np.broadcast_to(x.reshape(expanded), shape).copy()]
+    if name == "reshape":
+        if params.get("dimensions") is not None:
+            return None
+        return [x.reshape(params["new_sizes"])]
+    if name == "squeeze":
+        return [x.reshape([s for i, s in enumerate(x.shape)
+                           if i not in params["dimensions"]])]
+    if name == "expand_dims":
+        return [np.expand_dims(x, params["dimensions"])]
+    if name == "transpose":
+        return [np.transpose(x, params["permutation"])]
+    if name == "rev":
+        return [np.flip(x, params["dimensions"]).copy()]
+    if name == "slice":
+        strides = params["strides"] or (1,) * x.ndim
+        index = tuple(
+            slice(a, b, c)
+            for a, b, c in zip(
+                params["start_indices"], params["limit_indices"], strides, strict=True
+            )
+        )
+        return [x[index]]
+    if name == "concatenate":
+        return [np.concatenate(operands, axis=params["dimension"])]
+    if name == "stack":
+        return [np.stack(operands, axis=params["axis"])]
+    if name == "split":
+        cuts = np.cumsum(params["sizes"])[:-1]
+        return list(np.split(x, cuts, axis=params["axis"]))
+    if name == "pad":
+        config = params["padding_config"]
+        if any(lo < 0 or hi < 0 for lo, hi, _ in config):
+            return None
+        (value,) = operands[1].flat
+        shape = [
+            lo + hi + s + max(s - 1, 0) * interior
+            for (lo, hi, interior), s in zip(config, x.shape, strict=True)
+        ]
+        out = np.empty(shape, dtype=object)
+        out.fill(value)
+        index = tuple(
+            slice(lo, lo + s + max(s - 1, 0) * interior, interior + 1)
+            for (lo, _, interior), s in zip(config, x.shape, strict=True)
+        )
+        out[index] = x
+        return [out]
+    return None
+
+
+_NUMPY = {
+    "add": np.add, "add_any": np.add, "sub": np.subtract, "mul": np.multiply,
+    "neg": np.negative, "max": np.maximum, "min": np.minimum, "abs": np.abs,
+    "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "exp": np.exp, "log": np.log,
+    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+    "gt": np.greater, "ge": np.greater_equal, "and": np.logical_and,
+    "or": np.logical_or, "not": np.logical_not, "square": np.square,
+}
+
+
+def _numpy_elementwise(name, values, params, dtype):
+    """A known elementwise result by NumPy (no XLA compilation), or None."""
+    if name in _NUMPY and not (name in ("and", "or", "not") and dtype != np.bool_):
+        with np.errstate(all="ignore"):
+            return np.asarray(_NUMPY[name](*values)).astype(dtype)
+    if name == "div" and np.issubdtype(dtype, np.floating):
+        with np.errstate(all="ignore"):
+            return np.asarray(np.divide(*values)).astype(dtype)
+    if name == "integer_pow":
+        with np.errstate(all="ignore"):
+            return np.asarray(values[0] ** params["y"]).astype(dtype)
+    if name == "convert_element_type":
+        return np.asarray(values[0]).astype(params["new_dtype"])
+    if name == "select_n":
+        return np.asarray(np.choose(np.asarray(values[0], int), values[1:])).astype(
+            dtype
+        )
+    if name == "iota":
+        shape, dimension = params["shape"], params["dimension"]
+        out = np.arange(shape[dimension], dtype=params["dtype"])
+        out = out.reshape([-1 if i == dimension else 1 for i in range(len(shape))])
+        return np.broadcast_to(out, shape)
+    return None
+
+
+def _dtype_of(element, default):
+    if element is None:
+        return np.dtype(default)
+    return np.asarray(element).dtype if _is_const(element) else np.dtype(element.dtype)
+
+
+def _fold(name: str, elements) -> Any:
+    """x·1, x + 0, x − 0, x·0 and a select with a known predicate, or None."""
+    if name in ("mul", "add", "add_any", "sub", "div") and len(elements) == 2:
+        a, b = elements
+        ka, kb = _is_const(a), _is_const(b)
+        lane = b if ka else a
+        const = a if ka else b
+        if ka == kb:
+            return None
+        if np.asarray(const).dtype != lane.dtype:
+            return None
+        if name == "mul" and const == 1:
+            return lane
+        if name == "mul" and const == 0:
+            return const
+        if name in ("add", "add_any") and const == 0:
+            return lane
+        if name in ("sub", "div") and kb and const == (0 if name == "sub" else 1):
+            return lane
+    if name == "select_n" and _is_const(elements[0]):
+        return elements[1 + int(elements[0])]
+    return None
+
+
+class LaneFunction:
+    """`fn` traced once, then evaluable lane by lane.
+
+    **Arguments:**
+
+    - `fn`: a function of a pytree of arrays, returning a pytree of arrays.
+    - `*example_args`: arguments of the shapes and dtypes it will get (one member).
+
+    Calling it with the same pytree structure, each leaf an object array (shape of
+    the leaf) of (block,) lanes, returns the outputs in the same form.
+    """
+
+    def __init__(self, fn: Callable, *example_args):
+        closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*example_args)
+        self.jaxpr = closed.jaxpr
+        self.consts = [np.asarray(c) for c in closed.consts]
+        self.in_tree = jax.tree.structure(example_args)
+        self.out_shape = out_shape
+        self.out_tree = jax.tree.structure(out_shape)
+
+    def __call__(self, *lane_args):
+        leaves = self.in_tree.flatten_up_to(lane_args)
+        (first,) = [e for leaf in leaves for e in leaf.flat if not _is_const(e)][:1]
+        evaluator = _Evaluator(first.shape)
+        outs = evaluator.eval_jaxpr(
+            self.jaxpr, [_const_array(c) for c in self.consts], leaves
+        )
+        return jax.tree.unflatten(self.out_tree, outs)
+
+
+def to_lanes(x: jax.Array) -> np.ndarray:
+    """(block, *shape) array → object array of shape `shape` of (block,) lanes."""
+    shape = x.shape[1:]
+    out = np.empty(shape, dtype=object)
+    for index in np.ndindex(shape):
+        out[index] = x[(slice(None), *index)]
+    return out
+
+
+def from_lanes(lanes: np.ndarray, block: int, dtype) -> jax.Array:
+    """The inverse of `to_lanes` (known elements are broadcast)."""
+    flat = [
+        jnp.full((block,), e, dtype) if _is_const(e) else e.astype(dtype)
+        for e in lanes.flat
+    ]
+    if not flat:
+        return jnp.zeros((block, *lanes.shape), dtype)
+    return jnp.stack(flat, axis=-1).reshape(block, *lanes.shape)

@@ -1,0 +1,388 @@
+"""The fused ensemble kernel (`simulate_batch(..., backend="kernel")`), in Pallas's
+interpret mode on the CPU: the lane-wise evaluator against `jax.vmap`, the kernel
+against the vmap backend at tight tolerances, result codes, gradients, errors.
+
+Interpret mode is slow to compile: small batches, short spans, small blocks.
+"""
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import lineax as lx
+import numpy as np
+import pytest
+
+import jaxlagrange as jl
+from jaxlagrange._kernel._backend import choose_kernel
+from jaxlagrange._kernel._ensemble import simulate_kernel
+from jaxlagrange._kernel._lanes import (
+    LaneFunction,
+    UnsupportedPrimitiveError,
+    from_lanes,
+    to_lanes,
+)
+from jaxlagrange._projection import _project_state
+from jaxlagrange._segment import _vector_field
+
+
+TIGHT = dict(rtol=1e-10, atol=1e-10)
+
+
+def both(system, q0, qd0, params=None, block_size=4, **options):
+    kernel = jl.simulate_batch(
+        system,
+        q0,
+        qd0,
+        params=params,
+        backend="kernel",
+        block_size=block_size,
+        throw=False,
+        **options,
+    )
+    vmap = jl.simulate_batch(
+        system, q0, qd0, params=params, backend="vmap", throw=False, **options
+    )
+    return kernel, vmap
+
+
+def assert_close(kernel, vmap, tol=1e-8):
+    assert not jnp.any(jl.failed(kernel))
+    np.testing.assert_array_equal(kernel.ts, vmap.ts)
+    np.testing.assert_allclose(kernel.q, vmap.q, rtol=0, atol=tol)
+    np.testing.assert_allclose(kernel.qd, vmap.qd, rtol=0, atol=tol)
+    np.testing.assert_allclose(kernel.multipliers, vmap.multipliers, rtol=0, atol=tol)
+    np.testing.assert_array_equal(kernel.t_final, vmap.t_final)
+    # Two adaptive integrators with their own step sequences: similar work.
+    steps, expected = kernel.stats["num_steps"], vmap.stats["num_steps"]
+    assert np.all(jnp.abs(steps - expected) <= jnp.maximum(3, 0.3 * expected))
+
+
+# The lane-wise evaluator.
+
+
+def _member_functions(system, n):
+    leaves, tree = jax.tree.flatten(system.params)
+
+    def with_params(leaves):
+        if tree.num_leaves == 0:
+            return system
+        return eqx.tree_at(lambda s: s.params, system, jax.tree.unflatten(tree, leaves))
+
+    def field(t, y, leaves):
+        return _vector_field(t, y, (with_params(leaves), None, None, None))
+
+    def project(t, y, leaves):
+        return _project_state(with_params(leaves), y, t)
+
+    return leaves, field, project
+
+
+def _dict_params_system():
+    def lagrangian(q, qd, t, params):
+        kinetic = 0.5 * params["m"] * jnp.sum(qd**2) + params["c"] * qd[0] * qd[1]
+        potential = 0.5 * jnp.sum(params["k"] * q**2) + params["a"] * q[0] ** 3
+        return kinetic - potential
+
+    def force(q, qd, t, params):
+        return -params["b"] * qd + jnp.array([jnp.sin(2.0 * t), 0.0])
+
+    params = {"m": 1.5, "c": 0.2, "k": jnp.array([1.0, 3.0]), "a": 0.1, "b": 0.05}
+    return jl.LagrangianSystem(lagrangian, params=params, force=force)
+
+
+@pytest.mark.parametrize(
+    "name", ["double_pendulum", "cartesian_pendulum", "rolling_disk", "dict_params"]
+)
+def test_lanes_equal_vmap(name):
+    if name == "dict_params":
+        system, q0, qd0 = _dict_params_system(), jnp.array([0.3, -0.2]), jnp.ones(2)
+    else:
+        system, q0, qd0 = getattr(jl.systems, name)()
+    n, size = q0.shape[0], 5
+    leaves, field, project = _member_functions(system, n)
+    leaves = [jnp.asarray(leaf, float) for leaf in leaves]
+    y = jnp.concatenate([q0, qd0])
+    key = jax.random.PRNGKey(0)
+    ys = y + 0.1 * jax.random.normal(key, (size, 2 * n))
+    ts = jnp.linspace(0.0, 1.0, size)
+    ps = [
+        leaf * (1 + 0.1 * jnp.arange(size).reshape((size,) + (1,) * leaf.ndim))
+        for leaf in leaves
+    ]
+    functions = [field]
+    if system.has_constraints:
+        functions.append(project)
+    for fn in functions:
+        lanes = LaneFunction(fn, jnp.zeros(()), y, leaves)
+
+        @jax.jit
+        def by_lanes(ts, ys, ps):
+            out = lanes(to_lanes(ts), to_lanes(ys), [to_lanes(p) for p in ps])
+            return from_lanes(out, size, ys.dtype)
+
+        expected = jax.jit(jax.vmap(fn))(ts, ys, ps)
+        np.testing.assert_allclose(by_lanes(ts, ys, ps), expected, rtol=0, atol=1e-14)
+
+
+def test_lanes_unsupported_primitive():
+    def fn(x):
+        return jnp.linalg.cholesky(jnp.outer(x, x) + jnp.eye(2))[1]
+
+    lanes = LaneFunction(fn, jnp.ones(2))
+    with pytest.raises(UnsupportedPrimitiveError, match="'cholesky'"):
+        lanes(to_lanes(jnp.ones((4, 2))))
+
+
+def test_lanes_cond_and_loops():
+    def fn(x):
+        y = jax.lax.cond(x[0] > 0, lambda x: x * 2.0, lambda x: -x, x)
+        y = jax.lax.fori_loop(0, 3, lambda i, y: y + i * y[::-1], y)
+        return jax.lax.scan(lambda c, v: (c + v, c * v), 0.0, y)
+
+    xs = jnp.array([[1.0, 2.0], [-1.0, 0.5], [0.3, -3.0], [-2.0, -1.0]])
+    lanes = LaneFunction(fn, jnp.ones(2))
+    carry, ys = lanes(to_lanes(xs))
+    expected_carry, expected_ys = jax.jit(jax.vmap(fn))(xs)
+    np.testing.assert_allclose(from_lanes(carry, 4, float), expected_carry, atol=1e-14)
+    np.testing.assert_allclose(from_lanes(ys, 4, float), expected_ys, atol=1e-14)
+
+
+# The kernel against the vmap backend, rtol = atol = 1e-10.
+
+
+def test_double_pendulum():
+    system, q0, qd0 = jl.systems.double_pendulum()
+    # Three members in blocks of two: two programs, one padded lane.
+    q0s = q0 + jnp.linspace(0.0, 0.3, 3)[:, None]
+    kernel, vmap = both(
+        system,
+        q0s,
+        qd0,
+        block_size=2,
+        devices=jax.devices()[:1],
+        t1=1.0,
+        saveat=jnp.array([0.25, 1.0]),
+        **TIGHT,
+    )
+    assert kernel.q.shape == (3, 2, 2)
+    assert_close(kernel, vmap)
+    # The same kernel, called directly (no jit, no custom_vjp).
+    direct = simulate_kernel(
+        system,
+        q0s,
+        jnp.broadcast_to(qd0, q0s.shape),
+        jax.tree.map(lambda x: jnp.full((3,), x), system.params),
+        dict(t1=1.0, saveat=jnp.array([0.25, 1.0]), **TIGHT),
+        block_size=2,
+    )
+    np.testing.assert_allclose(direct.q, kernel.q, rtol=1e-14)
+
+
+def test_damped_driven_pendulum_params_per_member():
+    def lagrangian(q, qd, t, params):
+        return 0.5 * qd[0] ** 2 + params["g"] * jnp.cos(q[0])
+
+    def dissipation(q, qd, t, params):
+        return 0.5 * params["c"] * qd[0] ** 2
+
+    def force(q, qd, t, params):
+        return jnp.array([params["A"] * jnp.cos(params["w"] * t)])
+
+    system = jl.LagrangianSystem(
+        lagrangian,
+        params={"g": 9.81, "c": 0.1, "A": 0.5, "w": 2.0},
+        force=force,
+        dissipation=dissipation,
+    )
+    params = {"c": jnp.array([0.0, 0.2, 0.5, 1.0]), "w": jnp.array([1.0, 2.0, 3.0, 5.0])}
+    q0s = jnp.linspace(0.1, 1.5, 4)[:, None]
+    kernel, vmap = both(system, q0s, jnp.zeros(1), params, t1=2.0, **TIGHT)
+    assert_close(kernel, vmap)
+    # The members differ (the params reached them).
+    assert len(np.unique(np.round(np.asarray(kernel.q[:, -1, 0]), 6))) == 4
+
+
+def test_kapitza_time_dependent():
+    system, q0, qd0 = jl.systems.kapitza()
+    q0s = q0 + jnp.array([[0.0], [0.1]])
+    kernel, vmap = both(system, q0s, qd0, t1=0.5, saveat=jnp.array([0.1, 0.5]), **TIGHT)
+    assert_close(kernel, vmap)
+
+
+def test_cartesian_pendulum_stays_on_its_manifold():
+    system, q0, qd0 = jl.systems.cartesian_pendulum()
+    qd0s = qd0 * jnp.array([[1.0], [0.5]])
+    kernel, vmap = both(
+        system, q0, qd0s, t1=2.0, saveat=jnp.linspace(0.5, 2.0, 4), **TIGHT
+    )
+    assert_close(kernel, vmap)
+    length = system.params["l"] if isinstance(system.params, dict) else 1.0
+    g = jnp.sum(kernel.q**2, axis=-1) - length**2
+    gd = jnp.sum(kernel.q * kernel.qd, axis=-1)
+    assert float(jnp.max(jnp.abs(g))) <= 1e-8
+    assert float(jnp.max(jnp.abs(gd))) <= 1e-8
+
+
+def test_rolling_disk_nonholonomic():
+    system, q0, qd0 = jl.systems.rolling_disk()
+    q0s = q0 + jnp.array([[0.0, 0.0], [0.1, 0.1 / system.params["R"]]])
+    kernel, vmap = both(system, q0s, qd0, t1=1.0, **TIGHT)
+    assert_close(kernel, vmap)
+
+
+def test_constant_step_size():
+    system, q0, qd0 = jl.systems.double_pendulum()
+    q0s = q0 + jnp.array([[0.0], [0.2]])
+    kernel, vmap = both(
+        system,
+        q0s,
+        qd0,
+        t1=0.5,
+        saveat=jnp.array([0.25, 0.5]),
+        dt0=0.01,
+        stepsize_controller=diffrax.ConstantStepSize(),
+    )
+    assert_close(kernel, vmap, tol=1e-12)
+    np.testing.assert_array_equal(kernel.stats["num_steps"], 50)
+
+
+# Result codes per member.
+
+
+def _oscillator():
+    def lagrangian(q, qd, t, params):
+        return 0.5 * params["m"] * qd[0] ** 2 - 0.5 * params["k"] * q[0] ** 2
+
+    return jl.LagrangianSystem(lagrangian, params={"m": 1.0, "k": 1.0})
+
+
+def test_result_codes_per_member():
+    system = _oscillator()
+    # 0: fine; 1: NaN start; 2: singular M (m = 0); 3: too stiff for max_steps.
+    q0s = jnp.array([[1.0], [jnp.nan], [1.0], [1.0]])
+    params = {"m": jnp.array([1.0, 1.0, 0.0, 1.0]), "k": jnp.array([1.0, 1.0, 1.0, 1e6])}
+    kernel, vmap = both(system, q0s, jnp.zeros(1), params, t1=1.0, max_steps=60)
+    expected = [
+        jl.RESULTS.successful,
+        jl.RESULTS.non_finite_state,
+        jl.RESULTS.singular_mass_matrix,
+        jl.RESULTS.max_steps_reached,
+    ]
+    for i, code in enumerate(expected):
+        assert kernel.result._value[i] == code._value, i
+        assert vmap.result._value[i] == code._value, i
+    np.testing.assert_array_equal(jl.failed(kernel), [False, True, True, True])
+    # The failed members leave the others alone.
+    alone = jl.simulate(system, jnp.ones(1), jnp.zeros(1), t1=1.0)
+    np.testing.assert_allclose(kernel.q[0], alone.q, atol=1e-7)
+    assert kernel.t_final[1] == 0.0 and jnp.all(jnp.isinf(kernel.q[1]))
+    assert kernel.stats["num_steps"][3] == 60
+    with pytest.raises(eqx.EquinoxRuntimeError, match="a member failed"):
+        jl.simulate_batch(
+            system, q0s, jnp.zeros(1), params=params, t1=1.0, max_steps=60,
+            backend="kernel", block_size=4,
+        )
+
+
+# Gradients, float32, the backends.
+
+
+def test_gradient_equals_vmap_gradient():
+    system = _oscillator()
+
+    def loss(k, q0, backend):
+        traj = jl.simulate_batch(
+            system, q0, jnp.zeros(1), params={"k": k}, t1=1.0, backend=backend,
+            block_size=2, **TIGHT,
+        )
+        return jnp.sum(traj.q[:, -1, 0] ** 2)
+
+    k, q0 = jnp.array([1.0, 2.0]), jnp.array([[1.0], [0.5]])
+    grads = jax.grad(loss, argnums=(0, 1))(k, q0, "kernel")
+    expected = jax.grad(loss, argnums=(0, 1))(k, q0, "vmap")
+    for g, e in zip(grads, expected, strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-14)
+    # Against central differences of the kernel's own forward pass.
+    h = jnp.array([1e-5, 0.0])
+    fd = (loss(k + h, q0, "kernel") - loss(k - h, q0, "kernel")) / 2e-5
+    np.testing.assert_allclose(grads[0][0], fd, rtol=1e-6)
+
+
+def test_float32():
+    system, q0, qd0 = jl.systems.double_pendulum()
+    q0s = (q0 + jnp.array([[0.0], [0.2]])).astype(jnp.float32)
+    kernel, vmap = both(system, q0s, qd0.astype(jnp.float32), t1=0.5, rtol=1e-5, atol=1e-5)
+    assert kernel.q.dtype == jnp.float32
+    assert_close(kernel, vmap, tol=1e-3)
+
+
+def test_auto_on_cpu_is_vmap():
+    system, q0, qd0 = jl.systems.double_pendulum()
+    q0s = q0 + jnp.array([[0.0], [0.2]])
+    auto = jl.simulate_batch(system, q0s, qd0, t1=0.5)
+    vmap = jl.simulate_batch(system, q0s, qd0, t1=0.5, backend="vmap")
+    np.testing.assert_array_equal(auto.q, vmap.q)
+
+
+def test_auto_on_a_gpu():
+    class Device:  # what `choose_kernel` reads of a device
+        platform = "gpu"
+
+    system, _, _ = jl.systems.double_pendulum()
+    kernel = choose_kernel("auto", system, {"t1": 1.0}, [Device()], 128)
+    assert kernel is not None and not kernel(()).interpret
+    # Unsupported systems or options under "auto" fall back without a word.
+    bouncing, _, _ = jl.systems.bouncing_ball()
+    for system_, options in (
+        (system, {"solver": diffrax.Dopri5()}),
+        (bouncing, {}),
+    ):
+        assert choose_kernel("auto", system_, options, [Device()], 128) is None
+    with pytest.raises(ValueError, match="Dopri5"):
+        choose_kernel("kernel", system, {"solver": diffrax.Dopri5()}, [Device()], 128)
+
+
+def test_unknown_backend_and_block_size():
+    system, q0, qd0 = jl.systems.double_pendulum()
+    with pytest.raises(ValueError, match="`backend` must be one of"):
+        jl.simulate_batch(system, q0[None], qd0, t1=0.1, backend="gpu")
+    for bad in (0, 3, 2.0):
+        with pytest.raises(ValueError, match="`block_size` must be a positive power"):
+            jl.simulate_batch(system, q0[None], qd0, t1=0.1, block_size=bad)
+
+
+@pytest.mark.parametrize(
+    "case, match",
+    [
+        ("solver", r"`solver=Dopri5\(\)`.*backend='vmap' supports it"),
+        ("controller", r"PIDController.*backend='vmap' supports it"),
+        ("controller_type", r"`stepsize_controller=StepTo.*backend='vmap' supports it"),
+        ("progress", r"`progress_meter=TextProgressMeter.*backend='vmap' supports it"),
+        ("unilateral", r"unilateral constraints.*backend='vmap' supports it"),
+        ("mass_solver", r"`mass_solver`.*backend='vmap' supports it"),
+        ("variational", r"`solver=VariationalMidpoint.*backend='vmap' supports it"),
+    ],
+)
+def test_unsupported_options(case, match):
+    system, q0, qd0 = jl.systems.double_pendulum()
+    options = {}
+    if case == "solver":
+        options["solver"] = diffrax.Dopri5()
+    elif case == "controller":
+        options["stepsize_controller"] = diffrax.PIDController(
+            rtol=1e-6, atol=1e-6, pcoeff=0.3, icoeff=0.4
+        )
+    elif case == "controller_type":
+        options["stepsize_controller"] = diffrax.StepTo(jnp.linspace(0, 0.1, 3))
+    elif case == "progress":
+        options["progress_meter"] = diffrax.TextProgressMeter()
+    elif case == "unilateral":
+        system, q0, qd0 = jl.systems.bouncing_ball()
+    elif case == "mass_solver":
+        system = system.with_mass_solver(lx.CG(rtol=1e-10, atol=1e-10))
+    elif case == "variational":
+        options["solver"] = jl.VariationalMidpoint()
+        options["dt0"] = 0.01
+    with pytest.raises(ValueError, match=match):
+        jl.simulate_batch(system, q0[None], qd0, t1=0.1, backend="kernel", **options)

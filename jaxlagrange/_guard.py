@@ -31,7 +31,7 @@ from ._constraints import _dynamics
 from ._custom_types import Array, BoolScalar
 from ._eom import _terms
 from ._linalg import cho_solve, cholesky
-from ._mass import MassSolve, forcing
+from ._mass import MassSolve, forcing, mass_operator
 from ._trajectory import RESULTS
 
 
@@ -171,9 +171,16 @@ def _diagnose(failure: _Failure) -> RESULTS:
         nearly_singular = ~jnp.all(ratios > jnp.finfo(q.dtype).eps ** 0.25)
         qdd = cho_solve(factor, terms.forcing[1])
     else:
-        # Matrix-free: no pivots to watch, M is never formed.
-        nearly_singular = jnp.array(False)
-        qdd = MassSolve(system, q, qd, t)(forcing(system, q, qd, t))[0]
+        # Matrix-free, M never formed: no pivots, but a solution that blows up at a
+        # singular M runs into M's soft direction, along which q̈ grows. There M's
+        # Rayleigh quotient has fallen below eps^(1/4) of its value at t0.
+        solve = MassSolve(system, q, qd, t)
+        qdd = solve(forcing(system, q, qd, t))[0]
+        v = qdd / jnp.linalg.norm(qdd)
+        now = jnp.dot(v, solve.operator.mv(v))
+        start = jnp.dot(v, mass_operator(system, q0, qd0, t0).mv(v))
+        soft = now <= jnp.finfo(q.dtype).eps ** 0.25 * jnp.abs(start)
+        nearly_singular = jnp.isfinite(now) & jnp.isfinite(start) & soft
     # The probes follow the step to first order (constraint forces left out).
     s = jnp.asarray(_PROBES, q.dtype) * dt
     qs = q + s[:, None] * qd

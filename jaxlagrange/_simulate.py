@@ -16,14 +16,19 @@ from ._guard import _all_finite, _diagnosed, _Failure
 from ._hybrid import _check_max_events, _hybrid_solve
 from ._projection import ProjectedSolver, check_initial_state, has_equality_constraints
 from ._segment import _smooth_solve
-from ._system import LagrangianSystem
+from ._system import LagrangianSystem, checked_values
 from ._trajectory import (
     RESULTS as RESULTS,
     Trajectory,
     _known,
     _raise_on_failure,
 )
-from ._validate import as_real, check_output_size, check_precision
+from ._validate import (
+    as_real,
+    check_affine,
+    check_output_size,
+    check_precision,
+)
 from ._variational import VariationalMidpoint, variational_simulate
 
 
@@ -333,6 +338,10 @@ def _simulate(
             raise ValueError(_NON_FINITE_INITIAL)
     elif throw:
         q0 = eqx.error_if(q0, ~_all_finite((q0, qd0)), _NON_FINITE_INITIAL)
+    if throw:
+        # Finite params, friction and restitution in range (with throw=False a
+        # member of a batch with bad params fails on its own, by its result).
+        system = checked_values(system)
     if dt0 is not None:
         dt0 = as_real("dt0", dt0).astype(dtype)
     if baumgarte is not None:
@@ -346,6 +355,10 @@ def _simulate(
     solver = diffrax.Tsit5() if solver is None else solver
     if system.has_constraints:
         q0 = check_initial_state(system, q0, qd0, t0)
+    for name in ("nonholonomic", "slip"):
+        if getattr(system, name) is not None:
+            fn = getattr(system, "_" + name)
+            q0 = check_affine(name, fn, q0, qd0, t0, q0)
         if baumgarte is None and has_equality_constraints(system):
             solver = ProjectedSolver(solver)
     if stepsize_controller is None:

@@ -152,22 +152,34 @@ def check_finite(named: dict[str, Array], x):
     return eqx.branched_error_if(x, jnp.any(bad), jnp.argmax(bad), messages)
 
 
-def check_finite_params(params, x: Array) -> Array:
+def param_flags(params) -> tuple[list[Array], list[str]]:
+    """For each floating param leaf: whether it holds NaN or inf, and the message
+    naming it (e.g. params['m'])."""
+    flags, messages = [], []
+    for path, leaf in jtu.tree_flatten_with_path(params)[0]:
+        # Python floats too: `eqx.tree_at` can put one in without conversion.
+        if eqx.is_inexact_array(leaf) or isinstance(leaf, (float, np.floating)):
+            flags.append(~jnp.all(jnp.isfinite(leaf)))
+            messages.append(
+                f"params{jtu.keystr(path)} is not finite (it holds NaN or inf): give "
+                "the system finite params."
+            )
+    return flags, messages
+
+
+def raise_first(x, flags: list[Array], messages: list[str]):
+    """`x`, with an error (also under `jax.jit`) giving the message of the first
+    flag that is set."""
+    if not flags:
+        return x
+    bad = jnp.stack(flags)
+    return eqx.branched_error_if(x, jnp.any(bad), jnp.argmax(bad), tuple(messages))
+
+
+def check_finite_params(params, x):
     """`x`, with an error (also under `jax.jit`) naming the first param leaf of
     `params` that holds NaN or inf, e.g. params['m']."""
-    leaves = [
-        (jtu.keystr(path), leaf)
-        for path, leaf in jtu.tree_flatten_with_path(params)[0]
-        if eqx.is_inexact_array(leaf)
-    ]
-    if not leaves:
-        return x
-    bad = jnp.stack([~jnp.all(jnp.isfinite(leaf)) for _, leaf in leaves])
-    messages = tuple(
-        f"params{path} is not finite (it holds NaN or inf): give the system finite "
-        "params." for path, _ in leaves
-    )
-    return eqx.branched_error_if(x, jnp.any(bad), jnp.argmax(bad), messages)
+    return raise_first(x, *param_flags(params))
 
 
 def check_tolerance(name: str, value):
@@ -185,3 +197,41 @@ def check_tolerance(name: str, value):
     if not (np.isfinite(number) and number > 0):
         raise ValueError(message)
     return number
+
+
+def check_affine(name: str, fn, q: Array, qd: Array, t: Array, x: Array) -> Array:
+    """`x`, with an error naming `name` unless fn(q, q̇, t) is affine in q̇ at (q, t).
+
+    Affine: fn(q, q̇ + d, t) = fn(q, q̇, t) + (∂fn/∂q̇) d, tried for d = ±(1 + |q̇|)
+    along two directions (a kink such as |q̇| at q̇ = 0 is caught too), to within
+    √eps. A `ValueError` when the values are known at trace time, else
+    `eqx.error_if`.
+    """
+    n = q.shape[0]
+    scale = 1 + jnp.max(jnp.abs(qd))
+    pattern = jnp.where(jnp.arange(n) % 2 == 0, 1.0, -0.5).astype(q.dtype)
+    ones = jnp.ones(n, q.dtype)
+    steps = scale * jnp.stack([ones, -ones, pattern, -pattern])
+    value = fn(q, qd, t)
+    jac = jax.jacfwd(fn, argnums=1)(q, qd, t)
+
+    def error(d):
+        predicted = value + jac @ d
+        return jnp.abs(fn(q, qd + d, t) - predicted) / (1 + jnp.abs(predicted))
+
+    worst = jnp.max(jax.vmap(error)(steps), initial=0.0)
+    bad = ~(worst <= jnp.sqrt(jnp.finfo(q.dtype).eps))
+    message = (
+        f"`{name}` must be affine in qd ({name}(q, qd, t) = A(q, t) qd + b(q, t)), "
+        f"but at the initial state {name}(q0, qd0 + d) differs from "
+        f"{name}(q0, qd0) + (∂{name}/∂qd) d by {{}} (relative): the equations "
+        f"use ∂{name}/∂qd as a constant direction."
+    )
+    known_bad = known(bad)
+    if known_bad is not None and not any(
+        isinstance(v, jax.core.Tracer) for v in (q, qd, t)
+    ):
+        if bool(known_bad):
+            raise ValueError(message.format(f"{float(worst):.3g}"))
+        return x
+    return eqx.error_if(x, bad, message.format("more than √eps"))

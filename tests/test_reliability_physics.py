@@ -9,7 +9,11 @@ that is not affine in q̇, non-finite params, n = 0 and the memory limits that
 size the save arrays.
 """
 
+import os
 import resource
+import subprocess
+import sys
+from pathlib import Path
 
 import equinox as eqx
 import jax
@@ -393,3 +397,24 @@ def test_memory_limit_follows_the_cgroup(monkeypatch, tmp_path):
         _validate.check_output_size(2**26, 1, 0, jnp.float64)
     (tmp_path / "memory.max").write_text("max\n")
     assert _validate.memory_limit() is None or _validate.memory_limit() > 2**30
+
+
+def test_cli_refuses_saves_beyond_the_address_space_limit(tmp_path):
+    # Under `ulimit -v` the save times alone (8 GB) made XLA abort (status −6).
+    (tmp_path / "big.toml").write_text(
+        '[system]\nname = "pendulum"\n[simulate]\nt1 = 1.0\nsaves = 1000000000\n'
+    )
+    limit_kib = 6 * 2**20  # ulimit -v counts KiB: 6 GiB
+    command = f'ulimit -v {limit_kib} && exec "$0" -m jaxlagrange run big.toml --out o'
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        ["bash", "-c", command, sys.executable],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(root), "JAX_PLATFORMS": "cpu"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "[simulate] saves = 1000000000 is too many" in proc.stderr
+    assert "address-space limit (ulimit -v) of 6.0 GiB" in proc.stderr

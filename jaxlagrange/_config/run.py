@@ -10,6 +10,7 @@ import diffrax
 import jax.numpy as jnp
 
 from .. import systems as _systems
+from .._validate import check_output_size
 from ._schema import (
     ConfigError,
     Key,
@@ -216,10 +217,19 @@ def simulate_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
             f"{config['source']}: [simulate] t1 must be greater than t0, got "
             f"t0 = {t0!r} and t1 = {t1!r}"
         )
+    saves = section["saves"]
+    try:
+        # Before the save times are made (the array itself may not fit): one
+        # coordinate at least; `simulate` checks again with the system's n.
+        check_output_size(saves, 1, 0, jnp.result_type(float))
+    except ValueError as e:
+        raise ConfigError(
+            f"{config['source']}: [simulate] saves = {saves} is too many: {e}"
+        ) from None
     return dict(
         t0=t0,
         t1=t1,
-        saveat=jnp.linspace(t0, t1, section["saves"]),
+        saveat=jnp.linspace(t0, t1, saves),
         solver=solver(section["solver"]),
         rtol=section["rtol"],
         atol=section["atol"],

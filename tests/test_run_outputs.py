@@ -157,3 +157,50 @@ def test_the_result_comes_before_the_figures(tmp_path, capsys, monkeypatch):
     summary = json.loads((out / "summary.json").read_text())
     assert "motion.gif" in summary["files"] and summary["wall_time_s"]["figures"] > 0
     assert "figures in" in capsys.readouterr().out
+
+
+class _Device:
+    def __init__(self, platform, id):
+        self.platform, self.id = platform, id
+
+
+def _machine(gpus: int):
+    devices = {"cpu": [_Device("cpu", 0)], "gpu": [_Device("gpu", i) for i in range(gpus)]}
+    return lambda platform: devices[platform]
+
+
+def test_device_choice():
+    from jaxlagrange._cli._common import choose_devices, device_name
+
+    gpu_machine, cpu_machine = _machine(2), _machine(0)
+    # auto: one trajectory or a fit on the CPU, a sweep on every GPU.
+    for machine in (gpu_machine, cpu_machine):
+        (device,) = choose_devices("auto", batched=False, available=machine)
+        assert device.platform == "cpu"
+    sweep = choose_devices("auto", batched=True, available=gpu_machine)
+    assert [d.platform for d in sweep] == ["gpu", "gpu"] and device_name(sweep) == "2 × gpu"
+    assert choose_devices("auto", batched=True, available=cpu_machine)[0].platform == "cpu"
+    # Forced.
+    assert choose_devices("gpu", batched=False, available=gpu_machine)[0].platform == "gpu"
+    assert choose_devices("cpu", batched=True, available=gpu_machine)[0].platform == "cpu"
+    with pytest.raises(_cli.CLIError, match=r"--device gpu .*JAX sees no GPU"):
+        choose_devices("gpu", batched=True, available=cpu_machine)
+
+
+def test_device_option(tmp_path, capsys):
+    import jax
+
+    (tmp_path / "p.toml").write_text(
+        "[system]\nname = 'pendulum'\n[simulate]\nt1 = 1.0\nsaves = 11\n"
+        "[run]\ndevice = 'cpu'\n"
+    )
+    out = tmp_path / "out"
+    assert _cli.main(["run", str(tmp_path / "p.toml"), "--out", str(out), "--no-plots"]) == 0
+    assert "on cpu" in capsys.readouterr().out
+    assert json.loads((out / "summary.json").read_text())["device"] == "cpu"
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        status = _cli.main(["run", str(tmp_path / "p.toml"), "--device", "gpu"])
+        assert status == 1 and "JAX sees no GPU" in capsys.readouterr().err
+    (tmp_path / "bad.toml").write_text("[system]\nname = 'pendulum'\n[run]\ndevice = 'tpu'\n")
+    assert _cli.main(["run", str(tmp_path / "bad.toml")]) == 1
+    assert "[run] device: must be one of auto, cpu, gpu, got 'tpu'" in capsys.readouterr().err

@@ -65,7 +65,10 @@ def compilation_cache() -> Path | None:
     except OSError:
         return None  # a cache is an optimization: never fail a run for it
     jax.config.update("jax_compilation_cache_dir", str(path))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
+    # The solves and fits compile in seconds; the eager scalar ops around them
+    # (10-50 ms, more on a loaded machine) are not worth a file each, and
+    # caching them only when a run happens to be slow made the entries vary.
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.3)
     return path
 
 
@@ -113,7 +116,11 @@ def _say(args, message: str) -> None:
 def _result_message(result) -> str:
     from .._trajectory import RESULTS
 
-    return "successful" if result == RESULTS.successful else RESULTS[result]
+    # In NumPy: an eager JAX comparison is one more small program to compile.
+    code = int(np.asarray(result._value))
+    if code == int(RESULTS.successful._value):  # pyright: ignore
+        return "successful"
+    return RESULTS._index_to_message[code]  # pyright: ignore
 
 
 def _stats(stats: Mapping[str, Any]) -> dict[str, int]:
@@ -176,3 +183,57 @@ def cache_hits() -> Iterator[list[int]]:
         yield counter
     finally:
         counter[0] = _HITS.pop()
+
+
+DEVICES = ("auto", "cpu", "gpu")
+"""The choices of `--device` and of `device` in `[run]`, `[sweep]` and `[fit]`."""
+
+
+def add_device_argument(parser, default_rule: str) -> None:
+    """`--device auto|cpu|gpu` of a subcommand."""
+    parser.add_argument(
+        "--device",
+        choices=DEVICES,
+        default=None,
+        help=f"where to compute (default: the config's, else auto: {default_rule})",
+    )
+
+
+def _available(platform: str) -> list:
+    import jax
+
+    try:
+        return list(jax.devices(platform))
+    except RuntimeError:  # no such backend (no GPU, or JAX_PLATFORMS excludes it)
+        return []
+
+
+def choose_devices(requested: str, *, batched: bool, available=_available) -> list:
+    """The devices a subcommand computes on.
+
+    `auto` puts single trajectories and fits on the first CPU device, where a
+    small solve's many short steps run fastest (on a GPU each step is several
+    kernel launches), and batched work (`sweep`) on the GPUs when JAX has any,
+    else on the CPU. `cpu` and `gpu` force the choice; `gpu` without a GPU is an
+    error. `available(platform)` lists JAX's devices of a platform (a fake one in
+    tests).
+    """
+    from ._output import CLIError
+
+    if requested not in DEVICES:
+        raise CLIError(f"device must be one of {', '.join(DEVICES)}, got {requested!r}")
+    gpus = available("gpu") if requested != "cpu" else []
+    if requested == "gpu" and not gpus:
+        raise CLIError(
+            "--device gpu (or device = \"gpu\"): JAX sees no GPU here; use "
+            "--device cpu or auto"
+        )
+    if requested == "gpu" or (requested == "auto" and batched and gpus):
+        return gpus if batched else gpus[:1]
+    return available("cpu")[:1]
+
+
+def device_name(devices) -> str:
+    """`cpu`, `gpu`, or `4 × gpu`, for the console and summary.json."""
+    platform = devices[0].platform
+    return platform if len(devices) == 1 else f"{len(devices)} × {platform}"

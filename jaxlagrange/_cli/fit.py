@@ -15,7 +15,9 @@ from ._common import (
     _enable_x64,
     _one_line,
     _say,
+    add_device_argument,
     add_progress_arguments,
+    choose_devices,
     errors_as_values,
     show_progress,
 )
@@ -60,6 +62,7 @@ def _fit_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-plots", action="store_true", help="write no PNG plots")
     add_progress_arguments(parser, "progress bar")
+    add_device_argument(parser, "the CPU")
 
 
 def load_observations(
@@ -142,11 +145,19 @@ def _fit(args: argparse.Namespace) -> int:
     _enable_x64()
     import jax
 
+    config = _config.load(args.config, _config.FIT_SCHEMA)
+    device = choose_devices(args.device or config["fit"]["device"], batched=False)[0]
+    with jax.default_device(device):
+        return _fit_on(args, config)
+
+
+def _fit_on(args: argparse.Namespace, config) -> int:
+    import jax
+
     from .. import __version__
     from .._fit import fit
     from .._simulate import simulate
 
-    config = _config.load(args.config, _config.FIT_SCHEMA)
     ready = _config.ready_system(config)
     kwargs = _config.fit_kwargs(config, ready)
     n = ready.q0.shape[0]

@@ -12,7 +12,10 @@ from .. import _config
 from ._common import (
     Timing,
     _enable_x64,
+    add_device_argument,
     cache_hits,
+    choose_devices,
+    device_name,
     _one_line,
     _progress_meter,
     _result_message,
@@ -79,6 +82,7 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-animation", action="store_true", help="write no motion.gif"
     )
     add_progress_arguments(parser, "progress bar of the solve")
+    add_device_argument(parser, "the CPU")
     parser.add_argument(
         "--show-config",
         action="store_true",
@@ -116,7 +120,7 @@ def _energy_along(system, ts, q, qd):
     energies, autonomous = along(ts, q, qd)
     forced = system.force is not None or system.dissipation is not None
     if system.unilateral is not None:
-        forced = forced or not bool(jnp.all(jnp.asarray(system.restitution) == 1))
+        forced = forced or not bool(np.all(np.asarray(system.restitution) == 1))
     return energies, bool(autonomous) and not forced
 
 
@@ -167,8 +171,10 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool = False):
     run_s = time.perf_counter() - compiled_at
     timing = Timing(traced - start, compiled_at - traced, hits[0] > 0, run_s)
     traj = _diagnosed(traj, failure)
-    if traj.result != RESULTS.successful:
-        if traj.result == RESULTS.max_steps_reached:
+    # Checked in NumPy: an eager JAX comparison is one more small compile.
+    code = int(np.asarray(traj.result._value))  # pyright: ignore
+    if code != RESULTS.successful._value:  # pyright: ignore
+        if code == RESULTS.max_steps_reached._value:  # pyright: ignore
             message = (
                 "the maximum number of solver steps was reached; raise [simulate] "
                 f"max_steps (now {kwargs['max_steps']}) or loosen rtol/atol"
@@ -180,7 +186,7 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool = False):
             f"(t1 = {float(kwargs['t1']):.6g}): {message}"
         )
     saved = (traj.ts, traj.q, traj.qd, traj.multipliers)
-    if not all(bool(jnp.all(jnp.isfinite(x))) for x in saved):
+    if not all(np.all(np.isfinite(np.asarray(x))) for x in saved):
         raise CLIError(
             f"simulation of {ready.name!r} returned a non-finite state (NaN or inf) "
             "without a failure code; run it from Python with jl.simulate to see why"
@@ -290,16 +296,29 @@ def _run(args: argparse.Namespace) -> int:
     _enable_x64()
     import jax
 
+    config = _config.load(args.config)
+    device = choose_devices(args.device or config["run"]["device"], batched=False)[0]
+    # Everything, the solve and the energy along it, on that device.
+    with jax.default_device(device):
+        return _run_on(args, config, device)
+
+
+def _run_on(args: argparse.Namespace, config, device) -> int:
+    import jax
+
     from .. import __version__
 
-    config = _config.load(args.config)
     ready = _config.ready_system(config)
     kwargs = _config.simulate_kwargs(config)
     out = args.out or config["output"]["dir"] or os.path.join("out", ready.name)
     out = output_dir(out)
     plots = config["output"]["plots"] and not args.no_plots
 
-    _say(args, f"jaxlagrange run: {ready.name}, t = {kwargs['t0']} .. {kwargs['t1']}")
+    _say(
+        args,
+        f"jaxlagrange run: {ready.name}, t = {kwargs['t0']} .. {kwargs['t1']} on "
+        f"{device.platform}",
+    )
     traj, timing = solve(ready, kwargs, progress=args.progress and not args.quiet)
     energies, conserved = _energy_along(ready.system, traj.ts, traj.q, traj.qd)
     energies = np.asarray(energies)
@@ -336,6 +355,7 @@ def _run(args: argparse.Namespace) -> int:
         },
         "stats": _stats(traj.stats),
         **events,
+        "device": device.platform,
         "wall_time_s": timing.summary(),
         "config": config["source"],
         "run": _run_id(),

@@ -13,7 +13,10 @@ from .. import _config
 from ._common import (
     _enable_x64,
     _say,
+    add_device_argument,
     add_progress_arguments,
+    choose_devices,
+    device_name,
     errors_as_values,
     show_progress,
 )
@@ -29,16 +32,27 @@ def _sweep_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-plots", action="store_true", help="write no PNG plots")
     add_progress_arguments(parser, "progress bar")
+    add_device_argument(parser, "the GPUs when JAX has any, else the CPU")
 
 
 def _sweep(args: argparse.Namespace) -> int:
     _enable_x64()
     import jax
 
+    config = _config.load(args.config, _config.SWEEP_SCHEMA)
+    devices = choose_devices(
+        args.device or config["sweep"]["device"], batched=True
+    )
+    with jax.default_device(devices[0]):
+        return _sweep_on(args, config, devices)
+
+
+def _sweep_on(args: argparse.Namespace, config, devices) -> int:
+    import jax
+
     from .. import __version__, plotting
     from .._sweep import _SweepMember, sweep
 
-    config = _config.load(args.config, _config.SWEEP_SCHEMA)
     ready = _config.ready_system(config)
     kwargs = _config.simulate_kwargs(config)
     values, grid_shape = _config.sweep_axes(config, ready)
@@ -68,7 +82,11 @@ def _sweep(args: argparse.Namespace) -> int:
         "kind": "jaxlagrange sweep",
         "system": ready.name,
         "coordinates": list(ready.coordinates),
-        "config": {k: config[k] for k in ("system", "initial", "simulate", "sweep")},
+        # The device is where, not what: it stays out of the store's identity.
+        "config": {
+            **{k: config[k] for k in ("system", "initial", "simulate")},
+            "sweep": {k: v for k, v in config["sweep"].items() if k != "device"},
+        },
         "grid_shape": list(grid_shape),
         "axes": list(values),
     }
@@ -84,7 +102,7 @@ def _sweep(args: argparse.Namespace) -> int:
     _say(
         args,
         f"jaxlagrange sweep: {ready.name}, {size} members ({section['sampling']} "
-        f"{' x '.join(map(str, grid_shape))}) on {len(jax.devices())} device(s), "
+        f"{' x '.join(map(str, grid_shape))}) on {device_name(devices)}, "
         f"t = {kwargs['t0']} .. {kwargs['t1']} -> {store}",
     )
     start = time.perf_counter()
@@ -97,6 +115,7 @@ def _sweep(args: argparse.Namespace) -> int:
                 inputs,
                 store,
                 chunk_size=section["chunk_size"],
+                devices=devices,
                 progress=show_progress(args),
                 attrs=attrs,
             )
@@ -153,7 +172,8 @@ def _sweep(args: argparse.Namespace) -> int:
         "store": str(store),
         "wall_time_s": wall,
         "members_per_s": size / wall,
-        "devices": len(jax.devices()),
+        "devices": len(devices),
+        "device": devices[0].platform,
         "config": config["source"],
         "versions": {"jaxlagrange": __version__, "jax": jax.__version__},
         "files": sorted([*files, "summary.json", "sweep.zarr"]),

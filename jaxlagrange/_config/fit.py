@@ -60,6 +60,7 @@ FIT_SCHEMA: dict[str, dict[str, Key]] = {
         "continuity_weight": Key(float, 1.0, _positive),
         "sigma": Key(float, None, _positive),
         "adjoint": Key(str, "recursive_checkpoint", _one_of(FIT_ADJOINTS)),
+        "device": RUN_SCHEMA["run"]["device"],
     },
     "output": RUN_SCHEMA["output"],
 }

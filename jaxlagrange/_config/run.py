@@ -51,6 +51,12 @@ def _known_system(name):
     return f"unknown system {name!r}; known systems: {', '.join(_systems.names())}"
 
 
+def _one_of_devices(name):
+    if name in ("auto", "cpu", "gpu"):
+        return None
+    return f"must be one of auto, cpu, gpu, got {name!r}"
+
+
 RUN_SCHEMA: dict[str, dict[str, Key]] = {
     "system": {
         "name": Key(str, None, _known_system),
@@ -76,6 +82,9 @@ RUN_SCHEMA: dict[str, dict[str, Key]] = {
         "dir": Key(str, None),
         "plots": Key(bool, True),
         "animation": Key(bool, True),
+    },
+    "run": {
+        "device": Key(str, "auto", _one_of_devices),
     },
 }
 """The schema of `jaxlagrange run` configs."""

@@ -14,7 +14,7 @@ from .run import RUN_SCHEMA
 SWEEP_SAMPLINGS = ("grid", "random")
 
 SWEEP_SCHEMA: dict[str, dict[str, Key]] = {
-    **RUN_SCHEMA,
+    **{k: v for k, v in RUN_SCHEMA.items() if k != "run"},
     # A sweep keeps few saves per member by default: t0 and t1.
     "simulate": {**RUN_SCHEMA["simulate"], "saves": Key(int, 2, _at_least(2))},
     "sweep": {
@@ -32,6 +32,7 @@ SWEEP_SCHEMA: dict[str, dict[str, Key]] = {
         "chunk_size": Key(int, 4096, _at_least(1)),
         "seed": Key(int, 0),
         "lyapunov": Key(bool, False),
+        "device": RUN_SCHEMA["run"]["device"],
     },
 }
 """The schema of `jaxlagrange sweep` configs: `[sweep]` with its axes, e.g.

@@ -484,3 +484,77 @@ def test_non_finite_params_are_refused(tmp_path, value):
         _config.ConfigError, match=r"\[system\] params: 'g' must be a finite number"
     ):
         _config.load(config)
+
+
+# 10. A user system's number of coordinates must fit its Lagrangian.
+
+TWO_SPRINGS = """\
+import jaxlagrange as jl
+
+
+def make(k=4.0):
+    def lagrangian(q, qd, t):
+        return 0.5 * (qd[0] ** 2 + qd[1] ** 2) - 0.5 * k * (q[0] ** 2 + q[1] ** 2)
+
+    return jl.LagrangianSystem(lagrangian)
+
+
+def positions(q, k=4.0):
+    return [[q[0], 0.0], [q[1], 1.0]]
+"""
+
+ONE_SPRING_READ_TWICE = """\
+import jaxlagrange as jl
+
+
+def make():
+    return jl.LagrangianSystem(lambda q, qd, t: 0.5 * qd[0] ** 2 - 0.5 * q[0] ** 2)
+"""
+
+
+def _user(tmp_path, source, q, qd):
+    from jaxlagrange import _config
+
+    (tmp_path / "springs.py").write_text(source)
+    path = tmp_path / "run.toml"
+    path.write_text(f'[system]\nfile = "springs.py"\n[initial]\nq = {q}\nqd = {qd}\n')
+    return _config.ready_system(_config.load(path))
+
+
+def test_too_few_coordinates_for_the_lagrangian_are_named(tmp_path):
+    from jaxlagrange._config import ConfigError
+
+    with pytest.raises(
+        ConfigError,
+        match=r"run.toml: \[initial\] q and qd give 1 coordinate\(s\), but the system "
+        r"of 'springs.py' reads past them \(.*index 1 is out of bounds.*\)",
+    ) as info:
+        _user(tmp_path, TWO_SPRINGS, "[0.1]", "[0.0]")
+    assert "\n" not in str(info.value)
+    ready = _user(tmp_path, TWO_SPRINGS, "[0.1, 0.2]", "[0.0, 0.0]")
+    np.testing.assert_allclose(
+        jl.accelerations(ready.system, ready.q0, ready.qd0, 0.0), [-0.4, -0.8]
+    )
+
+
+def test_coordinates_the_lagrangian_ignores_are_named(tmp_path):
+    from jaxlagrange._config import ConfigError
+
+    with pytest.raises(
+        ConfigError,
+        match=r"\[initial\] q and qd give 2 coordinate\(s\), but the Lagrangian of "
+        r"'springs.py' does not depend on coordinate 1",
+    ):
+        _user(tmp_path, ONE_SPRING_READ_TWICE, "[0.1, 0.2]", "[0.0, 0.0]")
+
+
+def test_positions_reading_past_the_coordinates_are_named(tmp_path):
+    from jaxlagrange._config import ConfigError
+
+    source = TWO_SPRINGS.replace("[q[1], 1.0]", "[q[2], 1.0]")
+    with pytest.raises(
+        ConfigError,
+        match=r"give 2 coordinate\(s\), but `positions` in 'springs.py' reads past "
+        r"them \(.*index 2 is out of bounds",
+    ):
+        _user(tmp_path, source, "[0.1, 0.2]", "[0.0, 0.0]")

@@ -558,3 +558,53 @@ def test_positions_reading_past_the_coordinates_are_named(tmp_path):
         r"them \(.*index 2 is out of bounds",
     ):
         _user(tmp_path, source, "[0.1, 0.2]", "[0.0, 0.0]")
+
+
+# 18. SystemExit (and the like) in a user's file: one line, exit status 1.
+
+EXITING = """\
+import sys
+import jaxlagrange as jl
+{top}
+
+def make():
+    {in_make}
+
+    def lagrangian(q, qd, t):
+        {in_lagrangian}
+        return 0.5 * qd[0] ** 2 - 0.5 * q[0] ** 2
+
+    return jl.LagrangianSystem(lagrangian)
+"""
+
+
+@pytest.mark.parametrize(
+    "where, message",
+    [
+        ("top", r"\[system\] file 'exiting.py': importing it raised SystemExit: 3"),
+        (
+            "in_make",
+            r"\[system\] file 'exiting.py', function 'make': make\(\) raised "
+            r"SystemExit: 3",
+        ),
+        (
+            "in_lagrangian",
+            r"SystemExit: 3 raised in .*exiting.py', function 'lagrangian' \(line 9\)",
+        ),
+    ],
+)
+def test_system_exit_in_a_user_file(tmp_path, capsys, where, message):
+    code = {k: "pass" for k in ("in_make", "in_lagrangian")} | {"top": ""}
+    code[where] = "sys.exit(3)"
+    (tmp_path / "exiting.py").write_text(EXITING.format(**code))
+    config = tmp_path / "run.toml"
+    config.write_text(
+        '[system]\nfile = "exiting.py"\n[initial]\nq = [0.1]\nqd = [0.0]\n'
+        "[simulate]\nt1 = 0.1\nsaves = 2\n"
+    )
+    out = tmp_path / "out"
+    status = main(["run", str(config), "--out", str(out), "--quiet", "--no-plots"])
+    err = capsys.readouterr().err
+    assert status == 1 and err.count("\n") == 1, err
+    assert err.startswith("jaxlagrange run: error: ")
+    assert __import__("re").search(message, err), err

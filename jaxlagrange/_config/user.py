@@ -56,7 +56,9 @@ def _module(path: Path, where: str):
         raise ConfigError(
             f"{where}: syntax error at line {e.lineno}: {e.msg}"
         ) from None
-    except Exception as e:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # SystemExit too: one line, not an exit
         raise ConfigError(f"{where}: importing it raised {_one_line(e)}") from None
     return module
 
@@ -184,7 +186,9 @@ def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
     params = dict(section["params"])
     try:
         made = make(**params)
-    except Exception as e:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # SystemExit too: one line, not an exit
         call = ", ".join(f"{k}={v!r}" for k, v in params.items())
         raise ConfigError(
             f"{where}: {function}({call}) raised {_one_line(e)}"

@@ -608,3 +608,71 @@ def test_system_exit_in_a_user_file(tmp_path, capsys, where, message):
     assert status == 1 and err.count("\n") == 1, err
     assert err.startswith("jaxlagrange run: error: ")
     assert __import__("re").search(message, err), err
+
+
+# 21. The compilation cache runs what is stored in it: only a cache of our own.
+
+
+@pytest.fixture
+def cache_env(monkeypatch, tmp_path):
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("JAXLAGRANGE_CACHE_DIR")
+    return monkeypatch
+
+
+def test_the_cache_directory_is_made_private(cache_env, tmp_path):
+    from jaxlagrange._cli._common import cache_directory
+
+    path = cache_directory()
+    assert path == tmp_path / "xdg" / "jaxlagrange" / "xla"
+    assert path.stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        ("dir_mode", r"it is writable by others \(mode 0o777\)"),
+        ("dir_owner", r"it belongs to user id 12345, not to you"),
+        ("entry_mode", r"its entry 'jit_f-cache' is writable by others"),
+        ("entry_owner", r"its entry 'jit_f-cache' belongs to user id 12345"),
+    ],
+)
+def test_a_cache_others_can_write_is_refused(
+    cache_env, tmp_path, capsys, damage, message
+):
+    from jaxlagrange._cli._common import cache_directory
+
+    cache = tmp_path / "shared"
+    cache.mkdir(mode=0o700)
+    entry = cache / "jit_f-cache"
+    entry.write_bytes(b"program")
+    entry.chmod(0o644)
+    if damage == "dir_mode":
+        cache.chmod(0o777)
+    elif damage == "entry_mode":
+        entry.chmod(0o666)
+    elif os.geteuid() != 0:
+        pytest.skip("changing an owner needs root")
+    elif damage == "dir_owner":
+        os.chown(cache, 12345, -1)
+    else:
+        os.chown(entry, 12345, -1)
+    cache_env.setenv("JAXLAGRANGE_CACHE_DIR", str(cache))
+    assert cache_directory() is None
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not using the compilation cache" in err
+    assert __import__("re").search(message, err), err
+    # A cache of one's own is used.
+    os.chown(cache, os.geteuid(), -1)
+    os.chown(entry, os.geteuid(), -1)
+    cache.chmod(0o700)
+    entry.chmod(0o644)
+    assert cache_directory() == cache
+    assert capsys.readouterr().err == ""
+
+
+def test_docs_say_the_cache_and_a_system_file_run_code():
+    text = (ROOT / "docs" / "cli.md").read_text()
+    assert "The cache executes the programs stored in it" in text
+    assert "runs that file" in text

@@ -123,7 +123,7 @@ def compilation_cache() -> Path | None:
     path = cache_directory()
     if path is None:
         # JAX may have taken JAX_COMPILATION_CACHE_DIR from the environment.
-        if jax.config.read("jax_compilation_cache_dir"):
+        if jax.config.jax_compilation_cache_dir:
             jax.config.update("jax_enable_compilation_cache", False)
         return None
     jax.config.update("jax_compilation_cache_dir", str(path))

@@ -154,7 +154,8 @@ class ChunkedStore:
             if writer:
                 self._remove_temporaries()
                 recorded = dict(self.manifest.get("input_checksums", {}))
-                bad = set(bad_chunks(existing, self.manifest, self.bounds, inputs=False))
+                bad = bad_chunks(existing, self.manifest, self.bounds, inputs=False)
+                bad = set(bad)
                 bad |= self._restore_inputs(inputs)
                 if self.manifest.get("input_checksums") != recorded:
                     self._write_manifest()

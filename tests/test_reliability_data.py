@@ -116,7 +116,8 @@ def test_a_cli_sweep_whose_chunk_all_fails_finishes(tmp_path, capsys):
     config.write_text(ROOT_SWEEP)
     out = tmp_path / "out"
     for _ in range(2):  # the rerun finds the store whole
-        assert main(["sweep", str(config), "--out", str(out), "--no-plots", "--progress"]) == 0
+        args = ["sweep", str(config), "--out", str(out), "--no-plots", "--progress"]
+        assert main(args) == 0
         err = capsys.readouterr().err
         assert "checksum" not in err
     assert "2 of 2 chunks already done, computing 0" in err
@@ -392,7 +393,8 @@ for i in range(40):
     names = [f"{tag}{j}.txt" for j in range(5)] + ["common.txt"]
     body = f"{tag}-{i}".encode()
     files = {n: body for n in names}
-    files["summary.json"] = json.dumps({"files": names + ["summary.json"], "id": f"{tag}-{i}"}).encode()
+    summary = {"files": names + ["summary.json"], "id": f"{tag}-{i}"}
+    files["summary.json"] = json.dumps(summary).encode()
     write_output_set(out, files)
 """
 
@@ -676,3 +678,52 @@ def test_docs_say_the_cache_and_a_system_file_run_code():
     text = (ROOT / "docs" / "cli.md").read_text()
     assert "The cache executes the programs stored in it" in text
     assert "runs that file" in text
+
+
+def test_a_second_sweep_into_a_busy_directory_is_told_plainly(tmp_path, capsys):
+    config = tmp_path / "sweep.toml"
+    (tmp_path / "falling.py").write_text(SYSTEM_FILE.format(g=9.81))
+    config.write_text(USER_SWEEP.format(num=4))
+    out = tmp_path / "out"
+    out.mkdir()
+    held = ChunkedStore(
+        out / "sweep.zarr",
+        size=1,
+        chunk_size=1,
+        inputs={"x": np.ones(1)},
+        outputs={"y": ((), np.float64)},
+        attrs={},
+    )
+    try:
+        assert main(["sweep", str(config), "--out", str(out), "--quiet"]) == 1
+    finally:
+        held.close()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("jaxlagrange sweep: error: The store ")
+    assert "is being written by another sweep (process " in err
+
+
+@pytest.mark.slow
+def test_concurrent_cli_runs_into_one_directory_both_succeed(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
+    procs = []
+    for q0 in (0.5, 0.25):
+        config = tmp_path / f"run{q0}.toml"
+        config.write_text(RUN.format(q=q0))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "jaxlagrange", "run", str(config)]
+                + ["--out", str(out), "--quiet"],
+                env=env,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    errors = [p.communicate(timeout=600)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errors
+    summary = json.loads((out / "summary.json").read_text())
+    _consistent(out, summary["initial"]["q"][0])

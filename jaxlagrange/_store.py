@@ -37,19 +37,18 @@ from typing import Any
 
 import numpy as np
 
+from ._store_verify import (
+    _CHECKSUM_FORM,
+    _MANIFEST,
+    _checksum,
+    _open,
+    _zarr,
+    bad_chunks,
+    open_store as open_store,
+)
 
-_MANIFEST = "manifest"
+
 _FORMAT = "jaxlagrange-sweep/1"
-# Checksums over the canonical form (all NaN as +NaN); stores without this key
-# hashed the raw bytes, and may lack the files of chunks equal to the fill value.
-_CHECKSUM_FORM = "canonical-nan/1"
-
-
-def _zarr():
-    # Imported on first use: most sessions never write a sweep store.
-    import zarr
-
-    return zarr
 
 
 def _lock_path(path: Path) -> Path:
@@ -85,18 +84,6 @@ def _acquire(path: Path) -> int:
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}@{socket.gethostname()}".encode(), 0)
     return fd
-
-
-def _open(zarr, path: Path, mode: str):
-    """Open the store's root group, naming a corrupted metadata file."""
-    try:
-        return zarr.open_group(path, mode=mode)
-    except ValueError as e:  # json.JSONDecodeError is one
-        raise ValueError(
-            f"The sweep store's metadata {str(path / 'zarr.json')!r} (with its "
-            f"manifest) is corrupted and cannot be read ({str(e).splitlines()[0]}); "
-            "remove the store directory to run the sweep again."
-        ) from None
 
 
 def fingerprint(arrays: Mapping[str, Any], chunk_size: int, attrs: Any) -> str:
@@ -167,7 +154,8 @@ class ChunkedStore:
             if writer:
                 self._remove_temporaries()
                 recorded = dict(self.manifest.get("input_checksums", {}))
-                bad = set(bad_chunks(existing, self.manifest, self.bounds, inputs=False))
+                bad = bad_chunks(existing, self.manifest, self.bounds, inputs=False)
+                bad = set(bad)
                 bad |= self._restore_inputs(inputs)
                 if self.manifest.get("input_checksums") != recorded:
                     self._write_manifest()
@@ -175,8 +163,7 @@ class ChunkedStore:
                     # Computed again, never trusted: a chunk damaged on disk.
                     print(
                         f"sweep: {len(bad)} stored chunk(s) of {str(self.path)!r} "
-                        "failed their checksum or lost their files and are computed "
-                        f"again: {sorted(bad)}",
+                        f"failed their checksum and are computed again: {sorted(bad)}",
                         file=sys.stderr,
                         flush=True,
                     )
@@ -353,29 +340,6 @@ def _every_chunk():
     return _zarr().config.set({"array.write_empty_chunks": True})
 
 
-def _canonical_nan(value: np.ndarray) -> np.ndarray:
-    """`value` with every NaN (any sign, any payload) replaced by +NaN."""
-    if np.issubdtype(value.dtype, np.floating):
-        return np.where(np.isnan(value), np.array(np.nan, value.dtype), value)
-    if np.issubdtype(value.dtype, np.complexfloating):
-        out = np.empty_like(value)
-        out.real, out.imag = _canonical_nan(value.real), _canonical_nan(value.imag)
-        return out
-    return value
-
-
-def _checksum(arrays: Mapping[Any, Any], canonical: bool = True) -> str:
-    h = hashlib.sha256()
-    for name in sorted(arrays):
-        value = np.asarray(arrays[name])
-        if canonical:
-            value = _canonical_nan(value)
-        value = np.ascontiguousarray(value)
-        h.update(f"{name}{value.shape}{value.dtype.str}".encode())
-        h.update(value.tobytes())
-    return h.hexdigest()
-
-
 def _difference(stored: Mapping[str, Any], attrs: Mapping[str, Any]) -> str:
     """What differs between a store's description and a sweep's, in words."""
     new = json.loads(json.dumps(dict(attrs), default=repr))
@@ -386,120 +350,3 @@ def _difference(stored: Mapping[str, Any], attrs: Mapping[str, Any]) -> str:
     return "other inputs, sizes or chunk size"
 
 
-def _files_missing(group, kind: str, name: str, chunk: int) -> bool:
-    """Whether the store lacks the file of one chunk of the array `kind/name`."""
-    array = group[f"{kind}/{name}"]
-    if 0 in array.shape:
-        return False
-    key = array.metadata.encode_chunk_key((chunk,) + (0,) * (array.ndim - 1))
-    root = getattr(group.store, "root", None)  # a local directory store
-    return root is not None and not (Path(root) / kind / name / key).is_file()
-
-
-def bad_chunks(
-    group, manifest: Mapping[str, Any], bounds, *, inputs: bool = True
-) -> list[int]:
-    """The completed chunks whose stored outputs do not match their checksum or
-    whose files are gone, and (with `inputs`) the chunks whose stored inputs do
-    not match theirs."""
-    sums = manifest.get("checksums", {})
-    canonical = manifest.get("checksum_form") == _CHECKSUM_FORM
-    names = list(group["outputs"].array_keys())
-    bad = set()
-    for chunk in manifest.get("completed", []):
-        expected = sums.get(str(chunk))
-        start, stop = bounds(chunk)
-        try:
-            ok = not any(
-                _files_missing(group, "outputs", n, chunk)
-                for n in names
-                if canonical or group[f"outputs/{n}"].fill_value != 0
-            )
-            if ok and expected is not None:  # None: written before checksums
-                values = {n: group[f"outputs/{n}"][start:stop] for n in names}
-                ok = _checksum(values, canonical) == expected
-        except Exception:  # a truncated or undecodable chunk file
-            ok = False
-        if not ok:
-            bad.add(chunk)
-    input_sums = manifest.get("input_checksums", {}) if inputs else {}
-    if input_sums:
-        input_names = _input_names(group)
-        for chunk, expected in input_sums.items():
-            start, stop = bounds(int(chunk))
-            try:
-                values = {n: group[f"inputs/{n}"][start:stop] for n in input_names}
-                ok = _checksum(values) == expected
-            except Exception:
-                ok = False
-            if not ok:
-                bad.add(int(chunk))
-    return sorted(bad)
-
-
-def _input_names(group) -> list[str]:
-    """The input arrays' names under `inputs/` (nested groups as `a/b`)."""
-    names = []
-
-    def walk(node, prefix):
-        for name, array in node.arrays():
-            names.append(prefix + name)
-        for name, sub in node.groups():
-            walk(sub, f"{prefix}{name}/")
-
-    walk(group["inputs"], "")
-    return names
-
-
-def open_store(
-    path: str | os.PathLike, *, verify: bool = True, allow_incomplete: bool = False
-):
-    """Open a sweep store read-only as a `zarr.Group`.
-
-    **Arguments:**
-
-    - `path`: the store's directory.
-    - `verify`: check every chunk against the checksums recorded when it was
-        written (a full read of the inputs and outputs).
-    - `allow_incomplete`: open a store whose sweep was interrupted; its chunks
-        never computed read as the outputs' fill value (NaN, or -1 for
-        integers). By default such a store is refused.
-
-    **Raises:** `ValueError` naming the chunks that are missing, truncated or
-    altered on disk (rerun the sweep to recompute them), the chunks never
-    computed of an incomplete store, and naming corrupted metadata.
-    """
-    group = _open(_zarr(), Path(path), "r")
-    manifest = group.attrs.get(_MANIFEST)
-    if manifest is None:
-        return group
-    size, chunk_size = manifest["size"], manifest["chunk_size"]
-
-    def bounds(chunk):
-        return chunk * chunk_size, min((chunk + 1) * chunk_size, size)
-
-    if verify:
-        bad = bad_chunks(group, manifest, bounds)
-        if bad:
-            raise ValueError(
-                f"The sweep store {str(path)!r} has {len(bad)} chunk(s) that are "
-                f"missing, truncated or altered on disk: {_listing(bad)} (of "
-                f"chunk_size {chunk_size}); run the sweep again to recompute them."
-            )
-    done = set(manifest.get("completed", []))
-    missing = [k for k in range(manifest["num_chunks"]) if k not in done]
-    if missing and not allow_incomplete:
-        raise ValueError(
-            f"The sweep store {str(path)!r} is incomplete: {len(missing)} of "
-            f"{manifest['num_chunks']} chunk(s) were never computed: "
-            f"{_listing(missing)} (of chunk_size {chunk_size}; the sweep was "
-            "interrupted or is still running); rerun the sweep to finish it, or "
-            "pass allow_incomplete=True to read the chunks computed so far."
-        )
-    return group
-
-
-def _listing(chunks: list[int], most: int = 20) -> str:
-    if len(chunks) <= most:
-        return str(chunks)
-    return f"{str(chunks[:most])[:-1]}, ... ({len(chunks) - most} more)]"

@@ -116,7 +116,8 @@ def test_a_cli_sweep_whose_chunk_all_fails_finishes(tmp_path, capsys):
     config.write_text(ROOT_SWEEP)
     out = tmp_path / "out"
     for _ in range(2):  # the rerun finds the store whole
-        assert main(["sweep", str(config), "--out", str(out), "--no-plots", "--progress"]) == 0
+        args = ["sweep", str(config), "--out", str(out), "--no-plots", "--progress"]
+        assert main(args) == 0
         err = capsys.readouterr().err
         assert "checksum" not in err
     assert "2 of 2 chunks already done, computing 0" in err
@@ -392,7 +393,8 @@ for i in range(40):
     names = [f"{tag}{j}.txt" for j in range(5)] + ["common.txt"]
     body = f"{tag}-{i}".encode()
     files = {n: body for n in names}
-    files["summary.json"] = json.dumps({"files": names + ["summary.json"], "id": f"{tag}-{i}"}).encode()
+    summary = {"files": names + ["summary.json"], "id": f"{tag}-{i}"}
+    files["summary.json"] = json.dumps(summary).encode()
     write_output_set(out, files)
 """
 
@@ -484,3 +486,244 @@ def test_non_finite_params_are_refused(tmp_path, value):
         _config.ConfigError, match=r"\[system\] params: 'g' must be a finite number"
     ):
         _config.load(config)
+
+
+# 10. A user system's number of coordinates must fit its Lagrangian.
+
+TWO_SPRINGS = """\
+import jaxlagrange as jl
+
+
+def make(k=4.0):
+    def lagrangian(q, qd, t):
+        return 0.5 * (qd[0] ** 2 + qd[1] ** 2) - 0.5 * k * (q[0] ** 2 + q[1] ** 2)
+
+    return jl.LagrangianSystem(lagrangian)
+
+
+def positions(q, k=4.0):
+    return [[q[0], 0.0], [q[1], 1.0]]
+"""
+
+ONE_SPRING_READ_TWICE = """\
+import jaxlagrange as jl
+
+
+def make():
+    return jl.LagrangianSystem(lambda q, qd, t: 0.5 * qd[0] ** 2 - 0.5 * q[0] ** 2)
+"""
+
+
+def _user(tmp_path, source, q, qd):
+    from jaxlagrange import _config
+
+    (tmp_path / "springs.py").write_text(source)
+    path = tmp_path / "run.toml"
+    path.write_text(f'[system]\nfile = "springs.py"\n[initial]\nq = {q}\nqd = {qd}\n')
+    return _config.ready_system(_config.load(path))
+
+
+def test_too_few_coordinates_for_the_lagrangian_are_named(tmp_path):
+    from jaxlagrange._config import ConfigError
+
+    with pytest.raises(
+        ConfigError,
+        match=r"run.toml: \[initial\] q and qd give 1 coordinate\(s\), but the system "
+        r"of 'springs.py' reads past them \(.*index 1 is out of bounds.*\)",
+    ) as info:
+        _user(tmp_path, TWO_SPRINGS, "[0.1]", "[0.0]")
+    assert "\n" not in str(info.value)
+    ready = _user(tmp_path, TWO_SPRINGS, "[0.1, 0.2]", "[0.0, 0.0]")
+    np.testing.assert_allclose(
+        jl.accelerations(ready.system, ready.q0, ready.qd0, 0.0), [-0.4, -0.8]
+    )
+
+
+def test_coordinates_the_lagrangian_ignores_are_named(tmp_path):
+    from jaxlagrange._config import ConfigError
+
+    with pytest.raises(
+        ConfigError,
+        match=r"\[initial\] q and qd give 2 coordinate\(s\), but the Lagrangian of "
+        r"'springs.py' does not depend on coordinate 1",
+    ):
+        _user(tmp_path, ONE_SPRING_READ_TWICE, "[0.1, 0.2]", "[0.0, 0.0]")
+
+
+def test_positions_reading_past_the_coordinates_are_named(tmp_path):
+    from jaxlagrange._config import ConfigError
+
+    source = TWO_SPRINGS.replace("[q[1], 1.0]", "[q[2], 1.0]")
+    with pytest.raises(
+        ConfigError,
+        match=r"give 2 coordinate\(s\), but `positions` in 'springs.py' reads past "
+        r"them \(.*index 2 is out of bounds",
+    ):
+        _user(tmp_path, source, "[0.1, 0.2]", "[0.0, 0.0]")
+
+
+# 18. SystemExit (and the like) in a user's file: one line, exit status 1.
+
+EXITING = """\
+import sys
+import jaxlagrange as jl
+{top}
+
+def make():
+    {in_make}
+
+    def lagrangian(q, qd, t):
+        {in_lagrangian}
+        return 0.5 * qd[0] ** 2 - 0.5 * q[0] ** 2
+
+    return jl.LagrangianSystem(lagrangian)
+"""
+
+
+@pytest.mark.parametrize(
+    "where, message",
+    [
+        ("top", r"\[system\] file 'exiting.py': importing it raised SystemExit: 3"),
+        (
+            "in_make",
+            r"\[system\] file 'exiting.py', function 'make': make\(\) raised "
+            r"SystemExit: 3",
+        ),
+        (
+            "in_lagrangian",
+            r"SystemExit: 3 raised in .*exiting.py', function 'lagrangian' \(line 9\)",
+        ),
+    ],
+)
+def test_system_exit_in_a_user_file(tmp_path, capsys, where, message):
+    code = {k: "pass" for k in ("in_make", "in_lagrangian")} | {"top": ""}
+    code[where] = "sys.exit(3)"
+    (tmp_path / "exiting.py").write_text(EXITING.format(**code))
+    config = tmp_path / "run.toml"
+    config.write_text(
+        '[system]\nfile = "exiting.py"\n[initial]\nq = [0.1]\nqd = [0.0]\n'
+        "[simulate]\nt1 = 0.1\nsaves = 2\n"
+    )
+    out = tmp_path / "out"
+    status = main(["run", str(config), "--out", str(out), "--quiet", "--no-plots"])
+    err = capsys.readouterr().err
+    assert status == 1 and err.count("\n") == 1, err
+    assert err.startswith("jaxlagrange run: error: ")
+    assert __import__("re").search(message, err), err
+
+
+# 21. The compilation cache runs what is stored in it: only a cache of our own.
+
+
+@pytest.fixture
+def cache_env(monkeypatch, tmp_path):
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("JAXLAGRANGE_CACHE_DIR")
+    return monkeypatch
+
+
+def test_the_cache_directory_is_made_private(cache_env, tmp_path):
+    from jaxlagrange._cli._common import cache_directory
+
+    path = cache_directory()
+    assert path == tmp_path / "xdg" / "jaxlagrange" / "xla"
+    assert path.stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        ("dir_mode", r"it is writable by others \(mode 0o777\)"),
+        ("dir_owner", r"it belongs to user id 12345, not to you"),
+        ("entry_mode", r"its entry 'jit_f-cache' is writable by others"),
+        ("entry_owner", r"its entry 'jit_f-cache' belongs to user id 12345"),
+    ],
+)
+def test_a_cache_others_can_write_is_refused(
+    cache_env, tmp_path, capsys, damage, message
+):
+    from jaxlagrange._cli._common import cache_directory
+
+    cache = tmp_path / "shared"
+    cache.mkdir(mode=0o700)
+    entry = cache / "jit_f-cache"
+    entry.write_bytes(b"program")
+    entry.chmod(0o644)
+    if damage == "dir_mode":
+        cache.chmod(0o777)
+    elif damage == "entry_mode":
+        entry.chmod(0o666)
+    elif os.geteuid() != 0:
+        pytest.skip("changing an owner needs root")
+    elif damage == "dir_owner":
+        os.chown(cache, 12345, -1)
+    else:
+        os.chown(entry, 12345, -1)
+    cache_env.setenv("JAXLAGRANGE_CACHE_DIR", str(cache))
+    assert cache_directory() is None
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not using the compilation cache" in err
+    assert __import__("re").search(message, err), err
+    # A cache of one's own is used.
+    os.chown(cache, os.geteuid(), -1)
+    os.chown(entry, os.geteuid(), -1)
+    cache.chmod(0o700)
+    entry.chmod(0o644)
+    assert cache_directory() == cache
+    assert capsys.readouterr().err == ""
+
+
+def test_docs_say_the_cache_and_a_system_file_run_code():
+    text = (ROOT / "docs" / "cli.md").read_text()
+    assert "The cache executes the programs stored in it" in text
+    assert "runs that file" in text
+
+
+def test_a_second_sweep_into_a_busy_directory_is_told_plainly(tmp_path, capsys):
+    config = tmp_path / "sweep.toml"
+    (tmp_path / "falling.py").write_text(SYSTEM_FILE.format(g=9.81))
+    config.write_text(USER_SWEEP.format(num=4))
+    out = tmp_path / "out"
+    out.mkdir()
+    held = ChunkedStore(
+        out / "sweep.zarr",
+        size=1,
+        chunk_size=1,
+        inputs={"x": np.ones(1)},
+        outputs={"y": ((), np.float64)},
+        attrs={},
+    )
+    try:
+        assert main(["sweep", str(config), "--out", str(out), "--quiet"]) == 1
+    finally:
+        held.close()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("jaxlagrange sweep: error: The store ")
+    assert "is being written by another sweep (process " in err
+
+
+@pytest.mark.slow
+def test_concurrent_cli_runs_into_one_directory_both_succeed(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
+    procs = []
+    for q0 in (0.5, 0.25):
+        config = tmp_path / f"run{q0}.toml"
+        config.write_text(RUN.format(q=q0))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "jaxlagrange", "run", str(config)]
+                + ["--out", str(out), "--quiet"],
+                env=env,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    errors = [p.communicate(timeout=600)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errors
+    summary = json.loads((out / "summary.json").read_text())
+    _consistent(out, summary["initial"]["q"][0])

@@ -135,3 +135,29 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+    except BaseException as e:  # SystemExit, GeneratorExit: from a user's file
+        if args.debug:
+            raise
+        print(
+            f"jaxlagrange {args.command}: error: {_raised_by(e)} (run with --debug "
+            "for the traceback)",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def _raised_by(error: BaseException) -> str:
+    """`error` and where it was raised: the file, function and line."""
+    text = _one_line(error)
+    name = type(error).__name__
+    what = name if text == name else f"{name}: {text}"
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return what
+    code = tb.tb_frame.f_code
+    return (
+        f"{what} raised in {code.co_filename!r}, function {code.co_name!r} "
+        f"(line {tb.tb_lineno})"
+    )

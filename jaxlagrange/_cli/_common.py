@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import stat
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -40,17 +41,16 @@ def show_progress(args) -> bool:
     return not args.quiet and (args.progress or sys.stderr.isatty())
 
 
-def compilation_cache() -> Path | None:
-    """Turn on JAX's persistent compilation cache; its directory, or None (off).
+def cache_directory() -> Path | None:
+    """The directory of the persistent compilation cache, checked; None: off.
 
     `JAXLAGRANGE_CACHE_DIR` names the directory (empty: no cache); without it,
     JAX's own `JAX_COMPILATION_CACHE_DIR` if set, else
-    `$XDG_CACHE_HOME/jaxlagrange/xla` (default `~/.cache/jaxlagrange/xla`). A
-    second run of the same config then loads its compiled programs instead of
-    compiling them again.
+    `$XDG_CACHE_HOME/jaxlagrange/xla` (default `~/.cache/jaxlagrange/xla`),
+    created with mode 0700. JAX runs the programs stored in the cache, so a
+    directory, or an entry in it, that is not the user's own or that others may
+    write is refused with a warning (the run goes on without the cache).
     """
-    import jax
-
     directory = os.environ.get("JAXLAGRANGE_CACHE_DIR")
     if directory is None:
         directory = os.environ.get("JAX_COMPILATION_CACHE_DIR")
@@ -61,9 +61,71 @@ def compilation_cache() -> Path | None:
         return None
     path = Path(directory).expanduser()
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.mkdir(mode=0o700)
     except OSError:
         return None  # a cache is an optimization: never fail a run for it
+    problem = _unsafe_cache(path)
+    if problem is not None:
+        print(
+            f"jaxlagrange: warning: not using the compilation cache {str(path)!r}: "
+            f"{problem}; JAX runs the programs stored in it, so it must be yours "
+            "alone (a directory of mode 0700: set JAXLAGRANGE_CACHE_DIR, or "
+            "--no-cache)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return None
+    return path
+
+
+def _unsafe_cache(path: Path) -> str | None:
+    """What makes the cache `path` unsafe to load programs from, or None."""
+    uid = os.geteuid()
+    try:
+        st = path.stat()
+        if not stat.S_ISDIR(st.st_mode):
+            return "it is not a directory"
+        if st.st_uid != uid:
+            return f"it belongs to user id {st.st_uid}, not to you ({uid})"
+        if st.st_mode & 0o022:
+            return f"it is writable by others (mode {oct(st.st_mode & 0o7777)})"
+        group_enters = st.st_mode & 0o010
+        with os.scandir(path) as entries:
+            for entry in entries:
+                est = entry.stat(follow_symlinks=False)
+                if entry.is_symlink():
+                    return f"its entry {entry.name!r} is a symbolic link"
+                if est.st_uid != uid:
+                    return (
+                        f"its entry {entry.name!r} belongs to user id {est.st_uid}, "
+                        f"not to you ({uid})"
+                    )
+                if est.st_mode & 0o002 or (group_enters and est.st_mode & 0o020):
+                    return (
+                        f"its entry {entry.name!r} is writable by others (mode "
+                        f"{oct(est.st_mode & 0o7777)})"
+                    )
+    except OSError as e:
+        return f"it cannot be checked ({e.strerror})"
+    return None
+
+
+def compilation_cache() -> Path | None:
+    """Turn on JAX's persistent compilation cache; its directory, or None (off).
+
+    The directory is `cache_directory()`'s. A second run of the same config then
+    loads its compiled programs instead of compiling them again.
+    """
+    import jax
+
+    path = cache_directory()
+    if path is None:
+        # JAX may have taken JAX_COMPILATION_CACHE_DIR from the environment.
+        if jax.config.jax_compilation_cache_dir:
+            jax.config.update("jax_enable_compilation_cache", False)
+        return None
     jax.config.update("jax_compilation_cache_dir", str(path))
     # The solves and fits compile in seconds; the eager scalar ops around them
     # (10-50 ms, more on a loaded machine) are not worth a file each, and

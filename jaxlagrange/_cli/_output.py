@@ -145,10 +145,12 @@ def write_output_set(directory: str | Path, files: Mapping[str, bytes]) -> Path:
     directory = output_dir(directory)
     with _locked(directory):
         _finish_interrupted(directory)
-    staging = Path(tempfile.mkdtemp(prefix=_STAGING, dir=directory))
-    fd = os.open(staging, os.O_RDONLY)
+        # Made and locked under the directory's lock, which every cleanup holds:
+        # while we live, no other run removes it.
+        staging = Path(tempfile.mkdtemp(prefix=_STAGING, dir=directory))
+        fd = os.open(staging, os.O_RDONLY)
+        _flock(fd, blocking=True)
     try:
-        _flock(fd, blocking=True)  # held while we live: no other run removes it
         for name, data in files.items():
             _write_synced(staging / name, data)
         listed = set(_listed(files.get("summary.json"))) | set(files)

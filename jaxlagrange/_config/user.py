@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 
 from .. import systems as _systems
@@ -55,7 +56,9 @@ def _module(path: Path, where: str):
         raise ConfigError(
             f"{where}: syntax error at line {e.lineno}: {e.msg}"
         ) from None
-    except Exception as e:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # SystemExit too: one line, not an exit
         raise ConfigError(f"{where}: importing it raised {_one_line(e)}") from None
     return module
 
@@ -67,6 +70,86 @@ def system_file(config: Mapping[str, Any]) -> Path | None:
         return None
     base = Path.cwd() if source == "default config" else Path(source).parent
     return base / section["file"]
+
+
+def _check_positions(positions, params, q0, where: str, file: str) -> None:
+    """That the file's `positions` reads no coordinate past q0's n (see below)."""
+    from jax.experimental import checkify
+
+    def points(q):
+        return jnp.asarray(positions(q, **params))
+
+    try:
+        error, _ = jax.jit(checkify.checkify(points, errors=checkify.index_checks))(
+            q0
+        )
+        message = error.get()
+    except Exception:
+        return  # its own errors are named where the plots are drawn
+    if message:
+        raise ConfigError(
+            f"{where}, but `positions` in {file!r} reads past them "
+            f"({message.strip().splitlines()[0].strip()}); give one entry per "
+            "coordinate of the system"
+        )
+
+
+def _check_coordinates(system, q0, qd0, where: str, file: str) -> None:
+    """That the system's functions fit q0's n coordinates.
+
+    JAX clamps an index past the end of an array, so a Lagrangian that reads
+    q[1] of a 1-vector runs with wrong physics: its functions are evaluated at
+    (q0, qd0) with JAX's index checks. And a coordinate the Lagrangian does not
+    depend on at all (its row of the mass matrix and its derivatives zero at q0
+    and at a second state) means n is larger than the system's. Errors raised
+    by the functions themselves are left to the run, which names them.
+    """
+    from jax.experimental import checkify
+
+    def functions(q, qd):
+        t = jnp.zeros((), q.dtype)
+        out = [system._lagrangian(q, qd, t), system._force(q, qd, t)]
+        for name in ("holonomic", "unilateral"):
+            out.append(system._constraint(name, q, t))
+        out.append(system._constraint("nonholonomic", q, qd, t))
+        if system.slip is not None:
+            out.append(system._slip(q, qd, t))
+        return out
+
+    def used(q, qd):
+        def lagrangian(q, qd):
+            return system._lagrangian(q, qd, jnp.zeros((), q.dtype))
+
+        mass = jax.hessian(lagrangian, argnums=1)(q, qd)
+        dq, dqd = jax.grad(lagrangian, argnums=(0, 1))(q, qd)
+        return (mass != 0).any(axis=0) | (mass != 0).any(axis=1) | (dq != 0) | (
+            dqd != 0
+        )
+
+    def check(q, qd):
+        functions(q, qd)
+        return used(q, qd) | used(q + 0.37, qd + 0.29)
+
+    try:  # one compiled program: far faster than running it op by op
+        error, used_coordinates = jax.jit(
+            checkify.checkify(check, errors=checkify.index_checks)
+        )(q0, qd0)
+        message = error.get()
+    except Exception:
+        return
+    if message:
+        raise ConfigError(
+            f"{where}, but the system of {file!r} reads past them "
+            f"({message.strip().splitlines()[0].strip()}); give one entry per "
+            "coordinate of the system"
+        )
+    unused = [int(i) for i in jnp.flatnonzero(~used_coordinates)]
+    if unused:
+        raise ConfigError(
+            f"{where}, but the Lagrangian of {file!r} does not depend on coordinate "
+            f"{', '.join(map(str, unused))} (counting from 0); give one entry per "
+            "coordinate of the system"
+        )
 
 
 def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
@@ -103,7 +186,9 @@ def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
     params = dict(section["params"])
     try:
         made = make(**params)
-    except Exception as e:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # SystemExit too: one line, not an exit
         call = ", ".join(f"{k}={v!r}" for k, v in params.items())
         raise ConfigError(
             f"{where}: {function}({call}) raised {_one_line(e)}"
@@ -134,6 +219,13 @@ def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
             f"{qd0.shape[0] if qd0.ndim == 1 else qd0.shape} entries"
         )
     n = q0.shape[0]
+    origin = (
+        "[initial] q and qd give"
+        if initial["q"] is not None or initial["qd"] is not None
+        else f"the initial state of {function}() gives"
+    )
+    fits = f"{source}: {origin} {n} coordinate(s)"
+    _check_coordinates(system, q0, qd0, fits, section["file"])
     labels = getattr(module, "coordinates", None) or coordinates
     if labels is None:
         labels = tuple(f"q{i}" for i in range(n))
@@ -144,6 +236,7 @@ def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
         )
     positions = getattr(module, "positions", None)
     if callable(positions):
+        _check_positions(positions, params, q0, fits, section["file"])
 
         def points(q, t, system_params, _positions=positions):
             del t, system_params

@@ -28,6 +28,7 @@ from ._validate import (
     check_affine,
     check_output_size,
     check_precision,
+    default_tolerance,
 )
 from ._variational import VariationalMidpoint, variational_simulate
 
@@ -131,8 +132,8 @@ def simulate(
     t1: ScalarLike,
     saveat: Float[Array, " T"] | None = None,
     solver: diffrax.AbstractSolver | None = None,
-    rtol: ScalarLike = 1e-8,
-    atol: ScalarLike = 1e-8,
+    rtol: ScalarLike | None = None,
+    atol: ScalarLike | None = None,
     dt0: ScalarLike | None = None,
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
     max_steps: int = 100_000,
@@ -172,7 +173,9 @@ def simulate(
         least wall time on the benchmarked systems at rtol 1e-8 (see
         `benchmarks/bench_simulate.py`); for rtol ≲ 1e-10 prefer `diffrax.Dopri8()`.
     - `rtol`, `atol`: tolerances of the default adaptive step-size controller
-        `diffrax.PIDController(rtol, atol)`, positive.
+        `diffrax.PIDController(rtol, atol)`, positive. Default 1e-8 in float64
+        (`jax.config.update("jax_enable_x64", True)`, recommended), and 1e-5 in
+        JAX's default float32, whose precision cannot meet 1e-8.
     - `dt0`: initial step (None: chosen automatically); required with a constant
         step size, e.g. `stepsize_controller=diffrax.ConstantStepSize()`.
     - `stepsize_controller`: replaces the default `diffrax.PIDController(rtol, atol)`.
@@ -327,8 +330,8 @@ def _simulate(
     q0, qd0 = _as_initial_state(q0, qd0)
     dtype = q0.dtype
     t0, t1, ts = _check_times(t0, t1, saveat, dtype)
-    rtol = _check_tolerance("rtol", rtol)
-    atol = _check_tolerance("atol", atol)
+    rtol = _check_tolerance("rtol", default_tolerance(dtype) if rtol is None else rtol)
+    atol = _check_tolerance("atol", default_tolerance(dtype) if atol is None else atol)
     check_precision("rtol", rtol, dtype)
     check_output_size(ts.shape[0], q0.shape[0], 0, dtype)
 

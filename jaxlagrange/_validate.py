@@ -38,6 +38,17 @@ def known(x) -> np.ndarray | None:
     return None if isinstance(x, jax.core.Tracer) else np.asarray(x)
 
 
+def default_tolerance(dtype) -> float:
+    """The default `rtol` and `atol` of a solve in `dtype`: 1e-8 in float64, 1e-5
+    in float32 (whose precision, eps = 1.2e-7, cannot meet 1e-8), 100 eps below."""
+    dtype = jnp.dtype(dtype)
+    if dtype.itemsize >= 8:
+        return 1e-8
+    if dtype.itemsize == 4:
+        return 1e-5
+    return 100 * float(jnp.finfo(dtype).eps)
+
+
 def check_precision(name: str, value, dtype) -> None:
     """A relative tolerance the floating-point type can meet at all."""
     value = known(value)

@@ -6,7 +6,8 @@ file = "my_system.py"      # relative to the config file
 function = "make"          # the default
 params = { k = 2.0 }       # keyword arguments of make(...)
 
-[initial]                  # needed unless make returns a jl.systems.ReadySystem
+[initial]                  # needed by run and sweep unless make returns a
+                           # jl.systems.ReadySystem; fit takes the data's
 q = [0.1, 0.0]
 qd = [0.0, 0.0]
 ```
@@ -14,7 +15,9 @@ qd = [0.0, 0.0]
 `make(**params)` returns a `jl.LagrangianSystem` (or a `jl.systems.ReadySystem`
 with its own initial state). The file may also define `coordinates`, a list of
 labels, and `positions(q, **params)`, the points to draw at coordinates q, shape
-(k, 2) or (k, 3), for the motion plot and `motion.gif` of `jaxlagrange run`.
+(k, 2) or (k, 3), for the motion plot and `motion.gif` of `jaxlagrange run`; it
+gets the system's full params (the defaults of `make` updated by the config's),
+and is evaluated once at the initial state before anything is solved.
 
 Every problem with the file (missing, a syntax error, an import that fails, no
 such function, the function raising or returning something else) is one
@@ -236,10 +239,35 @@ def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
         )
     positions = getattr(module, "positions", None)
     if callable(positions):
-        _check_positions(positions, params, q0, fits, section["file"])
+        # The system's full params: the defaults of make() and the config's.
+        full = {
+            k: p.default
+            for k, p in inspect.signature(make).parameters.items()
+            if p.default is not inspect.Parameter.empty
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        }
+        full.update(params)
+        _check_positions(positions, full, q0, fits, section["file"])
 
         def points(q, t, system_params, _positions=positions):
             del t, system_params
-            return _positions(q, **params)
+            return _positions(q, **full)
 
+        _check_points(points, q0, f"{source}: [system] file {section['file']!r}")
     return _systems.ReadySystem(system, q0, qd0, name, labels, points=points)
+
+
+def _check_points(points, q0, where: str) -> None:
+    """Evaluate `positions` once at q0, before any solve: a broken one is one
+    line naming it, not a failure after the whole run."""
+    try:
+        shape = jnp.shape(points(q0, 0.0, None))
+    except Exception as e:
+        raise ConfigError(
+            f"{where}, function 'positions': positions(q0) raised {_one_line(e)}"
+        ) from None
+    if len(shape) != 2 or shape[-1] not in (2, 3):
+        raise ConfigError(
+            f"{where}, function 'positions': must return shape (k, 2) or (k, 3) "
+            f"for one state, got shape {shape}"
+        )

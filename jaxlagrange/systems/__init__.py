@@ -16,6 +16,7 @@ from ._mass_on_sphere import mass_on_sphere as mass_on_sphere
 from ._pendulum import pendulum as pendulum
 from ._registry import (
     ReadySystem as ReadySystem,
+    describe as describe,
     get as get,
     make as make,
     names as names,

@@ -141,6 +141,19 @@ def get(name: str) -> Callable[..., ReadySystem]:
         ) from None
 
 
+def describe(name: str) -> tuple[str, dict[str, str]]:
+    """What the ready system `name` is, in one line, and one line per param
+    ("" where none is written); e.g. `describe("kepler")[1]["eps"]`."""
+    from ._descriptions import DESCRIPTIONS
+
+    factory = get(name)
+    summary, params = DESCRIPTIONS.get(name, ("", {}))
+    if not summary:
+        doc = (factory.__doc__ or "").strip().splitlines()
+        summary = doc[0].rstrip(".") if doc else ""
+    return summary, dict(params)
+
+
 def make(name: str, **kwargs) -> ReadySystem:
     """Build the ready system `name`, e.g. `make("spring_chain", n=5, params={"k": 2.0})`."""
     return get(name)(**kwargs)

@@ -204,18 +204,37 @@ def _kernel_body(problem: KernelProblem, dtype, bp: int):
 
         finite0 = _all_finite(y0)
         y0 = [jnp.where(finite0, v, jnp.zeros_like(v)) for v in y0]
-        f0, _, _ = rhs(t0, y0)
-        if p.has_dt0:
-            dt = scalar(_DT0)
-        else:
-            # diffrax's initial step (Hairer, Nørsett & Wanner, II.4).
-            scale = [atol + jnp.abs(v) * rtol for v in y0]
-            d0 = _rms([v / s for v, s in zip(y0, scale, strict=True)])
+        scale = [atol + jnp.abs(v) * rtol for v in y0]
+        d0 = _rms([v / s for v, s in zip(y0, scale, strict=True)])
+
+        def first_step(f0):
+            # diffrax's initial step (Hairer, Nørsett & Wanner, II.4): h0 and the
+            # state at which the second evaluation is made.
             d1 = _rms([v / s for v, s in zip(f0, scale, strict=True)])
             small = (d0 < 1e-5) | (d1 < 1e-5)
             h0 = jnp.where(small, 1e-6, 0.01 * (d0 / jnp.where(small, 1.0, d1)))
-            y1 = [v + h0 * f for v, f in zip(y0, f0, strict=True)]
-            f1, _, _ = rhs(t0 + h0, y1)
+            return d1, h0, [v + h0 * f for v, f in zip(y0, f0, strict=True)]
+
+        if p.has_dt0 or p.unroll:
+            f0, _, _ = rhs(t0, y0)
+            if not p.has_dt0:
+                d1, h0, y1 = first_step(f0)
+                f1, _, _ = rhs(t0 + h0, y1)
+        else:
+            # Both evaluations in a loop: one copy of the right-hand side.
+            def evaluate(i, carry):
+                f0, _ = carry
+                _, h0, y1 = first_step(f0)
+                t_in = jnp.where(i == 0, t0, t0 + h0)
+                y_in = _where(i == 0, y0, y1)
+                f, _, _ = rhs(t_in, y_in)
+                return _where(i == 0, f, f0), f
+
+            f0, f1 = jax.lax.fori_loop(0, 2, evaluate, (y0, y0))
+            d1, h0, _ = first_step(f0)
+        if p.has_dt0:
+            dt = scalar(_DT0)
+        else:
             d2 = _rms(
                 [(a - b) / s for a, b, s in zip(f1, f0, scale, strict=True)]
             ) / h0

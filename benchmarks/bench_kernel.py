@@ -129,7 +129,8 @@ class _HandRHS:
         a, b, wa, wb = y.flat
         aa, bb = hand_qdd(a, b, wa, wb)
         out = np.empty((4,), dtype=object)
-        out[:] = [wa, wb, aa, bb]
+        for i, value in enumerate((wa, wb, aa, bb)):
+            out[i] = value
         false = np.zeros((), dtype=object)
         false[()] = np.bool_(False)
         return out, false, false

@@ -386,3 +386,14 @@ def test_unsupported_options(case, match):
         options["dt0"] = 0.01
     with pytest.raises(ValueError, match=match):
         jl.simulate_batch(system, q0[None], qd0, t1=0.1, backend="kernel", **options)
+
+
+def test_stages_in_a_loop(monkeypatch):
+    # A large right-hand side is evaluated in a loop over the six stages.
+    from jaxlagrange._kernel import _ensemble
+
+    monkeypatch.setattr(_ensemble, "_UNROLL_STAGES", 0)
+    system, q0, qd0 = jl.systems.double_pendulum()
+    q0s = q0 + jnp.array([[0.0], [0.2]])
+    kernel, vmap = both(system, q0s, qd0, t1=0.4, **TIGHT)  # a program of its own
+    assert_close(kernel, vmap)

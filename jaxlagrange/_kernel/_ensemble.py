@@ -38,6 +38,11 @@ DEFAULT_BLOCK_SIZE = 128
 # LAPACK calls; past this size the unrolled code grows too large for a kernel.
 _MAX_UNROLL = 32
 
+# A right-hand side of up to this many equations is written out in each of the
+# six stages of a step; a larger one is evaluated in a loop over the stages,
+# which keeps the program (and its compile time) six times smaller.
+_UNROLL_STAGES = 400
+
 
 def _unsupported(what: str) -> ValueError:
     return ValueError(
@@ -164,6 +169,7 @@ def _problem(system, n, leaves, tree, dtype, num_saves, controller, options, blo
         max_steps=int(options.get("max_steps", 100_000)),
         has_dt0=options.get("dt0") is not None,
         block=block,
+        unroll=len(rhs_fn.jaxpr.eqns) <= _UNROLL_STAGES,
     )
 
 
@@ -181,6 +187,13 @@ def simulate_kernel(
     computed by the fused kernel. `q0`, `qd0`: (B, n); `params`: the system's
     params pytree with a leading batch axis on every leaf (None: no params)."""
     controller = check_supported(system, options)
+    max_steps = options.get("max_steps", 100_000)
+    if (
+        isinstance(max_steps, bool)
+        or not isinstance(max_steps, (int, np.integer))
+        or max_steps < 1
+    ):
+        raise ValueError(f"`max_steps` must be a positive int, got {max_steps!r}.")
     size, n = q0.shape
     dtype = jnp.result_type(q0.dtype, qd0.dtype, float)
     q0, qd0 = q0.astype(dtype), qd0.astype(dtype)

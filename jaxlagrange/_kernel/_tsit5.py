@@ -83,10 +83,28 @@ class KernelProblem(NamedTuple):
     max_steps: int
     has_dt0: bool
     block: int
+    unroll: bool = True  # the stages written out (else a loop over them)
 
 
 # The scalars every lane shares, in the order of the `scalars` input.
 _T0, _T1, _RTOL, _ATOL, _DT0, _RESOLUTION, _GAIN0 = range(7)
+
+
+def _pick(s, values):
+    """values[s - 1] for a traced stage number s (a chain of scalar selects)."""
+    out = values[0]
+    for i, v in enumerate(values[1:], start=2):
+        out = jnp.where(s == i, v, out)
+    return out
+
+
+def _row_coefficient(s, j):
+    """a_{s, j} of the Tsit5 tableau (0 above the diagonal) at stage s."""
+    return _pick(s, [row[j] if j < len(row) else 0.0 for row in _A])
+
+
+def _row_c(s):
+    return _pick(s, list(_C[1:]))
 
 
 def _where(c, a, b):
@@ -98,7 +116,7 @@ def _axpy(y, h, coeffs, ks):
     for i, yi in enumerate(y):
         acc = None
         for c, k in zip(coeffs, ks, strict=False):
-            if c != 0.0:
+            if not (isinstance(c, float) and c == 0.0):
                 term = c * k[i]
                 acc = term if acc is None else acc + term
         out.append(yi if acc is None else yi + h * acc)
@@ -186,18 +204,37 @@ def _kernel_body(problem: KernelProblem, dtype, bp: int):
 
         finite0 = _all_finite(y0)
         y0 = [jnp.where(finite0, v, jnp.zeros_like(v)) for v in y0]
-        f0, _, _ = rhs(t0, y0)
-        if p.has_dt0:
-            dt = scalar(_DT0)
-        else:
-            # diffrax's initial step (Hairer, Nørsett & Wanner, II.4).
-            scale = [atol + jnp.abs(v) * rtol for v in y0]
-            d0 = _rms([v / s for v, s in zip(y0, scale, strict=True)])
+        scale = [atol + jnp.abs(v) * rtol for v in y0]
+        d0 = _rms([v / s for v, s in zip(y0, scale, strict=True)])
+
+        def first_step(f0):
+            # diffrax's initial step (Hairer, Nørsett & Wanner, II.4): h0 and the
+            # state at which the second evaluation is made.
             d1 = _rms([v / s for v, s in zip(f0, scale, strict=True)])
             small = (d0 < 1e-5) | (d1 < 1e-5)
             h0 = jnp.where(small, 1e-6, 0.01 * (d0 / jnp.where(small, 1.0, d1)))
-            y1 = [v + h0 * f for v, f in zip(y0, f0, strict=True)]
-            f1, _, _ = rhs(t0 + h0, y1)
+            return d1, h0, [v + h0 * f for v, f in zip(y0, f0, strict=True)]
+
+        if p.has_dt0 or p.unroll:
+            f0, _, _ = rhs(t0, y0)
+            if not p.has_dt0:
+                d1, h0, y1 = first_step(f0)
+                f1, _, _ = rhs(t0 + h0, y1)
+        else:
+            # Both evaluations in a loop: one copy of the right-hand side.
+            def evaluate(i, carry):
+                f0, _ = carry
+                _, h0, y1 = first_step(f0)
+                t_in = jnp.where(i == 0, t0, t0 + h0)
+                y_in = _where(i == 0, y0, y1)
+                f, _, _ = rhs(t_in, y_in)
+                return _where(i == 0, f, f0), f
+
+            f0, f1 = jax.lax.fori_loop(0, 2, evaluate, (y0, y0))
+            d1, h0, _ = first_step(f0)
+        if p.has_dt0:
+            dt = scalar(_DT0)
+        else:
             d2 = _rms(
                 [(a - b) / s for a, b, s in zip(f1, f0, scale, strict=True)]
             ) / h0
@@ -232,14 +269,29 @@ def _kernel_body(problem: KernelProblem, dtype, bp: int):
                 active = running(state)
                 reach = t + dt >= floor
                 h = jnp.where(reach, target - t, dt)
-                ks = [f0]
                 sm = jnp.zeros((block,), bool)
-                sc = sm
-                for s in range(1, 7):
-                    ys = _axpy(y, h, _A[s - 1], ks)
-                    k, m, c = rhs(t + _C[s] * h, ys)
-                    ks.append(k)
-                    sm, sc = sm | m, sc | c
+                if p.unroll:
+                    ks, sc = [f0], sm
+                    for s in range(1, 7):
+                        ys = _axpy(y, h, _A[s - 1], ks)
+                        k, m, c = rhs(t + _C[s] * h, ys)
+                        ks.append(k)
+                        sm, sc = sm | m, sc | c
+                else:
+                    # The six new stages in a loop: one copy of a large right-hand
+                    # side in the program, the tableau's row picked by the stage.
+                    zeros = [jnp.zeros_like(v) for v in y]
+                    ks = [f0] + [zeros] * 6
+
+                    def stage(s, carry):
+                        ks, sm, sc = carry
+                        coefficients = [_row_coefficient(s, j) for j in range(6)]
+                        ys = _axpy(y, h, coefficients, ks)
+                        k, m, c = rhs(t + _row_c(s) * h, ys)
+                        ks = [ks[0], *[_where(s == i, k, ks[i]) for i in range(1, 7)]]
+                        return ks, sm | m, sc | c
+
+                    ks, sm, sc = jax.lax.fori_loop(1, 7, stage, (ks, sm, sm))
                 y1 = _axpy(y, h, _B_SOL, ks)
                 err = [h * e for e in _axpy([0.0] * n2, 1.0, _B_ERR, ks)]
                 y1 = project(t + h, y1)

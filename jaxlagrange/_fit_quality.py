@@ -129,8 +129,14 @@ def start_params(starts, params) -> list[Any]:
                 f"leading length (one entry per start), got lengths {sizes}."
             )
         count = next(iter(sizes.values()))
-        starts = [{k: np.asarray(v)[i] for k, v in starts.items()} for i in range(count)]
-    if isinstance(starts, (str, bytes)) or not isinstance(starts, Sequence) or not starts:
+        starts = [
+            {k: np.asarray(v)[i] for k, v in starts.items()} for i in range(count)
+        ]
+    if (
+        isinstance(starts, (str, bytes))
+        or not isinstance(starts, Sequence)
+        or not starts
+    ):
         raise ValueError(
             "`starts` must be a non-empty list of starting params, or a dict of param "
             f"names to arrays of starting values, got {type(starts).__name__}."

@@ -20,7 +20,8 @@ import jaxlagrange as jl
 
 def make(R=0.5, omega=6.0, g=9.81):
     def lagrangian(q, qd, t, p):
-        kinetic = 0.5 * p["R"] ** 2 * (qd[0] ** 2 + p["omega"] ** 2 * jnp.sin(q[0]) ** 2)
+        spin = p["omega"] ** 2 * jnp.sin(q[0]) ** 2
+        kinetic = 0.5 * p["R"] ** 2 * (qd[0] ** 2 + spin)
         return kinetic + p["g"] * p["R"] * jnp.cos(q[0])
 
     return jl.LagrangianSystem(lagrangian, params={"R": R, "omega": omega, "g": g})
@@ -62,15 +63,16 @@ def hoop_dir(tmp_path):
 def test_positions_get_the_defaults_of_make(hoop_dir):
     # Issue 29: positions got only the config's params: "failed: 'R'" after the
     # whole solve.
-    config = _config.check(
-        {"system": {"file": "hoop.py", "params": {"omega": 5.0}}, "initial": {"q": [0.5], "qd": [0.0]}},
-        _config.RUN_SCHEMA,
-        str(hoop_dir / "run.toml"),
-    )
+    document = {
+        "system": {"file": "hoop.py", "params": {"omega": 5.0}},
+        "initial": {"q": [0.5], "qd": [0.0]},
+    }
+    config = _config.check(document, _config.RUN_SCHEMA, str(hoop_dir / "run.toml"))
     config["source"] = str(hoop_dir / "run.toml")
     ready = _config.ready_system(config)
     points = np.asarray(ready.positions(ready.q0))
-    np.testing.assert_allclose(points[1], [0.5 * np.sin(0.5), -0.5 * np.cos(0.5)], rtol=1e-12)
+    expected = [0.5 * np.sin(0.5), -0.5 * np.cos(0.5)]  # R = 0.5, make()'s default
+    np.testing.assert_allclose(points[1], expected, rtol=1e-12)
 
 
 def test_a_broken_positions_is_named_before_the_solve_and_leaves_nothing(
@@ -104,11 +106,11 @@ def test_positions_of_the_wrong_shape_is_named(hoop_dir, capsys):
 
 @pytest.fixture
 def hoop_data(hoop_dir):
-    system = jl.LagrangianSystem(
-        lambda q, qd, t, p: 0.5 * p["R"] ** 2 * (qd[0] ** 2 + p["omega"] ** 2 * jnp.sin(q[0]) ** 2)
-        + p["g"] * p["R"] * jnp.cos(q[0]),
-        params={"R": 0.5, "omega": 6.0, "g": 9.81},
-    )
+    def lagrangian(q, qd, t, p):
+        spin = p["omega"] ** 2 * jnp.sin(q[0]) ** 2
+        return 0.5 * p["R"] ** 2 * (qd[0] ** 2 + spin) + p["g"] * p["R"] * jnp.cos(q[0])
+
+    system = jl.LagrangianSystem(lagrangian, params={"R": 0.5, "omega": 6.0, "g": 9.81})
     ts = jnp.linspace(0.0, 3.0, 151)
     traj = jl.simulate(system, jnp.array([0.3]), jnp.array([0.0]), t1=3.0, saveat=ts)
     np.savez(hoop_dir / "data.npz", ts=ts, q=traj.q, qd=traj.qd)
@@ -128,7 +130,9 @@ def test_hoop_fit_without_initial_reports_a_poor_fit_then_recovers_from_starts(
     config = hoop_data / "fit.toml"
     config.write_text(FIT.format(extra=""))
     out = hoop_data / "poor"
-    status, stdout, err = _main(capsys, "fit", str(config), "--out", str(out), "--no-plots")
+    status, stdout, err = _main(
+        capsys, "fit", str(config), "--out", str(out), "--no-plots"
+    )
     # Issue 30 item 11: without [initial] the fit starts from the data's state
     # (it used to refuse to run, and [initial] then replaced the data's).
     assert status == 0, err
@@ -149,7 +153,9 @@ def test_hoop_fit_without_initial_reports_a_poor_fit_then_recovers_from_starts(
 
     config.write_text(FIT.format(extra="starts = { omega = [4.5, 5.5, 6.5, 7.5] }"))
     out = hoop_data / "starts"
-    status, stdout, err = _main(capsys, "fit", str(config), "--out", str(out), "--no-plots")
+    status, stdout, err = _main(
+        capsys, "fit", str(config), "--out", str(out), "--no-plots"
+    )
     assert status == 0, err
     summary, params, _ = _outputs(out)
     assert params["omega"] == pytest.approx(6.0, abs=1e-8)
@@ -161,7 +167,10 @@ def test_hoop_fit_without_initial_reports_a_poor_fit_then_recovers_from_starts(
     "extra, match",
     [
         ("starts = { w = [1.0] }", "starts: unknown param 'w'"),
-        ("starts = { omega = [1.0], R = [1.0, 2.0] }", "same number of starting values"),
+        (
+            "starts = { omega = [1.0], R = [1.0, 2.0] }",
+            "same number of starting values",
+        ),
         ("starts = { omega = 5.0 }", "must be a non-empty list"),
     ],
 )

@@ -17,7 +17,8 @@ def hoop(omega=6.0):
     for ω² > g/R it oscillates about θ* = arccos(g / (R ω²))."""
 
     def lagrangian(q, qd, t, p):
-        kinetic = 0.5 * p["R"] ** 2 * (qd[0] ** 2 + p["omega"] ** 2 * jnp.sin(q[0]) ** 2)
+        spin = p["omega"] ** 2 * jnp.sin(q[0]) ** 2
+        kinetic = 0.5 * p["R"] ** 2 * (qd[0] ** 2 + spin)
         return kinetic + p["g"] * p["R"] * jnp.cos(q[0])
 
     return jl.LagrangianSystem(
@@ -94,7 +95,9 @@ def noisy_pendulum():
     ts = jnp.linspace(0.0, 3.0, 61)
     traj = jl.simulate(system, jnp.array([1.0]), jnp.array([0.0]), t1=3.0, saveat=ts)
     noise = np.random.default_rng(0).normal(0.0, 0.01, traj.q.shape)
-    data = jl.Observations(ts, traj.q + noise, q0=jnp.array([1.0]), qd0=jnp.zeros(1), sigma=0.01)
+    data = jl.Observations(
+        ts, traj.q + noise, q0=jnp.array([1.0]), qd0=jnp.zeros(1), sigma=0.01
+    )
     return system, data
 
 

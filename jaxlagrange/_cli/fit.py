@@ -230,6 +230,8 @@ def _fit_on(args: argparse.Namespace, config) -> int:
         if not args.quiet:
             print(f"jaxlagrange fit: warning: {note}", file=sys.stderr, flush=True)
     stderr = _held_as_null(result.stderr, kwargs["trainable"])
+    # The first solver step evaluates the starting guess (no step: its loss).
+    initial_loss = float(result.losses[0]) if len(result.losses) else result.loss
 
     arrays = {}
     for i, (obs, q0, qd0) in enumerate(zip(data, result.q0, result.qd0, strict=True)):
@@ -273,7 +275,7 @@ def _fit_on(args: argparse.Namespace, config) -> int:
         "data": [str(p) for p in paths],
         "initial_params": ready.system.params,
         "params": result.params,
-        "loss": {"initial": float(result.losses[0]), "final": result.loss},
+        "loss": {"initial": initial_loss, "final": result.loss},
         "stderr": stderr,
         "converged": result.converged,
         "solver_steps": result.steps,
@@ -302,7 +304,7 @@ def _fit_on(args: argparse.Namespace, config) -> int:
     chi2 = "" if result.chi2_red is None else f", reduced χ² {result.chi2_red:.3g}"
     _say(
         args,
-        f"loss {result.losses[0]:.3e} -> {result.loss:.3e} (RMS residual "
+        f"loss {initial_loss:.3e} -> {result.loss:.3e} (RMS residual "
         f"{result.rms:.3g}, data spread {result.data_scale:.3g}{chi2}) in "
         f"{result.steps} solver steps, {fit_s:.1f} s; solver: {result.solver_result}"
         f"{'; POOR FIT (see the warning)' if result.warning else ''}; wrote {out}/",

@@ -351,8 +351,8 @@ _NOT_EQUILIBRIUM = (
 
 
 def _off_equilibrium(q, omega2, residual):
-    """Whether q̈ at q̇ = 0 is above rounding: √eps (1 + |q|) max(1, |ω²|), i.e.
-    the equilibrium is more than √eps (1 + |q|) away along the stiffest mode."""
+    """Whether q̈ at q̇ = 0 exceeds √eps (1 + max |q|) max(1, max |ω²|): a
+    displacement of √eps (1 + max |q|) along the stiffest mode, in units of q̈."""
     scale = (1 + jnp.max(jnp.abs(q))) * jnp.maximum(1.0, jnp.max(jnp.abs(omega2)))
     tol = jnp.sqrt(jnp.finfo(q.dtype).eps) * scale
     return ~(jnp.max(jnp.abs(residual)) <= tol)

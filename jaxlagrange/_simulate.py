@@ -224,7 +224,11 @@ def simulate(
         the constraint manifold: a position correction or velocity correction
         (see `jl.project_initial_state`) larger than √eps (1 + max |q0|) or
         √eps (1 + max |qd0|), h(q0, t0) < 0 for a unilateral constraint,
-        redundant constraints or a singular mass matrix at t0.
+        redundant constraints or a singular mass matrix at t0, and a `slip` or
+        `nonholonomic` function that is not affine in qd at t0.
+    - With `throw=True`, an error (also under `jax.jit`, `vmap` and `grad`) naming
+        a non-finite param, and `friction`, `static_friction` or `restitution`
+        out of its range.
     - Under `jax.jit` the same value checks as runtime errors
         (`equinox.EquinoxRuntimeError`).
     - With `throw=True`, a runtime error naming the failure: the maximum number of

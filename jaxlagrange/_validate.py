@@ -1,7 +1,6 @@
 """Argument checks shared by the entry points: one place, one wording."""
 
 import os
-import resource
 
 import equinox as eqx
 import jax
@@ -10,6 +9,12 @@ import jax.tree_util as jtu
 import numpy as np
 
 from ._custom_types import Array
+
+
+try:
+    import resource
+except ImportError:  # not on Windows
+    resource = None
 
 
 def as_real(name: str, value) -> Array:
@@ -94,6 +99,8 @@ def _cgroup_limit() -> int | None:
 
 
 def _address_space_limit() -> int | None:
+    if resource is None:
+        return None
     try:
         soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     except (ValueError, OSError):

@@ -334,6 +334,18 @@ def test_slip_not_affine_is_refused():
     np.testing.assert_allclose(traj.qd[-1, 0], 1.0 - 0.3 * G * 0.1, rtol=1e-7)
 
 
+def test_nonholonomic_not_affine_is_refused():
+    def lagrangian(q, qd, t):
+        return 0.5 * jnp.sum(qd**2)
+
+    def constraint(q, qd, t):
+        return jnp.array([qd[0] * qd[1]])
+
+    system = jl.LagrangianSystem(lagrangian, nonholonomic=constraint)
+    with pytest.raises(ValueError, match="`nonholonomic` must be affine in qd"):
+        jl.simulate(system, jnp.zeros(2), jnp.array([1.0, 0.0]), t1=0.1)
+
+
 # 20. Non-finite params, n = 0 and the memory limits.
 
 

@@ -702,28 +702,3 @@ def test_a_second_sweep_into_a_busy_directory_is_told_plainly(tmp_path, capsys):
     assert err.count("\n") == 1
     assert err.startswith("jaxlagrange sweep: error: The store ")
     assert "is being written by another sweep (process " in err
-
-
-@pytest.mark.slow
-def test_concurrent_cli_runs_into_one_directory_both_succeed(tmp_path):
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "notes.txt").write_text("mine")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
-    procs = []
-    for q0 in (0.5, 0.25):
-        config = tmp_path / f"run{q0}.toml"
-        config.write_text(RUN.format(q=q0))
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "jaxlagrange", "run", str(config)]
-                + ["--out", str(out), "--quiet"],
-                env=env,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
-    errors = [p.communicate(timeout=600)[1] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], errors
-    summary = json.loads((out / "summary.json").read_text())
-    _consistent(out, summary["initial"]["q"][0])

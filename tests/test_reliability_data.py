@@ -702,3 +702,28 @@ def test_a_second_sweep_into_a_busy_directory_is_told_plainly(tmp_path, capsys):
     assert err.count("\n") == 1
     assert err.startswith("jaxlagrange sweep: error: The store ")
     assert "is being written by another sweep (process " in err
+
+
+def test_simulate_sweep_refuses_a_resume_after_the_lagrangian_was_edited(tmp_path):
+    def make(source):
+        namespace = {"jnp": jnp}
+        exec(source, namespace)  # as a script edited between two runs
+        return jl.LagrangianSystem(namespace["lagrangian"])
+
+    before = "def lagrangian(q, qd, t):\n    return 0.5 * qd @ qd - 9.81 * q[0]\n"
+    after = before.replace("9.81", "19.62")
+    kwargs = dict(
+        store=tmp_path / "s.zarr", chunk_size=2, progress=False, t1=0.5, saveat=[0.5]
+    )
+    q0 = np.zeros((4, 1))
+    jl.simulate_sweep(make(before), q0, np.zeros(1), **kwargs)
+    jl.simulate_sweep(make(before), q0, np.zeros(1), **kwargs)  # the same: resumed
+    message = r"holds a different sweep \(it differs in: code\)"
+    with pytest.raises(ValueError, match=message):
+        jl.simulate_sweep(make(after), q0, np.zeros(1), **kwargs)
+    # A module-level constant the Lagrangian reads is part of its code.
+    constant = "G = {}\ndef lagrangian(q, qd, t):\n    return 0.5 * qd @ qd - G * q[0]\n"
+    kwargs["store"] = tmp_path / "t.zarr"
+    jl.simulate_sweep(make(constant.format(9.81)), q0, np.zeros(1), **kwargs)
+    with pytest.raises(ValueError, match=message):
+        jl.simulate_sweep(make(constant.format(19.62)), q0, np.zeros(1), **kwargs)

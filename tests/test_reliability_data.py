@@ -722,7 +722,7 @@ def test_simulate_sweep_refuses_a_resume_after_the_lagrangian_was_edited(tmp_pat
     with pytest.raises(ValueError, match=message):
         jl.simulate_sweep(make(after), q0, np.zeros(1), **kwargs)
     # A module-level constant the Lagrangian reads is part of its code.
-    constant = "G = {}\ndef lagrangian(q, qd, t):\n    return 0.5 * qd @ qd - G * q[0]\n"
+    constant = "G = {}\ndef lagrangian(q, qd, t):\n    return 0.5 * qd @ qd - G * q[0]"
     kwargs["store"] = tmp_path / "t.zarr"
     jl.simulate_sweep(make(constant.format(9.81)), q0, np.zeros(1), **kwargs)
     with pytest.raises(ValueError, match=message):

@@ -61,10 +61,12 @@ def sweep(
     Each chunk of `chunk_size` members is computed as one `jax.vmap` of `fn`, split
     across `devices` (as in `simulate_batch`), and written to a Zarr v3 directory
     store: `inputs/<name>` and `outputs/<name>`, each an array with the batch axis
-    first, chunked along it. A `manifest.json` lists the completed chunks and is
+    first, chunked along it. The manifest (in the root's `zarr.json`) lists the
+    completed chunks with the SHA-256 of each chunk's inputs and outputs and is
     replaced atomically after each chunk; each chunk file is written under a
-    temporary name and renamed. Calling `sweep` again on the same store (after an
-    interruption) computes only the chunks that are missing.
+    temporary name and renamed (every chunk, also one whose members all failed).
+    Calling `sweep` again on the same store (after an interruption) computes only
+    the chunks that are missing, or that fail their checksum.
 
     With several processes (`jax.distributed.initialize`), every process calls
     `sweep` with the same arguments; they compute each chunk together and process
@@ -88,8 +90,9 @@ def sweep(
     **Returns:** the store, opened read-only as a `zarr.Group`
     (`group["outputs/q"][...]`).
 
-    **Raises:** `ValueError` for inconsistent inputs, a bad chunk size, or a store
-    that holds a different sweep.
+    **Raises:** `ValueError` for inconsistent inputs, a bad chunk size, a store
+    being written by another sweep, or a store that holds a different sweep
+    (naming what differs).
 
     **Example:**
 

@@ -704,26 +704,26 @@ def test_a_second_sweep_into_a_busy_directory_is_told_plainly(tmp_path, capsys):
     assert "is being written by another sweep (process " in err
 
 
-@pytest.mark.slow
-def test_concurrent_cli_runs_into_one_directory_both_succeed(tmp_path):
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "notes.txt").write_text("mine")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
-    procs = []
-    for q0 in (0.5, 0.25):
-        config = tmp_path / f"run{q0}.toml"
-        config.write_text(RUN.format(q=q0))
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "jaxlagrange", "run", str(config)]
-                + ["--out", str(out), "--quiet"],
-                env=env,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
-    errors = [p.communicate(timeout=600)[1] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], errors
-    summary = json.loads((out / "summary.json").read_text())
-    _consistent(out, summary["initial"]["q"][0])
+def test_simulate_sweep_refuses_a_resume_after_the_lagrangian_was_edited(tmp_path):
+    def make(source):
+        namespace = {"jnp": jnp}
+        exec(source, namespace)  # as a script edited between two runs
+        return jl.LagrangianSystem(namespace["lagrangian"])
+
+    before = "def lagrangian(q, qd, t):\n    return 0.5 * qd @ qd - 9.81 * q[0]\n"
+    after = before.replace("9.81", "19.62")
+    kwargs = dict(
+        store=tmp_path / "s.zarr", chunk_size=2, progress=False, t1=0.5, saveat=[0.5]
+    )
+    q0 = np.zeros((4, 1))
+    jl.simulate_sweep(make(before), q0, np.zeros(1), **kwargs)
+    jl.simulate_sweep(make(before), q0, np.zeros(1), **kwargs)  # the same: resumed
+    message = r"holds a different sweep \(it differs in: code\)"
+    with pytest.raises(ValueError, match=message):
+        jl.simulate_sweep(make(after), q0, np.zeros(1), **kwargs)
+    # A module-level constant the Lagrangian reads is part of its code.
+    constant = "G = {}\ndef lagrangian(q, qd, t):\n    return 0.5 * qd @ qd - G * q[0]"
+    kwargs["store"] = tmp_path / "t.zarr"
+    jl.simulate_sweep(make(constant.format(9.81)), q0, np.zeros(1), **kwargs)
+    with pytest.raises(ValueError, match=message):
+        jl.simulate_sweep(make(constant.format(19.62)), q0, np.zeros(1), **kwargs)

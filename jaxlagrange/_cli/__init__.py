@@ -17,8 +17,10 @@ writes the fitted params, the loss history and plots.
 Each subcommand is a pair of small functions, `_<name>_arguments(parser)` and
 `_<name>(args) -> int`, listed in `_COMMANDS`. A subcommand raises `CLIError` (or
 `ConfigError`) for a user error; `main` prints it as one line on stderr and exits
-with status 1, never a traceback (`jaxlagrange --debug ...` shows it). Outputs are
-first rendered in memory, then each is written atomically with `write_outputs`.
+with status 1, never a traceback (`jaxlagrange --debug ...` shows it); so does a
+`SystemExit` from a user's file, naming where it was raised. Outputs are first
+rendered in memory, then written into the output directory as one set with
+`write_output_set`.
 """
 
 import argparse

@@ -454,7 +454,8 @@ def test_free_body_stays_a_unit_quaternion(body_run):
     _, run, _ = body_run
     long = run(200.0)
     assert np.max(np.abs(np.sum(np.asarray(long.q) ** 2, axis=1) - 1)) < 1e-10
-    # The variational integrator keeps it to the Newton solve's roundoff.
+    # The variational integrator keeps it to the Newton solve's roundoff (before
+    # its stopping rule was scaled, every step failed: implicit_step_failed).
     midpoint = run(4.0, solver=jl.VariationalMidpoint(), dt0=0.01)
     assert np.max(np.abs(np.sum(np.asarray(midpoint.q) ** 2, axis=1) - 1)) < 1e-12
     assert np.all(np.isfinite(np.asarray(midpoint.q)))

@@ -102,7 +102,9 @@ def euler_equations(ts):
 
 
 def free_body_run(quick):
-    body = jl.systems.free_rigid_body(dict(zip(("I1", "I2", "I3"), MOMENTS))).system
+    body = jl.systems.free_rigid_body(
+        dict(zip(("I1", "I2", "I3"), MOMENTS, strict=True))
+    ).system
     t1 = 25.0 if quick else 60.0
     ts = np.linspace(0.0, t1, 2501 if quick else 6001)
     p0 = jnp.array([1.0, 0.0, 0.0, 0.0])
@@ -136,7 +138,9 @@ def _upright(params):
         kinetic = jl.rigid.kinetic_energy(p["m"], moments, centre, rotation, q, qd, t)
         return kinetic - p["m"] * p["g"] * centre(q, t)[2]
 
-    return jl.LagrangianSystem(lagrangian, params={k: jnp.asarray(v) for k, v in params.items()})
+    return jl.LagrangianSystem(
+        lagrangian, params={k: jnp.asarray(v) for k, v in params.items()}
+    )
 
 
 def sleeping_top(quick):
@@ -226,7 +230,9 @@ def main():
     fig, ((a, b), (c, d)) = plt.subplots(2, 2, figsize=(11, 8))
     a.plot(ts, np.asarray(nutating.q[:, 1]), label="released at rest: nutation")
     a.plot(ts, np.asarray(steady.q[:, 1]), label="φ̇ = Ω: steady precession")
-    a.axhline(theta1, color="k", ls="--", lw=0.8, label="turning point θ₁ (closed form)")
+    a.axhline(
+        theta1, color="k", ls="--", lw=0.8, label="turning point θ₁ (closed form)"
+    )
     a.set(xlabel="t (s)", ylabel="θ (rad)", title="heavy top: nutation angle")
     a.legend(fontsize=8)
     top = jl.systems.heavy_top(TOP)

@@ -221,9 +221,7 @@ def _velocity_small(w, dw, args, solver: VariationalMidpoint):
     n = q1.shape[0]
     g1 = _holonomic_jacobian(system, q1, t1)
     momentum = jnp.concatenate([p_half, g1.T @ w[n:]])
-    return _below(dw[:n], w[:n], solver) & _impulse_below(
-        g1, dw[n:], momentum, solver
-    )
+    return _below(dw[:n], w[:n], solver) & _impulse_below(g1, dw[n:], momentum, solver)
 
 
 class _State(NamedTuple):

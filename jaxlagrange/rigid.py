@@ -93,7 +93,7 @@ def _check_seq(seq: Any) -> tuple[tuple[int, ...], bool]:
         isinstance(seq, str)
         and 1 <= len(seq) <= 3
         and (set(seq) <= set("xyz") or set(seq) <= set("XYZ"))
-        and all(a != b for a, b in zip(seq, seq[1:]))
+        and all(a != b for a, b in zip(seq, seq[1:], strict=False))
     )
     if not valid:
         raise ValueError(
@@ -175,13 +175,15 @@ def _motion(fn: Callable, q: Array, qd: Array, t: Array):
     return jax.jvp(fn, (q, t), (qd, jnp.ones_like(t)))
 
 
-def _check_rotation(rotation: Any, q: Array, t: Array) -> None:
-    if not callable(rotation):
+def _check_callable(name: str, fn: Any, returns: str) -> None:
+    if not callable(fn):
         raise ValueError(
-            f"`rotation` must be a function rotation(q, t) -> (3, 3), got "
-            f"{type(rotation).__name__}."
+            f"`{name}` must be a function {name}(q, t) -> {returns}, got "
+            f"{type(fn).__name__}."
         )
-    shape = jax.eval_shape(rotation, q, t).shape
+
+
+def _check_rotation_shape(shape: tuple[int, ...]) -> None:
     if shape != (3, 3):
         raise ValueError(
             f"`rotation(q, t)` must return a (3, 3) matrix, got shape {shape}."
@@ -226,8 +228,9 @@ def angular_velocity(
     """
     _check_frame(frame)
     q, qd, t = _state(q, qd, t)
-    _check_rotation(rotation, q, t)
+    _check_callable("rotation", rotation, "(3, 3)")
     r, r_dot = _motion(rotation, q, qd, t)
+    _check_rotation_shape(jnp.shape(r))
     w = r.T @ r_dot if frame == "body" else r_dot @ r.T
     return _skew_to_vector(w)
 
@@ -294,18 +297,16 @@ def kinetic_energy(
     if mass.shape != ():
         raise ValueError(f"`mass` must be a scalar, got shape {mass.shape}.")
     inertia = _inertia_matrix(inertia).astype(q.dtype)
-    if not callable(position):
-        raise ValueError(
-            f"`position` must be a function position(q, t) -> (3,), got "
-            f"{type(position).__name__}."
-        )
-    shape = jax.eval_shape(position, q, t).shape
-    if shape != (3,):
-        raise ValueError(f"`position(q, t)` must return shape (3,), got {shape}.")
-    _check_rotation(rotation, q, t)
-    (_, r), (velocity, r_dot) = _motion(
+    _check_callable("position", position, "(3,)")
+    _check_callable("rotation", rotation, "(3, 3)")
+    (x, r), (velocity, r_dot) = _motion(
         lambda q, t: (position(q, t), rotation(q, t)), q, qd, t
     )
+    if jnp.shape(x) != (3,):
+        raise ValueError(
+            f"`position(q, t)` must return shape (3,), got {jnp.shape(x)}."
+        )
+    _check_rotation_shape(jnp.shape(r))
     omega = _skew_to_vector(r.T @ r_dot)
     return 0.5 * mass * velocity @ velocity + 0.5 * omega @ inertia @ omega
 

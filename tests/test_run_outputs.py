@@ -204,3 +204,23 @@ def test_device_option(tmp_path, capsys):
     (tmp_path / "bad.toml").write_text("[system]\nname = 'pendulum'\n[run]\ndevice = 'tpu'\n")
     assert _cli.main(["run", str(tmp_path / "bad.toml")]) == 1
     assert "[run] device: must be one of auto, cpu, gpu, got 'tpu'" in capsys.readouterr().err
+
+
+def test_gif_worker_draws_what_plotting_draws(monkeypatch):
+    from jaxlagrange._cli import _gif_worker
+
+    ts = np.linspace(0.0, 1.0, 51)
+    positions = np.stack([np.zeros_like(ts), np.sin(ts)], axis=1)[:, None, :]
+    positions = np.concatenate([np.zeros_like(positions), positions], axis=1)
+    worker = _gif_worker.GifWorker()
+    worker.start(ts, positions, title="swing")
+    assert worker.result() == jl.plotting.animation(ts, positions, title="swing")
+    # A worker given nothing to do ends when closed.
+    idle = _gif_worker.GifWorker()
+    idle.close()
+    assert idle._proc.returncode == 0
+    # A failing worker says so, and the caller draws in process.
+    monkeypatch.setattr(_gif_worker, "_SCRIPT", "import sys; sys.exit(3)")
+    broken = _gif_worker.GifWorker()
+    broken.start(ts, positions)
+    assert broken.result() is None

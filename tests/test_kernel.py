@@ -397,3 +397,27 @@ def test_stages_in_a_loop(monkeypatch):
     q0s = q0 + jnp.array([[0.0], [0.2]])
     kernel, vmap = both(system, q0s, qd0, t1=0.4, **TIGHT)  # a program of its own
     assert_close(kernel, vmap)
+
+
+@pytest.mark.parametrize("name, loop", [("double_pendulum", False), ("cartesian_pendulum", True)])
+def test_lowers_to_triton(name, loop, monkeypatch):
+    # No GPU here: lower for CUDA, which runs Pallas's Triton lowering rules on
+    # every primitive of the kernel (the stages written out, and in a loop).
+    from jaxlagrange._kernel import _ensemble, _tsit5
+
+    if loop:
+        monkeypatch.setattr(_ensemble, "_UNROLL_STAGES", 0)
+    system, q0, qd0 = getattr(jl.systems, name)()
+    n = q0.shape[0]
+    leaves, tree = jax.tree.flatten(system.params)
+    leaves = [jnp.asarray(leaf, float) for leaf in leaves]
+    controller = _ensemble.check_supported(system, {})
+    problem = _ensemble._problem(system, n, leaves, tree, float, 2, controller, {}, 128)
+    assert problem.unroll is not loop
+
+    def run(y0, params, scalars):
+        return _tsit5.run(problem, y0, params, scalars, interpret=False)
+
+    args = (jnp.zeros((256, 2 * n)), jnp.zeros((256, len(leaves))), jnp.zeros(8))
+    lowered = jax.jit(run).trace(*args).lower(lowering_platforms=("cuda",))
+    assert "triton" in lowered.as_text()

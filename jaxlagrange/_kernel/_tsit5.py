@@ -35,6 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as pl_triton
 
 from .._trajectory import RESULTS
 from ._lanes import _is_const
@@ -91,7 +92,7 @@ _T0, _T1, _RTOL, _ATOL, _DT0, _RESOLUTION, _GAIN0 = range(7)
 
 
 def _pick(s, values):
-    """values[s - 1] for a traced stage number s (a chain of scalar selects)."""
+    """values[s - 1] for a traced stage number s (a chain of selects)."""
     out = values[0]
     for i, v in enumerate(values[1:], start=2):
         out = jnp.where(s == i, v, out)
@@ -262,7 +263,8 @@ def _kernel_body(problem: KernelProblem, dtype, bp: int):
                 return (code == _CODE["successful"]) & (t < target)
 
             def cond(state):
-                return jnp.any(running(state))
+                # (Triton lowers reduce_max, not reduce_or.)
+                return jnp.max(running(state).astype(jnp.int32)) > 0
 
             def body(state):
                 t, y, f0, dt, code, steps, accepted, rejected = state
@@ -285,6 +287,8 @@ def _kernel_body(problem: KernelProblem, dtype, bp: int):
 
                     def stage(s, carry):
                         ks, sm, sc = carry
+                        # As a lane vector: Triton lowers (block,) selects only.
+                        s = jnp.full((block,), s, jnp.int32)
                         coefficients = [_row_coefficient(s, j) for j in range(6)]
                         ys = _axpy(y, h, coefficients, ks)
                         k, m, c = rhs(t + _row_c(s) * h, ys)
@@ -400,6 +404,8 @@ def run(
         ),
         grid=(bp // block,),
         interpret=interpret,
+        # The Triton lowering: one program per block of lanes, elementwise ops.
+        compiler_params=None if interpret else pl_triton.CompilerParams(num_warps=4),
         name="jaxlagrange_tsit5",
     )(x, s)
     ys = ys.reshape(problem.num_saves, n2, bp).transpose(2, 0, 1)[:size]

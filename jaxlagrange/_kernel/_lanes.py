@@ -102,12 +102,32 @@ def _eager(prim, args, params):
 class _Evaluator:
     def __init__(self, lane_shape: tuple[int, ...]):
         self.lane_shape = lane_shape
+        # Common subexpressions: reverse and forward mode recompute the same
+        # sin(q₁ − q₂) and products; each is computed once per evaluation.
+        self.memo: dict = {}
+        self.alive: list = []  # the memo's operands, so that their ids stay unique
 
     # One element: a NumPy scalar (known) or a lane array.
     def lane(self, x, dtype):
         if _is_const(x):
-            return jnp.full(self.lane_shape, x, dtype)
+            key = ("full", np.dtype(dtype).str, np.asarray(x).item())
+            if key not in self.memo:
+                self.memo[key] = jnp.full(self.lane_shape, x, dtype)
+            return self.memo[key]
         return x
+
+    def _key(self, prim, elements, params):
+        def element(e):
+            if _is_const(e):
+                return ("c", np.asarray(e).dtype.str, np.asarray(e).item())
+            return ("l", id(e))
+
+        key = (prim.name, tuple(sorted(params.items())), tuple(map(element, elements)))
+        try:
+            hash(key)
+        except TypeError:
+            return None
+        return key
 
     def apply(self, prim, elements: Sequence[Any], params) -> Any:
         if all(_is_const(e) for e in elements):
@@ -123,10 +143,17 @@ class _Evaluator:
         folded = _fold(prim.name, elements)
         if folded is not None:
             return folded
+        key = self._key(prim, elements, params)
+        if key is not None and key in self.memo:
+            return self.memo[key]
         dtypes = [np.asarray(e).dtype if _is_const(e) else e.dtype for e in elements]
-        return prim.bind(
+        out = prim.bind(
             *[self.lane(e, d) for e, d in zip(elements, dtypes, strict=True)], **params
         )
+        if key is not None:
+            self.memo[key] = out
+            self.alive.append(elements)
+        return out
 
     def elementwise(self, prim, operands: list[np.ndarray], params) -> np.ndarray:
         shape = np.broadcast_shapes(*[o.shape for o in operands])

@@ -421,3 +421,42 @@ def test_lowers_to_triton(name, loop, monkeypatch):
     args = (jnp.zeros((256, 2 * n)), jnp.zeros((256, len(leaves))), jnp.zeros(8))
     lowered = jax.jit(run).trace(*args).lower(lowering_platforms=("cuda",))
     assert "triton" in lowered.as_text()
+
+
+def test_sweeps_reach_the_kernel(monkeypatch, tmp_path):
+    # "auto" picks the kernel on a GPU only: force it (in interpret mode) here.
+    from jaxlagrange import _sweep
+    from jaxlagrange._kernel._backend import KernelBatch
+
+    calls = []
+
+    def force(backend, system, options, devices, block_size):
+        calls.append(backend)
+        return lambda static: KernelBatch(static, 4, True)
+
+    system, _, _ = jl.systems.double_pendulum()
+    q0 = np.array([[1.0, 0.5], [1.2, 0.4], [0.3, -0.2]])
+    g = {"g": np.array([9.81, 5.0, 1.0])}
+    options = dict(t1=0.3, saveat=jnp.array([0.1, 0.3]), **TIGHT)
+    plain = jl.simulate_sweep(
+        system, q0, np.zeros(2), params=g, store=tmp_path / "vmap.zarr",
+        progress=False, **options,
+    )
+    swept = _sweep._SweepMember(system, ["g"], dict(options), False)
+    inputs = {"q0": q0, "qd0": np.zeros((3, 2)), "params/g": g["g"]}
+    cli_plain = jl.sweep(swept, inputs, tmp_path / "cli_vmap.zarr", progress=False)
+    monkeypatch.setattr(_sweep, "choose_kernel", force)
+    kernel = jl.simulate_sweep(
+        system, q0, np.zeros(2), params=g, store=tmp_path / "kernel.zarr",
+        progress=False, **options,
+    )
+    cli_kernel = jl.sweep(swept, inputs, tmp_path / "cli_kernel.zarr", progress=False)
+    assert calls == ["auto", "auto"]
+    for a, b, names in (
+        (kernel, plain, ("q", "qd", "result", "t_final")),
+        (cli_kernel, cli_plain, ("q", "qd", "energy", "result", "t_final")),
+    ):
+        for name in names:
+            np.testing.assert_allclose(
+                a[f"outputs/{name}"][:], b[f"outputs/{name}"][:], rtol=0, atol=1e-8
+            )

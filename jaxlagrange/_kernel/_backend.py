@@ -48,9 +48,7 @@ def choose_kernel(backend, system, options, devices, block_size):
             return None
     else:
         check_supported(system, options)
-    return lambda static_options: KernelBatch(
-        static_options, block_size, not on_gpu
-    )
+    return lambda static_options: KernelBatch(static_options, block_size, not on_gpu)
 
 
 class KernelBatch(eqx.Module):
@@ -85,9 +83,7 @@ class KernelBatch(eqx.Module):
 def broadcast_params(base: Params, new: Params, size: int) -> Params:
     """Every member's params, (batch, *shape) leaves: `base` with `new` put in."""
     if isinstance(new, Mapping) and isinstance(base, Mapping):
-        return {
-            k: broadcast_params(v, new.get(k), size) for k, v in base.items()
-        }
+        return {k: broadcast_params(v, new.get(k), size) for k, v in base.items()}
     if new is not None:
         return new
     return jax.tree.map(

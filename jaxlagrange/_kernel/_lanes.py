@@ -175,8 +175,10 @@ class _Evaluator:
             return env[v]
 
         for v, c in zip(jaxpr.constvars, consts, strict=True):
-            env[v] = c if isinstance(c, np.ndarray) and c.dtype == object else (
-                _const_array(c)
+            env[v] = (
+                c
+                if isinstance(c, np.ndarray) and c.dtype == object
+                else (_const_array(c))
             )
         for v, a in zip(jaxpr.invars, args, strict=True):
             env[v] = a
@@ -195,9 +197,12 @@ class _Evaluator:
             all(_is_const(e) for e in o.flat) for o in operands
         ) and name not in ("platform_index",)
         if known and not any(k in params for k in _CALLS + ("branches",)):
-            vals = [np.asarray(list(o.flat), dtype=v.aval.dtype).reshape(o.shape)
-                    if o.size else np.zeros(o.shape, v.aval.dtype)
-                    for o, v in zip(operands, eqn.invars, strict=True)]
+            vals = [
+                np.asarray(list(o.flat), dtype=v.aval.dtype).reshape(o.shape)
+                if o.size
+                else np.zeros(o.shape, v.aval.dtype)
+                for o, v in zip(operands, eqn.invars, strict=True)
+            ]
             out = None
             if len(eqn.outvars) == 1:
                 out = _numpy_elementwise(name, vals, params, eqn.outvars[0].aval.dtype)
@@ -259,8 +264,11 @@ class _Evaluator:
                         f"The fused ensemble kernel needs the indices of {prim.name!r} "
                         "at trace time; here they depend on the state or params."
                     )
-                id_args.append(np.asarray(list(o.flat)).reshape(o.shape).astype(
-                    np.asarray(o.flat[0]).dtype if o.size else np.int64))
+                id_args.append(
+                    np.asarray(list(o.flat))
+                    .reshape(o.shape)
+                    .astype(np.asarray(o.flat[0]).dtype if o.size else np.int64)
+                )
         if prim.name == "pad":
             id_args[1] = np.asarray(id_args[1], np.int64)
         params = dict(params)
@@ -278,7 +286,7 @@ class _Evaluator:
 
     def reduce(self, prim, operand, axes):
         moved = np.moveaxis(operand, tuple(axes), tuple(range(len(axes))))
-        flat = moved.reshape((-1, *moved.shape[len(axes):]))
+        flat = moved.reshape((-1, *moved.shape[len(axes) :]))
         out = np.empty(flat.shape[1:], dtype=object)
         for index in np.ndindex(out.shape):
             acc = flat[(0, *index)]
@@ -323,22 +331,32 @@ class _Evaluator:
                         term = self.binary(jax.lax.mul_p, a[bi, i, k], b[bi, k, j])
                         if _is_const(term) and term == 0:
                             continue
-                        acc = term if acc is None else self.binary(
-                            jax.lax.add_p, acc, term
+                        acc = (
+                            term
+                            if acc is None
+                            else self.binary(jax.lax.add_p, acc, term)
                         )
                     if acc is None:
-                        acc = np.zeros((), _dtype_of(a[bi, i, 0] if nk else None,
-                                                     dtype))[()]
+                        acc = np.zeros(
+                            (), _dtype_of(a[bi, i, 0] if nk else None, dtype)
+                        )[()]
                     out[bi, i, j] = acc
-        shape = (*[lhs.shape[d] for d in lb], *[lhs.shape[d] for d in lf],
-                 *[rhs.shape[d] for d in rf])
+        shape = (
+            *[lhs.shape[d] for d in lb],
+            *[lhs.shape[d] for d in lf],
+            *[rhs.shape[d] for d in rf],
+        )
         out = out.reshape(shape)
         if dtype is not None:
-            out = self.elementwise(
-                jax.lax.convert_element_type_p,
-                [out],
-                {"new_dtype": dtype, "weak_type": False, "sharding": None},
-            ) if any(_dtype_of(e, None) != np.dtype(dtype) for e in out.flat) else out
+            out = (
+                self.elementwise(
+                    jax.lax.convert_element_type_p,
+                    [out],
+                    {"new_dtype": dtype, "weak_type": False, "sharding": None},
+                )
+                if any(_dtype_of(e, None) != np.dtype(dtype) for e in out.flat)
+                else out
+            )
         return out
 
     def cond(self, operands, params):
@@ -369,7 +387,11 @@ class _Evaluator:
 
     def while_loop(self, operands, params):
         cn, bn = params["cond_nconsts"], params["body_nconsts"]
-        cconsts, bconsts, carry = operands[:cn], operands[cn:cn + bn], operands[cn + bn:]
+        cconsts, bconsts, carry = (
+            operands[:cn],
+            operands[cn : cn + bn],
+            operands[cn + bn :],
+        )
         cj, bj = params["cond_jaxpr"], params["body_jaxpr"]
         for _ in range(100_000):
             (pred,) = self.eval_jaxpr(
@@ -391,7 +413,11 @@ class _Evaluator:
 
     def scan(self, operands, params):
         nc, ncarry = params["num_consts"], params["num_carry"]
-        consts, carry, xs = operands[:nc], operands[nc:nc + ncarry], operands[nc + ncarry:]
+        consts, carry, xs = (
+            operands[:nc],
+            operands[nc : nc + ncarry],
+            operands[nc + ncarry :],
+        )
         body = params["jaxpr"]
         length = params["length"]
         steps = range(length - 1, -1, -1) if params["reverse"] else range(length)
@@ -427,8 +453,11 @@ def _numpy_movement(name, operands, params) -> list[np.ndarray] | None:
             return None
         return [x.reshape(params["new_sizes"])]
     if name == "squeeze":
-        return [x.reshape([s for i, s in enumerate(x.shape)
-                           if i not in params["dimensions"]])]
+        return [
+            x.reshape(
+                [s for i, s in enumerate(x.shape) if i not in params["dimensions"]]
+            )
+        ]
     if name == "expand_dims":
         return [np.expand_dims(x, params["dimensions"])]
     if name == "transpose":
@@ -472,12 +501,29 @@ def _numpy_movement(name, operands, params) -> list[np.ndarray] | None:
 
 
 _NUMPY = {
-    "add": np.add, "add_any": np.add, "sub": np.subtract, "mul": np.multiply,
-    "neg": np.negative, "max": np.maximum, "min": np.minimum, "abs": np.abs,
-    "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "exp": np.exp, "log": np.log,
-    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
-    "gt": np.greater, "ge": np.greater_equal, "and": np.logical_and,
-    "or": np.logical_or, "not": np.logical_not, "square": np.square,
+    "add": np.add,
+    "add_any": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "neg": np.negative,
+    "max": np.maximum,
+    "min": np.minimum,
+    "abs": np.abs,
+    "sqrt": np.sqrt,
+    "sin": np.sin,
+    "cos": np.cos,
+    "exp": np.exp,
+    "log": np.log,
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+    "and": np.logical_and,
+    "or": np.logical_or,
+    "not": np.logical_not,
+    "square": np.square,
 }
 
 

@@ -236,9 +236,7 @@ def _kernel_body(problem: KernelProblem, dtype, bp: int):
         if p.has_dt0:
             dt = scalar(_DT0)
         else:
-            d2 = _rms(
-                [(a - b) / s for a, b, s in zip(f1, f0, scale, strict=True)]
-            ) / h0
+            d2 = _rms([(a - b) / s for a, b, s in zip(f1, f0, scale, strict=True)]) / h0
             max_d = jnp.maximum(d1, d2)
             h1 = jnp.where(
                 max_d <= 1e-15,
@@ -306,19 +304,14 @@ def _kernel_body(problem: KernelProblem, dtype, bp: int):
                         for a, b in zip(y, y1, strict=True)
                     ]
                     scaled = _rms(
-                        [
-                            e / (atol + m * rtol)
-                            for e, m in zip(err, ymax, strict=True)
-                        ]
+                        [e / (atol + m * rtol) for e, m in zip(err, ymax, strict=True)]
                     )
                     scaled = jnp.where(finite, scaled, jnp.inf)
                     keep = scaled < 1
                     inv = 1 / scaled
                     lo = jnp.where(keep, 1.0, ctrl.factormin)
                     hi = jnp.where(keep, ctrl.factormax, ctrl.safety)
-                    factor = jnp.clip(
-                        ctrl.safety * inv ** (1 / _ERROR_ORDER), lo, hi
-                    )
+                    factor = jnp.clip(ctrl.safety * inv ** (1 / _ERROR_ORDER), lo, hi)
                     new_dt = h * factor
                     # A step shortened to land on a save time: resume the step
                     # the controller had proposed before.

@@ -38,7 +38,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pl_triton
 
 from .._trajectory import RESULTS
-from ._lanes import _is_const
+from ._known import _is_const
 
 
 _TABLEAU = diffrax.Tsit5.tableau

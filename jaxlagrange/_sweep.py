@@ -14,11 +14,14 @@ from ._batch import (
     _batch_size,
     _check_options,
     _check_state,
+    _devices,
     _merge,
     _override,
     _sharded_map,
 )
 from ._custom_types import Array, Params
+from ._kernel._backend import broadcast_params, choose_kernel
+from ._kernel._ensemble import simulate_kernel
 from ._progress import progress_bar
 from ._simulate import simulate
 from ._store import ChunkedStore, open_store
@@ -143,6 +146,8 @@ def sweep(
     if not writer:
         chunked = ChunkedStore(store, writer=False, **kwargs)
     missing = chunked.missing()
+    # The fused ensemble kernel where `simulate_batch`'s backend "auto" picks it.
+    kernel = fn.batch_kernel(devices) if hasattr(fn, "batch_kernel") else None
     bar = progress_bar(
         chunked.num_chunks,
         done=chunked.num_chunks - len(missing),
@@ -163,7 +168,7 @@ def sweep(
                 name: jnp.asarray(_pad_rows(np.asarray(x[start:stop]), chunk_size))
                 for name, x in inputs.items()
             }
-            out = _sharded_map(_apply, batched, fn, chunk_size, devices)
+            out = _sharded_map(_apply, batched, fn, chunk_size, devices, kernel)
             out = {k: np.asarray(v)[: stop - start] for k, v in out.items()}
             chunked.write(chunk, out)
             bar.update()
@@ -238,6 +243,52 @@ class _SimulateMember(eqx.Module):
                 raise ValueError(
                     f"`observe` may not return the reserved key {reserved!r}."
                 )
+        return {**out, "result": traj.result._value, "t_final": traj.t_final}
+
+    # The fused kernel's share of the work (`_SweepKernel`).
+    def kernel_options(self) -> dict[str, Any]:
+        return dict(eqx.combine(self.options, self.static_options))
+
+    def batch_kernel(self, devices):
+        return _kernel_for(self.system, self.kernel_options(), devices)
+
+    def kernel_outputs(self, traj: Trajectory, params) -> dict[str, Array]:
+        del params
+        if self.observe is None:
+            return {"q": traj.q, "qd": traj.qd}
+        return jax.vmap(self.observe)(traj)
+
+
+def _kernel_for(system, options, devices):
+    kernel = choose_kernel("auto", system, options, _devices(devices), 128)
+    return None if kernel is None else _SweepKernel(kernel(()))
+
+
+class _SweepKernel(eqx.Module):
+    """A chunk of a simulate sweep in the fused kernel; `member` is the sweep's
+    per-member function (its system, options and outputs)."""
+
+    batch: Any = eqx.field(static=True)  # a `KernelBatch`
+
+    def __call__(self, batched, member):
+        options = member.kernel_options()
+        q0, qd0 = batched["q0"], batched["qd0"]
+        swept = {k[len("params/") :]: v for k, v in batched.items() if "/" in k}
+        system = member.system
+        params = None
+        if system.has_params:
+            new = _unflatten_params(swept) if swept else None
+            params = broadcast_params(system.params, new, q0.shape[0])
+        traj = simulate_kernel(
+            system,
+            q0,
+            qd0,
+            params,
+            options,
+            block_size=self.batch.block_size,
+            interpret=self.batch.interpret,
+        )
+        out = member.kernel_outputs(traj, params)
         return {**out, "result": traj.result._value, "t_final": traj.t_final}
 
 
@@ -403,3 +454,26 @@ class _SweepMember(eqx.Module):
                 system, q0, qd0, **options, throw=False
             )
         return out
+
+    def kernel_options(self):
+        return {**dict(self.options), "saveat": self.saveat}
+
+    def batch_kernel(self, devices):
+        if self.lyapunov:
+            return None
+        return _kernel_for(self.system, self.kernel_options(), devices)
+
+    def kernel_outputs(self, traj: Trajectory, params) -> dict[str, Array]:
+        from ._eom import _energy as energy
+
+        def energies(q, qd, ts, params):
+            system = self.system
+            if params is not None:
+                system = eqx.tree_at(lambda s: s.params, system, params)
+            return jax.vmap(energy, in_axes=(None, 0, 0, 0))(system, q, qd, ts)
+
+        return {
+            "q": traj.q,
+            "qd": traj.qd,
+            "energy": jax.vmap(energies)(traj.q, traj.qd, traj.ts, params),
+        }

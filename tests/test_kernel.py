@@ -91,6 +91,15 @@ def _dict_params_system():
     return jl.LagrangianSystem(lagrangian, params=params, force=force)
 
 
+def _by_lanes(lanes, size):
+    @jax.jit
+    def by_lanes(ts, ys, ps):
+        out = lanes(to_lanes(ts), to_lanes(ys), [to_lanes(p) for p in ps])
+        return from_lanes(out, size, ys.dtype)
+
+    return by_lanes
+
+
 @pytest.mark.parametrize(
     "name", ["double_pendulum", "cartesian_pendulum", "rolling_disk", "dict_params"]
 )
@@ -115,12 +124,7 @@ def test_lanes_equal_vmap(name):
         functions.append(project)
     for fn in functions:
         lanes = LaneFunction(fn, jnp.zeros(()), y, leaves)
-
-        @jax.jit
-        def by_lanes(ts, ys, ps):
-            out = lanes(to_lanes(ts), to_lanes(ys), [to_lanes(p) for p in ps])
-            return from_lanes(out, size, ys.dtype)
-
+        by_lanes = _by_lanes(lanes, size)
         expected = jax.jit(jax.vmap(fn))(ts, ys, ps)
         np.testing.assert_allclose(by_lanes(ts, ys, ps), expected, rtol=0, atol=1e-14)
 
@@ -195,7 +199,10 @@ def test_damped_driven_pendulum_params_per_member():
         force=force,
         dissipation=dissipation,
     )
-    params = {"c": jnp.array([0.0, 0.2, 0.5, 1.0]), "w": jnp.array([1.0, 2.0, 3.0, 5.0])}
+    params = {
+        "c": jnp.array([0.0, 0.2, 0.5, 1.0]),
+        "w": jnp.array([1.0, 2.0, 3.0, 5.0]),
+    }
     q0s = jnp.linspace(0.1, 1.5, 4)[:, None]
     kernel, vmap = both(system, q0s, jnp.zeros(1), params, t1=2.0, **TIGHT)
     assert_close(kernel, vmap)
@@ -261,7 +268,10 @@ def test_result_codes_per_member():
     system = _oscillator()
     # 0: fine; 1: NaN start; 2: singular M (m = 0); 3: too stiff for max_steps.
     q0s = jnp.array([[1.0], [jnp.nan], [1.0], [1.0]])
-    params = {"m": jnp.array([1.0, 1.0, 0.0, 1.0]), "k": jnp.array([1.0, 1.0, 1.0, 1e6])}
+    params = {
+        "m": jnp.array([1.0, 1.0, 0.0, 1.0]),
+        "k": jnp.array([1.0, 1.0, 1.0, 1e6]),
+    }
     kernel, vmap = both(system, q0s, jnp.zeros(1), params, t1=1.0, max_steps=60)
     expected = [
         jl.RESULTS.successful,
@@ -280,8 +290,14 @@ def test_result_codes_per_member():
     assert kernel.stats["num_steps"][3] == 60
     with pytest.raises(eqx.EquinoxRuntimeError, match="a member failed"):
         jl.simulate_batch(
-            system, q0s, jnp.zeros(1), params=params, t1=1.0, max_steps=60,
-            backend="kernel", block_size=4,
+            system,
+            q0s,
+            jnp.zeros(1),
+            params=params,
+            t1=1.0,
+            max_steps=60,
+            backend="kernel",
+            block_size=4,
         )
 
 
@@ -293,8 +309,14 @@ def test_gradient_equals_vmap_gradient():
 
     def loss(k, q0, backend):
         traj = jl.simulate_batch(
-            system, q0, jnp.zeros(1), params={"k": k}, t1=1.0, backend=backend,
-            block_size=2, **TIGHT,
+            system,
+            q0,
+            jnp.zeros(1),
+            params={"k": k},
+            t1=1.0,
+            backend=backend,
+            block_size=2,
+            **TIGHT,
         )
         return jnp.sum(traj.q[:, -1, 0] ** 2)
 
@@ -312,7 +334,9 @@ def test_gradient_equals_vmap_gradient():
 def test_float32():
     system, q0, qd0 = jl.systems.double_pendulum()
     q0s = (q0 + jnp.array([[0.0], [0.2]])).astype(jnp.float32)
-    kernel, vmap = both(system, q0s, qd0.astype(jnp.float32), t1=0.5, rtol=1e-5, atol=1e-5)
+    kernel, vmap = both(
+        system, q0s, qd0.astype(jnp.float32), t1=0.5, rtol=1e-5, atol=1e-5
+    )
     assert kernel.q.dtype == jnp.float32
     assert_close(kernel, vmap, tol=1e-3)
 
@@ -397,3 +421,78 @@ def test_stages_in_a_loop(monkeypatch):
     q0s = q0 + jnp.array([[0.0], [0.2]])
     kernel, vmap = both(system, q0s, qd0, t1=0.4, **TIGHT)  # a program of its own
     assert_close(kernel, vmap)
+
+
+@pytest.mark.parametrize(
+    "name, loop", [("double_pendulum", False), ("cartesian_pendulum", True)]
+)
+def test_lowers_to_triton(name, loop, monkeypatch):
+    # No GPU here: lower for CUDA, which runs Pallas's Triton lowering rules on
+    # every primitive of the kernel (the stages written out, and in a loop).
+    from jaxlagrange._kernel import _ensemble, _tsit5
+
+    if loop:
+        monkeypatch.setattr(_ensemble, "_UNROLL_STAGES", 0)
+    system, q0, qd0 = getattr(jl.systems, name)()
+    n = q0.shape[0]
+    leaves, tree = jax.tree.flatten(system.params)
+    leaves = [jnp.asarray(leaf, float) for leaf in leaves]
+    controller = _ensemble.check_supported(system, {})
+    problem = _ensemble._problem(system, n, leaves, tree, float, 2, controller, {}, 128)
+    assert problem.unroll is not loop
+
+    def run(y0, params, scalars):
+        return _tsit5.run(problem, y0, params, scalars, interpret=False)
+
+    args = (jnp.zeros((256, 2 * n)), jnp.zeros((256, len(leaves))), jnp.zeros(8))
+    lowered = jax.jit(run).trace(*args).lower(lowering_platforms=("cuda",))
+    assert "triton" in lowered.as_text()
+
+
+def test_sweeps_reach_the_kernel(monkeypatch, tmp_path):
+    # "auto" picks the kernel on a GPU only: force it (in interpret mode) here.
+    from jaxlagrange import _sweep
+    from jaxlagrange._kernel._backend import KernelBatch
+
+    calls = []
+
+    def force(backend, system, options, devices, block_size):
+        calls.append(backend)
+        return lambda static: KernelBatch(static, 4, True)
+
+    system, _, _ = jl.systems.double_pendulum()
+    q0 = np.array([[1.0, 0.5], [1.2, 0.4], [0.3, -0.2]])
+    g = {"g": np.array([9.81, 5.0, 1.0])}
+    options = dict(t1=0.3, saveat=jnp.array([0.1, 0.3]), **TIGHT)
+    plain = jl.simulate_sweep(
+        system,
+        q0,
+        np.zeros(2),
+        params=g,
+        store=tmp_path / "vmap.zarr",
+        progress=False,
+        **options,
+    )
+    swept = _sweep._SweepMember(system, ["g"], dict(options), False)
+    inputs = {"q0": q0, "qd0": np.zeros((3, 2)), "params/g": g["g"]}
+    cli_plain = jl.sweep(swept, inputs, tmp_path / "cli_vmap.zarr", progress=False)
+    monkeypatch.setattr(_sweep, "choose_kernel", force)
+    kernel = jl.simulate_sweep(
+        system,
+        q0,
+        np.zeros(2),
+        params=g,
+        store=tmp_path / "kernel.zarr",
+        progress=False,
+        **options,
+    )
+    cli_kernel = jl.sweep(swept, inputs, tmp_path / "cli_kernel.zarr", progress=False)
+    assert calls == ["auto", "auto"]
+    for a, b, names in (
+        (kernel, plain, ("q", "qd", "result", "t_final")),
+        (cli_kernel, cli_plain, ("q", "qd", "energy", "result", "t_final")),
+    ):
+        for name in names:
+            np.testing.assert_allclose(
+                a[f"outputs/{name}"][:], b[f"outputs/{name}"][:], rtol=0, atol=1e-8
+            )

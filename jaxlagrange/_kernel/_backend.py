@@ -48,12 +48,10 @@ def choose_kernel(backend, system, options, devices, block_size):
             return None
     else:
         check_supported(system, options)
-    return lambda static_options: _KernelBatch(
-        static_options, block_size, not on_gpu
-    )
+    return lambda static_options: KernelBatch(static_options, block_size, not on_gpu)
 
 
-class _KernelBatch(eqx.Module):
+class KernelBatch(eqx.Module):
     """A device's share of the batch in the fused kernel."""
 
     static_options: Any = eqx.field(static=True)
@@ -70,7 +68,7 @@ class _KernelBatch(eqx.Module):
         qd0 = jnp.broadcast_to(qd0, (size, qd0.shape[-1]))
         params = None
         if system.has_params:
-            params = _broadcast_params(system.params, batched["params"], size)
+            params = broadcast_params(system.params, batched["params"], size)
         return simulate_kernel(
             system,
             q0,
@@ -82,12 +80,10 @@ class _KernelBatch(eqx.Module):
         )
 
 
-def _broadcast_params(base: Params, new: Params, size: int) -> Params:
+def broadcast_params(base: Params, new: Params, size: int) -> Params:
     """Every member's params, (batch, *shape) leaves: `base` with `new` put in."""
     if isinstance(new, Mapping) and isinstance(base, Mapping):
-        return {
-            k: _broadcast_params(v, new.get(k), size) for k, v in base.items()
-        }
+        return {k: broadcast_params(v, new.get(k), size) for k, v in base.items()}
     if new is not None:
         return new
     return jax.tree.map(

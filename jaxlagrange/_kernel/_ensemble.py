@@ -116,9 +116,7 @@ def _unrolled(size: int):
 def _with_params(system, tree, leaves):
     if tree is None:
         return system
-    return eqx.tree_at(
-        lambda s: s.params, system, jax.tree.unflatten(tree, leaves)
-    )
+    return eqx.tree_at(lambda s: s.params, system, jax.tree.unflatten(tree, leaves))
 
 
 def _problem(system, n, leaves, tree, dtype, num_saves, controller, options, block):
@@ -138,7 +136,11 @@ def _problem(system, n, leaves, tree, dtype, num_saves, controller, options, blo
         qdd = jnp.where(
             dyn.singular_mass | dyn.singular_constraints, jnp.nan, dyn.accelerations
         )
-        return jnp.concatenate([y[n:], qdd]), dyn.singular_mass, dyn.singular_constraints
+        return (
+            jnp.concatenate([y[n:], qdd]),
+            dyn.singular_mass,
+            dyn.singular_constraints,
+        )
 
     example = (
         jnp.zeros((), dtype),
@@ -274,14 +276,12 @@ def _trajectory(system, tree, params, ys, t_final, codes, ts, t0, options):
         lam = jnp.where(reached[..., None], lam, jnp.inf)
     else:
         lam = jnp.zeros((size, ts.shape[0], 0), dtype)
-    result = jax.vmap(
-        lambda c: eqx.tree_at(lambda r: r._value, RESULTS.successful, c)
-    )(codes[0])
+    result = jax.vmap(lambda c: eqx.tree_at(lambda r: r._value, RESULTS.successful, c))(
+        codes[0]
+    )
     integer = jnp.asarray(0).dtype
     stats = {
-        "max_steps": jnp.full(
-            (size,), int(options.get("max_steps", 100_000)), integer
-        ),
+        "max_steps": jnp.full((size,), int(options.get("max_steps", 100_000)), integer),
         "num_accepted_steps": codes[2].astype(integer),
         "num_rejected_steps": codes[3].astype(integer),
         "num_steps": codes[1].astype(integer),

@@ -24,6 +24,16 @@ import jax.extend.core as jcore
 import jax.numpy as jnp
 import numpy as np
 
+from ._known import (
+    _const_array,
+    _dtype_of,
+    _eager,
+    _fold,
+    _is_const,
+    _numpy_elementwise,
+    _numpy_movement,
+)
+
 
 class UnsupportedPrimitiveError(ValueError):
     """A primitive of the traced function has no lane-wise form."""
@@ -78,36 +88,35 @@ _REDUCTIONS = {
 }
 
 
-def _is_const(x) -> bool:
-    return isinstance(x, (np.generic, np.ndarray))
-
-
-def _const_array(value, dtype=None) -> np.ndarray:
-    """A value known at trace time as an object array of NumPy scalars."""
-    value = np.asarray(value, dtype=dtype)
-    out = np.empty(value.shape, dtype=object)
-    for index in np.ndindex(value.shape):
-        out[index] = value[index]
-    return out
-
-
-def _eager(prim, args, params):
-    with jax.ensure_compile_time_eval():
-        out = prim.bind(*[jnp.asarray(a) for a in args], **params)
-    if prim.multiple_results:
-        return [np.asarray(o) for o in out]
-    return np.asarray(out)
-
-
 class _Evaluator:
     def __init__(self, lane_shape: tuple[int, ...]):
         self.lane_shape = lane_shape
+        # Common subexpressions: reverse and forward mode recompute the same
+        # sin(q₁ − q₂) and products; each is computed once per evaluation.
+        self.memo: dict = {}
+        self.alive: list = []  # the memo's operands, so that their ids stay unique
 
     # One element: a NumPy scalar (known) or a lane array.
     def lane(self, x, dtype):
         if _is_const(x):
-            return jnp.full(self.lane_shape, x, dtype)
+            key = ("full", np.dtype(dtype).str, np.asarray(x).item())
+            if key not in self.memo:
+                self.memo[key] = jnp.full(self.lane_shape, x, dtype)
+            return self.memo[key]
         return x
+
+    def _key(self, prim, elements, params):
+        def element(e):
+            if _is_const(e):
+                return ("c", np.asarray(e).dtype.str, np.asarray(e).item())
+            return ("l", id(e))
+
+        key = (prim.name, tuple(sorted(params.items())), tuple(map(element, elements)))
+        try:
+            hash(key)
+        except TypeError:
+            return None
+        return key
 
     def apply(self, prim, elements: Sequence[Any], params) -> Any:
         if all(_is_const(e) for e in elements):
@@ -123,10 +132,17 @@ class _Evaluator:
         folded = _fold(prim.name, elements)
         if folded is not None:
             return folded
+        key = self._key(prim, elements, params)
+        if key is not None and key in self.memo:
+            return self.memo[key]
         dtypes = [np.asarray(e).dtype if _is_const(e) else e.dtype for e in elements]
-        return prim.bind(
+        out = prim.bind(
             *[self.lane(e, d) for e, d in zip(elements, dtypes, strict=True)], **params
         )
+        if key is not None:
+            self.memo[key] = out
+            self.alive.append(elements)
+        return out
 
     def elementwise(self, prim, operands: list[np.ndarray], params) -> np.ndarray:
         shape = np.broadcast_shapes(*[o.shape for o in operands])
@@ -148,8 +164,10 @@ class _Evaluator:
             return env[v]
 
         for v, c in zip(jaxpr.constvars, consts, strict=True):
-            env[v] = c if isinstance(c, np.ndarray) and c.dtype == object else (
-                _const_array(c)
+            env[v] = (
+                c
+                if isinstance(c, np.ndarray) and c.dtype == object
+                else (_const_array(c))
             )
         for v, a in zip(jaxpr.invars, args, strict=True):
             env[v] = a
@@ -168,9 +186,12 @@ class _Evaluator:
             all(_is_const(e) for e in o.flat) for o in operands
         ) and name not in ("platform_index",)
         if known and not any(k in params for k in _CALLS + ("branches",)):
-            vals = [np.asarray(list(o.flat), dtype=v.aval.dtype).reshape(o.shape)
-                    if o.size else np.zeros(o.shape, v.aval.dtype)
-                    for o, v in zip(operands, eqn.invars, strict=True)]
+            vals = [
+                np.asarray(list(o.flat), dtype=v.aval.dtype).reshape(o.shape)
+                if o.size
+                else np.zeros(o.shape, v.aval.dtype)
+                for o, v in zip(operands, eqn.invars, strict=True)
+            ]
             out = None
             if len(eqn.outvars) == 1:
                 out = _numpy_elementwise(name, vals, params, eqn.outvars[0].aval.dtype)
@@ -232,8 +253,11 @@ class _Evaluator:
                         f"The fused ensemble kernel needs the indices of {prim.name!r} "
                         "at trace time; here they depend on the state or params."
                     )
-                id_args.append(np.asarray(list(o.flat)).reshape(o.shape).astype(
-                    np.asarray(o.flat[0]).dtype if o.size else np.int64))
+                id_args.append(
+                    np.asarray(list(o.flat))
+                    .reshape(o.shape)
+                    .astype(np.asarray(o.flat[0]).dtype if o.size else np.int64)
+                )
         if prim.name == "pad":
             id_args[1] = np.asarray(id_args[1], np.int64)
         params = dict(params)
@@ -251,7 +275,7 @@ class _Evaluator:
 
     def reduce(self, prim, operand, axes):
         moved = np.moveaxis(operand, tuple(axes), tuple(range(len(axes))))
-        flat = moved.reshape((-1, *moved.shape[len(axes):]))
+        flat = moved.reshape((-1, *moved.shape[len(axes) :]))
         out = np.empty(flat.shape[1:], dtype=object)
         for index in np.ndindex(out.shape):
             acc = flat[(0, *index)]
@@ -296,22 +320,32 @@ class _Evaluator:
                         term = self.binary(jax.lax.mul_p, a[bi, i, k], b[bi, k, j])
                         if _is_const(term) and term == 0:
                             continue
-                        acc = term if acc is None else self.binary(
-                            jax.lax.add_p, acc, term
+                        acc = (
+                            term
+                            if acc is None
+                            else self.binary(jax.lax.add_p, acc, term)
                         )
                     if acc is None:
-                        acc = np.zeros((), _dtype_of(a[bi, i, 0] if nk else None,
-                                                     dtype))[()]
+                        acc = np.zeros(
+                            (), _dtype_of(a[bi, i, 0] if nk else None, dtype)
+                        )[()]
                     out[bi, i, j] = acc
-        shape = (*[lhs.shape[d] for d in lb], *[lhs.shape[d] for d in lf],
-                 *[rhs.shape[d] for d in rf])
+        shape = (
+            *[lhs.shape[d] for d in lb],
+            *[lhs.shape[d] for d in lf],
+            *[rhs.shape[d] for d in rf],
+        )
         out = out.reshape(shape)
         if dtype is not None:
-            out = self.elementwise(
-                jax.lax.convert_element_type_p,
-                [out],
-                {"new_dtype": dtype, "weak_type": False, "sharding": None},
-            ) if any(_dtype_of(e, None) != np.dtype(dtype) for e in out.flat) else out
+            out = (
+                self.elementwise(
+                    jax.lax.convert_element_type_p,
+                    [out],
+                    {"new_dtype": dtype, "weak_type": False, "sharding": None},
+                )
+                if any(_dtype_of(e, None) != np.dtype(dtype) for e in out.flat)
+                else out
+            )
         return out
 
     def cond(self, operands, params):
@@ -342,7 +376,11 @@ class _Evaluator:
 
     def while_loop(self, operands, params):
         cn, bn = params["cond_nconsts"], params["body_nconsts"]
-        cconsts, bconsts, carry = operands[:cn], operands[cn:cn + bn], operands[cn + bn:]
+        cconsts, bconsts, carry = (
+            operands[:cn],
+            operands[cn : cn + bn],
+            operands[cn + bn :],
+        )
         cj, bj = params["cond_jaxpr"], params["body_jaxpr"]
         for _ in range(100_000):
             (pred,) = self.eval_jaxpr(
@@ -364,7 +402,11 @@ class _Evaluator:
 
     def scan(self, operands, params):
         nc, ncarry = params["num_consts"], params["num_carry"]
-        consts, carry, xs = operands[:nc], operands[nc:nc + ncarry], operands[nc + ncarry:]
+        consts, carry, xs = (
+            operands[:nc],
+            operands[nc : nc + ncarry],
+            operands[nc + ncarry :],
+        )
         body = params["jaxpr"]
         length = params["length"]
         steps = range(length - 1, -1, -1) if params["reverse"] else range(length)
@@ -384,129 +426,6 @@ class _Evaluator:
                 y[i, ...] = ys_steps[i][k]
             ys.append(y)
         return [*carry, *ys]
-
-
-def _numpy_movement(name, operands, params) -> list[np.ndarray] | None:
-    """The common data-movement primitives on object arrays, or None."""
-    x = operands[0]
-    if name == "broadcast_in_dim":
-        shape, dims = params["shape"], params["broadcast_dimensions"]
-        expanded = [1] * len(shape)
-        for i, d in enumerate(dims):
-            expanded[d] = x.shape[i]
-        return [np.broadcast_to(x.reshape(expanded), shape).copy()]
-    if name == "reshape":
-        if params.get("dimensions") is not None:
-            return None
-        return [x.reshape(params["new_sizes"])]
-    if name == "squeeze":
-        return [x.reshape([s for i, s in enumerate(x.shape)
-                           if i not in params["dimensions"]])]
-    if name == "expand_dims":
-        return [np.expand_dims(x, params["dimensions"])]
-    if name == "transpose":
-        return [np.transpose(x, params["permutation"])]
-    if name == "rev":
-        return [np.flip(x, params["dimensions"]).copy()]
-    if name == "slice":
-        strides = params["strides"] or (1,) * x.ndim
-        index = tuple(
-            slice(a, b, c)
-            for a, b, c in zip(
-                params["start_indices"], params["limit_indices"], strides, strict=True
-            )
-        )
-        return [x[index]]
-    if name == "concatenate":
-        return [np.concatenate(operands, axis=params["dimension"])]
-    if name == "stack":
-        return [np.stack(operands, axis=params["axis"])]
-    if name == "split":
-        cuts = np.cumsum(params["sizes"])[:-1]
-        return list(np.split(x, cuts, axis=params["axis"]))
-    if name == "pad":
-        config = params["padding_config"]
-        if any(lo < 0 or hi < 0 for lo, hi, _ in config):
-            return None
-        (value,) = operands[1].flat
-        shape = [
-            lo + hi + s + max(s - 1, 0) * interior
-            for (lo, hi, interior), s in zip(config, x.shape, strict=True)
-        ]
-        out = np.empty(shape, dtype=object)
-        out.fill(value)
-        index = tuple(
-            slice(lo, lo + s + max(s - 1, 0) * interior, interior + 1)
-            for (lo, _, interior), s in zip(config, x.shape, strict=True)
-        )
-        out[index] = x
-        return [out]
-    return None
-
-
-_NUMPY = {
-    "add": np.add, "add_any": np.add, "sub": np.subtract, "mul": np.multiply,
-    "neg": np.negative, "max": np.maximum, "min": np.minimum, "abs": np.abs,
-    "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "exp": np.exp, "log": np.log,
-    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
-    "gt": np.greater, "ge": np.greater_equal, "and": np.logical_and,
-    "or": np.logical_or, "not": np.logical_not, "square": np.square,
-}
-
-
-def _numpy_elementwise(name, values, params, dtype):
-    """A known elementwise result by NumPy (no XLA compilation), or None."""
-    if name in _NUMPY and not (name in ("and", "or", "not") and dtype != np.bool_):
-        with np.errstate(all="ignore"):
-            return np.asarray(_NUMPY[name](*values)).astype(dtype)
-    if name == "div" and np.issubdtype(dtype, np.floating):
-        with np.errstate(all="ignore"):
-            return np.asarray(np.divide(*values)).astype(dtype)
-    if name == "integer_pow":
-        with np.errstate(all="ignore"):
-            return np.asarray(values[0] ** params["y"]).astype(dtype)
-    if name == "convert_element_type":
-        return np.asarray(values[0]).astype(params["new_dtype"])
-    if name == "select_n":
-        return np.asarray(np.choose(np.asarray(values[0], int), values[1:])).astype(
-            dtype
-        )
-    if name == "iota":
-        shape, dimension = params["shape"], params["dimension"]
-        out = np.arange(shape[dimension], dtype=params["dtype"])
-        out = out.reshape([-1 if i == dimension else 1 for i in range(len(shape))])
-        return np.broadcast_to(out, shape)
-    return None
-
-
-def _dtype_of(element, default):
-    if element is None:
-        return np.dtype(default)
-    return np.asarray(element).dtype if _is_const(element) else np.dtype(element.dtype)
-
-
-def _fold(name: str, elements) -> Any:
-    """x·1, x + 0, x − 0, x·0 and a select with a known predicate, or None."""
-    if name in ("mul", "add", "add_any", "sub", "div") and len(elements) == 2:
-        a, b = elements
-        ka, kb = _is_const(a), _is_const(b)
-        lane = b if ka else a
-        const = a if ka else b
-        if ka == kb:
-            return None
-        if np.asarray(const).dtype != lane.dtype:
-            return None
-        if name == "mul" and const == 1:
-            return lane
-        if name == "mul" and const == 0:
-            return const
-        if name in ("add", "add_any") and const == 0:
-            return lane
-        if name in ("sub", "div") and kb and const == (0 if name == "sub" else 1):
-            return lane
-    if name == "select_n" and _is_const(elements[0]):
-        return elements[1 + int(elements[0])]
-    return None
 
 
 class LaneFunction:

@@ -35,9 +35,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as pl_triton
 
 from .._trajectory import RESULTS
-from ._lanes import _is_const
+from ._known import _is_const
 
 
 _TABLEAU = diffrax.Tsit5.tableau
@@ -91,7 +92,7 @@ _T0, _T1, _RTOL, _ATOL, _DT0, _RESOLUTION, _GAIN0 = range(7)
 
 
 def _pick(s, values):
-    """values[s - 1] for a traced stage number s (a chain of scalar selects)."""
+    """values[s - 1] for a traced stage number s (a chain of selects)."""
     out = values[0]
     for i, v in enumerate(values[1:], start=2):
         out = jnp.where(s == i, v, out)
@@ -235,9 +236,7 @@ def _kernel_body(problem: KernelProblem, dtype, bp: int):
         if p.has_dt0:
             dt = scalar(_DT0)
         else:
-            d2 = _rms(
-                [(a - b) / s for a, b, s in zip(f1, f0, scale, strict=True)]
-            ) / h0
+            d2 = _rms([(a - b) / s for a, b, s in zip(f1, f0, scale, strict=True)]) / h0
             max_d = jnp.maximum(d1, d2)
             h1 = jnp.where(
                 max_d <= 1e-15,
@@ -262,7 +261,8 @@ def _kernel_body(problem: KernelProblem, dtype, bp: int):
                 return (code == _CODE["successful"]) & (t < target)
 
             def cond(state):
-                return jnp.any(running(state))
+                # (Triton lowers reduce_max, not reduce_or.)
+                return jnp.max(running(state).astype(jnp.int32)) > 0
 
             def body(state):
                 t, y, f0, dt, code, steps, accepted, rejected = state
@@ -285,6 +285,8 @@ def _kernel_body(problem: KernelProblem, dtype, bp: int):
 
                     def stage(s, carry):
                         ks, sm, sc = carry
+                        # As a lane vector: Triton lowers (block,) selects only.
+                        s = jnp.full((block,), s, jnp.int32)
                         coefficients = [_row_coefficient(s, j) for j in range(6)]
                         ys = _axpy(y, h, coefficients, ks)
                         k, m, c = rhs(t + _row_c(s) * h, ys)
@@ -302,19 +304,14 @@ def _kernel_body(problem: KernelProblem, dtype, bp: int):
                         for a, b in zip(y, y1, strict=True)
                     ]
                     scaled = _rms(
-                        [
-                            e / (atol + m * rtol)
-                            for e, m in zip(err, ymax, strict=True)
-                        ]
+                        [e / (atol + m * rtol) for e, m in zip(err, ymax, strict=True)]
                     )
                     scaled = jnp.where(finite, scaled, jnp.inf)
                     keep = scaled < 1
                     inv = 1 / scaled
                     lo = jnp.where(keep, 1.0, ctrl.factormin)
                     hi = jnp.where(keep, ctrl.factormax, ctrl.safety)
-                    factor = jnp.clip(
-                        ctrl.safety * inv ** (1 / _ERROR_ORDER), lo, hi
-                    )
+                    factor = jnp.clip(ctrl.safety * inv ** (1 / _ERROR_ORDER), lo, hi)
                     new_dt = h * factor
                     # A step shortened to land on a save time: resume the step
                     # the controller had proposed before.
@@ -400,6 +397,8 @@ def run(
         ),
         grid=(bp // block,),
         interpret=interpret,
+        # The Triton lowering: one program per block of lanes, elementwise ops.
+        compiler_params=None if interpret else pl_triton.CompilerParams(num_warps=4),
         name="jaxlagrange_tsit5",
     )(x, s)
     ys = ys.reshape(problem.num_saves, n2, bp).transpose(2, 0, 1)[:size]

@@ -1,6 +1,6 @@
 """jaxlagrange: differentiable Lagrangian mechanics in JAX."""
 
-from . import plotting as plotting, systems as systems
+from . import plotting as plotting, rigid as rigid, systems as systems
 from ._accelerations import (
     accelerations as accelerations,
     constraint_force as constraint_force,
@@ -12,12 +12,12 @@ from ._eom import (
     mass_matrix as mass_matrix,
     momenta as momenta,
 )
+from ._equilibrium import equilibrium as equilibrium
 from ._fit import FitResult as FitResult, fit as fit
 from ._fit_loss import Observations as Observations, fit_loss as fit_loss
 from ._impulse import apply_impulse as apply_impulse
 from ._linearize import (
     Linearization as Linearization,
-    equilibrium as equilibrium,
     linearize as linearize,
     normal_modes as normal_modes,
 )

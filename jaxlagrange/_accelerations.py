@@ -13,7 +13,7 @@ from ._constraints import _SINGULAR_CONSTRAINTS, Dynamics, _dynamics, contact_se
 from ._custom_types import ScalarLike, Vector, VectorLike
 from ._eom import _NON_FINITE_DYNAMICS, _NON_FINITE_STATE, _SINGULAR_MASS, _finite
 from ._friction import contact_modes
-from ._system import LagrangianSystem, _as_state
+from ._system import LagrangianSystem, _as_state, checked_values
 
 
 def _checked(system, q, qd, t) -> Dynamics:
@@ -22,6 +22,7 @@ def _checked(system, q, qd, t) -> Dynamics:
 
 @eqx.filter_jit
 def _checked_dynamics(system, q, qd, t) -> Dynamics:
+    system = checked_values(system)
     if system.slip is not None:
         active, modes = contact_modes(system, q, qd, t)
         dyn = _dynamics(system, q, qd, t, active=active, modes=modes)
@@ -70,7 +71,8 @@ def accelerations(
 
     **Raises:** `ValueError` at trace time for wrong shapes; under `jax.jit` too, an
     error when the mass matrix is singular or indefinite, when the constraints are
-    redundant, or when the state is not finite.
+    redundant, when the state is not finite, naming a non-finite param, and when
+    `friction`, `static_friction` or `restitution` is out of its range.
 
     **Example:**
 

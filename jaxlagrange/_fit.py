@@ -8,7 +8,8 @@ the residuals; the solve loops and the covariance are in `_fit_solvers.py`.
 """
 
 import time
-from collections.abc import Collection, Mapping, Sequence
+import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import diffrax
@@ -21,15 +22,25 @@ import optimistix as optx
 from jax.flatten_util import ravel_pytree
 
 from ._custom_types import Array, Params, ScalarLike
-from ._eom import mass_matrix
 from ._fit_loss import (
     Observations,
     _as_data,
     _check_params,
     _layout,
-    _objective,
     _options,
-    _residuals,
+)
+from ._fit_problem import (
+    _check_guess,
+    _check_weight,
+    _encode,
+    _mask,
+    _Problem,
+)
+from ._fit_quality import (
+    quality,
+    start_params,
+    unidentifiable,
+    warn_unidentifiable,
 )
 from ._fit_solvers import (
     _check_finite,
@@ -39,6 +50,7 @@ from ._fit_solvers import (
     _optax_loop,
     _optimistix_solve,
     _strong,
+    solver_message,
 )
 from ._system import LagrangianSystem
 
@@ -50,7 +62,11 @@ class FitResult(eqx.Module):
 
     - `params`: the fitted params, a pytree like `system.params`.
     - `system`: the system with the fitted params.
-    - `losses`: the loss before each optimizer step, a NumPy array of shape (steps,).
+    - `losses`: one loss per solver step, a NumPy array: for an optax optimizer the
+        loss before each step, shape (steps,); for an optimistix solver the loss at
+        the point each step evaluated (the first step evaluates the starting guess;
+        a later one a trial point, which Levenberg–Marquardt keeps only if it
+        lowers the loss), shape (`steps` that ran,).
     - `loss`: the loss at the fitted params (and states).
     - `q0`, `qd0`: the initial state of each observed trajectory (fitted with
         `fit_initial_state=True`, else the data's); arrays of shape (n,) for one
@@ -59,18 +75,37 @@ class FitResult(eqx.Module):
         shooting segments, each of shape (segments, n).
     - `stderr`: standard errors of the fitted params, a pytree like `params` (0 for
         leaves that were not trained), the square roots of the diagonal of
-        `covariance`.
+        `covariance`; inf for a param the data cannot determine (one that does
+        not change the motion), named by a warning.
     - `covariance`: the Gauss–Newton covariance σ̂² (JᵀJ)⁻¹ of the flattened
         trained params (in tree order), shape (p, p), from the Jacobian J of the
         residuals (in units of `Observations.sigma`) at the optimum, with the
         segment starts as nuisance unknowns. With σ given, the residuals are in
         units of the noise and σ̂² = 1; without, σ̂² = χ² / (N − P) is estimated
         from the misfit (N weighted observations, P unknowns).
-        NaN beyond 1024 unknowns, and where the params are not identifiable
-        (JᵀJ singular).
-    - `converged`: whether the solver met its tolerance (optimistix), or the
-        gradient vanished to 1e-6 (optax, which has no stopping rule).
+        NaN beyond 1024 unknowns, and where combinations of params are not
+        identifiable (JᵀJ singular); a single param that does not change the
+        motion has variance inf (and NaN covariances) without spoiling the rest.
+    - `converged`: the solver's own flag: whether it met its tolerance
+        (optimistix), or the gradient vanished to 1e-6 (optax, which has no
+        stopping rule). It says nothing of how well the model fits: see
+        `warning`.
     - `steps`: how many solver steps ran.
+    - `solver_result`: the optimistix solver's result in words ("successful",
+        "The maximum number of steps was reached in the nonlinear solver", ...);
+        for optax "converged" or "ran all steps".
+    - `chi2_red`: the reduced χ² = χ² / (N − P) at the optimum when every
+        `Observations` has `sigma` (about 1 for a good fit), else None.
+    - `rms`: the RMS residual of the coordinates, in the data's units (weighted
+        as the loss weighs them).
+    - `data_scale`: the RMS spread of the observed coordinates about their time
+        means, to judge `rms` by.
+    - `warning`: None for a fit whose misfit is consistent with the noise (χ²_red
+        not far above 1), or without `sigma` small against the data (`rms` ≤ 5%
+        of `data_scale`); else the text of the warning `fit` issued, saying what
+        to try (more segments, other starts).
+    - `start_losses`: with `starts=`, the final loss from each starting guess
+        (inf where that fit failed); None otherwise.
     """
 
     params: Params
@@ -84,114 +119,12 @@ class FitResult(eqx.Module):
     covariance: Array
     converged: bool
     steps: int
-
-
-def _bool_leaf(x) -> bool:
-    if not isinstance(x, (bool, np.bool_)):
-        raise ValueError(f"must hold bools, got {type(x).__name__} {x!r}")
-    return bool(x)
-
-
-def _mask(spec, params, name: str) -> Params:
-    """A pytree of bools with the structure of `params`, from `spec`."""
-    if isinstance(spec, bool):
-        return jtu.tree_map(lambda _: spec, params)
-    if (
-        isinstance(spec, Collection)
-        and not isinstance(spec, Mapping)
-        and all(isinstance(s, str) for s in spec)
-    ):
-        if isinstance(spec, str):
-            spec = [spec]
-        if not isinstance(params, Mapping):
-            raise ValueError(
-                f"`{name}` as a collection of names needs dict params, but "
-                f"system.params is a {type(params).__name__}: pass a pytree of bools."
-            )
-        unknown = sorted(set(spec) - set(params))
-        if unknown:
-            raise ValueError(
-                f"`{name}` names unknown params {unknown}; valid names: "
-                f"{sorted(params)}."
-            )
-        return type(params)(
-            {k: jtu.tree_map(lambda _, k=k: k in spec, v) for k, v in params.items()}
-        )
-    try:
-        return jtu.tree_map(
-            lambda m, sub: jtu.tree_map(lambda _: _bool_leaf(m), sub), spec, params
-        )
-    except ValueError as e:
-        raise ValueError(
-            f"`{name}` must be True/False, a collection of top-level param names, "
-            "or a pytree of bools with the structure of system.params (or a prefix "
-            f"of it): {str(e).splitlines()[0]}"
-        ) from None
-
-
-def _encode(params, trainable, positive) -> Params:
-    """The unconstrained unknowns: trainable leaves, positive ones as logarithms."""
-    return jtu.tree_map(
-        lambda x, t, p: (jnp.log(x) if p else x) if t else None,
-        params,
-        trainable,
-        positive,
-    )
-
-
-def _decode(unknowns, fixed, positive) -> Params:
-    values = jtu.tree_map(
-        lambda u, p: None if u is None else (jnp.exp(u) if p else u),
-        unknowns,
-        positive,
-        is_leaf=lambda x: x is None,
-    )
-    return eqx.combine(values, fixed)
-
-
-class _Problem(eqx.Module):
-    """Everything the loss needs besides the unknowns."""
-
-    system: LagrangianSystem
-    fixed: Params  # the non-trainable params (None at trainable leaves)
-    positive: Params = eqx.field(static=True)
-    layouts: list
-    initial: list  # the data's initial state of each observed trajectory
-    fit_initial_state: bool = eqx.field(static=True)
-    continuity_weight: Any
-    options: dict
-
-    @property
-    def total(self):
-        """The summed weights of all observed quantities (N)."""
-        return sum(
-            layout.total * (1 if layout.qd is None else 2) for layout in self.layouts
-        )
-
-    def unpack(self, theta):
-        """The system with the decoded params, and the segment starts."""
-        unknowns, starts = theta
-        params = _decode(unknowns, self.fixed, self.positive)
-        system = eqx.tree_at(lambda s: s.params, self.system, params)
-        if not self.fit_initial_state:
-            # The held initial state is not an unknown: only the later segments'.
-            starts = [
-                (jnp.concatenate([q0[None], q]), jnp.concatenate([qd0[None], qd]))
-                for (q, qd), (q0, qd0) in zip(starts, self.initial, strict=True)
-            ]
-        return system, starts
-
-    def loss(self, theta):
-        system, starts = self.unpack(theta)
-        return _objective(
-            system, self.layouts, starts, self.continuity_weight, self.options
-        )
-
-    def residuals(self, theta):
-        system, starts = self.unpack(theta)
-        return _residuals(
-            system, self.layouts, starts, self.continuity_weight, self.options
-        )
+    solver_result: str = ""
+    chi2_red: float | None = None
+    rms: float = float("nan")
+    data_scale: float = float("nan")
+    warning: str | None = None
+    start_losses: np.ndarray | None = None
 
 
 def fit(
@@ -208,11 +141,12 @@ def fit(
     continuity_weight: ScalarLike = 1.0,
     adjoint: diffrax.AbstractAdjoint | None = None,
     solver: diffrax.AbstractSolver | None = None,
-    rtol: ScalarLike = 1e-8,
-    atol: ScalarLike = 1e-8,
+    rtol: ScalarLike | None = None,
+    atol: ScalarLike | None = None,
     max_steps: int = 4096,
     progress: bool = False,
     jacobian: str = "auto",
+    starts: Any = None,
 ) -> FitResult:
     """Fit the params of `system` (and optionally initial states) to observed data.
 
@@ -251,7 +185,8 @@ def fit(
         segments, each simulated from its own fitted start state (initialized
         from the data), with `continuity_weight` on the jumps between them. Use it
         for long or chaotic data (e.g. 10 s of a double pendulum).
-    - `continuity_weight`: the weight of the continuity penalty.
+    - `continuity_weight`: the weight of the continuity penalty, a finite number
+        ≥ 0.
     - `adjoint`: how gradients go through the solves. The default,
         `diffrax.RecursiveCheckpointAdjoint()`, differentiates the solver's own
         steps: exact gradients of the computed loss (the finite-difference checks
@@ -260,13 +195,25 @@ def fit(
         memory; its gradient is only as accurate as that solve, and it is
         unreliable for chaotic systems over long segments (the backward solve
         is unstable). Their costs are compared by `benchmarks/bench_fit.py`.
-    - `solver`, `rtol`, `atol`, `max_steps`: as for `jl.simulate`, per segment.
+    - `solver`, `rtol`, `atol`, `max_steps`: as for `jl.simulate`, per segment
+        (the tolerances' default follows the precision: 1e-8 in float64).
     - `progress`: print the loss about ten times during the fit.
     - `jacobian`: how an optimistix solver gets the residuals' Jacobian:
         "forward" (forward-mode through the solves, with `diffrax.ForwardMode()`
         unless `adjoint` is given; one tangent per unknown), "reverse" (one
         cotangent per residual), or "auto": forward up to 128 unknowns (params
         and segment starts), reverse beyond (neural Lagrangians).
+    - `starts`: several starting guesses, fitted one after the other (the compiled
+        solve is reused), keeping the fit with the lowest loss: a list of params
+        (dicts may name only some params, the rest from `params`), or a dict of
+        param names to arrays of starting values, e.g. `{"omega": [4, 6, 8]}`.
+        A rugged loss (long or chaotic data) has local minima; a spread of starts
+        with a few `segments` finds the global one more reliably than one start.
+
+    A fit whose misfit is far above the noise (χ²_red ≫ 1 with `sigma`), or
+    without `sigma` not small against the data, issues a `UserWarning` saying so
+    and what to try; the numbers are on the result (`chi2_red`, `rms`,
+    `data_scale`, `warning`).
 
     **Returns:** a `FitResult`, with standard errors and the covariance of the
     fitted params.
@@ -276,6 +223,8 @@ def fit(
     - `ValueError` for bad data (see `Observations`), `params` whose structure
         differs from `system.params`, unknown names in `trainable`/`positive`,
         positive params that are not > 0, a bad `segments`.
+    - `ValueError` for a `continuity_weight` that is negative or not finite, and
+        for bad `starts`.
     - `ValueError`, before anything is compiled, for params with a non-finite
         value, integer params named in `trainable`, and data whose number of
         coordinates does not fit the system (its mass matrix is singular there).
@@ -294,9 +243,32 @@ def fit(
     result.params["l"], result.stderr["l"]  # ≈ 2.0, and its standard error
     ```
     """
+    if starts is not None:
+        return _best_of(
+            system,
+            data,
+            start_params(starts, _check_params(system, params)),
+            dict(
+                optimizer=optimizer,
+                steps=steps,
+                trainable=trainable,
+                positive=positive,
+                fit_initial_state=fit_initial_state,
+                segments=segments,
+                continuity_weight=continuity_weight,
+                adjoint=adjoint,
+                solver=solver,
+                rtol=rtol,
+                atol=atol,
+                max_steps=max_steps,
+                progress=progress,
+                jacobian=jacobian,
+            ),
+        )
     single = isinstance(data, Observations)
     data = _as_data(data)
     params = _check_params(system, params)
+    continuity_weight = _check_weight(continuity_weight)
     if not (isinstance(steps, int) and steps >= 1):
         raise ValueError(f"`steps` must be a positive integer, got {steps!r}.")
     explicit = trainable is not None and trainable is not True
@@ -377,25 +349,28 @@ def fit(
                 problem,
                 _options(adjoint, solver, rtol, atol, max_steps),
             )
-        theta, losses, codes, done, count, gauss_newton = _optimistix_solve(
+        theta, losses, last, codes, code, count, gauss_newton = _optimistix_solve(
             theta, problem, optimizer, steps, mode, setup
         )
-        if gauss_newton is not None:
-            final, _, covariance = gauss_newton
-        losses = np.asarray(losses)
+        count = int(count)
+        losses = np.asarray(losses)[:count]
         if progress:
             print(
-                f"jl.fit: {type(optimizer).__name__} ran {int(count)} steps in "
+                f"jl.fit: {type(optimizer).__name__} ran {count} steps in "
                 f"{time.perf_counter() - start:.1f} s (compile included)",
                 flush=True,
             )
-        _check_finite(float(losses[-1]), True, codes, steps, steps, losses, max_steps)
-        converged, count = bool(done), int(count)
+        _check_finite(float(last), True, codes, count, count, losses, max_steps)
+        if gauss_newton is not None:
+            covariance = gauss_newton
+        converged = int(code) == 0
+        solver_result = solver_message(int(code))
     elif isinstance(optimizer, optax.GradientTransformation):
         theta, losses, converged = _optax_loop(
             theta, problem, optimizer, steps, progress, max_steps, start
         )
         count = steps
+        solver_result = "converged" if converged else "ran all steps"
     else:
         raise ValueError(
             "`optimizer` must be an optax optimizer, an optimistix least-squares "
@@ -404,12 +379,18 @@ def fit(
         )
 
     if covariance is None:  # the optax path, or past _COVARIANCE_MAX
-        final, _, covariance = _covariance(theta, problem, setup)
-    system_fit, starts = problem.unpack(theta)
+        covariance = _covariance(theta, problem, setup)
+    final, chi, covariance, raw, dead = covariance
+    system_fit, segment_starts = problem.unpack(theta)
     fitted = system_fit.params
-    q0 = [q[0] for q, _ in starts]
-    qd0 = [qd[0] for _, qd in starts]
+    q0 = [q[0] for q, _ in segment_starts]
+    qd0 = [qd[0] for _, qd in segment_starts]
     trained = eqx.filter(fitted, trainable)
+    size = ravel_pytree(eqx.filter(theta, eqx.is_array))[0].shape[0]
+    misfit = quality(data, layouts, chi, raw, problem.total, size)
+    if misfit.warning is not None:
+        warnings.warn(misfit.warning, UserWarning, stacklevel=2)
+    warn_unidentifiable(unidentifiable(trained, dead))
     _, unflatten = ravel_pytree(trained)
     stderr = unflatten(jnp.sqrt(jnp.clip(jnp.diagonal(covariance), 0.0)))
     stderr = eqx.combine(
@@ -426,36 +407,45 @@ def fit(
         float(final),
         q0[0] if single else q0,
         qd0[0] if single else qd0,
-        starts,
+        segment_starts,
         stderr,
         covariance,
-        converged,
-        count,
+        bool(converged),
+        int(count),
+        solver_result,
+        misfit.chi2_red,
+        misfit.rms,
+        misfit.data_scale,
+        misfit.warning,
     )
 
 
-def _check_guess(system: LagrangianSystem, params, data) -> None:
-    """Name a non-finite starting guess or data that do not fit the system."""
-    for path, x in jtu.tree_leaves_with_path(params):
-        if eqx.is_inexact_array(x) and not np.all(np.isfinite(np.asarray(x))):
-            raise ValueError(
-                f"the starting guess of param {jtu.keystr(path)} is not finite: "
-                f"{np.asarray(x)}."
-            )
-    obs = data[0]
-    n = obs.q.shape[1]
-    guess = eqx.tree_at(lambda s: s.params, system, params)
-    qd = obs.qd[0] if obs.qd is not None else jnp.zeros(n)
-    try:
-        mass = np.asarray(mass_matrix(guess, obs.q[0], qd, obs.ts[0]))
-        np.linalg.cholesky(mass)
-        good = bool(np.all(np.isfinite(mass)))
-    except (np.linalg.LinAlgError, ValueError, TypeError, IndexError):
-        good = False
-    if not good:
-        raise ValueError(
-            f"`data` has n = {n} coordinates, but at its first observed state the "
-            "system's mass matrix (with the starting params) is not positive "
-            "definite: check that the data has the system's number of coordinates "
-            "and that the starting guess is physical."
-        )
+def _best_of(system, data, starts, options) -> FitResult:
+    """`fit` from each starting params in turn; the result with the lowest loss,
+    its warnings issued again, and every start's final loss."""
+    results, caught, losses, errors = [], [], [], []
+    for params in starts:
+        with warnings.catch_warnings(record=True) as issued:
+            warnings.simplefilter("always")
+            try:
+                result = fit(system, data, params=params, **options)
+            except FloatingPointError as e:
+                errors.append(e)
+                results.append(None)
+                caught.append([])
+                losses.append(np.inf)
+                continue
+        results.append(result)
+        caught.append(issued)
+        losses.append(result.loss if np.isfinite(result.loss) else np.inf)
+    if all(r is None for r in results):
+        raise errors[0]
+    best = int(np.argmin(losses))
+    for w in caught[best]:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return eqx.tree_at(
+        lambda r: r.start_losses,
+        results[best],
+        np.asarray(losses),
+        is_leaf=lambda x: x is None,
+    )

@@ -217,10 +217,11 @@ def _layout(obs: Observations, segments: int) -> _Layout:
 def _pieces(system, layout: _Layout, starts, options):
     """The weighted residuals of one observed trajectory and its continuity gaps.
 
-    Returns (residuals, gaps, total, count, result codes): the data residuals
+    Returns (residuals, gaps, total, count, result codes, raw): the data residuals
     √w (q̂ − q)/σ (and of q̇), whose squares sum to the misfit; the gaps
     (x̂_end − x_start)/σ between consecutive segments; the summed weights of the
-    observed quantities; and the number of gap entries.
+    observed quantities; the number of gap entries; and Σ w (q̂ − q)², the
+    coordinates' misfit in the data's units.
     """
     q0s, qd0s = starts
 
@@ -232,6 +233,7 @@ def _pieces(system, layout: _Layout, starts, options):
     traj = jax.vmap(solve)(q0s, qd0s, layout.ts)
     root = jnp.sqrt(layout.weight)
     residuals = [(root * (traj.q - layout.q)).ravel()]
+    raw = jnp.sum(layout.weight / layout.scale * (traj.q - layout.q) ** 2)
     total = layout.total
     if layout.qd is not None:
         residuals.append((root * (traj.qd - layout.qd)).ravel())
@@ -244,20 +246,23 @@ def _pieces(system, layout: _Layout, starts, options):
         (scale * (qd_end[:-1] - qd0s[1:])).ravel(),
     ]
     count = 2 * q0s[1:].size
-    return residuals, gaps, total, count, traj.result._value  # pyright: ignore
+    code = traj.result._value  # pyright: ignore
+    return residuals, gaps, total, count, code, raw
 
 
 def _residuals(system, layouts, starts, continuity_weight, options):
     """The residual vector r with Σ r² = the fit loss; its data part's squared sum
-    over the summed weights; and the result code of every solve."""
+    over the summed weights; the result code of every solve; and the summed
+    weighted squared misfit of the coordinates in the data's units."""
     data, gaps, codes = [], [], []
     total = 0.0
     count = 0
+    raw = 0.0
     for layout, start in zip(layouts, starts, strict=True):
-        r, g, t, k, code = _pieces(system, layout, start, options)
+        r, g, t, k, code, misfit = _pieces(system, layout, start, options)
         data += r
         gaps += g
-        total, count = total + t, count + k
+        total, count, raw = total + t, count + k, raw + misfit
         codes.append(code)
     data = jnp.concatenate(data) / jnp.sqrt(total)
     parts = [data]
@@ -267,12 +272,14 @@ def _residuals(system, layouts, starts, continuity_weight, options):
     ok = jnp.all(codes == RESULTS.successful._value)  # pyright: ignore
     # A failed solve leaves inf in its trajectory; keep it inf, never NaN.
     residual = jnp.where(ok, jnp.concatenate(parts), jnp.inf)
-    return residual, jnp.sum(data**2), codes
+    return residual, jnp.sum(data**2), codes, raw
 
 
 def _objective(system, layouts, starts, continuity_weight, options):
     """The fit loss, and the result code of every solve."""
-    residual, _, codes = _residuals(system, layouts, starts, continuity_weight, options)
+    residual, _, codes, _ = _residuals(
+        system, layouts, starts, continuity_weight, options
+    )
     return jnp.sum(residual**2), codes
 
 

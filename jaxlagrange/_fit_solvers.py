@@ -66,41 +66,84 @@ def _jacobian_mode(jacobian: str, size: int) -> str:
 _FORWARD_MAX = 128
 
 
+def _iterate(fn, solver, y0, steps: int, options: dict):
+    """optimistix's solve loop (the solver's public init/step/terminate/postprocess,
+    as `optx.least_squares` and `optx.minimise` run them), recording the loss that
+    each step evaluated. `fn(y, args)` returns (residuals or loss, (codes, loss))."""
+    fn = eqx.filter_closure_convert(fn, y0, None)
+    f_struct, aux_struct = fn.out_struct  # pyright: ignore[reportFunctionMemberAccess]
+    tags = frozenset()
+    state = solver.init(fn, y0, None, options, f_struct, aux_struct, tags)
+    dynamic, static = eqx.partition(state, eqx.is_array)
+    successful = optx.RESULTS.successful
+
+    def terminate(y, state):
+        done, result = solver.terminate(fn, y, None, options, state, tags)
+        finite = _all_finite(eqx.filter(y, eqx.is_array))
+        return done, optx.RESULTS.where(finite, result, optx.RESULTS.nonfinite)
+
+    done, result = terminate(y0, state)
+    aux = jtu.tree_map(lambda x: jnp.zeros(x.shape, x.dtype), aux_struct)
+    losses = jnp.full(steps, jnp.nan, aux_struct[1].dtype)
+
+    def cond(carry):
+        *_, k, done, result = carry
+        return ~done & (result == successful) & (k < steps)
+
+    def body(carry):
+        y, dynamic, _, losses, k, _, _ = carry
+        state = eqx.combine(dynamic, static)
+        new_y, state, aux = solver.step(fn, y, None, options, state, tags)
+        done, result = terminate(y, state)
+        dynamic = eqx.filter(state, eqx.is_array)
+        return new_y, dynamic, aux, losses.at[k].set(aux[1]), k + 1, done, result
+
+    carry = (y0, dynamic, aux, losses, jnp.array(0), done, result)
+    y, dynamic, aux, losses, count, done, result = jax.lax.while_loop(
+        cond, body, carry
+    )
+    result = optx.RESULTS.where(
+        (result == successful) & ~done, optx.RESULTS.nonlinear_max_steps_reached, result
+    )
+    state = eqx.combine(dynamic, static)
+    y, _, _ = solver.postprocess(fn, y, aux, None, options, state, tags, result)
+    return y, losses, count, result
+
+
 @eqx.filter_jit
 def _optimistix_solve(theta, problem, optimizer, steps, mode, setup):
     arrays, static = eqx.partition(theta, eqx.is_array)
 
     def residuals(y, _):
-        r, _, codes = problem.residuals(eqx.combine(y, static))
-        return r, codes
+        r, _, codes, _ = problem.residuals(eqx.combine(y, static))
+        return r, (codes, jnp.sum(r**2))
 
     def loss(y, _):
         value, codes = problem.loss(eqx.combine(y, static))
-        return value, codes
+        return value, (codes, value)
 
-    initial = loss(arrays, None)[0]
-    options = {"jac": mode}
     if isinstance(optimizer, optx.AbstractLeastSquaresSolver):
-        sol = optx.least_squares(
-            residuals,
-            optimizer,
-            arrays,
-            has_aux=True,
-            max_steps=steps,
-            options=options,
-            throw=False,
-        )
+        fn, options = residuals, {"jac": mode}
     else:
-        sol = optx.minimise(
-            loss, optimizer, arrays, has_aux=True, max_steps=steps, throw=False
-        )
-    final, codes = loss(sol.value, None)
-    done = sol.result == optx.RESULTS.successful
-    losses = jnp.stack([initial, final])
-    theta = eqx.combine(sol.value, static)
+        fn, options = loss, {}
+    value, losses, count, result = _iterate(fn, optimizer, arrays, steps, options)
+    final, (codes, _) = loss(value, None)
+    theta = eqx.combine(value, static)
     # The covariance in the same program: one compilation instead of two.
     gauss_newton = None if setup is None else _gauss_newton(theta, *setup)
-    return theta, losses, codes, done, sol.stats["num_steps"], gauss_newton
+    code = result._value  # pyright: ignore[reportAttributeAccessIssue]
+    return theta, losses, final, codes, code, count, gauss_newton
+
+
+def solver_message(code: int) -> str:
+    """The optimistix result `code` in one line ("successful" for 0)."""
+    messages = optx.RESULTS._index_to_message  # pyright: ignore
+    code = int(code)
+    if code == 0:
+        return "successful"
+    if 0 < code < len(messages):
+        return messages[code].split(". ")[0].strip().rstrip(".")
+    return f"optimistix result {code}"
 
 
 def _optax_loop(theta, problem, optimizer, steps, progress, max_steps, start):
@@ -133,17 +176,19 @@ def _optax_loop(theta, problem, optimizer, steps, progress, max_steps, start):
 
 
 def _gauss_newton(theta, problem, sigma_given: bool, logs: tuple):
-    """The loss, χ²/N and the Gauss–Newton covariance of the trained params at
-    `theta`; `problem` must differentiate in forward mode, `logs` flags the
-    trained params fitted as logarithms (flattened)."""
+    """At `theta`: the loss, χ²/N, the Gauss–Newton covariance of the trained
+    params, the coordinates' squared misfit in data units, and which trained
+    params leave the residuals unchanged (a zero Jacobian column: not
+    identifiable). `problem` must differentiate in forward mode, `logs` flags
+    the trained params fitted as logarithms (flattened)."""
     arrays, static = eqx.partition(theta, eqx.is_array)
     flat, unravel = ravel_pytree(arrays)
 
     def residuals(x):
-        r, chi, _ = problem.residuals(eqx.combine(unravel(x), static))
-        return r, (r, chi)
+        r, chi, _, raw = problem.residuals(eqx.combine(unravel(x), static))
+        return r, (r, chi, raw)
 
-    jac, (r, chi) = jax.jacfwd(residuals, has_aux=True)(flat)
+    jac, (r, chi, raw) = jax.jacfwd(residuals, has_aux=True)(flat)
     size = flat.shape[0]
     # Residuals are scaled by 1/√N (N the summed weights): JᵀJ is 1/N of the
     # usual normal matrix, and χ² = N · chi.
@@ -151,13 +196,22 @@ def _gauss_newton(theta, problem, sigma_given: bool, logs: tuple):
     gram = total * (jac.T @ jac)
     dof = jnp.maximum(total - size, 1.0)
     variance = jnp.where(sigma_given, 1.0, total * chi / dof)
-    factor = jax.scipy.linalg.cho_factor(gram)
+    # An unknown whose column of J vanishes (a param that does not enter the
+    # motion) has an infinite variance; the others' covariance is that of the
+    # rest, so one such param does not turn every standard error NaN.
+    column = jnp.sqrt(jnp.diagonal(gram))
+    dead = column <= 1e-12 * jnp.max(column, initial=0.0)
+    either = dead[:, None] | dead[None, :]
+    kept = jnp.where(either, 0.0, gram) + jnp.diag(jnp.where(dead, 1.0, 0.0))
+    factor = jax.scipy.linalg.cho_factor(kept)
     cov = variance * jax.scipy.linalg.cho_solve(factor, jnp.eye(size))
+    cov = jnp.where(either, jnp.where(jnp.eye(size, dtype=bool), jnp.inf, jnp.nan), cov)
     p = len(logs)
     # Positive params are fitted as logarithms: d x = x d(log x). The trained
     # params come first in the flattened unknowns.
     scale = jnp.where(np.asarray(logs, bool), jnp.exp(flat[:p]), 1.0)
-    return jnp.sum(r**2), chi, cov[:p, :p] * scale[:, None] * scale[None, :]
+    cov = cov[:p, :p] * scale[:, None] * scale[None, :]
+    return jnp.sum(r**2), chi, cov, raw, dead[:p]
 
 
 _covariance_jit = eqx.filter_jit(_gauss_newton)
@@ -185,11 +239,12 @@ def _covariance_setup(theta, problem, trainable, positive, data):
 
 
 def _covariance(theta, problem, setup):
-    """The loss at `theta` and the Gauss–Newton covariance of the trained params."""
+    """`_gauss_newton` at `theta`; past `_COVARIANCE_MAX` the covariance is NaN."""
     if setup is None:
-        loss, _ = _loss_jit(theta, problem)
+        r, chi, _, raw = _residuals_jit(theta, problem)
         p = ravel_pytree(eqx.filter(theta[0], eqx.is_array))[0].shape[0]
-        return loss, None, jnp.full((p, p), jnp.nan)
+        nan = jnp.full((p, p), jnp.nan)
+        return jnp.sum(r**2), chi, nan, raw, jnp.zeros(p, bool)
     return _covariance_jit(theta, *setup)
 
 
@@ -200,8 +255,8 @@ _COVARIANCE_MAX = 1024
 
 
 @eqx.filter_jit
-def _loss_jit(theta, problem):
-    return problem.loss(theta)
+def _residuals_jit(theta, problem):
+    return problem.residuals(theta)
 
 
 def _check_finite(loss, grad_finite, codes, k, steps, losses, max_steps) -> None:
@@ -216,9 +271,13 @@ def _check_finite(loss, grad_finite, codes, k, steps, losses, max_steps) -> None
         cause = f": {int(failed.sum())} of {codes.size} solves failed. {message}"
     else:
         cause = "."
+    # The history may be shorter than k (optimistix records the steps that ran),
+    # and may hold non-finite trial losses: name the last finite one.
+    history = np.asarray(losses)[: min(k, len(losses))]
+    finite = np.flatnonzero(np.isfinite(history))
     last = (
-        f" The last finite loss was {losses[k - 1]:.6e} at step {k - 1}."
-        if k > 0
+        f" The last finite loss was {history[finite[-1]]:.6e} at step {finite[-1]}."
+        if finite.size
         else ""
     )
     raise FloatingPointError(

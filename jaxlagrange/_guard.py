@@ -8,6 +8,15 @@ silently to t1. Every step size controller is therefore wrapped in a guard,
 which rejects non-finite steps, stops the solve once the step can no longer
 shrink (or, with a fixed step, at once), and remembers the failed step;
 `_diagnose` then probes the dynamics along that step to say why it failed.
+
+The probes trace the dynamics (and M's factor) once more, which costs as much
+compile time as the solve's own vector field, for a program that only runs
+after a failure. The solve therefore returns a `_Stop` record (the failed step
+and the state it started from) with a provisional code, and `_diagnosed` names
+the cause afterwards: on the host, with a small program compiled on demand,
+when the solve's result is a concrete value; inside the caller's program, under
+a `lax.cond` on the failure, when `simulate` is itself traced (`jit`, `vmap`,
+`grad`), so that the codes are the named ones there too.
 """
 
 from typing import Any, NamedTuple
@@ -22,7 +31,7 @@ from ._constraints import _dynamics
 from ._custom_types import Array, BoolScalar
 from ._eom import _terms
 from ._linalg import cho_solve, cholesky
-from ._mass import MassSolve, forcing
+from ._mass import MassSolve, forcing, mass_operator
 from ._trajectory import RESULTS
 
 
@@ -114,14 +123,43 @@ def _guard(controller: diffrax.AbstractStepSizeController) -> _AbstractGuard:
 _PROBES = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.25, 1.5)
 
 
-def _diagnose(
-    system, y0, t0, y, t, guard: _GuardState, baumgarte, active=None, modes=None
-) -> RESULTS:
-    """Name the cause of a stopped solve from the probes along the failed step.
+class _Stop(NamedTuple):
+    """Where a solve stopped, for `_diagnose`; `stopped` False: it did not."""
 
-    `y0`, `t0` is the initial state, `y`, `t` the last accepted one.
-    """
-    (q0, qd0), (q, qd), dt = y0, y, guard.failed_dt
+    stopped: BoolScalar  # the guard stopped the solve (the step could not shrink)
+    q: Array  # the last accepted state, and its time
+    qd: Array
+    t: Array
+    failed_dt: Array  # the size of the failed step
+    failed_finite: BoolScalar  # whether that step's state was finite
+    active: Array | None  # the contacts (None: all constraints)
+    modes: Any  # their friction modes (None: no friction)
+
+
+def _provisional(failed_finite) -> RESULTS:
+    """The code of a stopped solve before `_diagnose` looks at the dynamics."""
+    return RESULTS.where(
+        failed_finite, RESULTS.step_size_collapsed, RESULTS.non_finite_state
+    )
+
+
+class _Failure(eqx.Module):
+    """What `_diagnose` needs besides the `_Stop`: the system and the start."""
+
+    system: Any
+    q0: Array
+    qd0: Array
+    t0: Array
+    baumgarte: Any
+    stop: _Stop
+
+
+def _diagnose(failure: _Failure) -> RESULTS:
+    """Name the cause of a stopped solve from the probes along the failed step."""
+    system, stop = failure.system, failure.stop
+    q0, qd0, t0 = failure.q0, failure.qd0, failure.t0
+    q, qd, t, dt = stop.q, stop.qd, stop.t, stop.failed_dt
+    active, modes, baumgarte = stop.active, stop.modes, failure.baumgarte
     if system.mass_solver is None:
         terms = jax.vmap(lambda q, qd, t: _terms(system, q, qd, t))(
             jnp.stack([q0, q]), jnp.stack([qd0, qd]), jnp.stack([t0, t])
@@ -133,9 +171,16 @@ def _diagnose(
         nearly_singular = ~jnp.all(ratios > jnp.finfo(q.dtype).eps ** 0.25)
         qdd = cho_solve(factor, terms.forcing[1])
     else:
-        # Matrix-free: no pivots to watch, M is never formed.
-        nearly_singular = jnp.array(False)
-        qdd = MassSolve(system, q, qd, t)(forcing(system, q, qd, t))[0]
+        # Matrix-free, M never formed: no pivots, but a solution that blows up at a
+        # singular M runs into M's soft direction, along which q̈ grows. There M's
+        # Rayleigh quotient has fallen below eps^(1/4) of its value at t0.
+        solve = MassSolve(system, q, qd, t)
+        qdd = solve(forcing(system, q, qd, t))[0]
+        v = qdd / jnp.linalg.norm(qdd)
+        now = jnp.dot(v, solve.operator.mv(v))
+        start = jnp.dot(v, mass_operator(system, q0, qd0, t0).mv(v))
+        soft = now <= jnp.finfo(q.dtype).eps ** 0.25 * jnp.abs(start)
+        nearly_singular = jnp.isfinite(now) & jnp.isfinite(start) & soft
     # The probes follow the step to first order (constraint forces left out).
     s = jnp.asarray(_PROBES, q.dtype) * dt
     qs = q + s[:, None] * qd
@@ -156,9 +201,7 @@ def _diagnose(
     bad = probes.singular_mass | probes.singular_constraints | nonfinite
     first = jnp.argmax(bad)
 
-    result = RESULTS.where(
-        guard.failed_finite, RESULTS.step_size_collapsed, RESULTS.non_finite_state
-    )
+    result = _provisional(stop.failed_finite)
     result = RESULTS.where(nearly_singular, RESULTS.singular_mass_matrix, result)
     result = RESULTS.where(nonfinite[first], RESULTS.non_finite_state, result)
     result = RESULTS.where(
@@ -167,6 +210,32 @@ def _diagnose(
     return RESULTS.where(
         probes.singular_mass[first], RESULTS.singular_mass_matrix, result
     )
+
+
+# Compiled on the first failure of an eager `simulate`, not with every solve.
+_diagnose_on_host = eqx.filter_jit(_diagnose)
+
+
+def _diagnosed(traj, failure: _Failure | None):
+    """`traj` with the cause of a stopped solve named (see the module docstring)."""
+    if failure is None:
+        return traj
+    stopped = failure.stop.stopped
+    if isinstance(stopped, jax.core.Tracer):
+        # The cause is an integer code: keep autodiff from tracing through it.
+        dynamic, static = eqx.partition(_no_gradient(failure)[0], eqx.is_array)
+        cause = jax.lax.cond(
+            stopped,
+            lambda d: _diagnose(eqx.combine(d, static)),
+            lambda d: _provisional(d.stop.failed_finite),
+            dynamic,
+        )
+    elif bool(stopped):
+        cause = _diagnose_on_host(failure)
+    else:
+        return traj
+    result = RESULTS.where(stopped, cause, traj.result)
+    return eqx.tree_at(lambda tr: tr.result, traj, result)
 
 
 def _no_gradient(*trees):

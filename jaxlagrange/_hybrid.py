@@ -62,7 +62,7 @@ from ._event_functions import (
     _initial_slip,
     _root_finder,
 )
-from ._guard import _all_finite
+from ._guard import _all_finite, _Stop
 from ._impulse import _impulse
 from ._segment import _solve_segment
 from ._system import LagrangianSystem
@@ -123,6 +123,9 @@ class _Carry(NamedTuple):
     event_kind: Array  # (E,)
     num_events: Array
     stats: Array  # (3,) steps, accepted, rejected
+    stopped: BoolScalar  # the guard stopped the last segment (see `_guard._Stop`)
+    failed_dt: Array
+    failed_finite: BoolScalar
 
 
 def _rebound(system, q, qd, t, active, modes, row, restitution, rest):
@@ -217,8 +220,11 @@ def _hybrid_solve(
     progress_meter,
     max_events,
     rest,
-) -> Trajectory:
-    """`simulate` for a system with unilateral constraints: segments between events."""
+) -> tuple[Trajectory, _Stop]:
+    """`simulate` for a system with unilateral constraints: segments between events.
+
+    Returns the trajectory and where its last segment stopped, as `_smooth_solve`.
+    """
     dtype = q0.dtype
     n = q0.shape[0]
     u = _num_unilateral(system, q0, t0)
@@ -251,7 +257,6 @@ def _hybrid_solve(
             start,
             t1,
             jnp.clip(ts, start, t1),
-            initial=(q0, qd0, t0),
             solver=solver,
             dt0=dt0,
             stepsize_controller=stepsize_controller,
@@ -336,6 +341,9 @@ def _hybrid_solve(
             event_kind=event_kind,
             num_events=carry.num_events + record.astype(carry.num_events.dtype),
             stats=carry.stats + jnp.where(keep, 0, stats),
+            stopped=pick(carry.stopped, seg.stopped),
+            failed_dt=pick(carry.failed_dt, seg.failed_dt),
+            failed_finite=pick(carry.failed_finite, seg.failed_finite),
         )
 
     def body(carry, _):
@@ -365,6 +373,9 @@ def _hybrid_solve(
         event_kind=unused,
         num_events=jnp.zeros((), int),
         stats=jnp.zeros((3,), int),
+        stopped=jnp.array(False),
+        failed_dt=jnp.zeros((), dtype),
+        failed_finite=jnp.array(True),
     )
     final, _ = jax.lax.scan(body, init, None, length=max_events + 1)
 
@@ -397,7 +408,7 @@ def _hybrid_solve(
         "num_rejected_steps": rejected,
         "max_steps": max_steps,
     }
-    return Trajectory(
+    traj = Trajectory(
         saved_ts,
         q,
         qd,
@@ -411,3 +422,15 @@ def _hybrid_solve(
         num_events=final.num_events,
         friction=friction,
     )
+    # A failed segment leaves the carry at its last accepted state and contacts.
+    stop = _Stop(
+        final.stopped & finite,
+        final.q,
+        final.qd,
+        final.t,
+        final.failed_dt,
+        final.failed_finite,
+        final.active,
+        final.modes,
+    )
+    return traj, stop

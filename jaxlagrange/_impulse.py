@@ -30,7 +30,7 @@ from ._custom_types import Array, BoolScalar, ScalarLike, Vector, VectorLike
 from ._eom import _NON_FINITE_STATE, _SINGULAR_MASS, _finite, _terms
 from ._linalg import cho_solve, cholesky, solve_lower, solve_upper_t
 from ._mass import MassSolve, is_matrix_free, linear_rows, schur_solve
-from ._system import LagrangianSystem, _as_state
+from ._system import LagrangianSystem, _as_state, checked_values
 
 
 class _Impulse(NamedTuple):
@@ -126,6 +126,7 @@ def _matrix_free_impulse(system, q, qd, t, impulse, contact, target) -> _Impulse
 
 @eqx.filter_jit
 def _checked_impulse(system, q, qd, t, impulse):
+    system = checked_values(system)
     if system.unilateral is None:
         contact = jnp.zeros((0,), bool)
     else:

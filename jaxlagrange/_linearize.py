@@ -23,7 +23,6 @@ import jax
 import jax.numpy as jnp
 import jax.tree_util as jtu
 import numpy as np
-import optimistix as optx
 from jax.flatten_util import ravel_pytree
 
 from ._constraints import _dynamics, _position_rows, contact_set
@@ -31,6 +30,7 @@ from ._custom_types import Array, Float, ScalarLike, VectorLike
 from ._eom import _terms
 from ._linalg import cho_solve, cholesky, solve_lower, solve_upper_t
 from ._system import LagrangianSystem, _as_state
+from ._validate import check_finite, check_finite_params
 
 
 class Linearization(eqx.Module):
@@ -247,9 +247,10 @@ def linearize(
 
     **Returns:** a `Linearization` with `A` (s, s) and `B` (s, p).
 
-    **Raises:** `ValueError` for bad indices or inputs, and for an operating point
-    off the constraint manifold; an error (also under `jax.jit`) when the
-    dependent coordinates or velocities cannot be solved for.
+    **Raises:** `ValueError` for bad indices or inputs, for a non-finite `q`, `qd`
+    or `t`, and for an operating point off the constraint manifold; an error
+    (also under `jax.jit`) naming a non-finite param, and when the dependent
+    coordinates or velocities cannot be solved for.
 
     **Example:**
 
@@ -261,6 +262,8 @@ def linearize(
     """
     _check_system(system)
     q, qd, t = _as_state(q, qd, t)
+    point = {"q": q, "qd": qd, "t": t}
+    q = check_finite_params(system.params, check_finite(point, q))
     n = q.shape[0]
     m = _num_outputs(system, "holonomic", q, t)
     k = _num_outputs(system, "nonholonomic", q, qd, t)
@@ -282,88 +285,8 @@ def linearize(
             raise ValueError(_OFF_MANIFOLD + f" Residual: {float(residual):.3g}.")
     else:
         q = eqx.error_if(q, off, _OFF_MANIFOLD)
-    return _linearize(system, q, qd, t, coordinates, velocities, mask)
-
-
-_NOT_CONVERGED = (
-    "jl.equilibrium did not converge from `q_guess`: no static equilibrium "
-    "(q̈ = 0 at q̇ = 0 with the constraints kept) was found nearby. Try another "
-    "guess, or raise `max_steps`."
-)
-
-
-def _static_residual(q, system_t):
-    system, t = system_t
-    qd = jnp.zeros_like(q)
-    qdd = _dynamics(system, q, qd, t).accelerations
-    parts = [qdd]
-    if system.holonomic is not None:
-        parts.append(system._holonomic(q, t))
-    return jnp.concatenate(parts)
-
-
-@eqx.filter_jit
-def _equilibrium(system, q_guess, t, rtol, atol, max_steps):
-    solver = optx.LevenbergMarquardt(rtol=rtol, atol=atol)
-    sol = optx.least_squares(
-        _static_residual,
-        solver,
-        q_guess,
-        args=(system, t),
-        max_steps=max_steps,
-        throw=False,
-    )
-    q = sol.value
-    residual = _static_residual(q, (system, t))
-    scale = 1 + jnp.max(jnp.abs(q))
-    small = jnp.max(jnp.abs(residual)) <= jnp.sqrt(atol) * scale
-    # A residual at rounding level is converged even where the solver's own step
-    # test could not terminate (the step no longer changes q).
-    tiny = jnp.max(jnp.abs(residual)) <= 100 * jnp.finfo(q.dtype).eps * scale
-    converged = (sol.result == optx.RESULTS.successful) | tiny
-    ok = converged & small & jnp.all(jnp.isfinite(q))
-    return eqx.error_if(q, ~ok, _NOT_CONVERGED)
-
-
-def equilibrium(
-    system: LagrangianSystem,
-    q_guess: VectorLike,
-    t: ScalarLike = 0.0,
-    *,
-    rtol: float = 1e-10,
-    atol: float = 1e-10,
-    max_steps: int = 256,
-) -> Float[Array, " n"]:
-    """A static equilibrium: q with q̈ = 0 at q̇ = 0, the holonomic constraints kept.
-
-    Solved by Levenberg–Marquardt (optimistix) on the residual [q̈(q, 0, t); g(q, t)]
-    from `q_guess`; the result is differentiable with respect to the params
-    (implicit differentiation).
-
-    **Arguments:**
-
-    - `system`: the `LagrangianSystem`.
-    - `q_guess`: the starting point, shape (n,).
-    - `t`: the time (for explicitly time-dependent systems).
-    - `rtol`, `atol`, `max_steps`: the solver's tolerances and step budget.
-
-    **Returns:** the equilibrium q, shape (n,).
-
-    **Raises:** `ValueError` for a bad `system` or `max_steps`; an error (also
-    under `jax.jit`) when the solve does not converge.
-
-    **Example:**
-
-    ```python
-    system, _, _ = jl.systems.pendulum()
-    jl.equilibrium(system, jnp.array([0.3]))  # [0.]
-    ```
-    """
-    _check_system(system)
-    q_guess, _, t = _as_state(q_guess, jnp.zeros_like(jnp.asarray(q_guess)), t)
-    if not (isinstance(max_steps, int) and max_steps > 0):
-        raise ValueError(f"`max_steps` must be a positive int, got {max_steps!r}.")
-    return _equilibrium(system, q_guess, t, rtol, atol, max_steps)
+    lin = _linearize(system, q, qd, t, coordinates, velocities, mask)
+    return check_finite_params(system.params, check_finite(point, lin))
 
 
 @eqx.filter_jit
@@ -372,15 +295,17 @@ def _normal_modes(system, q, t):
     qd = jnp.zeros_like(q)
     terms = _terms(system, q, qd, t)
     mass = 0.5 * (terms.mass + terms.mass.T)
+    factor = cholesky(mass).factor
+    z = solve_lower(factor, terms.forcing)
     if system.holonomic is None:
         lam = None
+        residual = solve_upper_t(factor, z)
     else:
         # The equilibrium multipliers: M q̈ = f + Gᵀλ with G q̈ = −b.
         jac, b, _, _ = _position_rows(system._holonomic, q, qd, t)
-        factor = cholesky(mass).factor
         y = solve_lower(factor, jac.T)
-        z = solve_lower(factor, terms.forcing)
         lam = cho_solve(cholesky(y.T @ y).factor, -b - y.T @ z)
+        residual = solve_upper_t(factor, z + y @ lam)
 
     def generalized_force(q):
         f = _terms(system, q, jnp.zeros_like(q), t).forcing
@@ -414,7 +339,23 @@ def _normal_modes(system, q, t):
         "The mass matrix restricted to the constraint tangent space is singular or "
         "not positive definite at `q`.",
     )
-    return omega2, modes
+    return omega2, modes, residual
+
+
+_NOT_EQUILIBRIUM = (
+    "`q` is not a static equilibrium: at q̇ = 0 the accelerations are {} (the "
+    "constraints kept). Normal modes are the small oscillations about "
+    "an equilibrium: find one with jl.equilibrium(system, q), or use jl.linearize "
+    "about a motion."
+)
+
+
+def _off_equilibrium(q, omega2, residual):
+    """Whether q̈ at q̇ = 0 exceeds √eps (1 + max |q|) max(1, max |ω²|): a
+    displacement of √eps (1 + max |q|) along the stiffest mode, in units of q̈."""
+    scale = (1 + jnp.max(jnp.abs(q))) * jnp.maximum(1.0, jnp.max(jnp.abs(omega2)))
+    tol = jnp.sqrt(jnp.finfo(q.dtype).eps) * scale
+    return ~(jnp.max(jnp.abs(residual)) <= tol)
 
 
 def normal_modes(
@@ -425,7 +366,7 @@ def normal_modes(
     Solves K v = ω² M v on the tangent space of the holonomic constraints, with
     M the mass matrix and K = −∂(f + Gᵀλ)/∂q the stiffness at q̇ = 0 (λ the
     equilibrium multipliers). Velocity-dependent (gyroscopic, damping) terms are
-    left out: use `jl.linearize` for those. `q` should be an equilibrium (see
+    left out: use `jl.linearize` for those. `q` must be an equilibrium (see
     `jl.equilibrium`); nonholonomic and unilateral constraints are not used.
 
     **Arguments:**
@@ -439,7 +380,9 @@ def normal_modes(
     shape (n, d), M-orthonormal (modesᵀ M modes = I) and tangent to the
     holonomic constraints.
 
-    **Raises:** `ValueError` for a bad `system`; an error (also under `jax.jit`)
+    **Raises:** `ValueError` for a bad `system`, a non-finite `q` or `t`, and a `q`
+    that is not an equilibrium (q̈ at q̇ = 0 above rounding; the message gives it);
+    an error (also under `jax.jit`) for the same, naming a non-finite param, and
     when the mass matrix restricted to the tangent space is not positive definite.
 
     **Example:**
@@ -451,4 +394,17 @@ def normal_modes(
     """
     _check_system(system)
     q, _, t = _as_state(q, jnp.zeros_like(jnp.asarray(q)), t)
-    return _normal_modes(system, q, t)
+    inputs = {"q": q, "t": t}
+    q = check_finite_params(system.params, check_finite(inputs, q))
+    omega2, modes, residual = _normal_modes(system, q, t)
+    omega2 = check_finite_params(system.params, check_finite(inputs, omega2))
+    off = _off_equilibrium(q, omega2, residual)
+    if not any(
+        isinstance(x, jax.core.Tracer) for x in jtu.tree_leaves((system, q, t))
+    ):
+        if bool(off):
+            raise ValueError(
+                _NOT_EQUILIBRIUM.format(f"q̈ = {np.asarray(residual)}, not 0")
+            )
+        return omega2, modes
+    return eqx.error_if(omega2, off, _NOT_EQUILIBRIUM.format("not 0")), modes

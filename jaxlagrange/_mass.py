@@ -33,6 +33,7 @@ The other iterative solvers go through `lineax.linear_solve`.
 from collections.abc import Callable
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import lineax as lx
@@ -41,6 +42,11 @@ from ._custom_types import Array, BoolScalar
 
 
 _ITERATIVE = (lx.CG, lx.GMRES, lx.BiCGStab, lx.LSMR)
+_BAD_PRECONDITIONER = (
+    "`mass_preconditioner` returned a diagonal that is not positive and finite (a "
+    "zero, negative, NaN or inf entry): it must approximate the diagonal of the "
+    "mass matrix, whose entries are positive."
+)
 SPD_TAGS = (lx.symmetric_tag, lx.positive_semidefinite_tag)
 
 
@@ -94,6 +100,16 @@ def _preconditioner(system, q, qd, t) -> dict[str, Any]:
         return {}
     out = system._call(system.mass_preconditioner, q, qd, t)
     if isinstance(out, lx.AbstractLinearOperator):
+        shapes = [
+            jax.tree.leaves(structure)[0].shape
+            for structure in (out.in_structure(), out.out_structure())
+        ]
+        if any(shape != q.shape for shape in shapes):
+            raise ValueError(
+                "`mass_preconditioner` must return a lineax operator on vectors of "
+                f"shape {q.shape} (the shape of q), but it returned one from shape "
+                f"{shapes[0]} to shape {shapes[1]}."
+            )
         return {"preconditioner": out}
     diagonal = jnp.asarray(out, q.dtype)
     if diagonal.shape != q.shape:
@@ -102,6 +118,10 @@ def _preconditioner(system, q, qd, t) -> dict[str, Any]:
             f"shape {q.shape} (the shape of q), or a lineax operator, but it "
             f"returned shape {diagonal.shape}."
         )
+    # Its inverse preconditions CG, which needs it positive definite: a zero,
+    # negative or NaN entry would stop CG as if M were singular.
+    bad = ~jnp.all(jnp.isfinite(diagonal) & (diagonal > 0))
+    diagonal = eqx.error_if(diagonal, bad, _BAD_PRECONDITIONER)
     inverse = lx.DiagonalLinearOperator(1 / diagonal)
     return {"preconditioner": lx.TaggedLinearOperator(inverse, SPD_TAGS)}
 

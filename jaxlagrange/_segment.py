@@ -13,7 +13,7 @@ import jax.numpy as jnp
 
 from ._constraints import _dynamics
 from ._custom_types import Array
-from ._guard import _all_finite, _diagnose, _guard, _no_gradient
+from ._guard import _all_finite, _guard, _provisional, _Stop
 from ._trajectory import RESULTS, Trajectory, without_events
 
 
@@ -33,7 +33,7 @@ def _vector_field(t, y, args):
     q, qd = _split(y)
     dyn = _dynamics(system, q, qd, t, active=active, baumgarte=baumgarte, modes=modes)
     bad = dyn.singular_mass | dyn.singular_constraints
-    # A NaN step is rejected by the guard; the cause is found by `_diagnose`.
+    # A NaN step is rejected by the guard; the cause is found by `_diagnosed`.
     qdd = jnp.where(bad, jnp.nan, dyn.accelerations)
     return jnp.concatenate([qd, qdd])
 
@@ -46,9 +46,12 @@ class _Segment(NamedTuple):
     t_end: Array  # where the segment stopped: t1, an event, or a failure
     q_end: Array
     qd_end: Array
-    result: RESULTS  # diffrax's, with a stopped solve diagnosed
+    result: RESULTS  # diffrax's, with a stopped solve's provisional code
     stats: dict[str, Any]
     event_mask: Any
+    stopped: Array  # the guard stopped the solve: `_diagnosed` names the cause
+    failed_dt: Array
+    failed_finite: Array
 
 
 def _solve_segment(
@@ -58,7 +61,6 @@ def _solve_segment(
     t1: Array,
     ts: Array | None,
     *,
-    initial: tuple[Array, Array, Array],
     solver,
     dt0,
     stepsize_controller,
@@ -74,8 +76,7 @@ def _solve_segment(
     """Integrate from `y0` = (q, qd) at `start` to t1, or to the first event.
 
     `ts` are the save times (None: t1 only, which avoids interpolating on every
-    step, a quarter of the run time of a small system); `initial` = (q0, qd0, t0)
-    of the whole solve, for the diagnosis of a failure.
+    step, a quarter of the run time of a small system).
     """
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(_vector_field),
@@ -107,22 +108,7 @@ def _solve_segment(
     result = RESULTS.promote(sol.result)
     guard = sol.controller_state
     stopped = (result == RESULTS.dt_min_reached) & (guard.failed_dt != 0)
-    q0, qd0, t0 = initial
-    # The diagnosis is an integer code: keep autodiff from tracing through it.
-    diagnosed = _diagnose(
-        *_no_gradient(
-            system,
-            (q0, qd0),
-            t0,
-            (q_end, qd_end),
-            t_end,
-            guard,
-            baumgarte,
-            active,
-            modes,
-        )
-    )
-    result = RESULTS.where(stopped, diagnosed, result)
+    result = RESULTS.where(stopped, _provisional(guard.failed_finite), result)
     return _Segment(
         saved_ts,
         q,
@@ -134,6 +120,9 @@ def _solve_segment(
         result,
         dict(sol.stats),
         sol.event_mask,
+        stopped,
+        guard.failed_dt,
+        guard.failed_finite,
     )
 
 
@@ -153,8 +142,12 @@ def _smooth_solve(
     baumgarte,
     progress_meter,
     t1_only,
-) -> Trajectory:
-    """`simulate` for a system without unilateral constraints: one segment."""
+) -> tuple[Trajectory, _Stop]:
+    """`simulate` for a system without unilateral constraints: one segment.
+
+    Returns the trajectory (a stopped solve with its provisional code) and where
+    it stopped, for `_diagnosed`.
+    """
     dtype = q0.dtype
     finite = _all_finite((q0, qd0))
     # A non-finite initial state is integrated as zeros and reported afterwards.
@@ -166,7 +159,6 @@ def _smooth_solve(
         t0,
         t1,
         None if t1_only else ts,
-        initial=(q0, qd0, t0),
         solver=solver,
         dt0=dt0,
         stepsize_controller=stepsize_controller,
@@ -192,4 +184,15 @@ def _smooth_solve(
         multipliers = jnp.where(reached[:, None], dyn.multipliers, jnp.inf)
     else:
         multipliers = jnp.zeros((ts.shape[0], 0), dtype)
-    return without_events(saved_ts, q, qd, multipliers, result, t_final, seg.stats)
+    traj = without_events(saved_ts, q, qd, multipliers, result, t_final, seg.stats)
+    stop = _Stop(
+        seg.stopped & finite,
+        seg.q_end,
+        seg.qd_end,
+        seg.t_end,
+        seg.failed_dt,
+        seg.failed_finite,
+        None,
+        None,
+    )
+    return traj, stop

@@ -12,18 +12,24 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._custom_types import Array, Float, ScalarLike, VectorLike
-from ._guard import _all_finite
+from ._guard import _all_finite, _diagnosed, _Failure
 from ._hybrid import _check_max_events, _hybrid_solve
 from ._projection import ProjectedSolver, check_initial_state, has_equality_constraints
 from ._segment import _smooth_solve
-from ._system import LagrangianSystem
+from ._system import LagrangianSystem, checked_values
 from ._trajectory import (
     RESULTS as RESULTS,
     Trajectory,
     _known,
     _raise_on_failure,
 )
-from ._validate import as_real, check_output_size, check_precision
+from ._validate import (
+    as_real,
+    check_affine,
+    check_output_size,
+    check_precision,
+    default_tolerance,
+)
 from ._variational import VariationalMidpoint, variational_simulate
 
 
@@ -126,8 +132,8 @@ def simulate(
     t1: ScalarLike,
     saveat: Float[Array, " T"] | None = None,
     solver: diffrax.AbstractSolver | None = None,
-    rtol: ScalarLike = 1e-8,
-    atol: ScalarLike = 1e-8,
+    rtol: ScalarLike | None = None,
+    atol: ScalarLike | None = None,
     dt0: ScalarLike | None = None,
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
     max_steps: int = 100_000,
@@ -167,7 +173,9 @@ def simulate(
         least wall time on the benchmarked systems at rtol 1e-8 (see
         `benchmarks/bench_simulate.py`); for rtol ≲ 1e-10 prefer `diffrax.Dopri8()`.
     - `rtol`, `atol`: tolerances of the default adaptive step-size controller
-        `diffrax.PIDController(rtol, atol)`, positive.
+        `diffrax.PIDController(rtol, atol)`, positive. Default 1e-8 in float64
+        (`jax.config.update("jax_enable_x64", True)`, recommended), and 1e-5 in
+        JAX's default float32, whose precision cannot meet 1e-8.
     - `dt0`: initial step (None: chosen automatically); required with a constant
         step size, e.g. `stepsize_controller=diffrax.ConstantStepSize()`.
     - `stepsize_controller`: replaces the default `diffrax.PIDController(rtol, atol)`.
@@ -216,7 +224,11 @@ def simulate(
         the constraint manifold: a position correction or velocity correction
         (see `jl.project_initial_state`) larger than √eps (1 + max |q0|) or
         √eps (1 + max |qd0|), h(q0, t0) < 0 for a unilateral constraint,
-        redundant constraints or a singular mass matrix at t0.
+        redundant constraints or a singular mass matrix at t0, and a `slip` or
+        `nonholonomic` function that is not affine in qd at t0.
+    - With `throw=True`, an error (also under `jax.jit`, `vmap` and `grad`) naming
+        a non-finite param, and `friction`, `static_friction` or `restitution`
+        out of its range.
     - Under `jax.jit` the same value checks as runtime errors
         (`equinox.EquinoxRuntimeError`).
     - With `throw=True`, a runtime error naming the failure: the maximum number of
@@ -239,6 +251,58 @@ def simulate(
     )
     traj.q.shape  # (101, 1)
     ```
+    """
+    traj, failure, max_events = _simulate(
+        system,
+        q0,
+        qd0,
+        t0=t0,
+        t1=t1,
+        saveat=saveat,
+        solver=solver,
+        rtol=rtol,
+        atol=atol,
+        dt0=dt0,
+        stepsize_controller=stepsize_controller,
+        max_steps=max_steps,
+        adjoint=adjoint,
+        baumgarte=baumgarte,
+        progress_meter=progress_meter,
+        max_events=max_events,
+        throw=throw,
+    )
+    traj = _diagnosed(traj, failure)
+    if throw:
+        return _raise_on_failure(traj, max_steps, t1, max_events)
+    return traj
+
+
+def _simulate(
+    system,
+    q0,
+    qd0,
+    *,
+    t0=0.0,
+    t1,
+    saveat=None,
+    solver=None,
+    rtol=1e-8,
+    atol=1e-8,
+    dt0=None,
+    stepsize_controller=None,
+    max_steps=100_000,
+    adjoint=None,
+    baumgarte=None,
+    progress_meter=None,
+    max_events=64,
+    throw=True,
+) -> tuple[Trajectory, _Failure | None, int | None]:
+    """`simulate` without naming the cause of a stopped solve.
+
+    Returns the trajectory (a stopped solve with its provisional code), what
+    `_guard._diagnosed` needs to name the cause (None: nothing can stop), and
+    `max_events` as checked (None without unilateral constraints). The command
+    line compiles this and diagnoses a failure afterwards, on demand.
     """
     if not isinstance(system, LagrangianSystem):
         raise ValueError(
@@ -270,8 +334,8 @@ def simulate(
     q0, qd0 = _as_initial_state(q0, qd0)
     dtype = q0.dtype
     t0, t1, ts = _check_times(t0, t1, saveat, dtype)
-    rtol = _check_tolerance("rtol", rtol)
-    atol = _check_tolerance("atol", atol)
+    rtol = _check_tolerance("rtol", default_tolerance(dtype) if rtol is None else rtol)
+    atol = _check_tolerance("atol", default_tolerance(dtype) if atol is None else atol)
     check_precision("rtol", rtol, dtype)
     check_output_size(ts.shape[0], q0.shape[0], 0, dtype)
 
@@ -281,19 +345,27 @@ def simulate(
             raise ValueError(_NON_FINITE_INITIAL)
     elif throw:
         q0 = eqx.error_if(q0, ~_all_finite((q0, qd0)), _NON_FINITE_INITIAL)
+    if throw:
+        # Finite params, friction and restitution in range (with throw=False a
+        # member of a batch with bad params fails on its own, by its result).
+        system = checked_values(system)
     if dt0 is not None:
         dt0 = as_real("dt0", dt0).astype(dtype)
     if baumgarte is not None:
         baumgarte = tuple(jnp.asarray(gain, dtype) for gain in baumgarte)
     if variational:
-        q0 = _check_variational(
+        q0, dt0 = _check_variational(
             system, q0, qd0, t0, dt0, stepsize_controller, baumgarte
         )
         traj = variational_simulate(system, q0, qd0, t0, t1, ts, solver, dt0, max_steps)
-        return _raise_on_failure(traj, max_steps, t1) if throw else traj
+        return traj, None, None
     solver = diffrax.Tsit5() if solver is None else solver
     if system.has_constraints:
         q0 = check_initial_state(system, q0, qd0, t0)
+    for name in ("nonholonomic", "slip"):
+        if getattr(system, name) is not None:
+            fn = getattr(system, "_" + name)
+            q0 = check_affine(name, fn, q0, qd0, t0, q0)
         if baumgarte is None and has_equality_constraints(system):
             solver = ProjectedSolver(solver)
     if stepsize_controller is None:
@@ -318,10 +390,11 @@ def simulate(
     )
     if system.unilateral is not None:
         max_events = _check_max_events(max_events)
-        traj = _hybrid_solve(*args, max_events, atol)
-        return _raise_on_failure(traj, max_steps, t1, max_events) if throw else traj
-    traj = _smooth_solve(*args, saveat is None)
-    return _raise_on_failure(traj, max_steps, t1) if throw else traj
+        traj, stop = _hybrid_solve(*args, max_events, atol)
+    else:
+        max_events = None
+        traj, stop = _smooth_solve(*args, saveat is None)
+    return traj, _Failure(system, q0, qd0, t0, baumgarte, stop), max_events
 
 
 def _check_variational(system, q0, qd0, t0, dt0, stepsize_controller, baumgarte):
@@ -344,8 +417,12 @@ def _check_variational(system, q0, qd0, t0, dt0, stepsize_controller, baumgarte)
             "constraints exactly: `stepsize_controller` and `baumgarte` do not apply."
         )
     known = _known(dt0)
+    message = "`dt0` must be positive and finite, got {}."
     if known is not None and not (np.isfinite(known) and known > 0):
-        raise ValueError(f"`dt0` must be positive and finite, got {float(known)}.")
+        raise ValueError(message.format(float(known)))
+    if known is None:
+        bad = ~(jnp.isfinite(dt0) & (dt0 > 0))
+        dt0 = eqx.error_if(dt0, bad, message.format("a value that is not"))
     if system.has_constraints:
         q0 = check_initial_state(system, q0, qd0, t0)
-    return q0
+    return q0, dt0

@@ -14,6 +14,14 @@ store writes every file, `zarr.json` included, to a temporary name and renames i
 into place (zarr >= 3.1.3). The manifest (the root attribute `"manifest"`: the
 completed chunks) is rewritten after a chunk's files are all in place, so a chunk
 is either listed and complete, or not listed and computed again on resume.
+
+Every chunk is written, even one equal to the fill value (zarr skips those by
+default, and reads them back as the fill value: a chunk of failed members, NaN
+with the sign bit set, would read back as +NaN). The manifest holds a SHA-256 of
+each chunk's inputs and of each completed chunk's outputs, over a canonical form
+(every NaN hashed as the fill value's NaN), checked on resume and by
+`open_store`; a chunk that fails its checksum, or whose files are gone, is
+computed again on resume.
 """
 
 import fcntl
@@ -29,48 +37,53 @@ from typing import Any
 
 import numpy as np
 
+from ._store_verify import (
+    _CHECKSUM_FORM,
+    _MANIFEST,
+    _checksum,
+    _open,
+    _zarr,
+    bad_chunks,
+    open_store as open_store,
+)
 
-_MANIFEST = "manifest"
+
 _FORMAT = "jaxlagrange-sweep/1"
 
 
-def _zarr():
-    # Imported on first use: most sessions never write a sweep store.
-    import zarr
-
-    return zarr
+def _lock_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.lock")
 
 
 def _acquire(path: Path) -> int:
     """An exclusive lock on `path` for this process, or a `ValueError` naming the
-    process that holds it. The lock file sits beside the store."""
+    process that holds it. The lock file sits beside the store; a sweep that
+    finishes removes it while holding it, so the lock taken must be on the file
+    still there (else it is taken again on the new one)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    lock = path.with_name(f".{path.name}.lock")
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-        os.close(fd)
-        raise ValueError(
-            f"The store {str(path)!r} is being written by another sweep (process "
-            f"{holder}); wait for it to finish, or choose another output directory."
-        ) from None
+    lock = _lock_path(path)
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
+            os.close(fd)
+            raise ValueError(
+                f"The store {str(path)!r} is being written by another sweep (process "
+                f"{holder or 'unknown'}); wait for it to finish, or choose another "
+                "output directory."
+            ) from None
+        try:
+            current = os.path.samestat(os.fstat(fd), os.stat(lock))
+        except FileNotFoundError:
+            current = False
+        if current:
+            break
+        os.close(fd)  # removed by the sweep that held it: lock the new file
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}@{socket.gethostname()}".encode(), 0)
     return fd
-
-
-def _open(zarr, path: Path, mode: str):
-    """Open the store's root group, naming a corrupted metadata file."""
-    try:
-        return zarr.open_group(path, mode=mode)
-    except ValueError as e:  # json.JSONDecodeError is one
-        raise ValueError(
-            f"The sweep store's metadata {str(path / 'zarr.json')!r} (with its "
-            f"manifest) is corrupted and cannot be read ({str(e).splitlines()[0]}); "
-            "remove the store directory to run the sweep again."
-        ) from None
 
 
 def fingerprint(arrays: Mapping[str, Any], chunk_size: int, attrs: Any) -> str:
@@ -109,6 +122,7 @@ class ChunkedStore:
         """
         self.path = Path(path)
         self._lock = None
+        self._lock_file = _lock_path(self.path)
         # One writer at a time: a second sweep on this store is refused while the
         # first runs (the lock goes with its process, so a killed one leaves none).
         self._lock = _acquire(self.path) if writer else None
@@ -132,23 +146,32 @@ class ChunkedStore:
             self.manifest = dict(existing.attrs[_MANIFEST])
             if self.manifest.get("fingerprint") != self.key:
                 raise ValueError(
-                    f"The store {str(self.path)!r} holds a different sweep (other "
-                    "inputs, sizes or settings); remove it or choose another output "
-                    "directory."
+                    f"The store {str(self.path)!r} holds a different sweep "
+                    f"({_difference(existing.attrs, attrs)}); remove it or choose "
+                    "another output directory."
                 )
             self.group = existing
             if writer:
                 self._remove_temporaries()
-                bad = bad_chunks(existing, self.manifest, self.bounds)
+                recorded = dict(self.manifest.get("input_checksums", {}))
+                bad = bad_chunks(existing, self.manifest, self.bounds, inputs=False)
+                bad = set(bad)
+                bad |= self._restore_inputs(inputs)
+                if self.manifest.get("input_checksums") != recorded:
+                    self._write_manifest()
                 if bad:
                     # Computed again, never trusted: a chunk damaged on disk.
                     print(
                         f"sweep: {len(bad)} stored chunk(s) of {str(self.path)!r} "
-                        f"failed their checksum and are computed again: {bad}",
+                        f"failed their checksum and are computed again: {sorted(bad)}",
                         file=sys.stderr,
                         flush=True,
                     )
-                    self.manifest["completed"] = sorted(self.completed - set(bad))
+                    self.manifest["completed"] = sorted(self.completed - bad)
+                    sums = dict(self.manifest.get("checksums", {}))
+                    for chunk in bad:
+                        sums.pop(str(chunk), None)
+                    self.manifest["checksums"] = sums
                     self.manifest.pop("complete", None)
                     self._write_manifest()
             return
@@ -164,6 +187,8 @@ class ChunkedStore:
             "chunk_size": chunk_size,
             "num_chunks": self.num_chunks,
             "completed": [],
+            "checksum_form": _CHECKSUM_FORM,
+            "input_checksums": {},
         }
         if not writer:
             # Other processes wait for the writer to create the store.
@@ -178,16 +203,12 @@ class ChunkedStore:
             staging, mode="w", zarr_format=3, attributes=dict(attrs)
         )
         for name, x in inputs.items():
-            a = group.create_array(
+            group.create_array(
                 f"inputs/{name}",
                 shape=tuple(x.shape),
                 chunks=(chunk_size, *x.shape[1:]),
                 dtype=np.dtype(x.dtype),
             )
-            for start in range(0, size, chunk_size):
-                a[start : start + chunk_size] = np.asarray(
-                    x[start : start + chunk_size]
-                )
         for name, (shape, dtype) in outputs.items():
             group.create_array(
                 f"outputs/{name}",
@@ -196,6 +217,9 @@ class ChunkedStore:
                 dtype=np.dtype(dtype),
                 fill_value=_fill(dtype),
             )
+        self.group = group
+        for chunk in range(self.num_chunks):
+            self._write_inputs(inputs, chunk)
         group.attrs[_MANIFEST] = self.manifest
         if self.path.exists():
             self.path.rmdir()  # empty, checked above
@@ -214,23 +238,72 @@ class ChunkedStore:
         start = chunk * self.chunk_size
         return start, min(start + self.chunk_size, self.size)
 
+    def _write_inputs(self, inputs: Mapping[str, Any], chunk: int) -> None:
+        """Write one chunk of every input and record its checksum."""
+        start, stop = self.bounds(chunk)
+        values = {}
+        with _every_chunk():
+            for name, x in inputs.items():
+                a = self.group[f"inputs/{name}"]
+                values[name] = np.asarray(x[start:stop]).astype(a.dtype, copy=False)
+                a[start:stop] = values[name]
+        self.manifest.setdefault("input_checksums", {})[str(chunk)] = _checksum(
+            values
+        )
+
+    def _restore_inputs(self, inputs: Mapping[str, Any]) -> set[int]:
+        """The chunks whose stored inputs differ from `inputs` (those of this
+        sweep, by its fingerprint): rewritten, to be computed again."""
+        bad = set()
+        for chunk in range(self.num_chunks):
+            start, stop = self.bounds(chunk)
+            try:
+                same = all(
+                    _checksum({0: self.group[f"inputs/{name}"][start:stop]})
+                    == _checksum(
+                        {
+                            0: np.asarray(x[start:stop]).astype(
+                                self.group[f"inputs/{name}"].dtype, copy=False
+                            )
+                        }
+                    )
+                    for name, x in inputs.items()
+                )
+            except Exception:  # a truncated or undecodable chunk file
+                same = False
+            if not same or str(chunk) not in self.manifest.get("input_checksums", {}):
+                # Also a store written before input checksums were kept.
+                self._write_inputs(inputs, chunk)
+            if not same:
+                bad.add(chunk)
+        return bad
+
     def write(self, chunk: int, outputs: Mapping[str, np.ndarray]) -> None:
         """Write one chunk of every output, then mark it complete."""
         if not self.writer:
             return
         start, stop = self.bounds(chunk)
-        for name, value in outputs.items():
-            self.group[f"outputs/{name}"][start:stop] = value
+        with _every_chunk():
+            for name, value in outputs.items():
+                self.group[f"outputs/{name}"][start:stop] = value
         self.manifest["completed"] = sorted(self.completed | {chunk})
         sums = dict(self.manifest.get("checksums", {}))
-        sums[str(chunk)] = _checksum(outputs)
+        sums[str(chunk)] = _checksum(outputs, self._canonical)
         self.manifest["checksums"] = sums
         self._write_manifest()
 
+    @property
+    def _canonical(self) -> bool:
+        return self.manifest.get("checksum_form") == _CHECKSUM_FORM
+
     def finish(self) -> None:
+        """Mark a store whose chunks are all written complete; a sweep that ends
+        so removes its lock file (holding the lock while it does)."""
         if self.writer and not self.missing():
             self.manifest["complete"] = True
             self._write_manifest()
+            if self._lock is not None:
+                self._lock_file.unlink(missing_ok=True)
         self.close()
 
     def close(self) -> None:
@@ -261,61 +334,19 @@ def _fill(dtype) -> Any:
     return 0
 
 
-def _checksum(outputs: Mapping[str, Any]) -> str:
-    h = hashlib.sha256()
-    for name in sorted(outputs):
-        value = np.ascontiguousarray(np.asarray(outputs[name]))
-        h.update(f"{name}{value.shape}{value.dtype.str}".encode())
-        h.update(value.tobytes())
-    return h.hexdigest()
+def _every_chunk():
+    # Chunks equal to the fill value are written too (the setting is read when
+    # an array is opened, so the arrays are opened inside it).
+    return _zarr().config.set({"array.write_empty_chunks": True})
 
 
-def bad_chunks(group, manifest: Mapping[str, Any], bounds) -> list[int]:
-    """The completed chunks whose stored outputs do not match their checksum."""
-    sums = manifest.get("checksums", {})
-    names = [name for name in group["outputs"].array_keys()] if sums else []
-    bad = []
-    for chunk in manifest.get("completed", []):
-        expected = sums.get(str(chunk))
-        if expected is None:
-            continue  # a store written before checksums were kept
-        start, stop = bounds(chunk)
-        try:
-            values = {n: group[f"outputs/{n}"][start:stop] for n in names}
-            ok = _checksum(values) == expected
-        except Exception:  # a truncated or undecodable chunk file
-            ok = False
-        if not ok:
-            bad.append(chunk)
-    return bad
+def _difference(stored: Mapping[str, Any], attrs: Mapping[str, Any]) -> str:
+    """What differs between a store's description and a sweep's, in words."""
+    new = json.loads(json.dumps(dict(attrs), default=repr))
+    old = {k: v for k, v in stored.items() if k != _MANIFEST}
+    keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    if keys:
+        return f"it differs in: {', '.join(keys)}"
+    return "other inputs, sizes or chunk size"
 
 
-def open_store(path: str | os.PathLike, *, verify: bool = True):
-    """Open a sweep store read-only as a `zarr.Group`.
-
-    **Arguments:**
-
-    - `path`: the store's directory.
-    - `verify`: check every completed chunk against the checksum recorded when
-        it was written (a full read of the outputs).
-
-    **Raises:** `ValueError` naming the chunks that are missing, truncated or
-    altered on disk (rerun the sweep to recompute them), and naming corrupted
-    metadata.
-    """
-    group = _open(_zarr(), Path(path), "r")
-    manifest = group.attrs.get(_MANIFEST)
-    if verify and manifest is not None:
-        size, chunk_size = manifest["size"], manifest["chunk_size"]
-
-        def bounds(chunk):
-            return chunk * chunk_size, min((chunk + 1) * chunk_size, size)
-
-        bad = bad_chunks(group, manifest, bounds)
-        if bad:
-            raise ValueError(
-                f"The sweep store {str(path)!r} has {len(bad)} chunk(s) that are "
-                f"missing, truncated or altered on disk: {bad} (of chunk_size "
-                f"{chunk_size}); run the sweep again to recompute them."
-            )
-    return group

@@ -25,6 +25,7 @@ from ._kernel._ensemble import simulate_kernel
 from ._progress import progress_bar
 from ._simulate import simulate
 from ._store import ChunkedStore, open_store
+from ._sweep_identity import _SYSTEM_FUNCTIONS, _code_digest, _describe
 from ._system import LagrangianSystem
 from ._trajectory import Trajectory
 
@@ -63,10 +64,12 @@ def sweep(
     Each chunk of `chunk_size` members is computed as one `jax.vmap` of `fn`, split
     across `devices` (as in `simulate_batch`), and written to a Zarr v3 directory
     store: `inputs/<name>` and `outputs/<name>`, each an array with the batch axis
-    first, chunked along it. A `manifest.json` lists the completed chunks and is
+    first, chunked along it. The manifest (in the root's `zarr.json`) lists the
+    completed chunks with the SHA-256 of each chunk's inputs and outputs and is
     replaced atomically after each chunk; each chunk file is written under a
-    temporary name and renamed. Calling `sweep` again on the same store (after an
-    interruption) computes only the chunks that are missing.
+    temporary name and renamed (every chunk, also one whose members all failed).
+    Calling `sweep` again on the same store (after an interruption) computes only
+    the chunks that are missing, or that fail their checksum.
 
     With several processes (`jax.distributed.initialize`), every process calls
     `sweep` with the same arguments; they compute each chunk together and process
@@ -90,8 +93,9 @@ def sweep(
     **Returns:** the store, opened read-only as a `zarr.Group`
     (`group["outputs/q"][...]`).
 
-    **Raises:** `ValueError` for inconsistent inputs, a bad chunk size, or a store
-    that holds a different sweep.
+    **Raises:** `ValueError` for inconsistent inputs, a bad chunk size, a store
+    being written by another sweep, or a store that holds a different sweep
+    (naming what differs).
 
     **Example:**
 
@@ -207,17 +211,6 @@ def _unflatten_params(flat: Mapping[str, Any]) -> dict[str, Any]:
             node = node.setdefault(p, {})
         node[leaf] = value
     return out
-
-
-def _describe(x: Any) -> Any:
-    """A JSON-able description of an option, stable across runs (no addresses)."""
-    if eqx.is_array(x) or isinstance(x, np.ndarray):
-        return np.asarray(x).tolist()
-    if callable(x) and not isinstance(x, eqx.Module):
-        return f"{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', repr(x))}"
-    if isinstance(x, (int, float, str, bool)) or x is None:
-        return x
-    return eqx.tree_pformat(x, short_arrays=False)
 
 
 class _SimulateMember(eqx.Module):
@@ -392,6 +385,13 @@ def simulate_sweep(
         "system": _describe(system),
         "simulate_options": {k: _describe(v) for k, v in options},
         "observe": _describe(observe),
+        # The functions' code: a script edited between two runs is a new sweep.
+        "code": _code_digest(
+            [
+                *(getattr(system, name) for name in _SYSTEM_FUNCTIONS),
+                observe,
+            ]
+        ),
     }
     return sweep(
         fn,

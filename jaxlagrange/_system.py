@@ -12,6 +12,7 @@ import numpy as np
 
 from ._custom_types import Array, Params, UserFunction
 from ._mass import check_mass_solver
+from ._validate import param_flags, raise_first
 
 
 _SIGNATURES = {
@@ -378,6 +379,46 @@ def _check_friction(system: "LagrangianSystem") -> None:
             )
 
 
+def _coefficient_flags(system: "LagrangianSystem") -> tuple[list[Array], list[str]]:
+    """The checks of `friction`, `static_friction` and `restitution` that
+    `__check_init__` makes on known values, as flags (for traced values)."""
+    flags, messages = [], []
+    if system.slip is not None:
+        kinetic = jnp.asarray(system.friction)
+        static = jnp.asarray(system.static_friction)
+        for name, mu in (("friction", kinetic), ("static_friction", static)):
+            flags.append(~jnp.all(jnp.isfinite(mu) & (mu >= 0)))
+            messages.append(
+                f"`{name}` must be finite and non-negative, got a value that is not."
+            )
+        flags.append(~jnp.all(static >= kinetic))
+        messages.append(
+            "`static_friction` must be at least `friction` (μ_s ≥ μ_k), got a value "
+            "below it."
+        )
+    e = jnp.asarray(system.restitution)
+    flags.append(~jnp.all((e >= 0) & (e <= 1)))
+    messages.append(
+        "`restitution` must lie in [0, 1] (0: plastic, 1: elastic), got a value that "
+        "does not."
+    )
+    return flags, messages
+
+
+def checked_values(system: "LagrangianSystem") -> "LagrangianSystem":
+    """The system with a check (also under `jax.jit`, `vmap` and `grad`) on its
+    values, tied to its leaves: every param finite, and the friction and
+    restitution coefficients in their ranges. A non-finite param is named (it would
+    otherwise surface as a singular mass matrix or a non-finite q̈)."""
+    flags, messages = param_flags(system.params)
+    more_flags, more_messages = _coefficient_flags(system)
+    flags, messages = flags + more_flags, messages + more_messages
+    if not flags:
+        return system
+    dynamic, static = eqx.partition(system, eqx.is_array)
+    return eqx.combine(raise_first(dynamic, flags, messages), static)
+
+
 def _as_state(q, qd, t, where: str = "q") -> tuple[Array, Array, Array]:
     """Check and convert a state `(q, qd, t)` to arrays of one floating dtype."""
     q = jnp.asarray(q)
@@ -385,6 +426,10 @@ def _as_state(q, qd, t, where: str = "q") -> tuple[Array, Array, Array]:
     if q.ndim != 1:
         raise ValueError(
             f"`{where}` must be a 1-D array of coordinates, got shape {q.shape}."
+        )
+    if q.shape[0] == 0:
+        raise ValueError(
+            f"`{where}` must have at least one coordinate, got shape {q.shape}."
         )
     if qd.shape != q.shape:
         raise ValueError(

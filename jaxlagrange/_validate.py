@@ -2,11 +2,19 @@
 
 import os
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
+import jax.tree_util as jtu
 import numpy as np
 
 from ._custom_types import Array
+
+
+try:
+    import resource
+except ImportError:  # not on Windows
+    resource = None
 
 
 def as_real(name: str, value) -> Array:
@@ -35,6 +43,17 @@ def known(x) -> np.ndarray | None:
     return None if isinstance(x, jax.core.Tracer) else np.asarray(x)
 
 
+def default_tolerance(dtype) -> float:
+    """The default `rtol` and `atol` of a solve in `dtype`: 1e-8 in float64, 1e-5
+    in float32 (whose precision, eps = 1.2e-7, cannot meet 1e-8), 100 eps below."""
+    dtype = jnp.dtype(dtype)
+    if dtype.itemsize >= 8:
+        return 1e-8
+    if dtype.itemsize == 4:
+        return 1e-5
+    return 100 * float(jnp.finfo(dtype).eps)
+
+
 def check_precision(name: str, value, dtype) -> None:
     """A relative tolerance the floating-point type can meet at all."""
     value = known(value)
@@ -60,18 +79,177 @@ def physical_memory() -> int | None:
         return None
 
 
+# The memory limit of this process's cgroup (v2, then v1), as a container sees it.
+_CGROUP_FILES = (
+    "/sys/fs/cgroup/memory.max",
+    "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+)
+
+
+def _cgroup_limit() -> int | None:
+    for path in _CGROUP_FILES:
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            return int(text)
+    return None
+
+
+def _address_space_limit() -> int | None:
+    if resource is None:
+        return None
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ValueError, OSError):
+        return None
+    return None if soft == resource.RLIM_INFINITY or soft < 0 else int(soft)
+
+
+def _memory_limits() -> list[tuple[int, str]]:
+    """The limits on this process's memory in bytes, each with what sets it."""
+    limits = [
+        (_address_space_limit(), "the process's address-space limit (ulimit -v)"),
+        (_cgroup_limit(), "the container's memory limit (cgroup)"),
+        (physical_memory(), "this machine's memory"),
+    ]
+    return [(int(value), what) for value, what in limits if value is not None]
+
+
+def memory_limit() -> int | None:
+    """The most memory this process may use, in bytes: the smallest of its
+    address-space limit (RLIMIT_AS), its cgroup's memory limit and the physical
+    memory (None where none is known)."""
+    limits = _memory_limits()
+    return min(value for value, _ in limits) if limits else None
+
+
 def check_output_size(saves: int, n: int, constraints: int, dtype) -> None:
-    """Refuse save arrays that cannot fit in memory (XLA would abort)."""
+    """Refuse save arrays that cannot fit in memory (XLA would abort).
+
+    The limit is the process's own: its address-space limit (`ulimit -v`), its
+    cgroup's (a container's) memory limit, or the physical memory, the smallest.
+    """
     itemsize = jnp.dtype(dtype).itemsize
     needed = saves * (2 * n + constraints + 1) * itemsize
-    memory = physical_memory()
-    if saves >= 2**31 or (memory is not None and needed > memory):
+    limits = _memory_limits()
+    limit = min(limits) if limits else None
+    if saves >= 2**31 or (limit is not None and needed > limit[0]):
         have = (
             ""
-            if memory is None
-            else f", more than this machine's {memory / 2**30:.1f} GiB"
+            if limit is None
+            else f", more than {limit[1]} of {limit[0] / 2**30:.1f} GiB"
         )
         raise ValueError(
             f"`saveat` has {saves} times: the trajectory alone would need "
             f"{needed / 2**30:.1f} GiB{have}. Save fewer times."
         )
+
+
+def check_finite(named: dict[str, Array], x):
+    """`x` (any pytree), with an error naming the first of `named` (name: value)
+    that is not finite.
+
+    A `ValueError` at once when the values are known at trace time; else an
+    `eqx.error_if` attached to `x`, so that it fires whenever `x` is used. Attach
+    it to a function's output: its inputs may not reach the output (a linear
+    system's Jacobian does not depend on where it is taken).
+    """
+    names = list(named)
+    values = [known(v) for v in named.values()]
+    message = "`{}` is not finite (it holds NaN or inf){}"
+    if all(v is not None for v in values):
+        for name, v in zip(names, values):
+            if not np.all(np.isfinite(v)):
+                raise ValueError(message.format(name, f": {v}."))
+        return x
+    bad = jnp.stack([~jnp.all(jnp.isfinite(v)) for v in named.values()])
+    messages = tuple(message.format(name, ".") for name in names)
+    return eqx.branched_error_if(x, jnp.any(bad), jnp.argmax(bad), messages)
+
+
+def param_flags(params) -> tuple[list[Array], list[str]]:
+    """For each floating param leaf: whether it holds NaN or inf, and the message
+    naming it (e.g. params['m'])."""
+    flags, messages = [], []
+    for path, leaf in jtu.tree_flatten_with_path(params)[0]:
+        # Python floats too: `eqx.tree_at` can put one in without conversion.
+        if eqx.is_inexact_array(leaf) or isinstance(leaf, (float, np.floating)):
+            flags.append(~jnp.all(jnp.isfinite(leaf)))
+            messages.append(
+                f"params{jtu.keystr(path)} is not finite (it holds NaN or inf): give "
+                "the system finite params."
+            )
+    return flags, messages
+
+
+def raise_first(x, flags: list[Array], messages: list[str]):
+    """`x`, with an error (also under `jax.jit`) giving the message of the first
+    flag that is set."""
+    if not flags:
+        return x
+    bad = jnp.stack(flags)
+    return eqx.branched_error_if(x, jnp.any(bad), jnp.argmax(bad), tuple(messages))
+
+
+def check_finite_params(params, x):
+    """`x`, with an error (also under `jax.jit`) naming the first param leaf of
+    `params` that holds NaN or inf, e.g. params['m']."""
+    return raise_first(x, *param_flags(params))
+
+
+def check_tolerance(name: str, value):
+    """A solver tolerance: a positive finite number (a `ValueError` naming `name`
+    otherwise), as a Python float when its value is known at trace time."""
+    message = f"`{name}` must be a positive finite number, got {value!r}."
+    if isinstance(value, jax.core.Tracer):
+        return value
+    if isinstance(value, (bool, str, bytes)) or value is None:
+        raise ValueError(message)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(message) from None
+    if not (np.isfinite(number) and number > 0):
+        raise ValueError(message)
+    return number
+
+
+def check_affine(name: str, fn, q: Array, qd: Array, t: Array, x: Array) -> Array:
+    """`x`, with an error naming `name` unless fn(q, q̇, t) is affine in q̇ at (q, t).
+
+    Affine: fn(q, q̇ + d, t) = fn(q, q̇, t) + (∂fn/∂q̇) d, tried for d = ±(1 + |q̇|)
+    along two directions (a kink such as |q̇| at q̇ = 0 is caught too), to within
+    √eps. A `ValueError` when the values are known at trace time, else
+    `eqx.error_if`.
+    """
+    n = q.shape[0]
+    scale = 1 + jnp.max(jnp.abs(qd))
+    pattern = jnp.where(jnp.arange(n) % 2 == 0, 1.0, -0.5).astype(q.dtype)
+    ones = jnp.ones(n, q.dtype)
+    steps = scale * jnp.stack([ones, -ones, pattern, -pattern])
+    value = fn(q, qd, t)
+    jac = jax.jacfwd(fn, argnums=1)(q, qd, t)
+
+    def error(d):
+        predicted = value + jac @ d
+        return jnp.abs(fn(q, qd + d, t) - predicted) / (1 + jnp.abs(predicted))
+
+    worst = jnp.max(jax.vmap(error)(steps), initial=0.0)
+    bad = ~(worst <= jnp.sqrt(jnp.finfo(q.dtype).eps))
+    message = (
+        f"`{name}` must be affine in qd ({name}(q, qd, t) = A(q, t) qd + b(q, t)), "
+        f"but at the initial state {name}(q0, qd0 + d) differs from "
+        f"{name}(q0, qd0) + (∂{name}/∂qd) d by {{}} (relative): the equations "
+        f"use ∂{name}/∂qd as a constant direction."
+    )
+    known_bad = known(bad)
+    if known_bad is not None and not any(
+        isinstance(v, jax.core.Tracer) for v in (q, qd, t)
+    ):
+        if bool(known_bad):
+            raise ValueError(message.format(f"{float(worst):.3g}"))
+        return x
+    return eqx.error_if(x, bad, message.format("more than √eps"))

@@ -28,6 +28,24 @@ def _rate(label: str) -> str:
     return f"d{label}/dt"
 
 
+def _units(n: int, units: Sequence[str] | None) -> list[str] | None:
+    if units is None:
+        return None
+    if len(units) != n:
+        raise ValueError(f"`units` must have one entry per coordinate ({n}), got {len(units)}.")
+    return list(units)
+
+
+def _with(label: str, unit: str | None) -> str:
+    """`θ₁ [rad]`, or the bare label without a unit."""
+    return f"{label} [{unit}]" if unit else label
+
+
+def _time_label(units) -> str:
+    # Systems that know their units are in SI, time included.
+    return "time t [s]" if units is not None else "time t"
+
+
 _MANY = 6  # above this many coordinates, draw a space-time image instead of lines
 
 
@@ -36,6 +54,7 @@ def coordinates(
     q: Any,
     coordinates: Sequence[str] | None = None,
     *,
+    units: Sequence[str] | None = None,
     title: str | None = None,
 ):
     """The coordinates against time: one line each, or an image for many of them.
@@ -48,6 +67,9 @@ def coordinates(
     - `ts`: the times, shape (T,).
     - `q`: the coordinates, shape (T, n).
     - `coordinates`: one label per coordinate (e.g. `ReadySystem.coordinates`).
+    - `units`: one unit per coordinate (e.g. `ReadySystem.units`; None: unknown),
+        shown on the axis (or beside each name when they differ); with units the
+        time is in seconds.
     - `title`: the figure title.
 
     **Returns:** a `matplotlib.figure.Figure`.
@@ -55,20 +77,24 @@ def coordinates(
     **Example:**
 
     ```python
-    fig = jl.plotting.coordinates(traj.ts, traj.q, ready.coordinates)
+    fig = jl.plotting.coordinates(traj.ts, traj.q, ready.coordinates, units=ready.units)
     fig.savefig("coordinates.png")
     ```
     """
     ts, q = np.asarray(ts), np.asarray(q)
     n = q.shape[1]
     labels = _labels(n, coordinates)
+    unit_list = _units(n, units)
+    shared = unit_list[0] if unit_list and len(set(unit_list)) == 1 else None
+    if unit_list and shared is None:
+        labels = [_with(a, u) for a, u in zip(labels, unit_list, strict=True)]
     fig = _figure(8, 4.5)
     ax = fig.add_subplot()
     if n <= _MANY:
         for i in range(n):
             ax.plot(ts, q[:, i], label=labels[i], lw=1.2)
         ax.legend(loc="best", framealpha=0.85, ncols=min(n, 3))
-        ax.set_ylabel("coordinate")
+        ax.set_ylabel(_with("coordinate", shared))
         ax.grid(alpha=0.3)
     else:
         values, label = q, "value"
@@ -94,8 +120,8 @@ def coordinates(
         step = max(1, n // 12)
         ax.set_yticks(range(0, n, step), labels[::step])
         ax.set_ylabel("coordinate")
-        fig.colorbar(image, ax=ax, label=label)
-    ax.set_xlabel("time t")
+        fig.colorbar(image, ax=ax, label=_with(label, shared) if label == "value" else label)
+    ax.set_xlabel(_time_label(units))
     ax.set_xlim(ts[0], ts[-1])
     ax.set_title(title or "Coordinates against time")
     return fig
@@ -106,6 +132,7 @@ def phase_portrait(
     qd: Any,
     coordinates: Sequence[str] | None = None,
     *,
+    units: Sequence[str] | None = None,
     ts: Any = None,
     title: str | None = None,
     max_panels: int = 4,
@@ -116,6 +143,7 @@ def phase_portrait(
 
     - `q`, `qd`: coordinates and velocities, shape (T, n).
     - `coordinates`: one label per coordinate.
+    - `units`: one unit per coordinate (None: unknown); velocities in unit/s.
     - `ts`: the times (T,), for the colour scale (None: sample index).
     - `title`: the figure title.
     - `max_panels`: draw at most this many coordinates (the first ones).
@@ -125,6 +153,7 @@ def phase_portrait(
     q, qd = np.asarray(q), np.asarray(qd)
     n = q.shape[1]
     labels = _labels(n, coordinates)
+    unit_list = _units(n, units) or [None] * n
     k = min(n, max_panels)
     colour = np.arange(len(q)) if ts is None else np.asarray(ts)
     fig = _figure(3.6 * k + 0.8, 3.8)
@@ -135,11 +164,14 @@ def phase_portrait(
             q[:, i], qd[:, i], c=colour, s=2, cmap="viridis", zorder=2, linewidths=0
         )
         ax.plot(q[0, i], qd[0, i], "o", color="crimson", ms=5, zorder=3, label="start")
-        ax.set_xlabel(labels[i])
-        ax.set_ylabel(_rate(labels[i]))
+        unit = unit_list[i]
+        ax.set_xlabel(_with(labels[i], unit))
+        ax.set_ylabel(_with(_rate(labels[i]), unit and f"{unit}/s"))
         ax.grid(alpha=0.3)
     axes[0].legend(loc="best", framealpha=0.85)
-    fig.colorbar(points, ax=list(axes), label="time t" if ts is not None else "sample")
+    fig.colorbar(
+        points, ax=list(axes), label=_time_label(units) if ts is not None else "sample"
+    )
     shown = "" if k == n else f" (first {k} of {n} coordinates)"
     fig.suptitle((title or "Phase portrait") + shown)
     return fig
@@ -149,6 +181,7 @@ def configuration(
     q: Any,
     coordinates: Sequence[str] | None = None,
     *,
+    units: Sequence[str] | None = None,
     ts: Any = None,
     title: str | None = None,
 ):
@@ -158,6 +191,7 @@ def configuration(
 
     - `q`: the coordinates, shape (T, n) with n ≥ 2.
     - `coordinates`: one label per coordinate.
+    - `units`: one unit per coordinate (None: unknown).
     - `ts`: the times, for the colour scale.
     - `title`: the figure title.
 
@@ -165,17 +199,20 @@ def configuration(
     """
     q = np.asarray(q)
     labels = _labels(q.shape[1], coordinates)
+    unit_list = _units(q.shape[1], units) or [None] * q.shape[1]
     colour = np.arange(len(q)) if ts is None else np.asarray(ts)
     fig = _figure(5.6, 5)
     ax = fig.add_subplot()
     ax.plot(q[:, 0], q[:, 1], color="0.8", lw=0.6, zorder=1)
     points = ax.scatter(q[:, 0], q[:, 1], c=colour, s=2, cmap="viridis", zorder=2)
     ax.plot(q[0, 0], q[0, 1], "o", color="crimson", ms=5, zorder=3, label="start")
-    ax.set_xlabel(labels[0])
-    ax.set_ylabel(labels[1])
+    ax.set_xlabel(_with(labels[0], unit_list[0]))
+    ax.set_ylabel(_with(labels[1], unit_list[1]))
     ax.grid(alpha=0.3)
     ax.legend(loc="best", framealpha=0.85)
-    fig.colorbar(points, ax=ax, label="time t" if ts is not None else "sample")
+    fig.colorbar(
+        points, ax=ax, label=_time_label(units) if ts is not None else "sample"
+    )
     ax.set_title(title or f"Configuration path ({labels[0]}, {labels[1]})")
     return fig
 
@@ -378,7 +415,7 @@ def losses(losses: Any, *, title: str | None = None):
     return fig
 
 
-def _motion_axes(fig, positions: np.ndarray):
+def _motion_axes(fig, positions: np.ndarray, unit: str | None = None):
     """Axes that hold every point of `positions` (T, k, d) at equal scale."""
     d = positions.shape[-1]
     flat = positions.reshape(-1, d)
@@ -391,16 +428,16 @@ def _motion_axes(fig, positions: np.ndarray):
             (ax.set_xlim, ax.set_ylim, ax.set_zlim), centre, strict=True
         ):
             set_lim(c - half, c + half)
-        ax.set_xlabel("x")
-        ax.set_ylabel("y")
-        ax.set_zlabel("z")
+        ax.set_xlabel(_with("x", unit))
+        ax.set_ylabel(_with("y", unit))
+        ax.set_zlabel(_with("z", unit))
     else:
         ax = fig.add_subplot()
         ax.set_aspect("equal")
         ax.set_xlim(centre[0] - half, centre[0] + half)
         ax.set_ylim(centre[1] - half, centre[1] + half)
-        ax.set_xlabel("x")
-        ax.set_ylabel("y")
+        ax.set_xlabel(_with("x", unit))
+        ax.set_ylabel(_with("y", unit))
     return ax
 
 
@@ -414,17 +451,26 @@ def _check_positions(positions: Any) -> np.ndarray:
     return positions[np.all(np.isfinite(positions), axis=(1, 2))]
 
 
-def motion(positions: Any, *, title: str | None = None):
+def motion(
+    positions: Any,
+    *,
+    title: str | None = None,
+    names: Sequence[str] | None = None,
+    unit: str | None = None,
+):
     """The paths of the points of a system in physical space.
 
-    Each point's path is a line; the first and last configurations are drawn as
-    the points joined in order (a pendulum's rods, a chain's springs).
+    Each moving point's path is a line; the first and last configurations are
+    drawn as the points joined in order (a pendulum's rods, a chain's springs).
+    A legend names them.
 
     **Arguments:**
 
     - `positions`: shape (T, k, 2) or (T, k, 3), e.g.
         `ready.positions(traj.q, traj.ts)`.
     - `title`: the figure title.
+    - `names`: one name per point for the legend (None: point 1, 2, ...).
+    - `unit`: the unit of length, on the axes (None: unknown).
 
     **Returns:** a `matplotlib.figure.Figure`.
 
@@ -436,13 +482,24 @@ def motion(positions: Any, *, title: str | None = None):
     ```
     """
     positions = _check_positions(positions)
+    if positions.shape[0] == 0:
+        raise ValueError("`positions` holds no finite configuration to draw.")
+    k = positions.shape[1]
+    if names is not None and len(names) != k:
+        raise ValueError(f"`names` must have one entry per point ({k}), got {len(names)}.")
+    names = [f"point {j + 1}" for j in range(k)] if names is None else list(names)
     fig = _figure(5.5, 5.0)
-    ax = _motion_axes(fig, positions)
-    for j in range(positions.shape[1]):
-        ax.plot(*positions[:, j].T, lw=0.7, alpha=0.8, label=f"point {j}")
-    for frame, style in ((0, ":"), (-1, "-")):
-        ax.plot(*positions[frame].T, style, color="k", marker="o", ms=4, lw=1.2)
-    ax.set_title(title or "motion: paths, first (dotted) and last configuration")
+    ax = _motion_axes(fig, positions, unit)
+    for j in range(k):
+        still = np.ptp(positions[:, j], axis=0).max() == 0  # a fixed pivot
+        label = "_nolegend_" if still else f"path of {names[j]}"
+        ax.plot(*positions[:, j].T, lw=0.7, alpha=0.8, label=label)
+    for frame, style, label in ((0, ":", "first configuration"), (-1, "-", "last configuration")):
+        ax.plot(
+            *positions[frame].T, style, color="k", marker="o", ms=4, lw=1.2, label=label
+        )
+    ax.legend(loc="best", framealpha=0.85, fontsize="small")
+    ax.set_title(title or "motion: paths, first and last configuration")
     return fig
 
 
@@ -450,8 +507,9 @@ def animation(
     ts: Any,
     positions: Any,
     *,
-    frames: int = 80,
-    fps: int = 16,
+    frames: int | None = None,
+    fps: int = 25,
+    max_seconds: float = 10.0,
     trail: float = 0.15,
     title: str | None = None,
     size: float = 4.5,
@@ -459,17 +517,21 @@ def animation(
 ) -> bytes:
     """An animated GIF of the motion in physical space.
 
-    The saves are subsampled to at most `frames` frames, equally spaced in time;
-    each frame shows the points joined in order and their recent paths.
+    By default the GIF plays at the motion's own pace, `fps` frames per second of
+    motion, up to `max_seconds` of playback; a longer motion is sped up to fit,
+    and the title says by how much. Each frame shows the points joined in order
+    and their recent paths, at the save nearest its time.
 
     **Arguments:**
 
     - `ts`: the times, shape (T,).
     - `positions`: shape (T, k, 2) or (T, k, 3).
-    - `frames`: the most frames (the GIF lasts frames / fps seconds, looping).
-    - `fps`: frames per second.
+    - `frames`: the number of frames (None: as many as the pace needs; the GIF
+        lasts frames / fps seconds, looping).
+    - `fps`: frames per second of playback.
+    - `max_seconds`: the longest playback when `frames` is None.
     - `trail`: the length of the drawn recent paths, as a fraction of the run.
-    - `title`: the figure title (the time is appended).
+    - `title`: the figure title (the time, and the speed-up if any, are appended).
     - `size`, `dpi`: the figure's side in inches and its resolution.
 
     **Returns:** the GIF file's bytes (encoded with Pillow, one shared palette).
@@ -488,7 +550,7 @@ def animation(
 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    from PIL import Image
+    from PIL import Image, ImageDraw, ImageFont
 
     ts = np.asarray(ts, dtype=float)
     positions = np.asarray(positions, dtype=float)
@@ -498,32 +560,52 @@ def animation(
             f"got shape {ts.shape}."
         )
     if not (
-        isinstance(frames, int) and frames >= 2 and isinstance(fps, int) and fps > 0
+        (frames is None or (isinstance(frames, int) and frames >= 2))
+        and isinstance(fps, int)
+        and fps > 0
     ):
         raise ValueError(
-            f"`frames` must be an int >= 2 and `fps` a positive int, got {frames!r} "
-            f"and {fps!r}."
+            f"`frames` must be an int >= 2 (or None) and `fps` a positive int, got "
+            f"{frames!r} and {fps!r}."
         )
+    if not (np.isfinite(max_seconds) and max_seconds > 0):
+        raise ValueError(f"`max_seconds` must be positive, got {max_seconds!r}.")
     _check_positions(positions)
     keep = np.isfinite(ts) & np.all(np.isfinite(positions), axis=(1, 2))
     ts, positions = ts[keep], positions[keep]
     if ts.shape[0] < 2:
         raise ValueError("`animation` needs at least two finite saves.")
+    span = ts[-1] - ts[0]
+    if frames is None:
+        frames = max(2, int(round(min(span, max_seconds) * fps)) + 1)
+    # Playback seconds per second of motion: 1 at the motion's own pace.
+    speed = span / max((frames - 1) / fps, 1e-300)
     # One frame per equal time step: the save nearest each frame time.
-    wanted = np.linspace(ts[0], ts[-1], min(frames, ts.shape[0]))
+    wanted = np.linspace(ts[0], ts[-1], frames)
     index = np.clip(np.searchsorted(ts, wanted), 0, ts.shape[0] - 1)
     window = max(1, int(trail * ts.shape[0]))
 
-    # A fixed layout: a constrained one is recomputed at every frame.
+    # One figure, drawn once: each frame restores the background and draws only
+    # the moving artists over it (blitting), ~100x cheaper than a full draw.
     fig = Figure(figsize=(size, size), dpi=dpi)
     canvas = FigureCanvasAgg(fig)
     ax = _motion_axes(fig, positions)
     three = positions.shape[-1] == 3
-    (body,) = ax.plot(*positions[0].T, "-o", color="k", ms=5, lw=1.5)
-    paths = [ax.plot(*positions[:1, j].T, lw=0.8)[0] for j in range(positions.shape[1])]
     label = title or "motion"
-    ax.set_title(f"{label}, t = {ts[-1]:.2f}")
-    fig.tight_layout()  # once, for the widest title
+    pace = "" if abs(speed - 1) < 0.005 else f" ({speed:.3g}× speed)"
+    ax.set_title(f"{label}{pace}")
+    (body,) = ax.plot(*positions[0].T, "-o", color="k", ms=5, lw=1.5, animated=True)
+    paths = [
+        ax.plot(*positions[:1, j].T, lw=0.8, animated=True)[0]
+        for j in range(positions.shape[1])
+    ]
+    fig.tight_layout()
+    canvas.draw()
+    background = canvas.copy_from_bbox(fig.bbox)
+    width, height = canvas.get_width_height()
+    # The clock is drawn by Pillow: a matplotlib text costs more than the lines.
+    font = ImageFont.load_default()
+    corner = (ax.bbox.x0 + 6, height - ax.bbox.y1 + 4)
     images = []
     for now in index:
         recent = positions[max(0, now - window) : now + 1]
@@ -534,11 +616,13 @@ def animation(
             path.set_data(*recent[:, j, :2].T)
             if three:
                 path.set_3d_properties(recent[:, j, 2])
-        ax.set_title(f"{label}, t = {ts[now]:.2f}")
-        canvas.draw()
+        canvas.restore_region(background)
+        for artist in (*paths, body):
+            ax.draw_artist(artist)
         rgba = canvas.buffer_rgba()  # reused by the next draw: convert (copy) now
-        size_px = canvas.get_width_height()
-        images.append(Image.frombuffer("RGBA", size_px, rgba).convert("RGB"))
+        image = Image.frombuffer("RGBA", (width, height), rgba).convert("RGB")
+        ImageDraw.Draw(image).text(corner, f"t = {ts[now]:.2f}", fill=0, font=font)
+        images.append(image)
     # One palette for all frames, from a few of them side by side.
     sample = [images[0], images[len(images) // 2], images[-1]]
     strip = Image.new("RGB", (sum(im.width for im in sample), images[0].height))

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import jaxlagrange as jl
 from jaxlagrange import _cli
 
 
@@ -242,9 +243,12 @@ def test_systems_listing(capsys):
     status, out, _ = _main(capsys, "systems", "spring_chain")
     assert status == 0
     assert out.splitlines() == [
-        "spring_chain",
+        "spring_chain: n equal masses in a line, joined by equal springs between "
+        "two walls",
         "  coordinates: x₁, x₂, x₃, x₄, x₅",
-        "  params:      k = 1, m = 1",
+        "  params:",
+        "    k = 1  stiffness of each spring (N/m)",
+        "    m = 1  mass of each body (kg)",
         "  options:     n = 5",
         "  initial:     q = [0.5, 0, 0, 0, 0], qd = [0, 0, 0, 0, 0]",
     ]
@@ -253,6 +257,22 @@ def test_systems_listing(capsys):
     assert err.startswith(
         "jaxlagrange systems: error: unknown system 'foo'; known systems: "
     )
+
+
+def test_systems_listing_describes_every_param_of_every_system(capsys):
+    # Issue 29: the listing named params without saying what they are.
+    status, out, _ = _main(capsys, "systems")
+    assert status == 0
+    assert (
+        "    eps = 0  softening length ε of the potential −μm/√(r² + ε²), 0 for none"
+        in out.splitlines()
+    )
+    for name in jl.systems.names():
+        summary, meanings = jl.systems.describe(name)
+        assert summary and f"{name}: {summary}" in out.splitlines()
+        params = jl.systems.get(name)().system.params
+        missing = sorted(set(params) - set(meanings))
+        assert not missing, f"{name}: params without a description: {missing}"
 
 
 def test_debug_shows_the_exception(tmp_path):

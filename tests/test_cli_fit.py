@@ -72,7 +72,8 @@ def test_fit_end_to_end(tmp_path, capsys):
     assert set(params) == {"m", "l", "g", "m_stderr", "l_stderr", "g_stderr"}
     assert params["l"] == pytest.approx(2.0, rel=1e-6)
     assert params["m"] == 1.0 and params["g"] == 9.81
-    assert params["m_stderr"] == 0.0 and params["g_stderr"] == 0.0
+    # Held params have no standard error (issue 29: it was a fake 0.0).
+    assert params["m_stderr"] is None and params["g_stderr"] is None
     assert 0.0 <= params["l_stderr"] < 1e-4
     losses = np.loadtxt(out / "losses.csv", delimiter=",", skiprows=1)
     assert losses.shape == (30, 2) and np.all(losses[:, 0] == np.arange(30))

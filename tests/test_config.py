@@ -86,7 +86,7 @@ def test_translates_into_the_public_calls(tmp_path):
         (
             "[sytem]\nname = 'pendulum'",
             r"unknown section \[sytem\]; valid sections: "
-            r"\[initial\], \[output\], \[simulate\], \[system\]",
+            r"\[initial\], \[output\], \[run\], \[simulate\], \[system\]",
         ),
         (
             "[system]\nname = 'pendulum'\nfoo = 1",

@@ -101,3 +101,24 @@ def test_friction_quick(tmp_path):
     # before it); the closed forms and the SciPy references agree to 1e-10.
     assert max(errors) < 1e-7, max(results["rows"], key=lambda r: r["relative_error"])
     assert "worst relative error" in done.stdout
+
+
+def test_rigid_bodies_quick(tmp_path):
+    # Three systems compiled (the top, the free body, the upright top's
+    # linearization): measured 4 min for the script at load average 10.
+    done = _quick("rigid_bodies", tmp_path)
+    assert (tmp_path / "rigid_bodies.png").stat().st_size > 10_000
+    results = json.loads((tmp_path / "results.json").read_text())
+    examples = [row["example"] for row in results["rows"]]
+    assert len(examples) == 8, examples
+    for kind in ("steady precession", "nutation", "flips", "Euler", "threshold"):
+        assert any(kind in example for example in examples), (kind, examples)
+    # Measured: steady θ 1.3e-12 rad, the precession rate 2e-14, the nutation's
+    # turning point 5e-12, the flip's half period 7e-9, ω against Euler's
+    # equations 2e-7 rad/s over two flips, |p|² − 1 4e-16, the sleeping top's
+    # threshold 3e-11 (from the frequencies) and 3e-8 (bisection).
+    for row in results["rows"]:
+        bound = 1e-6 if row["kind"] == "absolute" else 1e-7
+        assert row["error"] < bound, row
+    assert results["worst_relative_error"] < 1e-7
+    assert "worst relative error" in done.stdout

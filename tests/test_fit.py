@@ -311,7 +311,10 @@ def test_default_levenberg_marquardt_recovers_to_rounding_level():
     errors = _relative_error(result.params, ("l", "c"))
     assert max(errors.values()) < 1e-8, errors
     assert result.converged and 0 < result.steps < 40
-    assert result.losses.shape == (2,) and result.loss < 1e-16
+    assert result.losses.shape == (result.steps,) and result.loss < 1e-16
+    assert result.losses[0] > 1e-3 and result.losses.min() == pytest.approx(
+        result.loss, rel=1e-6, abs=1e-20
+    )
     assert result.covariance.shape == (2, 2)
     # Noise-free data: the estimated noise is at rounding level, and so are the
     # standard errors; untrained params have none.

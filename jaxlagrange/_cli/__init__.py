@@ -17,8 +17,10 @@ writes the fitted params, the loss history and plots.
 Each subcommand is a pair of small functions, `_<name>_arguments(parser)` and
 `_<name>(args) -> int`, listed in `_COMMANDS`. A subcommand raises `CLIError` (or
 `ConfigError`) for a user error; `main` prints it as one line on stderr and exits
-with status 1, never a traceback (`jaxlagrange --debug ...` shows it). Outputs are
-first rendered in memory, then each is written atomically with `write_outputs`.
+with status 1, never a traceback (`jaxlagrange --debug ...` shows it); so does a
+`SystemExit` from a user's file, naming where it was raised. Outputs are first
+rendered in memory, then written into the output directory as one set with
+`write_output_set`.
 """
 
 import argparse
@@ -135,3 +137,29 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+    except BaseException as e:  # SystemExit, GeneratorExit: from a user's file
+        if args.debug:
+            raise
+        print(
+            f"jaxlagrange {args.command}: error: {_raised_by(e)} (run with --debug "
+            "for the traceback)",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def _raised_by(error: BaseException) -> str:
+    """`error` and where it was raised: the file, function and line."""
+    text = _one_line(error)
+    name = type(error).__name__
+    what = name if text == name else f"{name}: {text}"
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return what
+    code = tb.tb_frame.f_code
+    return (
+        f"{what} raised in {code.co_filename!r}, function {code.co_name!r} "
+        f"(line {tb.tb_lineno})"
+    )

@@ -1,5 +1,8 @@
 """Outputs written atomically: single files, and whole output sets."""
 
+import contextlib
+import errno
+import fcntl
 import io
 import json
 import math
@@ -7,7 +10,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +70,11 @@ def png_bytes(fig: Any, dpi: int = 130) -> bytes:
 
 
 def output_dir(path: str | Path) -> Path:
-    """Create the output directory `path` (and its parents); a clear error if not."""
+    """Create the output directory `path` (and its parents); a clear error if not.
+
+    Called before any computation, so that a directory that cannot be made or
+    written (a file in the way, a read-only file system) is refused at once.
+    """
     path = Path(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -77,9 +84,29 @@ def output_dir(path: str | Path) -> Path:
         raise CLIError(
             f"cannot create output directory {str(path)!r}: {e.strerror}"
         ) from None
-    if not os.access(path, os.W_OK):
-        raise CLIError(f"output directory {str(path)!r} is not writable")
+    try:  # os.access does not see every reason (read-only mounts, quotas, ACLs)
+        _probe(path)
+    except OSError as e:
+        raise CLIError(
+            f"output directory {str(path)!r} is not writable: {e.strerror}"
+        ) from None
     return path
+
+
+def _probe(directory: Path) -> None:
+    """Create and remove a file in `directory`: an unnamed one where the file
+    system allows it (nothing is left if the process is killed meanwhile)."""
+    try:
+        os.close(os.open(directory, os.O_TMPFILE | os.O_WRONLY, 0o600))
+        return
+    except (AttributeError, IsADirectoryError):  # no O_TMPFILE here
+        pass
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+            raise
+    fd, probe = tempfile.mkstemp(dir=directory, prefix=".jaxlagrange-probe-")
+    os.close(fd)
+    os.unlink(probe)
 
 
 def write_outputs(directory: str | Path, files: Mapping[str, bytes]) -> list[Path]:
@@ -92,36 +119,159 @@ def write_outputs(directory: str | Path, files: Mapping[str, bytes]) -> list[Pat
     return written
 
 
-def write_output_set(directory: str | Path, files: Mapping[str, bytes]) -> Path:
-    """Write `files` into `directory` as one set: all old outputs or all new ones.
+_STAGING = ".jaxlagrange-staging-"
+_COMMIT = ".jaxlagrange-commit-"
+_REMOVE = ".jaxlagrange-remove.json"  # in a commit folder: the old set's leftovers
 
-    The new files are written into a staging directory beside it, which takes
-    the directory's place by two renames; the files there that no jaxlagrange
-    run wrote (not listed in the old `summary.json`) are then carried over. A run
-    killed between the renames leaves the old set whole beside the directory,
-    and the next run puts it back (or finishes the carrying) before anything else.
+
+def write_output_set(directory: str | Path, files: Mapping[str, bytes]) -> Path:
+    """Write `files` into `directory` as one set, listed by its `summary.json`.
+
+    The directory itself is written into, never renamed: through a symbolic link,
+    into `.`, into a mount point or across file systems alike. The new files are
+    first written (and synced) into a hidden staging folder inside it. Then,
+    holding a lock on the directory, the folder is marked committed (renamed),
+    the old `summary.json` is removed, each new file is renamed into place, the
+    old set's files that the new set lacks are removed, and `summary.json` comes
+    in last. So a `summary.json` present lists a whole set; the user's other
+    files are never touched. A run killed before its commit leaves a staging
+    folder, removed by the next run; one killed during it leaves the committed
+    folder, which the next run into the directory finishes first. Concurrent
+    runs each write a whole set, and the last to commit wins.
     """
     directory = Path(directory)
-    parent = output_dir(directory.parent)
-    old = parent / f".{directory.name}.old"
-    _recover(directory, old)
-    for stale in parent.glob(f".{directory.name}.staging-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    if directory.exists() and not directory.is_dir():
-        raise CLIError(f"output directory {str(directory)!r} is an existing file")
-    staging = parent / f".{directory.name}.staging-{os.getpid()}"
-    staging.mkdir()
+    if directory.name not in ("", ".", ".."):
+        _recover(directory, directory.parent / f".{directory.name}.old")
+    directory = output_dir(directory)
+    with _locked(directory):
+        _finish_interrupted(directory)
+        # Made and locked under the directory's lock, which every cleanup holds:
+        # while we live, no other run removes it.
+        staging = Path(tempfile.mkdtemp(prefix=_STAGING, dir=directory))
+        fd = os.open(staging, os.O_RDONLY)
+        _flock(fd, blocking=True)
     try:
         for name, data in files.items():
-            (staging / name).write_bytes(data)
-        if directory.exists():
-            os.rename(directory, old)
-        os.rename(staging, directory)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    _recover(directory, old)
+            _write_synced(staging / name, data)
+        listed = set(_listed(files.get("summary.json"))) | set(files)
+        with _locked(directory):
+            _finish_interrupted(directory)
+            old = _listed(_read(directory / "summary.json"))
+            leftovers = sorted(n for n in old if n not in listed)
+            _write_synced(staging / _REMOVE, json.dumps(leftovers).encode())
+            _fsync(staging)
+            commit = directory / f"{_COMMIT}{staging.name[len(_STAGING) :]}"
+            os.rename(staging, commit)
+            _fsync(directory)
+            _apply(directory, commit)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # only if never committed
+        os.close(fd)
     return directory
+
+
+def _apply(directory: Path, commit: Path) -> None:
+    """Move a committed set into place; safe to repeat after an interruption."""
+    summary = commit / "summary.json"
+    if summary.exists():
+        (directory / "summary.json").unlink(missing_ok=True)
+    for item in sorted(commit.iterdir()):
+        if item.name not in ("summary.json", _REMOVE):
+            os.replace(item, directory / item.name)
+    try:
+        leftovers = json.loads((commit / _REMOVE).read_text())
+    except (OSError, ValueError):
+        leftovers = []
+    for name in leftovers:
+        path = directory / str(name)
+        if path.parent == directory and path.is_file() and not path.is_symlink():
+            path.unlink(missing_ok=True)  # a file of the old set (never a folder)
+    if summary.exists():
+        _fsync(directory)
+        os.replace(summary, directory / "summary.json")
+    _fsync(directory)
+    shutil.rmtree(commit, ignore_errors=True)
+
+
+def _finish_interrupted(directory: Path) -> None:
+    """Finish the commits of killed runs, remove their staging folders; leave
+    those of runs still going (they hold a lock on their folder)."""
+    for item in sorted(directory.iterdir()):
+        committed = item.name.startswith(_COMMIT)
+        if not (committed or item.name.startswith(_STAGING)) or not item.is_dir():
+            continue
+        try:
+            fd = os.open(item, os.O_RDONLY)
+        except OSError:
+            continue  # gone meanwhile
+        try:
+            if not _flock(fd, blocking=False):
+                continue  # its run is still going
+            if committed:
+                _apply(directory, item)
+            else:
+                shutil.rmtree(item, ignore_errors=True)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """An exclusive lock on `directory` itself (no lock file left behind)."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        _flock(fd, blocking=True)
+        yield
+    finally:
+        os.close(fd)  # drops the lock
+
+
+def _flock(fd: int, *, blocking: bool) -> bool:
+    """Lock `fd`; False if another holds it. A file system without locks
+    (rare network ones) counts as locked by us."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _fsync(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # not every file system syncs directories
+    finally:
+        os.close(fd)
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _listed(summary: bytes | None) -> list[str]:
+    """The file names a `summary.json` lists (none if unreadable)."""
+    try:
+        names = json.loads(summary)["files"]  # pyright: ignore[reportArgumentType]
+    except (TypeError, ValueError, KeyError):
+        return []
+    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
 
 def _run_id() -> dict[str, Any]:
@@ -132,19 +282,17 @@ def _run_id() -> dict[str, Any]:
 
 
 def _recover(directory: Path, old: Path) -> None:
-    """Finish an interrupted swap: restore the old set, or carry its user files."""
-    if not old.exists():
+    """Finish a swap interrupted by an earlier version, which renamed the
+    directory aside: restore the old set, or carry its user files."""
+    if not old.exists() or old.is_symlink():
         return
     if not directory.exists():
         os.rename(old, directory)
         return
-    try:
-        produced = set(json.loads((old / "summary.json").read_text())["files"])
-    except (OSError, ValueError, KeyError, TypeError):
-        produced = set()
+    produced = set(_listed(_read(old / "summary.json")))
     for item in old.iterdir():
         if item.name not in produced and not (directory / item.name).exists():
-            os.rename(item, directory / item.name)  # the user's own files
+            shutil.move(item, directory / item.name)  # the user's own files
     shutil.rmtree(old, ignore_errors=True)
 
 

@@ -2,7 +2,9 @@
 
 import argparse
 import os
+import sys
 import time
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,9 @@ from ._common import (
     _enable_x64,
     _one_line,
     _say,
+    add_device_argument,
     add_progress_arguments,
+    choose_devices,
     errors_as_values,
     show_progress,
 )
@@ -36,10 +40,13 @@ trajectory.npz of `jaxlagrange run`; or .csv with a header row `t,q0,..,qd0,..`
 (the qd columns optional).
 
 outputs (written atomically into the output directory):
-  params.json        the fitted params
+  params.json        the fitted params, each with its standard error beside it
+                     ("l": 2.0, "l_stderr": 3e-9; null for params held fixed)
   summary.json       system, starting and fitted params, loss, initial states,
-                     settings, wall time, versions
-  losses.csv         the loss at each optimizer step
+                     fit quality (reduced chi-squared with sigma, RMS residual
+                     and the data's spread, poor_fit and the warnings), the
+                     solver's result, settings, wall time, versions
+  losses.csv         the loss at each solver step
   fit.npz            per data file i: ts_i, q_i (observed), q_fit_i (the fitted
                      system simulated from the fitted initial state)
   fit.png            observed against fitted trajectory (first data file)
@@ -60,13 +67,15 @@ def _fit_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-plots", action="store_true", help="write no PNG plots")
     add_progress_arguments(parser, "progress bar")
+    add_device_argument(parser, "the CPU")
 
 
 def load_observations(
-    path: Path, n: int, sigma: float | None, q0: Any = None, qd0: Any = None
+    path: Path, n: int | None, sigma: float | None, q0: Any = None, qd0: Any = None
 ):
-    """A `jl.Observations` from an `.npz` or `.csv` file of `n` coordinates, with
-    the noise scale `sigma` and the initial state `q0`, `qd0` (None: the data's).
+    """A `jl.Observations` from an `.npz` or `.csv` file of `n` coordinates (None:
+    as many as the file has), with the noise scale `sigma` and the initial state
+    `q0`, `qd0` (None: the data's).
 
     **Raises:** `CLIError` naming the file for a missing or unreadable file, missing
     arrays or columns, and data that `Observations` rejects.
@@ -95,6 +104,11 @@ def load_observations(
         elif path.suffix == ".csv":
             table = np.genfromtxt(path, delimiter=",", names=True, dtype=float)
             columns = table.dtype.names or ()
+            if n is None:
+                n = 0
+                while f"q{n}" in columns:
+                    n += 1
+                n = max(n, 1)
             needed = ["t", *(f"q{i}" for i in range(n))]
             missing = [c for c in needed if c not in columns]
             if missing:
@@ -117,7 +131,7 @@ def load_observations(
         raise CLIError(
             f"{name}: not a valid data file, cannot read it: {_one_line(e)}"
         ) from None
-    if np.ndim(q) == 2 and np.shape(q)[1] != n:
+    if np.ndim(q) == 2 and n is not None and np.shape(q)[1] != n:
         raise CLIError(
             f"{name}: q has {np.shape(q)[1]} coordinates, but the system has {n}"
         )
@@ -125,6 +139,14 @@ def load_observations(
         return Observations(ts, q, qd, q0=q0, qd0=qd0, sigma=sigma)
     except ValueError as e:
         raise CLIError(f"{name}: {_one_line(e)}") from None
+
+
+def _held_as_null(stderr, trainable):
+    """The standard errors with None (JSON null) for params that were held fixed:
+    they were not estimated (`jl.fit` gives 0 for them)."""
+    if not isinstance(stderr, dict) or trainable is None:
+        return stderr
+    return {k: (v if k in trainable else None) for k, v in stderr.items()}
 
 
 def _with_stderr(params, stderr):
@@ -138,20 +160,46 @@ def _with_stderr(params, stderr):
     return {"params": params, "stderr": stderr}
 
 
+def _ready_system(config, paths, sigma):
+    """The config's system; a system of the user's file without `[initial]` takes
+    the number of coordinates from the first data file (the fit starts from the
+    data's observed initial state, never from a state the config had to invent)."""
+    initial = config["initial"]
+    if config["system"]["file"] is None or (
+        initial["q"] is not None and initial["qd"] is not None
+    ):
+        return _config.ready_system(config)
+    probe = load_observations(paths[0], None, sigma, initial["q"], initial["qd"])
+    n = probe.q.shape[1]
+    state = {
+        "q": initial["q"] if initial["q"] is not None else probe.q[0].tolist(),
+        "qd": initial["qd"] if initial["qd"] is not None else [0.0] * n,
+    }
+    return _config.ready_system({**config, "initial": state})
+
+
 def _fit(args: argparse.Namespace) -> int:
     _enable_x64()
+    import jax
+
+    config = _config.load(args.config, _config.FIT_SCHEMA)
+    device = choose_devices(args.device or config["fit"]["device"], batched=False)[0]
+    with jax.default_device(device):
+        return _fit_on(args, config)
+
+
+def _fit_on(args: argparse.Namespace, config) -> int:
     import jax
 
     from .. import __version__
     from .._fit import fit
     from .._simulate import simulate
 
-    config = _config.load(args.config, _config.FIT_SCHEMA)
-    ready = _config.ready_system(config)
-    kwargs = _config.fit_kwargs(config, ready)
-    n = ready.q0.shape[0]
     paths = _config.data_paths(config)
     initial, sigma = config["initial"], config["fit"]["sigma"]
+    ready = _ready_system(config, paths, sigma)
+    kwargs = _config.fit_kwargs(config, ready)
+    n = ready.q0.shape[0]
     data = [load_observations(p, n, sigma, initial["q"], initial["qd"]) for p in paths]
     out = (
         args.out or config["output"]["dir"] or os.path.join("out", f"fit_{ready.name}")
@@ -169,13 +217,21 @@ def _fit(args: argparse.Namespace) -> int:
         # Runtime checks as values, so that the compiled fit can come from the
         # persistent cache; a failure shows as a non-finite loss, which `fit`
         # reports (FloatingPointError).
-        with errors_as_values():
+        with errors_as_values(), warnings.catch_warnings(record=True) as issued:
+            warnings.simplefilter("always")
             result = fit(ready.system, data, progress=show_progress(args), **kwargs)
     except FloatingPointError as e:
         raise CLIError(_one_line(e)) from None
     except ValueError as e:
         raise ConfigError(f"{config['source']}: [fit] {_one_line(e)}") from None
     fit_s = time.perf_counter() - start
+    notes = [str(w.message) for w in issued if issubclass(w.category, UserWarning)]
+    for note in notes:
+        if not args.quiet:
+            print(f"jaxlagrange fit: warning: {note}", file=sys.stderr, flush=True)
+    stderr = _held_as_null(result.stderr, kwargs["trainable"])
+    # The first solver step evaluates the starting guess (no step: its loss).
+    initial_loss = float(result.losses[0]) if len(result.losses) else result.loss
 
     arrays = {}
     for i, (obs, q0, qd0) in enumerate(zip(data, result.q0, result.qd0, strict=True)):
@@ -197,7 +253,7 @@ def _fit(args: argparse.Namespace) -> int:
         f"{k},{loss!r}\n" for k, loss in enumerate(result.losses.tolist())
     )
     files = {
-        "params.json": json_bytes(_with_stderr(result.params, result.stderr)),
+        "params.json": json_bytes(_with_stderr(result.params, stderr)),
         "losses.csv": losses.encode(),
         "fit.npz": npz_bytes(**arrays),
     }
@@ -219,10 +275,21 @@ def _fit(args: argparse.Namespace) -> int:
         "data": [str(p) for p in paths],
         "initial_params": ready.system.params,
         "params": result.params,
-        "loss": {"initial": float(result.losses[0]), "final": result.loss},
-        "stderr": result.stderr,
+        "loss": {"initial": initial_loss, "final": result.loss},
+        "stderr": stderr,
         "converged": result.converged,
         "solver_steps": result.steps,
+        "solver_result": result.solver_result,
+        "quality": {
+            "chi2_red": result.chi2_red,
+            "rms": result.rms,
+            "data_scale": result.data_scale,
+            "poor_fit": result.warning is not None,
+            "warnings": notes,
+        },
+        "start_losses": None
+        if result.start_losses is None
+        else [float(x) for x in result.start_losses],
         "initial_state": {"q": result.q0, "qd": result.qd0},
         "fit": dict(config["fit"]),
         "simulate": dict(config["simulate"]),
@@ -234,9 +301,12 @@ def _fit(args: argparse.Namespace) -> int:
     }
     files["summary.json"] = json_bytes(summary)
     write_output_set(out, files)
+    chi2 = "" if result.chi2_red is None else f", reduced χ² {result.chi2_red:.3g}"
     _say(
         args,
-        f"loss {result.losses[0]:.3e} -> {result.loss:.3e} in {fit_s:.1f} s; "
-        f"wrote {out}/",
+        f"loss {initial_loss:.3e} -> {result.loss:.3e} (RMS residual "
+        f"{result.rms:.3g}, data spread {result.data_scale:.3g}{chi2}) in "
+        f"{result.steps} solver steps, {fit_s:.1f} s; solver: {result.solver_result}"
+        f"{'; POOR FIT (see the warning)' if result.warning else ''}; wrote {out}/",
     )
     return 0

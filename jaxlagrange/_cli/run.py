@@ -2,6 +2,7 @@
 
 import argparse
 import os
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -10,7 +11,11 @@ import numpy as np
 
 from .. import _config
 from ._common import (
+    Timing,
     _enable_x64,
+    add_device_argument,
+    cache_hits,
+    choose_devices,
     _one_line,
     _progress_meter,
     _result_message,
@@ -19,6 +24,7 @@ from ._common import (
     add_progress_arguments,
     errors_as_values,
 )
+from ._gif_worker import GifWorker
 from ._output import (
     CLIError,
     _run_id,
@@ -77,6 +83,7 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-animation", action="store_true", help="write no motion.gif"
     )
     add_progress_arguments(parser, "progress bar of the solve")
+    add_device_argument(parser, "the CPU")
     parser.add_argument(
         "--show-config",
         action="store_true",
@@ -114,7 +121,7 @@ def _energy_along(system, ts, q, qd):
     energies, autonomous = along(ts, q, qd)
     forced = system.force is not None or system.dissipation is not None
     if system.unilateral is not None:
-        forced = forced or not bool(jnp.all(jnp.asarray(system.restitution) == 1))
+        forced = forced or not bool(np.all(np.asarray(system.restitution) == 1))
     return energies, bool(autonomous) and not forced
 
 
@@ -125,7 +132,7 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool = False):
     persistent compilation cache (when on) serves it to the next run; diffrax's
     tqdm progress meter is one.
 
-    **Returns:** `(trajectory, compile_s, run_s)`.
+    **Returns:** `(trajectory, timing)`, a `Timing`.
 
     **Raises:** `CLIError` naming the failure and the time reached, or a
     non-finite saved state.
@@ -134,7 +141,8 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool = False):
     import jax
     import jax.numpy as jnp
 
-    from .._simulate import simulate
+    from .._guard import _diagnosed
+    from .._simulate import _simulate
     from .._trajectory import RESULTS
 
     if ready.system.has_constraints:
@@ -147,19 +155,27 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool = False):
         except ValueError as e:
             raise CLIError(f"[initial] state of {ready.name!r}: {e}") from None
     meter = _progress_meter(progress)
+    # The cause of a failure is named afterwards, by a program compiled only then.
     run = eqx.filter_jit(
-        lambda system, q0, qd0: simulate(
+        lambda system, q0, qd0: _simulate(
             system, q0, qd0, **kwargs, progress_meter=meter, throw=False
-        )
+        )[:2]
     )
     start = time.perf_counter()
     with errors_as_values():
-        compiled = run.lower(*ready).compile()
-    compile_s = time.perf_counter() - start
-    traj = jax.block_until_ready(compiled(*ready))
-    run_s = time.perf_counter() - start - compile_s
-    if traj.result != RESULTS.successful:
-        if traj.result == RESULTS.max_steps_reached:
+        lowered = run.lower(*ready)
+        traced = time.perf_counter()
+        with cache_hits() as hits:
+            compiled = lowered.compile()
+    compiled_at = time.perf_counter()
+    traj, failure = jax.block_until_ready(compiled(*ready))
+    run_s = time.perf_counter() - compiled_at
+    timing = Timing(traced - start, compiled_at - traced, hits[0] > 0, run_s)
+    traj = _diagnosed(traj, failure)
+    # Checked in NumPy: an eager JAX comparison is one more small compile.
+    code = int(np.asarray(traj.result._value))  # pyright: ignore
+    if code != RESULTS.successful._value:  # pyright: ignore
+        if code == RESULTS.max_steps_reached._value:  # pyright: ignore
             message = (
                 "the maximum number of solver steps was reached; raise [simulate] "
                 f"max_steps (now {kwargs['max_steps']}) or loosen rtol/atol"
@@ -171,12 +187,12 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool = False):
             f"(t1 = {float(kwargs['t1']):.6g}): {message}"
         )
     saved = (traj.ts, traj.q, traj.qd, traj.multipliers)
-    if not all(bool(jnp.all(jnp.isfinite(x))) for x in saved):
+    if not all(np.all(np.isfinite(np.asarray(x))) for x in saved):
         raise CLIError(
             f"simulation of {ready.name!r} returned a non-finite state (NaN or inf) "
             "without a failure code; run it from Python with jl.simulate to see why"
         )
-    return traj, compile_s, run_s
+    return traj, timing
 
 
 def _events(traj) -> list[dict[str, Any]]:
@@ -202,47 +218,98 @@ def _events(traj) -> list[dict[str, Any]]:
     ]
 
 
-def _figures(ready, traj, energies, conserved: bool, animation: bool):
-    """The PNGs (and motion.gif) of `jaxlagrange run`, rendered in memory."""
+def _figures(ready, traj, energies, conserved: bool, animation, warn):
+    """The PNGs (and motion.gif) of `jaxlagrange run`, rendered in memory.
+
+    `animation`: False, True, or a started `GifWorker` that draws the GIF in
+    its own process meanwhile. A `positions` that fails or returns non-finite
+    values costs the motion figures only: `warn` is told why.
+    """
     from .. import plotting
 
     title, labels = f"{ready.name}: ", ready.coordinates
+    units = getattr(ready, "units", None)
     figures = {
         "coordinates.png": plotting.coordinates(
-            traj.ts, traj.q, labels, title=title + "coordinates against time"
+            traj.ts,
+            traj.q,
+            labels,
+            units=units,
+            title=title + "coordinates against time",
         ),
         "phase.png": plotting.phase_portrait(
-            traj.q, traj.qd, labels, ts=traj.ts, title=title + "phase portrait"
+            traj.q,
+            traj.qd,
+            labels,
+            units=units,
+            ts=traj.ts,
+            title=title + "phase portrait",
         ),
         "energy.png": plotting.energy(traj.ts, energies, conserved=conserved),
     }
     files = {}
     if ready.points is not None:
-        positions = _positions(ready, traj)
-        figures["motion.png"] = plotting.motion(
-            positions, title=title + "paths of the bodies"
-        )
-        if animation:
-            files["motion.gif"] = plotting.animation(
-                traj.ts, positions, title=ready.name
+        try:
+            positions = _positions(ready, traj)
+        except CLIError as e:
+            warn(f"{e}; motion.png and motion.gif are not drawn")
+            positions = None
+        if positions is not None:
+            unit = getattr(ready, "length_unit", None)
+            figures["motion.png"] = plotting.motion(
+                positions, title=title + "paths of the bodies", unit=unit
             )
+            gif = (np.asarray(traj.ts), positions)
+            if isinstance(animation, GifWorker):
+                animation.start(*gif, title=ready.name)
+            elif animation:
+                files["motion.gif"] = plotting.animation(*gif, title=ready.name)
     elif ready.q0.shape[0] >= 2:
         figures["configuration.png"] = plotting.configuration(
-            traj.q, labels, ts=traj.ts
+            traj.q, labels, units=units, ts=traj.ts
         )
-    return {**{name: png_bytes(fig) for name, fig in figures.items()}, **files}
+    files = {**{name: png_bytes(fig) for name, fig in figures.items()}, **files}
+    if isinstance(animation, GifWorker) and "motion.png" in figures:
+        gif = animation.result()
+        files["motion.gif"] = (
+            gif
+            if gif is not None
+            else plotting.animation(np.asarray(traj.ts), positions, title=ready.name)
+        )
+    return files
+
+
+def _import_plotting() -> None:
+    try:
+        import matplotlib.backends.backend_agg  # noqa: F401
+        import matplotlib.figure  # noqa: F401
+        import PIL.Image  # noqa: F401
+    except Exception:
+        pass  # the figures' own imports report it
 
 
 def _positions(ready, traj) -> np.ndarray:
     """The system's points along the trajectory, (T, k, d), checked."""
+    import equinox as eqx
+
     try:
-        positions = np.asarray(ready.positions(traj.q, traj.ts), dtype=float)
+        # One compiled program: run eagerly, each of its operations was one
+        # small compile (0.35 s against 0.06 s for the double pendulum).
+        along = eqx.filter_jit(lambda ready, q, t: ready.positions(q, t))
+        positions = np.asarray(along(ready, traj.q, traj.ts), dtype=float)
     except Exception as e:
         raise CLIError(f"positions of {ready.name!r} failed: {_one_line(e)}") from None
     if positions.ndim != 3 or positions.shape[-1] not in (2, 3):
         raise CLIError(
             f"positions of {ready.name!r} must return shape (k, 2) or (k, 3) for one "
             f"state, got shape {positions.shape[1:]}"
+        )
+    bad = ~np.all(np.isfinite(positions), axis=(1, 2))
+    if np.any(bad):
+        t = float(np.asarray(traj.ts)[np.argmax(bad)])
+        raise CLIError(
+            f"positions of {ready.name!r} returned a non-finite value (NaN or inf) "
+            f"at t = {t:.6g}"
         )
     return positions
 
@@ -254,19 +321,44 @@ def _run(args: argparse.Namespace) -> int:
     _enable_x64()
     import jax
 
-    from .. import __version__
-
     config = _config.load(args.config)
+    device = choose_devices(args.device or config["run"]["device"], batched=False)[0]
+    # Everything, the solve and the energy along it, on that device.
+    with jax.default_device(device):
+        return _run_on(args, config, device)
+
+
+def _run_on(args: argparse.Namespace, config, device) -> int:
     ready = _config.ready_system(config)
     kwargs = _config.simulate_kwargs(config)
     out = args.out or config["output"]["dir"] or os.path.join("out", ready.name)
     out = output_dir(out)
     plots = config["output"]["plots"] and not args.no_plots
+    animation = plots and config["output"]["animation"] and not args.no_animation
+    if plots:
+        # Import the plotting libraries while XLA compiles (it releases the GIL),
+        # and start the GIF's worker process.
+        threading.Thread(target=_import_plotting, daemon=True).start()
+        if animation and ready.points is not None:
+            animation = GifWorker()
+    try:
+        return _run_solve(args, config, device, ready, kwargs, out, plots, animation)
+    finally:
+        if isinstance(animation, GifWorker):
+            animation.close()
 
-    _say(args, f"jaxlagrange run: {ready.name}, t = {kwargs['t0']} .. {kwargs['t1']}")
-    traj, compile_s, run_s = solve(
-        ready, kwargs, progress=args.progress and not args.quiet
+
+def _run_solve(args, config, device, ready, kwargs, out, plots, animation) -> int:
+    import jax
+
+    from .. import __version__
+
+    _say(
+        args,
+        f"jaxlagrange run: {ready.name}, t = {kwargs['t0']} .. {kwargs['t1']} on "
+        f"{device.platform}",
     )
+    traj, timing = solve(ready, kwargs, progress=args.progress and not args.quiet)
     energies, conserved = _energy_along(ready.system, traj.ts, traj.q, traj.qd)
     energies = np.asarray(energies)
     e0 = float(energies[0])
@@ -284,9 +376,6 @@ def _run(args: argparse.Namespace) -> int:
         arrays["event_constraint"] = traj.event_constraint[:used]
         arrays["event_kind"] = traj.event_kind[:used]
     files = {"trajectory.npz": npz_bytes(**arrays)}
-    if plots:
-        animation = config["output"]["animation"] and not args.no_animation
-        files.update(_figures(ready, traj, energies, conserved, animation))
     summary = {
         "system": ready.name,
         "coordinates": list(ready.coordinates),
@@ -305,21 +394,44 @@ def _run(args: argparse.Namespace) -> int:
         },
         "stats": _stats(traj.stats),
         **events,
-        "wall_time_s": {"compile": compile_s, "run": run_s, "total": compile_s + run_s},
+        "device": device.platform,
+        "wall_time_s": timing.summary(),
         "config": config["source"],
         "run": _run_id(),
         "versions": {"jaxlagrange": __version__, "jax": jax.__version__},
-        "files": sorted([*files, "summary.json"]),
     }
-    files["summary.json"] = json_bytes(summary)
-    write_output_set(out, files)
+    # The result first: the data and the summary as one set, then the line.
+    _write(out, files, summary)
     if conserved and relative is not None:
         drift_text = f"relative energy drift {relative:.2e}"
     else:
         drift_text = f"energy change {drift:.2e}"
     _say(
         args,
-        f"{summary['stats']['num_steps']} steps in {run_s:.2f} s "
-        f"(+ {compile_s:.2f} s compile), {drift_text}; wrote {out}/",
+        f"{summary['stats']['num_steps']} steps in {timing.run:.2f} s "
+        f"({timing.line()}), {drift_text}; wrote {out}/",
     )
+    if plots:
+        # The figures then join the set: a second, whole set with them in it.
+        start = time.perf_counter()
+        figures = _figures(
+            ready, traj, energies, conserved, animation, _warn
+        )
+        summary["wall_time_s"]["figures"] = time.perf_counter() - start
+        _write(out, {**files, **figures}, summary)
+        _say(
+            args,
+            f"{len(figures)} figures in {summary['wall_time_s']['figures']:.2f} s",
+        )
     return 0
+
+
+def _write(out, files: dict[str, bytes], summary: dict[str, Any]) -> None:
+    summary["files"] = sorted([*files, "summary.json"])
+    write_output_set(out, {**files, "summary.json": json_bytes(summary)})
+
+
+def _warn(message: str) -> None:
+    import sys
+
+    print(f"jaxlagrange run: warning: {message}", file=sys.stderr, flush=True)

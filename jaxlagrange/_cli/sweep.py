@@ -1,8 +1,11 @@
 """`jaxlagrange sweep`: a chunked, resumable ensemble into a Zarr store."""
 
 import argparse
+import hashlib
+import json
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -10,11 +13,14 @@ from .. import _config
 from ._common import (
     _enable_x64,
     _say,
+    add_device_argument,
     add_progress_arguments,
+    choose_devices,
+    device_name,
     errors_as_values,
     show_progress,
 )
-from ._output import CLIError, json_bytes, output_dir, png_bytes, write_outputs
+from ._output import CLIError, json_bytes, output_dir, png_bytes, write_output_set
 
 
 def _sweep_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,16 +32,27 @@ def _sweep_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-plots", action="store_true", help="write no PNG plots")
     add_progress_arguments(parser, "progress bar")
+    add_device_argument(parser, "the GPUs when JAX has any, else the CPU")
 
 
 def _sweep(args: argparse.Namespace) -> int:
     _enable_x64()
     import jax
 
+    config = _config.load(args.config, _config.SWEEP_SCHEMA)
+    devices = choose_devices(
+        args.device or config["sweep"]["device"], batched=True
+    )
+    with jax.default_device(devices[0]):
+        return _sweep_on(args, config, devices)
+
+
+def _sweep_on(args: argparse.Namespace, config, devices) -> int:
+    import jax
+
     from .. import __version__, plotting
     from .._sweep import _SweepMember, sweep
 
-    config = _config.load(args.config, _config.SWEEP_SCHEMA)
     ready = _config.ready_system(config)
     kwargs = _config.simulate_kwargs(config)
     values, grid_shape = _config.sweep_axes(config, ready)
@@ -65,15 +82,27 @@ def _sweep(args: argparse.Namespace) -> int:
         "kind": "jaxlagrange sweep",
         "system": ready.name,
         "coordinates": list(ready.coordinates),
-        "config": {k: config[k] for k in ("system", "initial", "simulate", "sweep")},
+        # The device is where, not what: it stays out of the store's identity.
+        "config": {
+            **{k: config[k] for k in ("system", "initial", "simulate")},
+            "sweep": {k: v for k, v in config["sweep"].items() if k != "device"},
+        },
         "grid_shape": list(grid_shape),
         "axes": list(values),
     }
     store = out / "sweep.zarr"
+    path = _config.system_file(config)
+    if path is not None:
+        # The physics of a user's system is in its file: part of the identity.
+        attrs["system_file"] = {
+            "path": str(path),
+            "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        }
+        _check_system_file(store, attrs["system_file"])
     _say(
         args,
         f"jaxlagrange sweep: {ready.name}, {size} members ({section['sampling']} "
-        f"{' x '.join(map(str, grid_shape))}) on {len(jax.devices())} device(s), "
+        f"{' x '.join(map(str, grid_shape))}) on {device_name(devices)}, "
         f"t = {kwargs['t0']} .. {kwargs['t1']} -> {store}",
     )
     start = time.perf_counter()
@@ -86,11 +115,19 @@ def _sweep(args: argparse.Namespace) -> int:
                 inputs,
                 store,
                 chunk_size=section["chunk_size"],
+                devices=devices,
                 progress=show_progress(args),
                 attrs=attrs,
             )
     except ValueError as e:
-        if "holds a different sweep" in str(e) or "is not a sweep store" in str(e):
+        if any(
+            text in str(e)
+            for text in (
+                "holds a different sweep",
+                "is not a sweep store",
+                "is being written by another sweep",
+            )
+        ):
             raise CLIError(str(e)) from None
         raise
     wall = time.perf_counter() - start
@@ -130,11 +167,13 @@ def _sweep(args: argparse.Namespace) -> int:
         },
         "chunks": group.attrs["manifest"]["num_chunks"],
         "failed": int(failed.sum()),
+        "failed_by_result": _failed_by_result(result),
         "first_failed": [int(i) for i in np.flatnonzero(failed)[:10]],
         "store": str(store),
         "wall_time_s": wall,
         "members_per_s": size / wall,
-        "devices": len(jax.devices()),
+        "devices": len(devices),
+        "device": devices[0].platform,
         "config": config["source"],
         "versions": {"jaxlagrange": __version__, "jax": jax.__version__},
         "files": sorted([*files, "summary.json", "sweep.zarr"]),
@@ -147,9 +186,37 @@ def _sweep(args: argparse.Namespace) -> int:
             "mean": float(lam.mean()) if lam.size else None,
         }
     files["summary.json"] = json_bytes(summary)
-    write_outputs(out, files)
+    write_output_set(out, files)
     _say(
         args,
         f"{size} members in {wall:.1f} s, {int(failed.sum())} failed; wrote {out}/",
     )
     return 0
+
+
+def _check_system_file(store: Path, current: dict) -> None:
+    """Refuse to resume a store whose user system file has been edited since."""
+    try:
+        attrs = json.loads((store / "zarr.json").read_text())["attributes"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # no store yet, or one the store itself will judge
+    stored = attrs.get("system_file")
+    if isinstance(stored, dict) and stored.get("sha256") != current["sha256"]:
+        raise CLIError(
+            f"the store {str(store)!r} holds a different sweep: the system file "
+            f"{stored.get('path')!r} changed since the store was written (its "
+            "results would mix two physics); remove the store or choose another "
+            "--out"
+        )
+
+
+def _failed_by_result(result: np.ndarray) -> dict[str, int]:
+    """How many members failed, by the name of their `jl.RESULTS` code."""
+    from .._trajectory import RESULTS
+
+    names = {int(item._value): name for name, item in RESULTS._name_to_item.items()}
+    codes, counts = np.unique(result[result != 0], return_counts=True)
+    return {
+        names.get(int(code), f"code {int(code)}"): int(count)
+        for code, count in zip(codes, counts, strict=True)
+    }

@@ -33,12 +33,16 @@ def _systems(args: argparse.Namespace) -> int:
         ready = factory()
         options = _config.factory_options(factory)
         params = ready.system.params or {}
-        print(name)
+        summary, meanings = systems.describe(name)
+        print(f"{name}: {summary}" if summary else name)
         print(f"  coordinates: {', '.join(ready.coordinates)}")
-        print(
-            "  params:      "
-            + ", ".join(f"{k} = {_format_value(v)}" for k, v in params.items())
-        )
+        print("  params:")
+        values = {k: _format_value(v) for k, v in params.items()}
+        width = max((len(f"{k} = {v}") for k, v in values.items()), default=0)
+        for key, value in values.items():
+            text = f"{key} = {value}"
+            meaning = meanings.get(key, "")
+            print(f"    {text:<{width}}  {meaning}".rstrip())
         if options:
             shown = ", ".join(f"{k} = {v!r}" for k, v in options.items())
             print(f"  options:     {shown}")

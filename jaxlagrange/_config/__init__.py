@@ -55,6 +55,7 @@ from .run import (
     simulate_kwargs as simulate_kwargs,
     solver as solver,
 )
+from .user import system_file as system_file
 from .sweep import (
     SWEEP_SAMPLINGS as SWEEP_SAMPLINGS,
     SWEEP_SCHEMA as SWEEP_SCHEMA,

@@ -48,6 +48,12 @@ def _is_numbers(x):
     return _is_number(x)
 
 
+def _all_finite(x):
+    if isinstance(x, list):
+        return all(_all_finite(y) for y in x)
+    return math.isfinite(x)
+
+
 def _type_error(kind, value) -> str | None:
     if kind is float:
         ok = _is_number(value) and math.isfinite(value)
@@ -77,6 +83,8 @@ def _type_error(kind, value) -> str | None:
                 return (
                     f"{k!r} must be a number or a list of numbers, got {_toml_type(v)}"
                 )
+            if not _all_finite(v):  # TOML has nan and inf
+                return f"{k!r} must be a finite number (or a list of them), got {v!r}"
         return None
     elif kind == "any":  # checked by the key's `check`
         return None

@@ -59,7 +59,9 @@ FIT_SCHEMA: dict[str, dict[str, Key]] = {
         "segments": Key(int, 1, _at_least(1)),
         "continuity_weight": Key(float, 1.0, _positive),
         "sigma": Key(float, None, _positive),
+        "starts": Key("numbers", {}),
         "adjoint": Key(str, "recursive_checkpoint", _one_of(FIT_ADJOINTS)),
+        "device": RUN_SCHEMA["run"]["device"],
     },
     "output": RUN_SCHEMA["output"],
 }
@@ -87,6 +89,7 @@ fit_initial_state = false
 segments = 1                   # multiple shooting segments
 continuity_weight = 1.0
 sigma = 0.01                   # noise scale of the data (default 1)
+starts = { l = [1.0, 2.0, 4.0] }   # several starting guesses; the best fit is kept
 adjoint = "recursive_checkpoint"   # or "backsolve"
 ```
 """
@@ -140,6 +143,27 @@ def fit_kwargs(config: Mapping[str, Any], ready) -> dict[str, Any]:
         section["adjoint"]
     ]
     trainable = section["trainable"]
+    starts = section["starts"]
+    lengths = set()
+    for name, values in starts.items():
+        if name not in params:
+            raise ConfigError(
+                f"{source}: [fit] starts: unknown param {name!r} for system "
+                f"{ready.name!r}; valid params: {_valid(params)}"
+            )
+        if not (isinstance(values, list) and values) or any(
+            isinstance(v, list) for v in values
+        ):
+            raise ConfigError(
+                f"{source}: [fit] starts: {name} must be a non-empty list of "
+                f"starting values, got {values!r}"
+            )
+        lengths.add(len(values))
+    if len(lengths) > 1:
+        raise ConfigError(
+            f"{source}: [fit] starts: every param needs the same number of "
+            f"starting values, got {dict((k, len(v)) for k, v in starts.items())}"
+        )
     return dict(
         optimizer=optimizer,
         jacobian=section["jacobian"],
@@ -154,6 +178,7 @@ def fit_kwargs(config: Mapping[str, Any], ready) -> dict[str, Any]:
         rtol=simulate["rtol"],
         atol=simulate["atol"],
         max_steps=simulate["max_steps"],
+        starts={k: [float(x) for x in v] for k, v in starts.items()} or None,
     )
 
 

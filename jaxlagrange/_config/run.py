@@ -10,6 +10,7 @@ import diffrax
 import jax.numpy as jnp
 
 from .. import systems as _systems
+from .._validate import check_output_size
 from ._schema import (
     ConfigError,
     Key,
@@ -50,6 +51,12 @@ def _known_system(name):
     return f"unknown system {name!r}; known systems: {', '.join(_systems.names())}"
 
 
+def _one_of_devices(name):
+    if name in ("auto", "cpu", "gpu"):
+        return None
+    return f"must be one of auto, cpu, gpu, got {name!r}"
+
+
 RUN_SCHEMA: dict[str, dict[str, Key]] = {
     "system": {
         "name": Key(str, None, _known_system),
@@ -75,6 +82,9 @@ RUN_SCHEMA: dict[str, dict[str, Key]] = {
         "dir": Key(str, None),
         "plots": Key(bool, True),
         "animation": Key(bool, True),
+    },
+    "run": {
+        "device": Key(str, "auto", _one_of_devices),
     },
 }
 """The schema of `jaxlagrange run` configs."""
@@ -216,10 +226,19 @@ def simulate_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
             f"{config['source']}: [simulate] t1 must be greater than t0, got "
             f"t0 = {t0!r} and t1 = {t1!r}"
         )
+    saves = section["saves"]
+    try:
+        # Before the save times are made (the array itself may not fit): one
+        # coordinate at least; `simulate` checks again with the system's n.
+        check_output_size(saves, 1, 0, jnp.result_type(float))
+    except ValueError as e:
+        raise ConfigError(
+            f"{config['source']}: [simulate] saves = {saves} is too many: {e}"
+        ) from None
     return dict(
         t0=t0,
         t1=t1,
-        saveat=jnp.linspace(t0, t1, section["saves"]),
+        saveat=jnp.linspace(t0, t1, saves),
         solver=solver(section["solver"]),
         rtol=section["rtol"],
         atol=section["atol"],

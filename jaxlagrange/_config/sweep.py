@@ -14,7 +14,7 @@ from .run import RUN_SCHEMA
 SWEEP_SAMPLINGS = ("grid", "random")
 
 SWEEP_SCHEMA: dict[str, dict[str, Key]] = {
-    **RUN_SCHEMA,
+    **{k: v for k, v in RUN_SCHEMA.items() if k != "run"},
     # A sweep keeps few saves per member by default: t0 and t1.
     "simulate": {**RUN_SCHEMA["simulate"], "saves": Key(int, 2, _at_least(2))},
     "sweep": {
@@ -32,6 +32,7 @@ SWEEP_SCHEMA: dict[str, dict[str, Key]] = {
         "chunk_size": Key(int, 4096, _at_least(1)),
         "seed": Key(int, 0),
         "lyapunov": Key(bool, False),
+        "device": RUN_SCHEMA["run"]["device"],
     },
 }
 """The schema of `jaxlagrange sweep` configs: `[sweep]` with its axes, e.g.
@@ -58,6 +59,23 @@ def _axis_targets(ready) -> list[str]:
         + [f"qd[{i}]" for i in range(n)]
         + sorted(ready.system.params or {})
     )
+
+
+def _check_domain(config, ready, name: str, axis, where: str) -> None:
+    """The checks `run` applies to a ready system's param, at both ends of an
+    axis (the valid values of every param are an interval)."""
+    from ..systems._registry import _check_physical
+
+    if config["system"]["name"] is None:
+        return  # a user's system: its params' valid values are its own affair
+    for end in ("min", "max"):
+        try:
+            _check_physical(ready.name, name, jnp.asarray(float(axis[end])))
+        except ValueError as e:
+            raise ConfigError(
+                f"{where}: {end} = {float(axis[end])!r} is outside the valid values: "
+                f"{str(e).rstrip('.')}"
+            ) from None
 
 
 def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]:
@@ -112,6 +130,8 @@ def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]
                 f"{where} {name}: max must be >= min, got min = {axis['min']!r} and "
                 f"max = {axis['max']!r}"
             )
+        if name in params:
+            _check_domain(config, ready, name, axis, f"{where} {name}")
     size = section["size"]
     if sampling == "grid":
         if size is not None:

@@ -6,7 +6,8 @@ file = "my_system.py"      # relative to the config file
 function = "make"          # the default
 params = { k = 2.0 }       # keyword arguments of make(...)
 
-[initial]                  # needed unless make returns a jl.systems.ReadySystem
+[initial]                  # needed by run and sweep unless make returns a
+                           # jl.systems.ReadySystem; fit takes the data's
 q = [0.1, 0.0]
 qd = [0.0, 0.0]
 ```
@@ -14,7 +15,9 @@ qd = [0.0, 0.0]
 `make(**params)` returns a `jl.LagrangianSystem` (or a `jl.systems.ReadySystem`
 with its own initial state). The file may also define `coordinates`, a list of
 labels, and `positions(q, **params)`, the points to draw at coordinates q, shape
-(k, 2) or (k, 3), for the motion plot and `motion.gif` of `jaxlagrange run`.
+(k, 2) or (k, 3), for the motion plot and `motion.gif` of `jaxlagrange run`; it
+gets the system's full params (the defaults of `make` updated by the config's),
+and is evaluated once at the initial state before anything is solved.
 
 Every problem with the file (missing, a syntax error, an import that fails, no
 such function, the function raising or returning something else) is one
@@ -28,6 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 
 from .. import systems as _systems
@@ -55,9 +59,100 @@ def _module(path: Path, where: str):
         raise ConfigError(
             f"{where}: syntax error at line {e.lineno}: {e.msg}"
         ) from None
-    except Exception as e:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # SystemExit too: one line, not an exit
         raise ConfigError(f"{where}: importing it raised {_one_line(e)}") from None
     return module
+
+
+def system_file(config: Mapping[str, Any]) -> Path | None:
+    """The path of the Python file a config's `[system] file` names, or None."""
+    source, section = config["source"], config["system"]
+    if section["file"] is None:
+        return None
+    base = Path.cwd() if source == "default config" else Path(source).parent
+    return base / section["file"]
+
+
+def _check_positions(positions, params, q0, where: str, file: str) -> None:
+    """That the file's `positions` reads no coordinate past q0's n (see below)."""
+    from jax.experimental import checkify
+
+    def points(q):
+        return jnp.asarray(positions(q, **params))
+
+    try:
+        error, _ = jax.jit(checkify.checkify(points, errors=checkify.index_checks))(
+            q0
+        )
+        message = error.get()
+    except Exception:
+        return  # its own errors are named where the plots are drawn
+    if message:
+        raise ConfigError(
+            f"{where}, but `positions` in {file!r} reads past them "
+            f"({message.strip().splitlines()[0].strip()}); give one entry per "
+            "coordinate of the system"
+        )
+
+
+def _check_coordinates(system, q0, qd0, where: str, file: str) -> None:
+    """That the system's functions fit q0's n coordinates.
+
+    JAX clamps an index past the end of an array, so a Lagrangian that reads
+    q[1] of a 1-vector runs with wrong physics: its functions are evaluated at
+    (q0, qd0) with JAX's index checks. And a coordinate the Lagrangian does not
+    depend on at all (its row of the mass matrix and its derivatives zero at q0
+    and at a second state) means n is larger than the system's. Errors raised
+    by the functions themselves are left to the run, which names them.
+    """
+    from jax.experimental import checkify
+
+    def functions(q, qd):
+        t = jnp.zeros((), q.dtype)
+        out = [system._lagrangian(q, qd, t), system._force(q, qd, t)]
+        for name in ("holonomic", "unilateral"):
+            out.append(system._constraint(name, q, t))
+        out.append(system._constraint("nonholonomic", q, qd, t))
+        if system.slip is not None:
+            out.append(system._slip(q, qd, t))
+        return out
+
+    def used(q, qd):
+        def lagrangian(q, qd):
+            return system._lagrangian(q, qd, jnp.zeros((), q.dtype))
+
+        mass = jax.hessian(lagrangian, argnums=1)(q, qd)
+        dq, dqd = jax.grad(lagrangian, argnums=(0, 1))(q, qd)
+        return (mass != 0).any(axis=0) | (mass != 0).any(axis=1) | (dq != 0) | (
+            dqd != 0
+        )
+
+    def check(q, qd):
+        functions(q, qd)
+        return used(q, qd) | used(q + 0.37, qd + 0.29)
+
+    try:  # one compiled program: far faster than running it op by op
+        error, used_coordinates = jax.jit(
+            checkify.checkify(check, errors=checkify.index_checks)
+        )(q0, qd0)
+        message = error.get()
+    except Exception:
+        return
+    if message:
+        raise ConfigError(
+            f"{where}, but the system of {file!r} reads past them "
+            f"({message.strip().splitlines()[0].strip()}); give one entry per "
+            "coordinate of the system"
+        )
+    unused = [int(i) for i in jnp.flatnonzero(~used_coordinates)]
+    if unused:
+        raise ConfigError(
+            f"{where}, but the Lagrangian of {file!r} does not depend on coordinate "
+            f"{', '.join(map(str, unused))} (counting from 0); give one entry per "
+            "coordinate of the system"
+        )
 
 
 def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
@@ -67,8 +162,8 @@ def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
     the file, and the key for a missing or wrong-length initial state.
     """
     source, section = config["source"], config["system"]
-    base = Path.cwd() if source == "default config" else Path(source).parent
-    path = base / section["file"]
+    path = system_file(config)
+    assert path is not None
     function = section["function"]
     where = f"{source}: [system] file {section['file']!r}"
     if section["options"]:
@@ -94,7 +189,9 @@ def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
     params = dict(section["params"])
     try:
         made = make(**params)
-    except Exception as e:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # SystemExit too: one line, not an exit
         call = ", ".join(f"{k}={v!r}" for k, v in params.items())
         raise ConfigError(
             f"{where}: {function}({call}) raised {_one_line(e)}"
@@ -125,6 +222,13 @@ def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
             f"{qd0.shape[0] if qd0.ndim == 1 else qd0.shape} entries"
         )
     n = q0.shape[0]
+    origin = (
+        "[initial] q and qd give"
+        if initial["q"] is not None or initial["qd"] is not None
+        else f"the initial state of {function}() gives"
+    )
+    fits = f"{source}: {origin} {n} coordinate(s)"
+    _check_coordinates(system, q0, qd0, fits, section["file"])
     labels = getattr(module, "coordinates", None) or coordinates
     if labels is None:
         labels = tuple(f"q{i}" for i in range(n))
@@ -135,9 +239,35 @@ def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
         )
     positions = getattr(module, "positions", None)
     if callable(positions):
+        # The system's full params: the defaults of make() and the config's.
+        full = {
+            k: p.default
+            for k, p in inspect.signature(make).parameters.items()
+            if p.default is not inspect.Parameter.empty
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        }
+        full.update(params)
+        _check_positions(positions, full, q0, fits, section["file"])
 
         def points(q, t, system_params, _positions=positions):
             del t, system_params
-            return _positions(q, **params)
+            return _positions(q, **full)
 
+        _check_points(points, q0, f"{source}: [system] file {section['file']!r}")
     return _systems.ReadySystem(system, q0, qd0, name, labels, points=points)
+
+
+def _check_points(points, q0, where: str) -> None:
+    """Evaluate `positions` once at q0, before any solve: a broken one is one
+    line naming it, not a failure after the whole run."""
+    try:
+        shape = jnp.shape(points(q0, 0.0, None))
+    except Exception as e:
+        raise ConfigError(
+            f"{where}, function 'positions': positions(q0) raised {_one_line(e)}"
+        ) from None
+    if len(shape) != 2 or shape[-1] not in (2, 3):
+        raise ConfigError(
+            f"{where}, function 'positions': must return shape (k, 2) or (k, 3) "
+            f"for one state, got shape {shape}"
+        )

@@ -27,7 +27,7 @@ from .._projection import (
 from .._simulate import _check_times, _check_tolerance
 from .._system import LagrangianSystem
 from .._trajectory import RESULTS, Trajectory, without_events
-from .._validate import check_precision
+from .._validate import check_precision, default_tolerance
 from ._lanes import LaneFunction
 from ._tsit5 import Controller, KernelProblem, run
 
@@ -202,8 +202,12 @@ def simulate_kernel(
     t0, t1, ts = _check_times(
         options.get("t0", 0.0), options["t1"], options.get("saveat"), dtype
     )
-    rtol = _check_tolerance("rtol", options.get("rtol", 1e-8))
-    atol = _check_tolerance("atol", options.get("atol", 1e-8))
+    # None (the default): the tolerance follows the dtype, as in `simulate`.
+    tolerance = default_tolerance(dtype)
+    rtol = options.get("rtol")
+    atol = options.get("atol")
+    rtol = _check_tolerance("rtol", tolerance if rtol is None else rtol)
+    atol = _check_tolerance("atol", tolerance if atol is None else atol)
     if options.get("stepsize_controller") is not None and controller.adaptive:
         rtol = jnp.asarray(options["stepsize_controller"].rtol)
         atol = jnp.asarray(options["stepsize_controller"].atol)

@@ -8,12 +8,15 @@ from ._cartesian_pendulum import (
 from ._cavity import cavity as cavity
 from ._charged_particle import charged_particle as charged_particle
 from ._double_pendulum import double_pendulum as double_pendulum
+from ._free_rigid_body import free_rigid_body as free_rigid_body
+from ._heavy_top import heavy_top as heavy_top
 from ._kapitza import kapitza as kapitza
 from ._kepler import kepler as kepler
 from ._mass_on_sphere import mass_on_sphere as mass_on_sphere
 from ._pendulum import pendulum as pendulum
 from ._registry import (
     ReadySystem as ReadySystem,
+    describe as describe,
     get as get,
     make as make,
     names as names,

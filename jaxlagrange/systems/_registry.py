@@ -38,6 +38,21 @@ class ReadySystem(eqx.Module):
     def __iter__(self) -> Iterator[Any]:
         return iter((self.system, self.q0, self.qd0))
 
+    @property
+    def units(self) -> tuple[str, ...] | None:
+        """The SI unit of each coordinate, where the system fixes them; else None.
+
+        Systems whose default params are in SI (g = 9.81) have them; those in
+        scaled units (Kepler's μ = 1, a spring chain's k = m = 1) do not.
+        """
+        known = _UNITS.get(self.name)
+        return known[1] if known and known[0] == self.coordinates else None
+
+    @property
+    def length_unit(self) -> str | None:
+        """The unit of `positions`, where the system fixes it; else None."""
+        return "m" if self.units is not None else None
+
     def positions(self, q: Any, t: Any = 0.0) -> Array:
         """The points of the system in physical space at coordinates `q`.
 
@@ -83,6 +98,21 @@ class ReadySystem(eqx.Module):
 
 _REGISTRY: dict[str, Callable[..., ReadySystem]] = {}
 
+# The units of the SI systems' coordinates, with the labels they belong to (a
+# user system of the same name, with other coordinates, gets none).
+_UNITS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "bouncing_ball": (("y",), ("m",)),
+    "cartesian_double_pendulum": (("x₁", "y₁", "x₂", "y₂"), ("m",) * 4),
+    "cartesian_pendulum": (("x", "y"), ("m", "m")),
+    "double_pendulum": (("θ₁", "θ₂"), ("rad", "rad")),
+    "kapitza": (("θ",), ("rad",)),
+    "mass_on_sphere": (("r", "θ"), ("m", "rad")),
+    "pendulum": (("θ",), ("rad",)),
+    "rolling_coin": (("x", "y", "θ", "φ"), ("m", "m", "rad", "rad")),
+    "rolling_disk": (("y", "φ"), ("m", "rad")),
+    "spherical_pendulum": (("θ", "φ"), ("rad", "rad")),
+}
+
 
 def register(name: str):
     """Add a ready-system factory to the registry under `name`."""
@@ -111,14 +141,29 @@ def get(name: str) -> Callable[..., ReadySystem]:
         ) from None
 
 
+def describe(name: str) -> tuple[str, dict[str, str]]:
+    """What the ready system `name` is, in one line, and one line per param
+    ("" where none is written); e.g. `describe("kepler")[1]["eps"]`."""
+    from ._descriptions import DESCRIPTIONS
+
+    factory = get(name)
+    summary, params = DESCRIPTIONS.get(name, ("", {}))
+    if not summary:
+        doc = (factory.__doc__ or "").strip().splitlines()
+        summary = doc[0].rstrip(".") if doc else ""
+    return summary, dict(params)
+
+
 def make(name: str, **kwargs) -> ReadySystem:
     """Build the ready system `name`, e.g. `make("spring_chain", n=5, params={"k": 2.0})`."""
     return get(name)(**kwargs)
 
 
-# Params that are physical only when positive (masses, lengths, radii,
-# stiffnesses, the gravitational parameter), and restitution coefficients.
-_POSITIVE = frozenset({"m", "m1", "m2", "l", "l1", "l2", "R", "k", "mu", "q_eq"})
+# Params that are physical only when positive (masses, lengths, radii, stiffnesses,
+# the gravitational parameter, principal moments), and restitution coefficients.
+_POSITIVE = frozenset(
+    {"m", "m1", "m2", "l", "l1", "l2", "R", "k", "mu", "q_eq", "I1", "I2", "I3"}
+)
 _UNIT_INTERVAL = frozenset({"e"})
 
 

@@ -3,6 +3,7 @@
 import jax
 import jax.numpy as jnp
 
+from .. import rigid
 from .._system import LagrangianSystem
 from ._registry import ReadySystem, initial_state, merge_params, register
 
@@ -24,64 +25,45 @@ _DEFAULTS = {
 _BODIES = (("R", "mR"), ("B", "mB"), ("H", "mH"), ("F", "mF"))
 
 
-def _rx(a):
-    c, s = jnp.cos(a), jnp.sin(a)
-    return jnp.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])
+def _turn(seq, angle):
+    return rigid.euler_to_matrix(angle, seq)
 
 
-def _ry(a):
-    c, s = jnp.cos(a), jnp.sin(a)
-    return jnp.array([[c, 0.0, s], [0.0, 1.0, 0.0], [-s, 0.0, c]])
-
-
-def _rz(a):
-    c, s = jnp.cos(a), jnp.sin(a)
-    return jnp.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
-
-
-def _about(axis, angle):
-    """Rotation by `angle` about the unit vector `axis` (Rodrigues)."""
-    k = jnp.array(
-        [[0.0, -axis[2], axis[1]], [axis[2], 0.0, -axis[0]], [-axis[1], axis[0], 0.0]]
-    )
-    return jnp.eye(3) + jnp.sin(angle) * k + (1 - jnp.cos(angle)) * k @ k
-
-
-def _poses(q, p):
-    """Centre and orientation of each body: R(ear wheel), B, H, F(ront wheel).
+def _pose(q, p, body):
+    """The centre and orientation of one body: R(ear wheel), B, H or F(ront wheel).
 
     q = (x, y, ψ, φ, θ, δ, θ_R, θ_F): rear contact point, yaw, lean (roll), pitch of
     the rear frame, steer, and the wheels' rotations; all zero is the benchmark's
-    reference configuration, upright and straight.
+    reference configuration, upright and straight. Only what `body` needs is
+    computed (each body's kinetic energy differentiates its own pose).
     """
     x, y, yaw, lean, pitch, steer, spin_r, spin_f = q
-    leaned = _rz(yaw) @ _rx(lean)
+    leaned = rigid.euler_to_matrix(jnp.stack([yaw, lean]), "ZX")
     centre_r = jnp.array([x, y, 0.0]) - p["rR"] * leaned[:, 2]
-    frame = leaned @ _ry(pitch)
-    axis = jnp.array([jnp.sin(p["lam"]), 0.0, jnp.cos(p["lam"])])
-    # Reference positions relative to the rear wheel centre; the steer axis
-    # passes through the ground point a trail ahead of the front contact.
+    if body == "R":
+        return centre_r, leaned @ _turn("Y", pitch + spin_r)
+    frame = leaned @ _turn("Y", pitch)
+    if body == "B":
+        centre = centre_r + frame @ jnp.array([p["xB"], 0.0, p["zB"] + p["rR"]])
+        return centre, frame
+    # Reference positions relative to the rear wheel centre; the steer axis, tilted
+    # back by lam from the vertical, passes through the ground point a trail ahead
+    # of the front contact: the steer turns about it, R_y(λ) R_z(δ) R_y(−λ).
     pivot = jnp.array([p["w"] + p["c"], 0.0, p["rR"]])
-    turn = _about(axis, steer)
-
-    def on_front(point):
-        return centre_r + frame @ (pivot + turn @ (point - pivot))
-
+    turn = rigid.euler_to_matrix(jnp.stack([p["lam"], steer, -p["lam"]]), "YZY")
     fork = frame @ turn
-    return {
-        "R": (centre_r, leaned @ _ry(pitch + spin_r)),
-        "B": (centre_r + frame @ jnp.array([p["xB"], 0.0, p["zB"] + p["rR"]]), frame),
-        "H": (on_front(jnp.array([p["xH"], 0.0, p["zH"] + p["rR"]])), fork),
-        "F": (
-            on_front(jnp.array([p["w"], 0.0, p["rR"] - p["rF"]])),
-            fork @ _ry(spin_f),
-        ),
-    }
+    if body == "H":
+        point = jnp.array([p["xH"], 0.0, p["zH"] + p["rR"]])
+        return centre_r + frame @ (pivot + turn @ (point - pivot)), fork
+    point = jnp.array([p["w"], 0.0, p["rR"] - p["rF"]])
+    return centre_r + frame @ (pivot + turn @ (point - pivot)), fork @ _turn(
+        "Y", spin_f
+    )
 
 
 def _inertia(p, body):
     if body in ("R", "F"):
-        return jnp.diag(jnp.stack([p[f"I{body}xx"], p[f"I{body}yy"], p[f"I{body}xx"]]))
+        return jnp.stack([p[f"I{body}xx"], p[f"I{body}yy"], p[f"I{body}xx"]])
     xx, yy, zz, xz = (p[f"I{body}{k}"] for k in ("xx", "yy", "zz", "xz"))
     zero = jnp.zeros_like(xx)
     return jnp.stack(
@@ -93,23 +75,38 @@ def _inertia(p, body):
     )
 
 
+def _callables(p, body):
+    """position(q, t) and rotation(q, t) of one body, for `jl.rigid`.
+
+    `kinetic_energy` calls both with the same q and t in one JVP: the pose is
+    traced once for the two (half the program to compile).
+    """
+    last = []
+
+    def pose(q, t):
+        if not (last and last[0] is q and last[1] is t):
+            last[:] = [q, t, _pose(q, p, body)]
+        return last[2]
+
+    return (lambda q, t: pose(q, t)[0], lambda q, t: pose(q, t)[1])
+
+
 def _lagrangian(q, qd, t, p):
-    kinetic = potential = 0.0
-    poses, rates = jax.jvp(lambda q: _poses(q, p), (q,), (qd,))
+    lagrangian = 0.0
     for body, mass in _BODIES:
-        (centre, rot), (velocity, rot_dot) = poses[body], rates[body]
-        w = rot.T @ rot_dot  # the angular velocity in the body's frame, as a skew
-        omega = jnp.stack([w[2, 1], w[0, 2], w[1, 0]])
-        kinetic = kinetic + 0.5 * p[mass] * velocity @ velocity
-        kinetic = kinetic + 0.5 * omega @ _inertia(p, body) @ omega
-        potential = potential - p[mass] * p["g"] * centre[2]  # z points down
-    return kinetic - potential
+        position, rotation = _callables(p, body)
+        kinetic = rigid.kinetic_energy(
+            p[mass], _inertia(p, body), position, rotation, q, qd, t
+        )
+        # z points down: the potential energy is −m g z.
+        lagrangian = lagrangian + kinetic + p[mass] * p["g"] * position(q, t)[2]
+    return lagrangian
 
 
 def _contact(q, p, body):
     """The lowest point of a wheel: its centre plus r along the downward direction
     in the wheel's plane."""
-    centre, rot = _poses(q, p)[body]
+    centre, rot = _pose(q, p, body)
     axle = rot[:, 1]
     down = jnp.array([0.0, 0.0, 1.0])
     along = down - (down @ axle) * axle
@@ -124,11 +121,11 @@ def _rolling(q, qd, t, p):
     """The velocity of each wheel's material point at its contact, v + ω × (P − c):
     zero when rolling without slipping (its x and y components)."""
     rows = []
-    poses, rates = jax.jvp(lambda q: _poses(q, p), (q,), (qd,))
+    t = jnp.asarray(t, q.dtype)
     for body in ("R", "F"):
-        (centre, rot), (velocity, rot_dot) = poses[body], rates[body]
-        w = rot_dot @ rot.T
-        omega = jnp.stack([w[2, 1], w[0, 2], w[1, 0]])
+        position, rotation = _callables(p, body)
+        centre, velocity = jax.jvp(position, (q, t), (qd, jnp.ones_like(t)))
+        omega = rigid.angular_velocity(rotation, q, qd, t, frame="space")
         arm = _contact(q, p, body) - centre
         rows.append((velocity + jnp.cross(omega, arm))[:2])
     return jnp.concatenate(rows)
@@ -136,7 +133,7 @@ def _rolling(q, qd, t, p):
 
 def _points(q, t, params):
     """The centres of the rear wheel, rear frame, front fork and front wheel (z up)."""
-    centres = jnp.stack([centre for centre, _ in _poses(q, params).values()])
+    centres = jnp.stack([_pose(q, params, body)[0] for body, _ in _BODIES])
     return centres * jnp.array([1.0, 1.0, -1.0], q.dtype)
 
 

@@ -1,0 +1,173 @@
+"""Static equilibria: q̈ = 0 at q̇ = 0, with the constraints kept.
+
+The holonomic constraints hold exactly (g(q, t) = 0 is part of the residual).
+A unilateral constraint h ≥ 0 is one-sided: it holds the system only where it
+is in contact (h = 0) and pushes (λ ≥ 0). Its set of contacts is found by an
+active-set iteration: every contact starts active; one that would pull is
+released, one that the solution penetrates is engaged, and the equilibrium is
+solved again, until the set no longer changes (at most 2u + 2 solves for u
+contacts). The set is then fixed and solved once more, so that the result is
+differentiable with respect to the params by the implicit function theorem.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.tree_util as jtu
+import optimistix as optx
+
+from ._constraints import _contact_tolerance, _dynamics, _num_bilateral
+from ._custom_types import Array, Float, ScalarLike, VectorLike
+from ._linearize import _check_system
+from ._system import LagrangianSystem, _as_state
+from ._validate import check_finite, check_finite_params, check_tolerance
+
+
+_NOT_CONVERGED = (
+    "jl.equilibrium did not converge from `q_guess`: no static equilibrium "
+    "(q̈ = 0 at q̇ = 0 with the constraints kept) was found nearby. Try another "
+    "guess, or raise `max_steps`."
+)
+_NO_CONTACT_SET = (
+    "jl.equilibrium found no consistent set of contacts for the `unilateral` "
+    "constraints from `q_guess`: at the equilibrium found, a contact pulls (λ < 0) "
+    "or a free constraint is violated (h < 0). Try another guess."
+)
+
+
+def _static_residual(q, args):
+    system, t, active = args
+    qd = jnp.zeros_like(q)
+    qdd = _dynamics(system, q, qd, t, active=active).accelerations
+    parts = [qdd]
+    if system.holonomic is not None:
+        parts.append(system._holonomic(q, t))
+    if active is not None:
+        parts.append(jnp.where(active, system._unilateral(q, t), 0.0))
+    return jnp.concatenate(parts)
+
+
+def _solve(system, q_guess, t, active, rtol, atol, max_steps):
+    """The equilibrium with the contacts in `active` held, and whether it converged."""
+    solver = optx.LevenbergMarquardt(rtol=rtol, atol=atol)
+    sol = optx.least_squares(
+        _static_residual,
+        solver,
+        q_guess,
+        args=(system, t, active),
+        max_steps=max_steps,
+        throw=False,
+    )
+    q = sol.value
+    residual = _static_residual(q, (system, t, active))
+    scale = 1 + jnp.max(jnp.abs(q))
+    small = jnp.max(jnp.abs(residual)) <= jnp.sqrt(atol) * scale
+    # A residual at rounding level is converged even where the solver's own step
+    # test could not terminate (the step no longer changes q).
+    tiny = jnp.max(jnp.abs(residual)) <= 100 * jnp.finfo(q.dtype).eps * scale
+    converged = (sol.result == optx.RESULTS.successful) | tiny
+    return q, converged & small & jnp.all(jnp.isfinite(q))
+
+
+def _contact_changes(system, q, t, active) -> tuple[Array, Array]:
+    """The contacts that pull (λ < 0) and the free ones that are violated (h < 0)."""
+    offset = _num_bilateral(system, q, q, t)
+    lam = _dynamics(system, q, jnp.zeros_like(q), t, active=active).multipliers
+    h = system._unilateral(q, t)
+    tol = _contact_tolerance(q.dtype) * (1 + jnp.max(jnp.abs(q)))
+    return active & (lam[offset:] < 0), ~active & (h < -tol)
+
+
+def _active_set(system, q_guess, t, rtol, atol, max_steps):
+    """The contacts that hold the equilibrium (not differentiated through)."""
+    stop = lambda x: jax.lax.stop_gradient(x) if eqx.is_array(x) else x  # noqa: E731
+    system, q_guess, t = jtu.tree_map(stop, (system, q_guess, t))
+    u = jax.eval_shape(system._unilateral, q_guess, t).shape[0]
+
+    def cond(carry):
+        i, _, _, done = carry
+        return ~done & (i < 2 * u + 2)
+
+    def body(carry):
+        i, active, q, _ = carry
+        q, ok = _solve(system, q_guess, t, active, rtol, atol, max_steps)
+        release, engage = _contact_changes(system, q, t, active)
+        done = ok & ~jnp.any(release | engage)
+        return i + 1, (active & ~release) | engage, q, done
+
+    init = (jnp.array(0), jnp.ones((u,), bool), q_guess, jnp.array(False))
+    _, active, q, _ = jax.lax.while_loop(cond, body, init)
+    return active, q
+
+
+@eqx.filter_jit
+def _equilibrium(system, q_guess, t, rtol, atol, max_steps):
+    q_guess = check_finite_params(system.params, q_guess)  # named before the solve
+    if system.unilateral is None:
+        q, ok = _solve(system, q_guess, t, None, rtol, atol, max_steps)
+        return eqx.error_if(q, ~ok, _NOT_CONVERGED)
+    active, start = _active_set(system, q_guess, t, rtol, atol, max_steps)
+    q, ok = _solve(system, start, t, active, rtol, atol, max_steps)
+    release, engage = _contact_changes(system, q, t, active)
+    consistent = ~jnp.any(release | engage)
+    return eqx.branched_error_if(
+        q,
+        ~(ok & consistent),
+        jnp.where(ok, 1, 0),
+        (_NOT_CONVERGED, _NO_CONTACT_SET),
+    )
+
+
+def equilibrium(
+    system: LagrangianSystem,
+    q_guess: VectorLike,
+    t: ScalarLike = 0.0,
+    *,
+    rtol: float = 1e-10,
+    atol: float = 1e-10,
+    max_steps: int = 256,
+) -> Float[Array, " n"]:
+    """A static equilibrium: q with q̈ = 0 at q̇ = 0, the holonomic constraints kept.
+
+    Solved by Levenberg–Marquardt (optimistix) on the residual [q̈(q, 0, t); g(q, t)]
+    from `q_guess`; the result is differentiable with respect to the params
+    (implicit differentiation). Unilateral constraints h ≥ 0 hold the system only
+    where they are in contact and push: each is kept as h = 0 where its multiplier
+    is λ ≥ 0 at the equilibrium, and left free (h ≥ 0) otherwise, as found by an
+    active-set iteration (a ball on a spring above its floor hangs where the
+    spring holds it; without the spring it rests on the floor).
+
+    **Arguments:**
+
+    - `system`: the `LagrangianSystem`.
+    - `q_guess`: the starting point, shape (n,).
+    - `t`: the time (for explicitly time-dependent systems).
+    - `rtol`, `atol`: the solver's tolerances, positive finite numbers.
+    - `max_steps`: the solver's step budget (per solve, with unilateral constraints).
+
+    **Returns:** the equilibrium q, shape (n,).
+
+    **Raises:** `ValueError` for a bad `system`, `rtol`, `atol` or `max_steps`, and
+    for a non-finite `q_guess` or `t`; an error (also under `jax.jit`) naming a
+    non-finite param, when the solve does not converge, or when no set of contacts
+    is consistent.
+
+    **Example:**
+
+    ```python
+    system, _, _ = jl.systems.pendulum()
+    jl.equilibrium(system, jnp.array([0.3]))  # [0.]
+    ```
+    """
+    _check_system(system)
+    q_guess, _, t = _as_state(
+        q_guess, jnp.zeros_like(jnp.asarray(q_guess)), t, where="q_guess"
+    )
+    rtol = check_tolerance("rtol", rtol)
+    atol = check_tolerance("atol", atol)
+    if not (isinstance(max_steps, int) and max_steps > 0):
+        raise ValueError(f"`max_steps` must be a positive int, got {max_steps!r}.")
+    inputs = {"q_guess": q_guess, "t": t}
+    q_guess = check_finite(inputs, q_guess)
+    q = _equilibrium(system, q_guess, t, rtol, atol, max_steps)
+    return check_finite_params(system.params, check_finite(inputs, q))

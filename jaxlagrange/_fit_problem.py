@@ -1,0 +1,166 @@
+"""The problem `fit` solves: its unknowns (trainable params, positive ones as
+logarithms, and the shooting segments' starts), the loss and residuals as
+functions of them, and the checks of `fit`'s arguments."""
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.tree_util as jtu
+import numpy as np
+
+from ._custom_types import Params
+from ._eom import mass_matrix
+from ._fit_loss import _objective, _residuals
+from ._system import LagrangianSystem
+
+
+def _bool_leaf(x) -> bool:
+    if not isinstance(x, (bool, np.bool_)):
+        raise ValueError(f"must hold bools, got {type(x).__name__} {x!r}")
+    return bool(x)
+
+
+def _mask(spec, params, name: str) -> Params:
+    """A pytree of bools with the structure of `params`, from `spec`."""
+    if isinstance(spec, bool):
+        return jtu.tree_map(lambda _: spec, params)
+    if (
+        isinstance(spec, Collection)
+        and not isinstance(spec, Mapping)
+        and all(isinstance(s, str) for s in spec)
+    ):
+        if isinstance(spec, str):
+            spec = [spec]
+        if not isinstance(params, Mapping):
+            raise ValueError(
+                f"`{name}` as a collection of names needs dict params, but "
+                f"system.params is a {type(params).__name__}: pass a pytree of bools."
+            )
+        unknown = sorted(set(spec) - set(params))
+        if unknown:
+            raise ValueError(
+                f"`{name}` names unknown params {unknown}; valid names: "
+                f"{sorted(params)}."
+            )
+        return type(params)(
+            {k: jtu.tree_map(lambda _, k=k: k in spec, v) for k, v in params.items()}
+        )
+    try:
+        return jtu.tree_map(
+            lambda m, sub: jtu.tree_map(lambda _: _bool_leaf(m), sub), spec, params
+        )
+    except ValueError as e:
+        raise ValueError(
+            f"`{name}` must be True/False, a collection of top-level param names, "
+            "or a pytree of bools with the structure of system.params (or a prefix "
+            f"of it): {str(e).splitlines()[0]}"
+        ) from None
+
+
+def _encode(params, trainable, positive) -> Params:
+    """The unconstrained unknowns: trainable leaves, positive ones as logarithms."""
+    return jtu.tree_map(
+        lambda x, t, p: (jnp.log(x) if p else x) if t else None,
+        params,
+        trainable,
+        positive,
+    )
+
+
+def _decode(unknowns, fixed, positive) -> Params:
+    values = jtu.tree_map(
+        lambda u, p: None if u is None else (jnp.exp(u) if p else u),
+        unknowns,
+        positive,
+        is_leaf=lambda x: x is None,
+    )
+    return eqx.combine(values, fixed)
+
+
+class _Problem(eqx.Module):
+    """Everything the loss needs besides the unknowns."""
+
+    system: LagrangianSystem
+    fixed: Params  # the non-trainable params (None at trainable leaves)
+    positive: Params = eqx.field(static=True)
+    layouts: list
+    initial: list  # the data's initial state of each observed trajectory
+    fit_initial_state: bool = eqx.field(static=True)
+    continuity_weight: Any
+    options: dict
+
+    @property
+    def total(self):
+        """The summed weights of all observed quantities (N)."""
+        return sum(
+            layout.total * (1 if layout.qd is None else 2) for layout in self.layouts
+        )
+
+    def unpack(self, theta):
+        """The system with the decoded params, and the segment starts."""
+        unknowns, starts = theta
+        params = _decode(unknowns, self.fixed, self.positive)
+        system = eqx.tree_at(lambda s: s.params, self.system, params)
+        if not self.fit_initial_state:
+            # The held initial state is not an unknown: only the later segments'.
+            starts = [
+                (jnp.concatenate([q0[None], q]), jnp.concatenate([qd0[None], qd]))
+                for (q, qd), (q0, qd0) in zip(starts, self.initial, strict=True)
+            ]
+        return system, starts
+
+    def loss(self, theta):
+        system, starts = self.unpack(theta)
+        return _objective(
+            system, self.layouts, starts, self.continuity_weight, self.options
+        )
+
+    def residuals(self, theta):
+        system, starts = self.unpack(theta)
+        return _residuals(
+            system, self.layouts, starts, self.continuity_weight, self.options
+        )
+
+
+def _check_weight(weight) -> Any:
+    value = np.asarray(weight) if not isinstance(weight, jax.core.Tracer) else None
+    if value is not None and not (
+        value.shape == ()
+        and np.issubdtype(value.dtype, np.number)
+        and np.isfinite(value)
+        and value >= 0
+    ):
+        raise ValueError(
+            f"`continuity_weight` must be a finite number >= 0, got {weight!r}."
+        )
+    return weight
+
+
+def _check_guess(system: LagrangianSystem, params, data) -> None:
+    """Name a non-finite starting guess or data that do not fit the system."""
+    for path, x in jtu.tree_leaves_with_path(params):
+        if eqx.is_inexact_array(x) and not np.all(np.isfinite(np.asarray(x))):
+            raise ValueError(
+                f"the starting guess of param {jtu.keystr(path)} is not finite: "
+                f"{np.asarray(x)}."
+            )
+    obs = data[0]
+    n = obs.q.shape[1]
+    guess = eqx.tree_at(lambda s: s.params, system, params)
+    qd = obs.qd[0] if obs.qd is not None else jnp.zeros(n)
+    try:
+        mass = np.asarray(mass_matrix(guess, obs.q[0], qd, obs.ts[0]))
+        np.linalg.cholesky(mass)
+        good = bool(np.all(np.isfinite(mass)))
+    except (np.linalg.LinAlgError, ValueError, TypeError, IndexError):
+        good = False
+    if not good:
+        raise ValueError(
+            f"`data` has n = {n} coordinates, but at its first observed state the "
+            "system's mass matrix (with the starting params) is not positive "
+            "definite: check that the data has the system's number of coordinates "
+            "and that the starting guess is physical."
+        )

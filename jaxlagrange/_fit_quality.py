@@ -1,0 +1,155 @@
+"""How good a fit is: the misfit against the noise and against the data, the
+params the data cannot determine, and several starting guesses.
+
+A least-squares solver stops at a local minimum as readily as at the global
+one, and its standard errors describe the minimum it found, however poor. So
+`fit` reports the misfit beside the scale it should be judged by (the noise σ
+when given, else the data's own spread) and warns when it is far off.
+"""
+
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax.tree_util as jtu
+import numpy as np
+
+
+class FitQuality:
+    """The misfit numbers of a fit (plain Python values, for `FitResult`)."""
+
+    def __init__(self, chi2_red, rms, data_scale, warning):
+        self.chi2_red = chi2_red
+        self.rms = rms
+        self.data_scale = data_scale
+        self.warning = warning
+
+
+# A fit is poor when χ²_red is this far above 1 (and at least 5 standard
+# deviations of χ²_red, √(2/dof), above it), or, without σ, when the RMS
+# residual of the coordinates exceeds this fraction of the data's spread.
+_CHI2_FACTOR = 2.0
+_RELATIVE = 0.05
+
+_ADVICE = (
+    "The solver may have stopped in a local minimum: try more `segments` (each "
+    "shorter than the motion's fastest period), other starting params "
+    "(`starts=`), or check the model"
+)
+
+
+def data_scale(data) -> float:
+    """The RMS spread of the observed coordinates about their time means."""
+    spreads = [np.asarray(d.q) - np.asarray(d.q).mean(axis=0) for d in data]
+    return float(np.sqrt(np.mean(np.concatenate([s.ravel() for s in spreads]) ** 2)))
+
+
+def quality(data, layouts, chi, raw, total, unknowns: int) -> FitQuality:
+    """The misfit of a fit: χ²_red (with σ), the coordinates' RMS residual and
+    the data's spread, and a warning text when the misfit is far off."""
+    sigma_given = all(d.sigma is not None for d in data)
+    chi2 = float(total) * float(chi)
+    dof = max(float(total) - unknowns, 1.0)
+    weights = sum(float(layout.total) for layout in layouts)
+    rms = math.sqrt(max(float(raw), 0.0) / weights)
+    scale = data_scale(data)
+    chi2_red = chi2 / dof if sigma_given else None
+    warning = None
+    if chi2_red is not None:
+        limit = max(_CHI2_FACTOR, 1.0 + 5.0 * math.sqrt(2.0 / dof))
+        if not chi2_red <= limit:
+            warning = (
+                f"jl.fit: poor fit: the reduced χ² is {chi2_red:.4g}, far above 1 "
+                f"(the residuals are {math.sqrt(chi2_red):.3g} times the noise σ; "
+                f"RMS residual {rms:.3g} against the data's spread {scale:.3g}). "
+                f"{_ADVICE} and σ."
+            )
+    elif not rms <= _RELATIVE * scale:
+        percent = 100 * rms / scale if scale > 0 else math.inf
+        warning = (
+            f"jl.fit: poor fit: the RMS residual of the coordinates, {rms:.3g}, is "
+            f"{percent:.3g}% of the data's spread ({scale:.3g}). {_ADVICE}; if the "
+            "data are this noisy, give their noise (`Observations(sigma=...)`) to "
+            "compare the misfit with it."
+        )
+    return FitQuality(chi2_red, rms, scale, warning)
+
+
+def unidentifiable(trained, dead) -> list[str]:
+    """Names of the flattened trained params flagged in `dead` (their Jacobian
+    column is zero), e.g. `['k']` or `["w"][1]`."""
+    dead = np.asarray(dead, bool)
+    names = []
+    for path, leaf in jtu.tree_leaves_with_path(trained):
+        size = int(np.size(leaf))
+        keys = [getattr(k, "key", None) for k in path]
+        name = (
+            str(keys[0])
+            if len(keys) == 1 and isinstance(keys[0], str)
+            else jtu.keystr(path)
+        )
+        if size == 1:
+            names.append(name)
+        else:
+            names += [f"{name}[{i}]" for i in np.ndindex(np.shape(leaf))]
+    return [name for name, d in zip(names, dead, strict=True) if d]
+
+
+def warn_unidentifiable(names: list[str]) -> str | None:
+    """Warn that `names` cannot be determined from the data; the text, or None."""
+    if not names:
+        return None
+    which = ", ".join(names)
+    text = (
+        f"jl.fit: param {which} does not change the fitted motion (its column of "
+        "the residuals' Jacobian is zero), so the data cannot determine it: its "
+        "standard error is inf; the other params' are kept. Hold it fixed "
+        "(`trainable=`) or check that the Lagrangian uses it."
+    )
+    warnings.warn(text, UserWarning, stacklevel=3)
+    return text
+
+
+def start_params(starts, params) -> list[Any]:
+    """The starting params of `fit(..., starts=...)`, each with the structure
+    of `params`: a sequence of params (dicts may give only some names: the rest
+    come from `params`), or a dict of top-level names to arrays with a leading
+    axis, one entry per start."""
+    if isinstance(starts, Mapping):
+        if not isinstance(params, Mapping):
+            raise ValueError(
+                "`starts` as a dict of names needs dict params, but system.params "
+                f"is a {type(params).__name__}: pass a list of params."
+            )
+        sizes = {k: np.shape(v)[0] if np.ndim(v) else None for k, v in starts.items()}
+        if not starts or None in sizes.values() or len(set(sizes.values())) != 1:
+            raise ValueError(
+                "`starts` as a dict must map param names to arrays with the same "
+                f"leading length (one entry per start), got lengths {sizes}."
+            )
+        count = next(iter(sizes.values()))
+        starts = [
+            {k: np.asarray(v)[i] for k, v in starts.items()} for i in range(count)
+        ]
+    if (
+        isinstance(starts, (str, bytes))
+        or not isinstance(starts, Sequence)
+        or not starts
+    ):
+        raise ValueError(
+            "`starts` must be a non-empty list of starting params, or a dict of param "
+            f"names to arrays of starting values, got {type(starts).__name__}."
+        )
+    out = []
+    for i, start in enumerate(starts):
+        if isinstance(start, Mapping) and isinstance(params, Mapping):
+            unknown = sorted(set(start) - set(params))
+            if unknown:
+                raise ValueError(
+                    f"`starts[{i}]` names unknown params {unknown}; valid names: "
+                    f"{sorted(params)}."
+                )
+            start = type(params)({**params, **start})
+        out.append(start)
+    return out

@@ -1,0 +1,90 @@
+"""What identifies a sweep of `simulate_sweep` in its store: descriptions of its
+options and a digest of its functions' code."""
+
+import hashlib
+import types
+from collections.abc import Sequence
+from typing import Any
+
+import equinox as eqx
+import numpy as np
+
+
+_SYSTEM_FUNCTIONS = (
+    "lagrangian",
+    "force",
+    "dissipation",
+    "holonomic",
+    "nonholonomic",
+    "unilateral",
+    "slip",
+    "mass_preconditioner",
+)
+
+
+def _describe(x: Any) -> Any:
+    """A JSON-able description of an option, stable across runs (no addresses)."""
+    if eqx.is_array(x) or isinstance(x, np.ndarray):
+        return np.asarray(x).tolist()
+    if callable(x) and not isinstance(x, eqx.Module):
+        return f"{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', repr(x))}"
+    if isinstance(x, (int, float, str, bool)) or x is None:
+        return x
+    return eqx.tree_pformat(x, short_arrays=False)
+
+
+def _code_digest(fns: Sequence[Any]) -> str:
+    """A SHA-256 of the code of Python functions (their bytecode, names and
+    constants, nested functions, and the numbers, arrays and functions they
+    close over or read from their module): editing a function, or a constant it
+    reads, between two runs of a script changes it."""
+    h = hashlib.sha256()
+
+    def code(c) -> None:
+        h.update(c.co_code)
+        h.update(repr((c.co_names, c.co_varnames, c.co_freevars)).encode())
+        for const in c.co_consts:
+            if isinstance(const, types.CodeType):
+                code(const)
+            else:
+                h.update(stable(const).encode())
+
+    def stable(const) -> str:
+        # The repr of a frozenset (`x in {"a", "b"}`) follows the string hash
+        # seed of the process: sorted, it is the same in every process.
+        if isinstance(const, frozenset):
+            return f"frozenset({sorted(stable(x) for x in const)})"
+        if isinstance(const, tuple):
+            return f"({', '.join(stable(x) for x in const)},)"
+        return repr(const)
+
+    def value(x, depth=0) -> None:
+        if isinstance(x, (int, float, complex, str, bool, type(None))):
+            h.update(repr(x).encode())
+        elif eqx.is_array(x) or isinstance(x, np.ndarray):
+            h.update(np.asarray(x).tobytes())
+        elif isinstance(x, (types.FunctionType, types.MethodType)) and depth < 4:
+            fn(x, depth + 1)
+
+    def fn(f, depth=0) -> None:
+        f = getattr(f, "__func__", f)
+        c = getattr(f, "__code__", None)
+        if c is None:
+            h.update(type(f).__qualname__.encode())
+            return
+        code(c)
+        for cell in f.__closure__ or ():
+            try:
+                value(cell.cell_contents, depth)
+            except ValueError:  # an empty cell
+                pass
+        module = getattr(f, "__globals__", {})
+        for name in c.co_names:  # module-level constants it reads, e.g. G
+            if name in module:
+                value(module[name], depth)
+
+    for f in fns:
+        if f is not None:
+            fn(f)
+        h.update(b"|")
+    return h.hexdigest()

@@ -1,0 +1,126 @@
+"""The cause of a stopped solve is named on demand, outside the solve's program."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxlagrange as jl
+from jaxlagrange import _guard
+from jaxlagrange._simulate import _simulate
+
+
+def _degenerating(q, qd, t):
+    # M = diag(1, 1 − q₀) turns singular at q₀ = 1, reached at t = 1 from q₀ = 0.
+    return 0.5 * qd[0] ** 2 + 0.5 * (1 - q[0]) * qd[1] ** 2
+
+
+q0, qd0 = jnp.zeros(2), jnp.array([1.0, 0.0])
+_OPTIONS = dict(
+    t0=0.0,
+    saveat=None,
+    solver=None,
+    rtol=1e-8,
+    atol=1e-8,
+    dt0=None,
+    stepsize_controller=None,
+    max_steps=100_000,
+    adjoint=None,
+    baumgarte=None,
+    progress_meter=None,
+    max_events=64,
+    throw=False,
+)
+
+
+@pytest.fixture
+def host_diagnoses(monkeypatch):
+    calls = []
+    diagnose = _guard._diagnose_on_host
+
+    def counted(failure):
+        calls.append(failure)
+        return diagnose(failure)
+
+    monkeypatch.setattr(_guard, "_diagnose_on_host", counted)
+    return calls
+
+
+def test_diagnosis_runs_only_after_a_failure(host_diagnoses):
+    system = jl.LagrangianSystem(_degenerating)
+    traj = jl.simulate(system, q0, qd0, t1=0.5, throw=False)
+    assert traj.result == jl.RESULTS.successful
+    assert host_diagnoses == []
+    # The solve alone gives the provisional code: the failed step was NaN.
+    raw, failure, _ = _simulate(system, q0, qd0, t1=3.0, **_OPTIONS)
+    assert raw.result == jl.RESULTS.non_finite_state
+    assert bool(failure.stop.stopped)
+    # `simulate` names the cause, with a second program run on the failed state.
+    traj = jl.simulate(system, q0, qd0, t1=3.0, throw=False)
+    assert traj.result == jl.RESULTS.singular_mass_matrix
+    assert len(host_diagnoses) == 1
+    assert abs(float(traj.t_final) - 1.0) < 1e-12
+
+
+def test_the_same_codes_under_jit_and_vmap(host_diagnoses):
+    system = jl.LagrangianSystem(_degenerating)
+
+    def run(qd0):
+        return jl.simulate(system, q0, qd0, t1=3.0, throw=False)
+
+    eager = run(qd0)
+    jitted = jax.jit(run)(qd0)
+    # One member fails at t = 1, the other reaches t1 = 3 (singular at t = 10).
+    batched = jax.vmap(run)(jnp.array([[1.0, 0.0], [0.1, 0.0]]))
+    assert eager.result == jitted.result == jl.RESULTS.singular_mass_matrix
+    np.testing.assert_array_equal(
+        batched.result._value,
+        jnp.stack(
+            [jl.RESULTS.singular_mass_matrix._value, jl.RESULTS.successful._value]
+        ),
+    )
+    # Traced, the diagnosis is part of the caller's program, not a host call.
+    assert len(host_diagnoses) == 1
+
+
+def test_the_solve_traces_no_probes():
+    traces = []
+
+    def lagrangian(q, qd, t):
+        traces.append(None)
+        return _degenerating(q, qd, t)
+
+    def count(fn):
+        # A new system each time: the solve's own jit cache must not hide a trace.
+        system = jl.LagrangianSystem(lambda q, qd, t: lagrangian(q, qd, t))
+        traces.clear()
+        jax.make_jaxpr(lambda qd: fn(system, qd).q)(qd0)
+        return len(traces)
+
+    deferred = count(lambda s, qd: _simulate(s, q0, qd, t1=3.0, **_OPTIONS)[0])
+    inline = count(lambda s, qd: jl.simulate(s, q0, qd, t1=3.0, throw=False))
+    assert 0 < deferred < inline
+
+
+def test_the_command_line_names_the_cause(tmp_path, capsys):
+    from jaxlagrange import _cli
+
+    (tmp_path / "degenerating.py").write_text(
+        "import jaxlagrange as jl\n\n"
+        "def make():\n"
+        "    return jl.LagrangianSystem(\n"
+        "        lambda q, qd, t: 0.5 * qd[0] ** 2 + 0.5 * (1 - q[0]) * qd[1] ** 2\n"
+        "    )\n"
+    )
+    config = tmp_path / "degenerating.toml"
+    config.write_text(
+        "[system]\nfile = 'degenerating.py'\nfunction = 'make'\n"
+        "[initial]\nq = [0.0, 0.0]\nqd = [1.0, 0.0]\n[simulate]\nt1 = 3.0\n"
+    )
+    status = _cli.main(["run", str(config), "--quiet", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert err.startswith(
+        "jaxlagrange run: error: simulation of 'degenerating' failed at t = 1 "
+        "(t1 = 3): The mass matrix ∂²L/∂qd² became singular"
+    )

@@ -1,0 +1,157 @@
+"""Fit quality and the fit's error paths: the misfit reported against the noise
+and the data, several starts, per-step losses, a param the data cannot
+determine, and the messages of a fit that fails (issues 29 and 30)."""
+
+import warnings
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxlagrange as jl
+
+
+def hoop(omega=6.0):
+    """A bead on a hoop of radius R spinning at ω about its vertical diameter;
+    for ω² > g/R it oscillates about θ* = arccos(g / (R ω²))."""
+
+    def lagrangian(q, qd, t, p):
+        spin = p["omega"] ** 2 * jnp.sin(q[0]) ** 2
+        kinetic = 0.5 * p["R"] ** 2 * (qd[0] ** 2 + spin)
+        return kinetic + p["g"] * p["R"] * jnp.cos(q[0])
+
+    return jl.LagrangianSystem(
+        lagrangian, params={"R": 0.5, "omega": omega, "g": 9.81}
+    )
+
+
+@pytest.fixture(scope="module")
+def hoop_data():
+    system = hoop()
+    ts = jnp.linspace(0.0, 3.0, 151)
+    traj = jl.simulate(system, jnp.array([0.3]), jnp.array([0.0]), t1=3.0, saveat=ts)
+    return system, jl.Observations(ts, traj.q, traj.qd)
+
+
+def _fit_omega(system, data, **kwargs):
+    guess = {**system.params, "omega": 4.5}
+    return jl.fit(
+        system, data, params=guess, trainable={"omega"}, positive={"omega"}, **kwargs
+    )
+
+
+def test_hoop_from_a_poor_start_says_the_fit_is_poor(hoop_data):
+    # Issue 29: from ω = 4.5 Levenberg–Marquardt stops in a local minimum near
+    # 4.6 and used to report it as converged with a small standard error.
+    system, data = hoop_data
+    with pytest.warns(UserWarning, match=r"poor fit: the RMS residual .*`starts=`"):
+        result = _fit_omega(system, data)
+    assert abs(float(result.params["omega"]) - 6.0) > 0.5
+    assert result.warning is not None and "segments" in result.warning
+    assert result.rms > 0.05 * result.data_scale
+    assert result.chi2_red is None  # no sigma given
+
+
+def test_hoop_recovered_from_several_starts(hoop_data):
+    system, data = hoop_data
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the best start fits: no warning
+        result = _fit_omega(system, data, starts={"omega": [4.5, 5.5, 6.5, 7.5]})
+    assert float(result.params["omega"]) == pytest.approx(6.0, abs=1e-8)
+    assert result.warning is None and result.rms < 1e-8 * result.data_scale
+    assert result.start_losses.shape == (4,)
+    assert result.start_losses[0] > 1e-3 > result.start_losses[1:].max()
+    # The list form gives the same best fit.
+    again = _fit_omega(system, data, starts=[{"omega": 7.0}, {"omega": 4.5}])
+    assert float(again.params["omega"]) == pytest.approx(6.0, abs=1e-8)
+    assert np.argmin(again.start_losses) == 0
+
+
+@pytest.mark.parametrize(
+    "starts, match",
+    [
+        ({"omega": 5.0}, "same leading length"),
+        ({"omega": [5.0], "R": [1.0, 2.0]}, "same leading length"),
+        ([{"w": 5.0}], r"starts\[0\]` names unknown params \['w'\]"),
+        ([], "non-empty list"),
+        ("omega", "non-empty list"),
+    ],
+)
+def test_bad_starts_are_named(hoop_data, starts, match):
+    system, data = hoop_data
+    with pytest.raises(ValueError, match=match):
+        _fit_omega(system, data, starts=starts)
+
+
+@pytest.fixture(scope="module")
+def noisy_pendulum():
+    """A pendulum with a spring param k that does not enter L, and noisy data."""
+
+    def lagrangian(q, qd, t, p):
+        return 0.5 * p["l"] ** 2 * qd[0] ** 2 + 9.81 * p["l"] * jnp.cos(q[0])
+
+    system = jl.LagrangianSystem(lagrangian, params={"l": 2.0, "k": 3.0})
+    ts = jnp.linspace(0.0, 3.0, 61)
+    traj = jl.simulate(system, jnp.array([1.0]), jnp.array([0.0]), t1=3.0, saveat=ts)
+    noise = np.random.default_rng(0).normal(0.0, 0.01, traj.q.shape)
+    data = jl.Observations(
+        ts, traj.q + noise, q0=jnp.array([1.0]), qd0=jnp.zeros(1), sigma=0.01
+    )
+    return system, data
+
+
+def test_reduced_chi2_of_a_good_fit_is_about_one(noisy_pendulum):
+    system, data = noisy_pendulum
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = jl.fit(system, data, params={"l": 1.8, "k": 3.0}, trainable={"l"})
+    # N = 61 observations, 1 unknown: χ²_red has a spread of √(2/60) ≈ 0.18.
+    assert 0.6 < result.chi2_red < 1.4
+    assert result.rms == pytest.approx(0.01, rel=0.3)
+    assert result.converged and result.solver_result == "successful"
+    # One loss per solver step, the first at the starting guess.
+    assert result.losses.shape == (result.steps,)
+    start = eqx.tree_at(lambda s: s.params, system, {"l": 1.8, "k": 3.0})
+    assert result.losses[0] == pytest.approx(float(jl.fit_loss(start, data)), rel=1e-12)
+    assert result.losses[-1] == pytest.approx(result.loss, rel=1e-6)
+
+
+def test_wrong_sigma_gives_a_large_chi2_and_a_warning(noisy_pendulum):
+    system, data = noisy_pendulum
+    tight = jl.Observations(data.ts, data.q, q0=data.q0, qd0=data.qd0, sigma=0.001)
+    with pytest.warns(UserWarning, match=r"reduced χ² is \d+.*far above 1"):
+        result = jl.fit(system, tight, params={"l": 1.8, "k": 3.0}, trainable={"l"})
+    assert result.chi2_red > 50
+
+
+def test_a_param_that_does_not_enter_L_is_named_and_the_others_keep_errors(
+    noisy_pendulum,
+):
+    # Issue 30 item 14: k does not change the motion. Its standard error used
+    # to turn every standard error NaN.
+    system, data = noisy_pendulum
+    alone = jl.fit(system, data, params={"l": 1.8, "k": 3.0}, trainable={"l"})
+    with pytest.warns(UserWarning, match=r"param k does not change the fitted motion"):
+        both = jl.fit(system, data, params={"l": 1.8, "k": 3.0}, trainable={"l", "k"})
+    assert float(both.params["l"]) == pytest.approx(float(alone.params["l"]), rel=1e-9)
+    assert float(both.stderr["l"]) == pytest.approx(float(alone.stderr["l"]), rel=1e-6)
+    assert 0 < float(both.stderr["l"]) < 1e-2
+    assert np.isinf(float(both.stderr["k"]))
+
+
+def test_nonfinite_loss_with_an_optimistix_solver_gives_the_fits_message(
+    noisy_pendulum,
+):
+    # Issue 30 item 13: this crashed with "IndexError: index 999 is out of
+    # bounds for axis 0 with size 2" in the fit's own error report.
+    system, data = noisy_pendulum
+    with pytest.raises(FloatingPointError, match=r"loss is not finite .*max_steps"):
+        jl.fit(system, data, trainable={"l"}, max_steps=2)
+
+
+@pytest.mark.parametrize("weight", [-1.0, float("nan"), float("inf"), "1"])
+def test_bad_continuity_weight_is_refused(noisy_pendulum, weight):
+    system, data = noisy_pendulum
+    with pytest.raises(ValueError, match=r"`continuity_weight` must be a finite"):
+        jl.fit(system, data, trainable={"l"}, segments=2, continuity_weight=weight)

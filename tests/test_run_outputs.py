@@ -1,0 +1,226 @@
+"""`jaxlagrange run`'s outputs: the result first, figures that name and pace things."""
+
+import io
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import jaxlagrange as jl
+from jaxlagrange import _cli
+
+
+pytest.importorskip("matplotlib")
+
+TS = np.linspace(0.0, 10.0, 201)
+
+
+def test_units_on_the_axes():
+    q = np.stack([np.sin(TS), np.cos(TS)], axis=1)
+    fig = jl.plotting.coordinates(TS, q, ("θ₁", "θ₂"), units=("rad", "rad"))
+    ax = fig.axes[0]
+    assert ax.get_ylabel() == "coordinate [rad]" and ax.get_xlabel() == "time t [s]"
+    # Different units go beside each name.
+    fig = jl.plotting.coordinates(TS, q, ("r", "θ"), units=("m", "rad"))
+    texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert texts == ["r [m]", "θ [rad]"]
+    fig = jl.plotting.phase_portrait(q, q, ("r", "θ"), units=("m", "rad"), ts=TS)
+    assert fig.axes[1].get_xlabel() == "θ [rad]"
+    assert fig.axes[1].get_ylabel() == "dθ/dt [rad/s]"
+    with pytest.raises(ValueError, match=r"`units` must have one entry per coordinate"):
+        jl.plotting.coordinates(TS, q, units=("m",))
+    # The registry knows the SI systems' units, not those in scaled units.
+    assert jl.systems.double_pendulum().units == ("rad", "rad")
+    assert jl.systems.mass_on_sphere().units == ("m", "rad")
+    assert jl.systems.kepler().units is None
+
+
+def test_motion_has_a_legend():
+    ready = jl.systems.double_pendulum()
+    q = np.stack([np.sin(TS), np.cos(TS)], axis=1)
+    fig = jl.plotting.motion(ready.positions(q), unit="m")
+    ax = fig.axes[0]
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    # The pivot does not move: it has no path in the legend.
+    assert texts == [
+        "path of point 2",
+        "path of point 3",
+        "first configuration",
+        "last configuration",
+    ]
+    assert ax.get_xlabel() == "x [m]"
+    fig = jl.plotting.motion(ready.positions(q), names=["pivot", "bob 1", "bob 2"])
+    assert fig.axes[0].get_legend().get_texts()[0].get_text() == "path of bob 1"
+    with pytest.raises(ValueError, match=r"no finite configuration"):
+        jl.plotting.motion(np.full((3, 2, 2), np.nan))
+
+
+def _gif(ts, **kwargs):
+    positions = np.stack([np.zeros_like(ts), np.sin(ts)], axis=1)[:, None, :]
+    positions = np.concatenate([np.zeros_like(positions), positions], axis=1)
+    return Image.open(io.BytesIO(jl.plotting.animation(ts, positions, **kwargs)))
+
+
+def test_gif_plays_at_the_motion_pace():
+    # 2 s of motion: 2 s of GIF at 25 frames per second, 51 frames.
+    image = _gif(np.linspace(0.0, 2.0, 401))
+    assert image.n_frames == 51 and image.info["duration"] == 40
+    # 40 s of motion: sped up to fit 10 s, and the title says so.
+    ts = np.linspace(0.0, 40.0, 801)
+    image = _gif(ts)
+    assert image.n_frames == 251
+    positions = np.zeros((801, 2, 2))
+    positions[:, 1, 1] = np.sin(ts)
+    # The title is drawn once, in the background: find it through the figure.
+    import matplotlib.text
+
+    seen = []
+    draw = matplotlib.text.Text.draw
+
+    def spy(self, renderer):
+        seen.append(self.get_text())
+        return draw(self, renderer)
+
+    matplotlib.text.Text.draw = spy
+    try:
+        jl.plotting.animation(ts, positions, title="m")
+    finally:
+        matplotlib.text.Text.draw = draw
+    assert "m (4× speed)" in seen
+    with pytest.raises(ValueError, match=r"`max_seconds` must be positive"):
+        _gif(ts, max_seconds=0.0)
+
+
+USER_FILE = """\
+import jax.numpy as jnp
+import jaxlagrange as jl
+
+def make(g=9.81):
+    return jl.LagrangianSystem(
+        lambda q, qd, t, p: 0.5 * qd[0] ** 2 + p["g"] * jnp.cos(q[0]),
+        params={"g": g},
+    )
+
+def positions(q, **params):
+    bob = jnp.stack([jnp.sin(q[0]), -jnp.cos(q[0])])
+    # NaN once the bob passes below the pivot's right: a broken user function.
+    return jnp.stack([jnp.zeros(2), jnp.where(q[0] > 0.5, jnp.nan, bob)])
+"""
+
+
+def test_nan_positions_keep_the_trajectory(tmp_path, capsys):
+    (tmp_path / "swing.py").write_text(USER_FILE)
+    (tmp_path / "swing.toml").write_text(
+        "[system]\nfile = 'swing.py'\nfunction = 'make'\n"
+        "[initial]\nq = [0.0]\nqd = [3.0]\n[simulate]\nt1 = 2.0\nsaves = 101\n"
+    )
+    out = tmp_path / "out"
+    status = _cli.main(["run", str(tmp_path / "swing.toml"), "--out", str(out)])
+    captured = capsys.readouterr()
+    assert status == 0, captured.err
+    assert (
+        "jaxlagrange run: warning: positions of 'swing' returned a non-finite value "
+        "(NaN or inf) at t = " in captured.err
+    )
+    assert "motion.png and motion.gif are not drawn" in captured.err
+    names = {p.name for p in out.iterdir()}
+    assert names == {
+        "trajectory.npz",
+        "summary.json",
+        "coordinates.png",
+        "phase.png",
+        "energy.png",
+    }
+    assert set(json.loads((out / "summary.json").read_text())["files"]) == names
+    with np.load(out / "trajectory.npz") as data:
+        assert data["q"].shape == (101, 1) and np.all(np.isfinite(data["q"]))
+
+
+def test_the_result_comes_before_the_figures(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "out"
+    (tmp_path / "p.toml").write_text(
+        "[system]\nname = 'pendulum'\n[simulate]\nt1 = 1.0\nsaves = 11\n"
+    )
+    seen = {}
+    coordinates = jl.plotting.coordinates
+
+    def spy(*args, **kwargs):
+        seen["files"] = sorted(p.name for p in out.iterdir())
+        seen["stdout"] = capsys.readouterr().out
+        return coordinates(*args, **kwargs)
+
+    monkeypatch.setattr(jl.plotting, "coordinates", spy)
+    assert _cli.main(["run", str(tmp_path / "p.toml"), "--out", str(out)]) == 0
+    assert seen["files"] == ["summary.json", "trajectory.npz"]
+    assert "steps in" in seen["stdout"] and "wrote" in seen["stdout"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert "motion.gif" in summary["files"] and summary["wall_time_s"]["figures"] > 0
+    assert "figures in" in capsys.readouterr().out
+
+
+class _Device:
+    def __init__(self, platform, id):
+        self.platform, self.id = platform, id
+
+
+def _machine(gpus: int):
+    devices = {"cpu": [_Device("cpu", 0)], "gpu": [_Device("gpu", i) for i in range(gpus)]}
+    return lambda platform: devices[platform]
+
+
+def test_device_choice():
+    from jaxlagrange._cli._common import choose_devices, device_name
+
+    gpu_machine, cpu_machine = _machine(2), _machine(0)
+    # auto: one trajectory or a fit on the CPU, a sweep on every GPU.
+    for machine in (gpu_machine, cpu_machine):
+        (device,) = choose_devices("auto", batched=False, available=machine)
+        assert device.platform == "cpu"
+    sweep = choose_devices("auto", batched=True, available=gpu_machine)
+    assert [d.platform for d in sweep] == ["gpu", "gpu"] and device_name(sweep) == "2 × gpu"
+    assert choose_devices("auto", batched=True, available=cpu_machine)[0].platform == "cpu"
+    # Forced.
+    assert choose_devices("gpu", batched=False, available=gpu_machine)[0].platform == "gpu"
+    assert choose_devices("cpu", batched=True, available=gpu_machine)[0].platform == "cpu"
+    with pytest.raises(_cli.CLIError, match=r"--device gpu .*JAX sees no GPU"):
+        choose_devices("gpu", batched=True, available=cpu_machine)
+
+
+def test_device_option(tmp_path, capsys):
+    import jax
+
+    (tmp_path / "p.toml").write_text(
+        "[system]\nname = 'pendulum'\n[simulate]\nt1 = 1.0\nsaves = 11\n"
+        "[run]\ndevice = 'cpu'\n"
+    )
+    out = tmp_path / "out"
+    assert _cli.main(["run", str(tmp_path / "p.toml"), "--out", str(out), "--no-plots"]) == 0
+    assert "on cpu" in capsys.readouterr().out
+    assert json.loads((out / "summary.json").read_text())["device"] == "cpu"
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        status = _cli.main(["run", str(tmp_path / "p.toml"), "--device", "gpu"])
+        assert status == 1 and "JAX sees no GPU" in capsys.readouterr().err
+    (tmp_path / "bad.toml").write_text("[system]\nname = 'pendulum'\n[run]\ndevice = 'tpu'\n")
+    assert _cli.main(["run", str(tmp_path / "bad.toml")]) == 1
+    assert "[run] device: must be one of auto, cpu, gpu, got 'tpu'" in capsys.readouterr().err
+
+
+def test_gif_worker_draws_what_plotting_draws(monkeypatch):
+    from jaxlagrange._cli import _gif_worker
+
+    ts = np.linspace(0.0, 1.0, 51)
+    positions = np.stack([np.zeros_like(ts), np.sin(ts)], axis=1)[:, None, :]
+    positions = np.concatenate([np.zeros_like(positions), positions], axis=1)
+    worker = _gif_worker.GifWorker()
+    worker.start(ts, positions, title="swing")
+    assert worker.result() == jl.plotting.animation(ts, positions, title="swing")
+    # A worker given nothing to do ends when closed.
+    idle = _gif_worker.GifWorker()
+    idle.close()
+    assert idle._proc.returncode == 0
+    # A failing worker says so, and the caller draws in process.
+    monkeypatch.setattr(_gif_worker, "_SCRIPT", "import sys; sys.exit(3)")
+    broken = _gif_worker.GifWorker()
+    broken.start(ts, positions)
+    assert broken.result() is None

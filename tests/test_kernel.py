@@ -496,3 +496,55 @@ def test_sweeps_reach_the_kernel(monkeypatch, tmp_path):
             np.testing.assert_allclose(
                 a[f"outputs/{name}"][:], b[f"outputs/{name}"][:], rtol=0, atol=1e-8
             )
+
+
+_TWO_DEVICES = """
+import jax
+import jax.numpy as jnp
+
+jax.config.update("jax_enable_x64", True)
+import jaxlagrange as jl
+
+assert len(jax.devices()) == 2
+system, q0, qd0 = jl.systems.double_pendulum()
+q0s = q0 + jnp.linspace(0.0, 0.3, 4)[:, None]
+
+
+def final_q(q0s, backend):
+    traj = jl.simulate_batch(
+        system, q0s, qd0, t1=0.3, backend=backend, block_size=2, rtol=1e-10,
+        atol=1e-10,
+    )
+    return traj.q
+
+
+kernel, vmap = final_q(q0s, "kernel"), final_q(q0s, "vmap")
+assert len(kernel.sharding.device_set) == 2, kernel.sharding
+assert float(jnp.max(jnp.abs(kernel - vmap))) < 1e-8
+grad = jax.grad(lambda q: jnp.sum(final_q(q, "kernel")))(q0s)
+expected = jax.grad(lambda q: jnp.sum(final_q(q, "vmap")))(q0s)
+assert float(jnp.max(jnp.abs(grad - expected))) < 1e-12
+print("ok")
+"""
+
+
+@pytest.mark.slow
+def test_kernel_split_over_two_devices():
+    # A fresh process: the device count is fixed when JAX starts.
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-c", _TWO_DEVICES],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().endswith("ok")

@@ -498,6 +498,27 @@ def test_sweeps_reach_the_kernel(monkeypatch, tmp_path):
             )
 
 
+def test_too_large_for_the_kernel(monkeypatch):
+    def lagrangian(q, qd, t):
+        return 0.5 * jnp.sum(qd**2) - 0.5 * jnp.sum(q**2)
+
+    system = jl.LagrangianSystem(lagrangian)
+    q0, qd0 = jnp.ones((2, 33)), jnp.zeros(33)
+    with pytest.raises(ValueError, match="more than 32 coordinates.*'vmap' supp"):
+        jl.simulate_batch(system, q0, qd0, t1=0.1, backend="kernel")
+    # "auto" (here made to pick the kernel, as on a GPU) falls back to vmap.
+    from jaxlagrange import _batch
+    from jaxlagrange._kernel._backend import KernelBatch
+
+    monkeypatch.setattr(
+        _batch,
+        "choose_kernel",
+        lambda *args: lambda static: KernelBatch(static, 4, True),
+    )
+    traj = jl.simulate_batch(system, q0, qd0, t1=0.1)
+    np.testing.assert_allclose(traj.q[:, -1], jnp.cos(0.1), rtol=1e-7)
+
+
 _TWO_DEVICES = """
 import jax
 import jax.numpy as jnp

@@ -28,7 +28,7 @@ from .._simulate import _check_times, _check_tolerance
 from .._system import LagrangianSystem
 from .._trajectory import RESULTS, Trajectory, without_events
 from .._validate import check_precision, default_tolerance
-from ._lanes import LaneFunction
+from ._lanes import LaneFunction, UnsupportedPrimitiveError
 from ._tsit5 import Controller, KernelProblem, run
 
 
@@ -151,7 +151,10 @@ def _problem(system, n, leaves, tree, dtype, num_saves, controller, options, blo
         example = (*example, jnp.zeros((2,), dtype))
     constraints = 0 if not system.has_constraints else 3 * n
     if n > _MAX_UNROLL:
-        raise _unsupported(f"systems of more than {_MAX_UNROLL} coordinates")
+        raise UnsupportedPrimitiveError(
+            f"backend='kernel' does not support systems of more than {_MAX_UNROLL} "
+            "coordinates; backend='vmap' supports them."
+        )
     with _unrolled(n + constraints):
         rhs_fn = LaneFunction(member(rhs), *example)
         project_fn = None

@@ -36,7 +36,8 @@ from ._known import (
 
 
 class UnsupportedPrimitiveError(ValueError):
-    """A primitive of the traced function has no lane-wise form."""
+    """The system's traced equations have no lane-wise form (a primitive, a loop
+    on the state, or a size the kernel does not take): `"auto"` uses vmap."""
 
 
 # Primitives applied element by element (their operands all have one shape).

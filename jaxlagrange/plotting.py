@@ -20,6 +20,20 @@ from ._plotting_motion import (
 )
 
 
+# The figures, including the re-exported ones (the API docs list these).
+__all__ = [
+    "animation",
+    "configuration",
+    "coordinates",
+    "energy",
+    "fit_comparison",
+    "losses",
+    "motion",
+    "phase_portrait",
+    "sweep_map",
+]
+
+
 def _labels(n: int, coordinates: Sequence[str] | None) -> list[str]:
     if coordinates is None or len(coordinates) != n:
         return [f"q{i}" for i in range(n)]

@@ -206,8 +206,8 @@ BASE = '[system]\nname = "double_pendulum"\n'
     [
         (
             '[sweep]\nsampling = "grid"\nchunks = 4\n[sweep.axes]\n"q[0]" = { min = 0, max = 1, num = 2 }',
-            "unknown key 'chunks' in [sweep]; valid keys: axes, chunk_size, lyapunov, "
-            "sampling, seed, size",
+            "unknown key 'chunks' in [sweep]; valid keys: axes, chunk_size, device, "
+            "lyapunov, sampling, seed, size",
         ),
         ('[sweep]\nsampling = "grid"', "[sweep] axes is required"),
         (

@@ -4,8 +4,8 @@ The GIF is half of `run`'s figure time. A worker process started with the run
 imports NumPy, matplotlib and Pillow while the main process traces and compiles
 the solve; once the positions are known it draws the GIF while the main process
 draws the PNGs, so on two cores the figures cost the longer of the two rather
-than their sum. It loads `plotting.py` by its path, without importing the
-package (and JAX). Any failure of the worker falls back to drawing in process.
+than their sum. It loads `_plotting_motion.py` (plotting's motion figures) by
+its path, without importing the package (and JAX). Any failure of the worker falls back to drawing in process.
 """
 
 import pickle
@@ -17,7 +17,7 @@ from typing import Any
 
 _SCRIPT = r"""
 import importlib.util, pickle, sys
-spec = importlib.util.spec_from_file_location("_jaxlagrange_plotting", sys.argv[1])
+spec = importlib.util.spec_from_file_location("_jaxlagrange_motion", sys.argv[1])
 plotting = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(plotting)
 import matplotlib.backends.backend_agg, matplotlib.figure, PIL.Image
@@ -33,7 +33,7 @@ class GifWorker:
     """A process that draws one `plotting.animation` when `render` is called."""
 
     def __init__(self):
-        path = Path(__file__).resolve().parents[1] / "plotting.py"
+        path = Path(__file__).resolve().parents[1] / "_plotting_motion.py"
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-c", _SCRIPT, str(path)],

@@ -235,19 +235,22 @@ def _fit_on(args: argparse.Namespace, config) -> int:
 
     arrays = {}
     for i, (obs, q0, qd0) in enumerate(zip(data, result.q0, result.qd0, strict=True)):
-        traj = simulate(
-            result.system,
-            q0,
-            qd0,
-            t0=obs.ts[0],
-            t1=obs.ts[-1],
-            saveat=obs.ts,
-            solver=kwargs["solver"],
-            rtol=kwargs["rtol"],
-            atol=kwargs["atol"],
-            max_steps=kwargs["max_steps"],
-            throw=False,
-        )
+        # Checks as values here too: with host callbacks this solve (1.2 s of
+        # compile for configs/fit_pendulum.toml) was compiled on every run.
+        with errors_as_values():
+            traj = simulate(
+                result.system,
+                q0,
+                qd0,
+                t0=obs.ts[0],
+                t1=obs.ts[-1],
+                saveat=obs.ts,
+                solver=kwargs["solver"],
+                rtol=kwargs["rtol"],
+                atol=kwargs["atol"],
+                max_steps=kwargs["max_steps"],
+                throw=False,
+            )
         arrays.update({f"ts_{i}": obs.ts, f"q_{i}": obs.q, f"q_fit_{i}": traj.q})
     losses = "step,loss\n" + "".join(
         f"{k},{loss!r}\n" for k, loss in enumerate(result.losses.tolist())

@@ -106,7 +106,9 @@ def main() -> None:
             target_text = f"≤ {base + 1.0:.2f} (run + 1.0)"
         else:
             target_text = f"≤ {target}" if target else ""
-        command = " ".join(["jaxlagrange", *CASES[case][:-1]]).replace(str(ROOT) + "/", "")
+        command = " ".join(["jaxlagrange", *CASES[case][:-1]]).replace(
+            str(ROOT) + "/", ""
+        )
         print(f"| `{command}` | {when} | {wall:.2f} | {cpu:.2f} | {target_text} |")
     for when in ("first", "second"):
         if ("run", when) in results and ("run_plots", when) in results:

@@ -99,9 +99,7 @@ def _iterate(fn, solver, y0, steps: int, options: dict):
         return new_y, dynamic, aux, losses.at[k].set(aux[1]), k + 1, done, result
 
     carry = (y0, dynamic, aux, losses, jnp.array(0), done, result)
-    y, dynamic, aux, losses, count, done, result = jax.lax.while_loop(
-        cond, body, carry
-    )
+    y, dynamic, aux, losses, count, done, result = jax.lax.while_loop(cond, body, carry)
     result = optx.RESULTS.where(
         (result == successful) & ~done, optx.RESULTS.nonlinear_max_steps_reached, result
     )

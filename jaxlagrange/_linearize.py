@@ -399,9 +399,7 @@ def normal_modes(
     omega2, modes, residual = _normal_modes(system, q, t)
     omega2 = check_finite_params(system.params, check_finite(inputs, omega2))
     off = _off_equilibrium(q, omega2, residual)
-    if not any(
-        isinstance(x, jax.core.Tracer) for x in jtu.tree_leaves((system, q, t))
-    ):
+    if not any(isinstance(x, jax.core.Tracer) for x in jtu.tree_leaves((system, q, t))):
         if bool(off):
             raise ValueError(
                 _NOT_EQUILIBRIUM.format(f"q̈ = {np.asarray(residual)}, not 0")

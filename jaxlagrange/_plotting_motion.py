@@ -94,7 +94,9 @@ def motion(
         raise ValueError("`positions` holds no finite configuration to draw.")
     k = positions.shape[1]
     if names is not None and len(names) != k:
-        raise ValueError(f"`names` must have one entry per point ({k}), got {len(names)}.")
+        raise ValueError(
+            f"`names` must have one entry per point ({k}), got {len(names)}."
+        )
     names = [f"point {j + 1}" for j in range(k)] if names is None else list(names)
     fig = _figure(5.5, 5.0)
     ax = _motion_axes(fig, positions, unit)
@@ -102,7 +104,10 @@ def motion(
         still = np.ptp(positions[:, j], axis=0).max() == 0  # a fixed pivot
         label = "_nolegend_" if still else f"path of {names[j]}"
         ax.plot(*positions[:, j].T, lw=0.7, alpha=0.8, label=label)
-    for frame, style, label in ((0, ":", "first configuration"), (-1, "-", "last configuration")):
+    for frame, style, label in (
+        (0, ":", "first configuration"),
+        (-1, "-", "last configuration"),
+    ):
         ax.plot(
             *positions[frame].T, style, color="k", marker="o", ms=4, lw=1.2, label=label
         )

@@ -247,9 +247,7 @@ class ChunkedStore:
                 a = self.group[f"inputs/{name}"]
                 values[name] = np.asarray(x[start:stop]).astype(a.dtype, copy=False)
                 a[start:stop] = values[name]
-        self.manifest.setdefault("input_checksums", {})[str(chunk)] = _checksum(
-            values
-        )
+        self.manifest.setdefault("input_checksums", {})[str(chunk)] = _checksum(values)
 
     def _restore_inputs(self, inputs: Mapping[str, Any]) -> set[int]:
         """The chunks whose stored inputs differ from `inputs` (those of this
@@ -348,5 +346,3 @@ def _difference(stored: Mapping[str, Any], attrs: Mapping[str, Any]) -> str:
     if keys:
         return f"it differs in: {', '.join(keys)}"
     return "other inputs, sizes or chunk size"
-
-

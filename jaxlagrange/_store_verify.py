@@ -116,7 +116,7 @@ def _input_names(group) -> list[str]:
     names = []
 
     def walk(node, prefix):
-        for name, array in node.arrays():
+        for name, _array in node.arrays():
             names.append(prefix + name)
         for name, sub in node.groups():
             walk(sub, f"{prefix}{name}/")

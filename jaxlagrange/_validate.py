@@ -161,7 +161,7 @@ def check_finite(named: dict[str, Array], x):
     values = [known(v) for v in named.values()]
     message = "`{}` is not finite (it holds NaN or inf){}"
     if all(v is not None for v in values):
-        for name, v in zip(names, values):
+        for name, v in zip(names, values, strict=True):
             if not np.all(np.isfinite(v)):
                 raise ValueError(message.format(name, f": {v}."))
         return x

@@ -30,8 +30,8 @@ import jax.tree_util as jtu
 import numpy as np
 
 from ._constraints import _dynamics
-from ._eom import _unconstrained
 from ._custom_types import Array, BoolScalar
+from ._eom import _unconstrained
 from ._system import LagrangianSystem
 from ._trajectory import RESULTS, Trajectory, without_events
 

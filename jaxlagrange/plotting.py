@@ -49,7 +49,9 @@ def _units(n: int, units: Sequence[str] | None) -> list[str] | None:
     if units is None:
         return None
     if len(units) != n:
-        raise ValueError(f"`units` must have one entry per coordinate ({n}), got {len(units)}.")
+        raise ValueError(
+            f"`units` must have one entry per coordinate ({n}), got {len(units)}."
+        )
     return list(units)
 
 
@@ -132,7 +134,9 @@ def coordinates(
         step = max(1, n // 12)
         ax.set_yticks(range(0, n, step), labels[::step])
         ax.set_ylabel("coordinate")
-        fig.colorbar(image, ax=ax, label=_with(label, shared) if label == "value" else label)
+        fig.colorbar(
+            image, ax=ax, label=_with(label, shared) if label == "value" else label
+        )
     ax.set_xlabel(_time_label(units))
     ax.set_xlim(ts[0], ts[-1])
     ax.set_title(title or "Coordinates against time")

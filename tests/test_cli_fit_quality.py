@@ -13,7 +13,7 @@ import jaxlagrange as jl
 from jaxlagrange import _cli, _config
 
 
-HOOP = '''\
+HOOP = """\
 import jax.numpy as jnp
 import jaxlagrange as jl
 
@@ -33,7 +33,7 @@ coordinates = ["theta"]
 def positions(q, **params):
     R = params["R"]
     return jnp.array([[0.0, 0.0], [R * jnp.sin(q[0]), -R * jnp.cos(q[0])]])
-'''
+"""
 
 FIT = """\
 [system]
@@ -92,8 +92,9 @@ def test_a_broken_positions_is_named_before_the_solve_and_leaves_nothing(
 
 def test_positions_of_the_wrong_shape_is_named(hoop_dir, capsys):
     (hoop_dir / "hoop.py").write_text(
-        HOOP.replace("return jnp.array([[0.0, 0.0], [R", "return jnp.array([0.0, R")
-        .replace("jnp.cos(q[0])]])", "jnp.cos(q[0])])")
+        HOOP.replace(
+            "return jnp.array([[0.0, 0.0], [R", "return jnp.array([0.0, R"
+        ).replace("jnp.cos(q[0])]])", "jnp.cos(q[0])])")
     )
     (hoop_dir / "run.toml").write_text(
         '[system]\nfile = "hoop.py"\n[initial]\nq = [0.5]\nqd = [0.0]\n'

@@ -21,9 +21,7 @@ def hoop(omega=6.0):
         kinetic = 0.5 * p["R"] ** 2 * (qd[0] ** 2 + spin)
         return kinetic + p["g"] * p["R"] * jnp.cos(q[0])
 
-    return jl.LagrangianSystem(
-        lagrangian, params={"R": 0.5, "omega": omega, "g": 9.81}
-    )
+    return jl.LagrangianSystem(lagrangian, params={"R": 0.5, "omega": omega, "g": 9.81})
 
 
 @pytest.fixture(scope="module")

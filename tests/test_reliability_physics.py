@@ -75,8 +75,12 @@ def test_equilibrium_pendulum_against_a_stop():
 
     # A stop at θ ≥ 0.2 holds the pendulum there; one at θ ≥ −0.2 does not touch it.
     solve = jax.jit(jl.equilibrium)
-    np.testing.assert_allclose(solve(pendulum(0.2), jnp.array([0.5])), [0.2], atol=1e-10)
-    np.testing.assert_allclose(solve(pendulum(-0.2), jnp.array([0.1])), [0.0], atol=1e-10)
+    np.testing.assert_allclose(
+        solve(pendulum(0.2), jnp.array([0.5])), [0.2], atol=1e-10
+    )
+    np.testing.assert_allclose(
+        solve(pendulum(-0.2), jnp.array([0.1])), [0.0], atol=1e-10
+    )
 
 
 def test_equilibrium_with_contacts_is_differentiable():
@@ -327,6 +331,7 @@ def test_slip_not_affine_is_refused():
     system = _slipping_block(lambda q, qd, t: jnp.abs(qd[:1]))
     with pytest.raises(ValueError, match="`slip` must be affine in qd"):
         jl.simulate(system, q0, qd0, t1=0.1)
+
     # An affine slip passes the check (and every system of test_friction.py runs).
     def affine(q, qd, t):
         return qd[:1] - 2.0 * qd[1:] * q[:1] + jnp.sin(q[:1]) + t

@@ -165,7 +165,10 @@ class _Device:
 
 
 def _machine(gpus: int):
-    devices = {"cpu": [_Device("cpu", 0)], "gpu": [_Device("gpu", i) for i in range(gpus)]}
+    devices = {
+        "cpu": [_Device("cpu", 0)],
+        "gpu": [_Device("gpu", i) for i in range(gpus)],
+    }
     return lambda platform: devices[platform]
 
 
@@ -178,11 +181,19 @@ def test_device_choice():
         (device,) = choose_devices("auto", batched=False, available=machine)
         assert device.platform == "cpu"
     sweep = choose_devices("auto", batched=True, available=gpu_machine)
-    assert [d.platform for d in sweep] == ["gpu", "gpu"] and device_name(sweep) == "2 × gpu"
-    assert choose_devices("auto", batched=True, available=cpu_machine)[0].platform == "cpu"
+    assert [d.platform for d in sweep] == ["gpu", "gpu"] and device_name(
+        sweep
+    ) == "2 × gpu"
+    assert (
+        choose_devices("auto", batched=True, available=cpu_machine)[0].platform == "cpu"
+    )
     # Forced.
-    assert choose_devices("gpu", batched=False, available=gpu_machine)[0].platform == "gpu"
-    assert choose_devices("cpu", batched=True, available=gpu_machine)[0].platform == "cpu"
+    assert (
+        choose_devices("gpu", batched=False, available=gpu_machine)[0].platform == "gpu"
+    )
+    assert (
+        choose_devices("cpu", batched=True, available=gpu_machine)[0].platform == "cpu"
+    )
     with pytest.raises(_cli.CLIError, match=r"--device gpu .*JAX sees no GPU"):
         choose_devices("gpu", batched=True, available=cpu_machine)
 
@@ -195,15 +206,23 @@ def test_device_option(tmp_path, capsys):
         "[run]\ndevice = 'cpu'\n"
     )
     out = tmp_path / "out"
-    assert _cli.main(["run", str(tmp_path / "p.toml"), "--out", str(out), "--no-plots"]) == 0
+    assert (
+        _cli.main(["run", str(tmp_path / "p.toml"), "--out", str(out), "--no-plots"])
+        == 0
+    )
     assert "on cpu" in capsys.readouterr().out
     assert json.loads((out / "summary.json").read_text())["device"] == "cpu"
     if not any(d.platform == "gpu" for d in jax.devices()):
         status = _cli.main(["run", str(tmp_path / "p.toml"), "--device", "gpu"])
         assert status == 1 and "JAX sees no GPU" in capsys.readouterr().err
-    (tmp_path / "bad.toml").write_text("[system]\nname = 'pendulum'\n[run]\ndevice = 'tpu'\n")
+    (tmp_path / "bad.toml").write_text(
+        "[system]\nname = 'pendulum'\n[run]\ndevice = 'tpu'\n"
+    )
     assert _cli.main(["run", str(tmp_path / "bad.toml")]) == 1
-    assert "[run] device: must be one of auto, cpu, gpu, got 'tpu'" in capsys.readouterr().err
+    assert (
+        "[run] device: must be one of auto, cpu, gpu, got 'tpu'"
+        in capsys.readouterr().err
+    )
 
 
 def test_gif_worker_draws_what_plotting_draws(monkeypatch):

@@ -287,7 +287,7 @@ def choose_devices(requested: str, *, batched: bool, available=_available) -> li
     gpus = available("gpu") if requested != "cpu" else []
     if requested == "gpu" and not gpus:
         raise CLIError(
-            "--device gpu (or device = \"gpu\"): JAX sees no GPU here; use "
+            '--device gpu (or device = "gpu"): JAX sees no GPU here; use '
             "--device cpu or auto"
         )
     if requested == "gpu" or (requested == "auto" and batched and gpus):

@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+
 _SCRIPT = r"""
 import importlib.util, pickle, sys
 spec = importlib.util.spec_from_file_location("_jaxlagrange_motion", sys.argv[1])

@@ -13,15 +13,15 @@ from .. import _config
 from ._common import (
     Timing,
     _enable_x64,
-    add_device_argument,
-    cache_hits,
-    choose_devices,
     _one_line,
     _progress_meter,
     _result_message,
     _say,
     _stats,
+    add_device_argument,
     add_progress_arguments,
+    cache_hits,
+    choose_devices,
     errors_as_values,
 )
 from ._gif_worker import GifWorker
@@ -414,9 +414,7 @@ def _run_solve(args, config, device, ready, kwargs, out, plots, animation) -> in
     if plots:
         # The figures then join the set: a second, whole set with them in it.
         start = time.perf_counter()
-        figures = _figures(
-            ready, traj, energies, conserved, animation, _warn
-        )
+        figures = _figures(ready, traj, energies, conserved, animation, _warn)
         summary["wall_time_s"]["figures"] = time.perf_counter() - start
         _write(out, {**files, **figures}, summary)
         _say(

@@ -40,9 +40,7 @@ def _sweep(args: argparse.Namespace) -> int:
     import jax
 
     config = _config.load(args.config, _config.SWEEP_SCHEMA)
-    devices = choose_devices(
-        args.device or config["sweep"]["device"], batched=True
-    )
+    devices = choose_devices(args.device or config["sweep"]["device"], batched=True)
     with jax.default_device(devices[0]):
         return _sweep_on(args, config, devices)
 

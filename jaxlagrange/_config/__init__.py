@@ -55,9 +55,9 @@ from .run import (
     simulate_kwargs as simulate_kwargs,
     solver as solver,
 )
-from .user import system_file as system_file
 from .sweep import (
     SWEEP_SAMPLINGS as SWEEP_SAMPLINGS,
     SWEEP_SCHEMA as SWEEP_SCHEMA,
     sweep_axes as sweep_axes,
 )
+from .user import system_file as system_file

@@ -83,9 +83,7 @@ def _check_positions(positions, params, q0, where: str, file: str) -> None:
         return jnp.asarray(positions(q, **params))
 
     try:
-        error, _ = jax.jit(checkify.checkify(points, errors=checkify.index_checks))(
-            q0
-        )
+        error, _ = jax.jit(checkify.checkify(points, errors=checkify.index_checks))(q0)
         message = error.get()
     except Exception:
         return  # its own errors are named where the plots are drawn
@@ -125,8 +123,8 @@ def _check_coordinates(system, q0, qd0, where: str, file: str) -> None:
 
         mass = jax.hessian(lagrangian, argnums=1)(q, qd)
         dq, dqd = jax.grad(lagrangian, argnums=(0, 1))(q, qd)
-        return (mass != 0).any(axis=0) | (mass != 0).any(axis=1) | (dq != 0) | (
-            dqd != 0
+        return (
+            (mass != 0).any(axis=0) | (mass != 0).any(axis=1) | (dq != 0) | (dqd != 0)
         )
 
     def check(q, qd):

@@ -18,7 +18,7 @@ PENDULUM, Q0, QD0 = jl.systems.pendulum()
         (dict(t1=None), r"`t1` must be a number or an array of numbers, got NoneType"),
         (dict(t1=1.0, t0="0"), r"`t0` must be a number"),
         (dict(t1=1.0, rtol="1e-6"), r"`rtol` must be a number or an array of numbers"),
-        (dict(t1=1.0, atol=None), r"`atol` must be a number"),
+        (dict(t1=1.0, atol="tight"), r"`atol` must be a number"),
         (dict(t1=1.0, saveat=["a", "b"]), r"`saveat` must be a number"),
         (dict(t1=1.0, dt0="0.1"), r"`dt0` must be a number"),
         (dict(t1=1.0, q0=["a"]), r"`q0` must be a number or an array of numbers"),

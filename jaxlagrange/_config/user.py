@@ -259,7 +259,7 @@ def _check_points(points, q0, where: str) -> None:
     """Evaluate `positions` once at q0, before any solve: a broken one is one
     line naming it, not a failure after the whole run."""
     try:
-        shape = jnp.shape(points(q0, 0.0, None))
+        shape = jnp.shape(jnp.asarray(points(q0, 0.0, None)))
     except Exception as e:
         raise ConfigError(
             f"{where}, function 'positions': positions(q0) raised {_one_line(e)}"

@@ -1,7 +1,6 @@
 """`simulate_batch`: ensembles of `simulate`, vmapped and sharded across devices."""
 
-import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import equinox as eqx
@@ -10,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from ._batch_inputs import _batch_size, _check_options, _check_state, _merge, _override
 from ._custom_types import Array, Bool, Params
 from ._kernel._backend import check_backend, choose_kernel
 from ._kernel._lanes import UnsupportedPrimitiveError
@@ -19,99 +19,6 @@ from ._trajectory import RESULTS, Trajectory
 
 
 _AXIS = "batch"
-
-
-# Options of `simulate` that `simulate_batch` forwards; `throw` is handled here.
-def _simulate_options() -> tuple[str, ...]:
-    parameters = inspect.signature(simulate).parameters.values()
-    return tuple(
-        p.name
-        for p in parameters
-        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name != "throw"
-    )
-
-
-def _check_options(options: Mapping[str, Any], where: str) -> None:
-    valid = _simulate_options()
-    for key in options:
-        if key not in valid:
-            raise ValueError(
-                f"`{where}` got an unknown option {key!r}; the options of "
-                f"`simulate` are: {', '.join(valid)}."
-            )
-
-
-def _override(base: Params, new: Params, size: int, path: str = "params") -> Params:
-    """Check that `new` batches `base` (or a sub-dict of it) along a leading axis."""
-    if isinstance(new, Mapping) and isinstance(base, Mapping):
-        out = {}
-        for key, value in new.items():
-            if key not in base:
-                raise ValueError(
-                    f"`{path}` has an unknown key {key!r}; the system's params are: "
-                    f"{', '.join(map(str, base))}."
-                )
-            out[key] = _override(base[key], value, size, f"{path}[{key!r}]")
-        return out
-    new = jax.tree.map(jnp.asarray, new)
-    base_leaves, base_tree = jax.tree.flatten(base)
-    new_leaves, new_tree = jax.tree.flatten(new)
-    if new_tree != base_tree:
-        raise ValueError(
-            f"`{path}` must have the structure of the system's params, {base_tree}, "
-            f"with a leading batch axis on every leaf; got {new_tree}."
-        )
-    for b, n in zip(base_leaves, new_leaves, strict=True):
-        expected = (size, *jnp.shape(b))
-        if n.shape != expected:
-            raise ValueError(
-                f"`{path}` leaves must have shape (batch, *shape of the system's "
-                f"leaf) = {expected}, got {n.shape}."
-            )
-    return jax.tree.map(lambda b, n: n.astype(jnp.result_type(b, float)), base, new)
-
-
-def _merge(base: Params, new: Params) -> Params:
-    """One member's params: `base` with the leaves of `new` put in."""
-    if isinstance(new, Mapping) and isinstance(base, Mapping):
-        return {**base, **{k: _merge(base[k], v) for k, v in new.items()}}
-    return new
-
-
-def _batch_size(q0: Array, qd0: Array, params: Params) -> int:
-    sizes = {}
-    if q0.ndim == 2:
-        sizes["q0"] = q0.shape[0]
-    if qd0.ndim == 2:
-        sizes["qd0"] = qd0.shape[0]
-    for path, leaf in jax.tree_util.tree_leaves_with_path(params):
-        shape = leaf.shape if hasattr(leaf, "shape") else np.shape(leaf)
-        if len(shape) == 0:
-            raise ValueError(
-                f"`params{jax.tree_util.keystr(path)}` is a scalar; batched params "
-                "need a leading batch axis."
-            )
-        sizes[f"params{jax.tree_util.keystr(path)}"] = shape[0]
-    if not sizes:
-        raise ValueError(
-            "`simulate_batch` got nothing batched: give q0 or qd0 of shape (batch, n), "
-            "or `params` with a leading batch axis (for one system use `simulate`)."
-        )
-    if len(set(sizes.values())) > 1:
-        listed = ", ".join(f"{k} {v}" for k, v in sizes.items())
-        raise ValueError(f"The batch sizes disagree: {listed}.")
-    (size,) = set(sizes.values())
-    if size == 0:
-        raise ValueError("The batch is empty (batch size 0).")
-    return size
-
-
-def _check_state(x: Array, name: str) -> Array:
-    if x.ndim not in (1, 2):
-        raise ValueError(
-            f"`{name}` must have shape (n,) or (batch, n), got shape {x.shape}."
-        )
-    return x
 
 
 # Sharding: the batch axis is split over a 1-D mesh of devices with `shard_map`, so

@@ -10,14 +10,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._batch import (
+from ._batch import _devices, _sharded_map
+from ._batch_inputs import (
     _batch_size,
     _check_options,
     _check_state,
-    _devices,
     _merge,
     _override,
-    _sharded_map,
 )
 from ._custom_types import Array, Params
 from ._kernel._backend import broadcast_params, choose_kernel

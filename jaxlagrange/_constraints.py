@@ -5,14 +5,14 @@ A = ∂a/∂q̇ and the active unilateral rows ∂h/∂q, the equations of motio
 
     M q̈ = f + Cᵀλ,    C q̈ = −b,
 
-where b collects the velocity-product terms of g̈ (and of ȧ, ḧ). With the
-Cholesky factor M = LLᵀ, Y = L⁻¹Cᵀ and z = L⁻¹f,
+where b collects the velocity-product terms of g̈ (and of ȧ, ḧ). Through the
+Schur complement S = C M⁻¹ Cᵀ,
 
-    (YᵀY) λ = −b − Yᵀz,    q̈ = L⁻ᵀ(z + Yλ),
+    S λ = −b − C M⁻¹ f,    q̈ = M⁻¹(f + Cᵀλ),
 
-so M is factored once and the (small) Schur complement S = C M⁻¹ Cᵀ = YᵀY is
-factored by Cholesky as well. Rank-deficient C makes S singular, which is
-flagged, not silently regularized.
+solved by the system's mass strategy (`_mass`): by default M = LLᵀ is factored
+once and the small S = YᵀY (Y = L⁻¹Cᵀ) by Cholesky as well. Rank-deficient C
+makes S singular, which is flagged, not silently regularized.
 
 Integrating C q̈ = −b keeps only the second (first, for nonholonomic rows)
 derivative of the constraints at zero, so g and ġ drift with the integration
@@ -38,12 +38,8 @@ import jax
 import jax.numpy as jnp
 
 from ._custom_types import Array, BoolScalar, ScalarLike
-from ._eom import (
-    _terms,
-    _unconstrained,
-)
-from ._linalg import cho_solve, cholesky, solve_lower, solve_upper_t
-from ._mass import MassSolve, forcing, linear_rows, schur_solve
+from ._eom import _unconstrained
+from ._mass import Rows
 from ._system import LagrangianSystem
 
 
@@ -174,28 +170,16 @@ def _dynamics(
         qdd, singular = _unconstrained(system, q, qd, t)
         none = jnp.zeros((0,), q.dtype)
         return Dynamics(qdd, none, None, singular, jnp.array(False))
-    if system.mass_solver is not None:
-        return _lineax_dynamics(system, q, qd, t, active, baumgarte)
-    terms = _terms(system, q, qd, t)
-    chol = cholesky(terms.mass)
-    factor = chol.factor
-
+    factor, f = system.mass_strategy.terms(system, q, qd, t)
     rows, target, mask = _constraint_rows(system, q, qd, t, active, baumgarte)
-    matrix = jnp.concatenate(rows)
-
-    y = solve_lower(factor, matrix.T)  # L⁻¹Cᵀ, (n, c)
-    z = solve_lower(factor, terms.forcing)  # L⁻¹f
-    schur = y.T @ y
-    residual = target - y.T @ z
-    # Inactive rows become λ_i = 0.
-    both = mask[:, None] & mask[None, :]
-    schur = jnp.where(both, schur, jnp.eye(mask.shape[0], dtype=q.dtype))
-    residual = jnp.where(mask, residual, 0.0)
-    schur_chol = cholesky(schur)
-    lam = cho_solve(schur_chol.factor, residual)
-    lam = jnp.where(mask, lam, 0.0)
-    qdd = solve_upper_t(factor, z + y @ lam)
-    return Dynamics(qdd, lam, matrix, chol.singular, schur_chol.singular)
+    matrix = jnp.concatenate(rows)  # formed only where the strategy uses it
+    kkt = factor.constrain(Rows(velocity_rows(system, q, qd, t), matrix), f)
+    lam, singular_constraints = kkt.multipliers(target, mask)
+    qdd, failed = kkt.solution(lam)
+    singular_mass = factor.singular | failed
+    return Dynamics(
+        qdd, lam, matrix, singular_mass, singular_constraints & ~singular_mass
+    )
 
 
 def velocity_rows(
@@ -237,28 +221,6 @@ def velocity_rates(
     return jnp.concatenate(rates)
 
 
-def _lineax_dynamics(system, q, qd, t, active, baumgarte) -> Dynamics:
-    """`_dynamics` with the system's lineax `mass_solver`.
-
-    The Schur complement S = C M⁻¹ Cᵀ is an operator whose products each take one
-    mass solve; an iterative solver applies it matrix-free (C by JVPs of the
-    constraints, Cᵀ by their transpose), any other gets it materialized.
-    """
-    solve = MassSolve(system, q, qd, t)
-    rows, target, mask = _constraint_rows(system, q, qd, t, active, baumgarte)
-    rows_of, forces_of = linear_rows(velocity_rows(system, q, qd, t), q)
-    f = forcing(system, q, qd, t)
-    z, singular_mass = solve(f)
-    residual = jnp.where(mask, target - rows_of(z), 0.0)
-    lam, singular_constraints = schur_solve(solve, rows_of, forces_of, residual, mask)
-    lam = jnp.where(mask, lam, 0.0)
-    qdd, bad = solve(f + forces_of(lam))
-    matrix = jnp.concatenate(rows)  # dead code (removed by XLA) unless asked for
-    return Dynamics(
-        qdd, lam, matrix, singular_mass | bad, singular_constraints & ~singular_mass
-    )
-
-
 def _friction_coefficients(system: LagrangianSystem, u: int, dtype):
     """μ_k and μ_s broadcast to one per unilateral constraint, shape (u,) each."""
     out = []
@@ -285,15 +247,13 @@ def _friction_coefficients(system: LagrangianSystem, u: int, dtype):
 #
 #     M q̈ = f + Dᵀλ,    C q̈ = −b    ⇒    (C M⁻¹ Dᵀ) λ = −b − C M⁻¹ f,
 #
-# a non-symmetric (LU-solved) Schur complement: Y = L⁻¹Cᵀ, W = L⁻¹Dᵀ, S = YᵀW.
+# a non-symmetric (LU-solved) Schur complement C M⁻¹ Dᵀ (`_mass`).
 # The mode of each contact is fixed here; `_friction.py` decides it from the
 # multipliers and locates the switches as events.
 
 
 def _friction_dynamics(system, q, qd, t, active, baumgarte, modes) -> Dynamics:
-    terms = _terms(system, q, qd, t)
-    chol = cholesky(terms.mass)
-    factor = chol.factor
+    factor, f = system.mass_strategy.terms(system, q, qd, t)
     dtype = q.dtype
     alpha, beta = (0.0, 0.0) if baumgarte is None else baumgarte
     rows, rhs, masks = _bilateral_rows(system, q, qd, t, alpha, beta)
@@ -315,17 +275,25 @@ def _friction_dynamics(system, q, qd, t, active, baumgarte, modes) -> Dynamics:
     mask = jnp.concatenate(masks)
     slide = jnp.where(slipping, mu_k * modes.direction, 0.0)
     directions = matrix.at[bilateral : bilateral + u].add(-slide[:, None] * s_rows)
+    constraint_rows = velocity_rows(system, q, qd, t)
 
-    y = solve_lower(factor, matrix.T)
-    w = solve_lower(factor, directions.T)
-    z = solve_lower(factor, terms.forcing)
-    both = mask[:, None] & mask[None, :]
-    schur = jnp.where(both, y.T @ w, jnp.eye(mask.shape[0], dtype=dtype))
-    residual = jnp.where(mask, target - y.T @ z, 0.0)
-    lam = jnp.linalg.solve(schur, residual)
-    singular = ~jnp.all(jnp.isfinite(lam))
-    lam = jnp.where(mask & jnp.isfinite(lam), lam, 0.0)
-    qdd = solve_upper_t(factor, z + w @ lam)
+    def slip_rows(v):  # S v
+        return jax.jvp(lambda qd: system._slip(q, qd, t), (qd,), (v,))[1]
+
+    def rows_of(v):  # C v
+        return jnp.concatenate([constraint_rows(v), slip_rows(v)])
+
+    def directions_of(v):  # D v: a slipping contact's force has H − μ_k σ S
+        c, sv = constraint_rows(v), slip_rows(v)
+        c = c.at[bilateral : bilateral + u].add(-slide * sv)
+        return jnp.concatenate([c, sv])
+
+    kkt = factor.constrain(
+        Rows(rows_of, matrix), f, directions=Rows(directions_of, directions)
+    )
+    lam, singular = kkt.multipliers(target, mask)
+    qdd, failed = kkt.solution(lam)
+    singular_mass = factor.singular | failed
     normal = lam[bilateral : bilateral + u]
     tangential = lam[bilateral + u :]
     friction = jnp.where(stick, tangential, -slide * normal)
@@ -334,8 +302,8 @@ def _friction_dynamics(system, q, qd, t, active, baumgarte, modes) -> Dynamics:
         qdd,
         lam[: bilateral + u],
         matrix[: bilateral + u],
-        chol.singular,
-        singular,
+        singular_mass,
+        singular & ~singular_mass,
         friction,
     )
 

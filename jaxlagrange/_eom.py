@@ -1,17 +1,13 @@
-"""Mass matrix, forcing term, momenta and energy of a `LagrangianSystem`.
+"""Mass matrix, momenta and energy of a `LagrangianSystem`, and its q̈.
 
 With p(q, q̇, t) = ∂L/∂q̇, Lagrange's equations read M q̈ = f with
 
     M = ∂p/∂q̇,    f = ∂L/∂q − (∂p/∂q) q̇ − ∂p/∂t + Q.
 
-Both come from one forward-mode pass over ∇L: its tangents along the n unit
-directions in q̇ are the columns of M, and its tangent along (q̇, 0, 1) is the
-velocity-product and explicit-time term (∂p/∂q) q̇ + ∂p/∂t. No mixed Hessian is
-ever formed.
+How M and f are formed and solved is the system's mass strategy (`_mass`).
 """
 
 import functools
-from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -26,49 +22,14 @@ from ._custom_types import (
     Vector,
     VectorLike,
 )
-from ._linalg import spd_solve
-from ._mass import lineax_unconstrained
 from ._system import LagrangianSystem, _as_state
-
-
-class _Terms(NamedTuple):
-    mass: Array  # M = ∂²L/∂q̇², (n, n); symmetric up to rounding
-    forcing: Array  # f, (n,): everything but the constraint forces
-
-
-def _terms(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> _Terms:
-    """M and f at a state (f includes the generalized and the Rayleigh forces)."""
-    n = q.shape[0]
-    dtype = q.dtype
-
-    def gradient(q, qd, t):
-        return jax.grad(system._lagrangian, argnums=(0, 1))(q, qd, t)
-
-    # n + 1 tangent directions: (0, e_i, 0) for the mass matrix, (q̇, 0, 1) for f.
-    tq = jnp.concatenate([jnp.zeros((n, n), dtype), qd[None]])
-    tqd = jnp.concatenate([jnp.eye(n, dtype=dtype), jnp.zeros((1, n), dtype)])
-    tt = jnp.concatenate([jnp.zeros(n, dtype), jnp.ones(1, dtype)])
-
-    def push(tq, tqd, tt):
-        return jax.jvp(gradient, (q, qd, t), (tq, tqd, tt))
-
-    (dldq, _), (_, dp) = jax.vmap(push, out_axes=(None, 0))(tq, tqd, tt)
-    # Not symmetrized: the factorizations read one triangle (LAPACK's symmetrizes).
-    mass, forcing = dp[:n], dldq - dp[n]
-    force = system._force(q, qd, t)
-    if force is not None:
-        forcing = forcing + force
-    return _Terms(mass, forcing)
 
 
 def _unconstrained(
     system: LagrangianSystem, q: Array, qd: Array, t: Array
 ) -> tuple[Array, BoolScalar]:
     """q̈ = M⁻¹f without constraints, and whether M is singular or indefinite."""
-    if system.mass_solver is not None:
-        return lineax_unconstrained(system, q, qd, t)
-    terms = _terms(system, q, qd, t)
-    return spd_solve(terms.mass, terms.forcing)
+    return system.mass_strategy.accelerations(system, q, qd, t)
 
 
 def _on_state(fn):

@@ -29,9 +29,6 @@ import jax.tree_util as jtu
 
 from ._constraints import _dynamics
 from ._custom_types import Array, BoolScalar
-from ._eom import _terms
-from ._linalg import cho_solve, cholesky
-from ._mass import MassSolve, forcing, mass_operator
 from ._trajectory import RESULTS
 
 
@@ -160,27 +157,11 @@ def _diagnose(failure: _Failure) -> RESULTS:
     q0, qd0, t0 = failure.q0, failure.qd0, failure.t0
     q, qd, t, dt = stop.q, stop.qd, stop.t, stop.failed_dt
     active, modes, baumgarte = stop.active, stop.modes, failure.baumgarte
-    if system.mass_solver is None:
-        terms = jax.vmap(lambda q, qd, t: _terms(system, q, qd, t))(
-            jnp.stack([q0, q]), jnp.stack([qd0, qd]), jnp.stack([t0, t])
-        )
-        factor = cholesky(terms.mass[1]).factor
-        # A solution that blows up at a singular M stops just short of it, where a
-        # pivot of M has fallen below eps^(1/4) of that diagonal entry at t0.
-        ratios = jnp.diagonal(factor) ** 2 / jnp.abs(jnp.diagonal(terms.mass[0]))
-        nearly_singular = ~jnp.all(ratios > jnp.finfo(q.dtype).eps ** 0.25)
-        qdd = cho_solve(factor, terms.forcing[1])
-    else:
-        # Matrix-free, M never formed: no pivots, but a solution that blows up at a
-        # singular M runs into M's soft direction, along which q̈ grows. There M's
-        # Rayleigh quotient has fallen below eps^(1/4) of its value at t0.
-        solve = MassSolve(system, q, qd, t)
-        qdd = solve(forcing(system, q, qd, t))[0]
-        v = qdd / jnp.linalg.norm(qdd)
-        now = jnp.dot(v, solve.operator.mv(v))
-        start = jnp.dot(v, mass_operator(system, q0, qd0, t0).mv(v))
-        soft = now <= jnp.finfo(q.dtype).eps ** 0.25 * jnp.abs(start)
-        nearly_singular = jnp.isfinite(now) & jnp.isfinite(start) & soft
+    strategy = system.mass_strategy
+    factor, f = strategy.terms(system, q, qd, t)
+    qdd, _ = factor.solve(f)
+    start = strategy.factor(system, q0, qd0, t0)
+    nearly_singular = factor.nearly_singular(start, qdd)
     # The probes follow the step to first order (constraint forces left out).
     s = jnp.asarray(_PROBES, q.dtype) * dt
     qs = q + s[:, None] * qd

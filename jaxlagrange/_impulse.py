@@ -5,12 +5,11 @@ the coordinates do not move and the momenta jump, M Δq̇ = P + CᵀΛ, where P 
 applied generalized impulse and Λ the constraint impulses. Λ is fixed by the
 velocity-level constraints after the jump: the holonomic and nonholonomic ones
 stay satisfied (ġ = 0, a = 0), contacts keep ḣ = 0, and an impacting constraint
-rebounds with ḣ⁺ = −e ḣ⁻ for its coefficient of restitution e. With M = LLᵀ,
-Y = L⁻¹Cᵀ and z = L⁻¹P this is the Schur system (YᵀY) Λ = w − ċ − Yᵀz for the
-wanted rates w and the current ones ċ, and Δq̇ = L⁻ᵀ(z + YΛ): the same
-factorizations as the equations of motion. A contact whose impulse would pull
-(Λ < 0) lets go instead. With an iterative `mass_solver` the same system is
-solved matrix-free, as the equations of motion do (`_mass.schur_solve`).
+rebounds with ḣ⁺ = −e ḣ⁻ for its coefficient of restitution e. This is the
+KKT system of the equations of motion with P in place of f: the Schur system
+(C M⁻¹ Cᵀ) Λ = w − ċ − C M⁻¹P for the wanted rates w and the current ones ċ,
+and Δq̇ = M⁻¹(P + CᵀΛ), solved by the system's mass strategy (`_mass`), formed
+or matrix-free. A contact whose impulse would pull (Λ < 0) lets go instead.
 """
 
 from typing import NamedTuple
@@ -27,9 +26,8 @@ from ._constraints import (
     velocity_rows,
 )
 from ._custom_types import Array, BoolScalar, ScalarLike, Vector, VectorLike
-from ._eom import _NON_FINITE_STATE, _SINGULAR_MASS, _finite, _terms
-from ._linalg import cho_solve, cholesky, solve_lower, solve_upper_t
-from ._mass import MassSolve, is_matrix_free, linear_rows, schur_solve
+from ._eom import _NON_FINITE_STATE, _SINGULAR_MASS, _finite
+from ._mass import Rows
 from ._system import LagrangianSystem, _as_state, checked_values
 
 
@@ -65,63 +63,26 @@ def _impulse(
 
     Contact rows whose impulse would pull are dropped, one sweep at a time.
     """
-    if is_matrix_free(system.mass_solver):
-        return _matrix_free_impulse(system, q, qd, t, impulse, contact, target)
-    mass = _terms(system, q, qd, t).mass
-    chol = cholesky(mass)
-    factor = chol.factor
-    z = solve_lower(factor, impulse)
+    factor = system.mass_strategy.factor(system, q, qd, t)
     if not system.has_constraints:
-        return _Impulse(
-            qd + solve_upper_t(factor, z), contact, chol.singular, jnp.array(False)
-        )
-    matrix = jax.jacfwd(velocity_rows(system, q, qd, t))(jnp.zeros_like(qd))
-    rates = velocity_rates(system, q, qd, t)
-    bilateral = _num_bilateral(system, q, qd, t)
-    y = solve_lower(factor, matrix.T)
-    schur = y.T @ y
-    wanted = jnp.concatenate([jnp.zeros(bilateral, q.dtype), target])
-    residual = wanted - rates - y.T @ z
-    ones = jnp.ones(bilateral, bool)
-
-    def solve(contact):
-        mask = jnp.concatenate([ones, contact])
-        both = mask[:, None] & mask[None, :]
-        masked = jnp.where(both, schur, jnp.eye(mask.shape[0], dtype=q.dtype))
-        schur_chol = cholesky(masked)
-        lam = cho_solve(schur_chol.factor, jnp.where(mask, residual, 0.0))
-        return jnp.where(mask, lam, 0.0), schur_chol.singular
-
-    contact = _release(solve, contact, bilateral)
-    lam, singular = solve(contact)
-    velocities = qd + solve_upper_t(factor, z + y @ lam)
-    return _Impulse(velocities, contact, chol.singular, singular)
-
-
-def _matrix_free_impulse(system, q, qd, t, impulse, contact, target) -> _Impulse:
-    """`_impulse` with an iterative `mass_solver`: neither M nor C is formed."""
-    mass_solve = MassSolve(system, q, qd, t)
-    jump, singular_mass = mass_solve(impulse)  # M⁻¹P
-    if not system.has_constraints:
+        jump, failed = factor.solve(impulse)
+        singular_mass = factor.singular | failed
         return _Impulse(qd + jump, contact, singular_mass, jnp.array(False))
-    rows_of, forces_of = linear_rows(velocity_rows(system, q, qd, t), qd)
+    rows = velocity_rows(system, q, qd, t)
+    kkt = factor.constrain(Rows(rows), impulse)
     bilateral = _num_bilateral(system, q, qd, t)
     wanted = jnp.concatenate([jnp.zeros(bilateral, q.dtype), target])
-    residual = wanted - velocity_rates(system, q, qd, t) - rows_of(jump)
+    wanted = wanted - velocity_rates(system, q, qd, t)
     ones = jnp.ones(bilateral, bool)
 
     def solve(contact):
-        mask = jnp.concatenate([ones, contact])
-        rhs = jnp.where(mask, residual, 0.0)
-        lam, singular = schur_solve(mass_solve, rows_of, forces_of, rhs, mask)
-        return jnp.where(mask, lam, 0.0), singular
+        return kkt.multipliers(wanted, jnp.concatenate([ones, contact]))
 
     contact = _release(solve, contact, bilateral)
     lam, singular = solve(contact)
-    correction, bad = mass_solve(forces_of(lam))
-    return _Impulse(
-        qd + jump + correction, contact, singular_mass | bad, singular & ~singular_mass
-    )
+    jump, failed = kkt.solution(lam)
+    singular_mass = factor.singular | failed
+    return _Impulse(qd + jump, contact, singular_mass, singular & ~singular_mass)
 
 
 @eqx.filter_jit

@@ -27,8 +27,14 @@ from jax.flatten_util import ravel_pytree
 
 from ._constraints import _dynamics, _position_rows, contact_set
 from ._custom_types import Array, Float, ScalarLike, VectorLike
-from ._eom import _terms
-from ._linalg import cho_solve, cholesky, solve_lower, solve_upper_t
+from ._mass import (
+    Rows,
+    cholesky,
+    forcing,
+    momenta_of,
+    solve_lower,
+    solve_upper_t,
+)
 from ._system import LagrangianSystem, _as_state
 from ._validate import check_finite, check_finite_params
 
@@ -293,22 +299,23 @@ def linearize(
 def _normal_modes(system, q, t):
     n = q.shape[0]
     qd = jnp.zeros_like(q)
-    terms = _terms(system, q, qd, t)
-    mass = 0.5 * (terms.mass + terms.mass.T)
-    factor = cholesky(mass).factor
-    z = solve_lower(factor, terms.forcing)
+    # M formed for the eigenproblem; the equilibrium's q̈ and multipliers are
+    # solved by the system's mass strategy, as the equations of motion are.
+    mass = jax.jacfwd(momenta_of(system, q, t))(qd)
+    mass = 0.5 * (mass + mass.T)
+    factor, f = system.mass_strategy.terms(system, q, qd, t)
     if system.holonomic is None:
         lam = None
-        residual = solve_upper_t(factor, z)
+        residual, _ = factor.solve(f)
     else:
         # The equilibrium multipliers: M q̈ = f + Gᵀλ with G q̈ = −b.
         jac, b, _, _ = _position_rows(system._holonomic, q, qd, t)
-        y = solve_lower(factor, jac.T)
-        lam = cho_solve(cholesky(y.T @ y).factor, -b - y.T @ z)
-        residual = solve_upper_t(factor, z + y @ lam)
+        kkt = factor.constrain(Rows(lambda v: jac @ v, jac), f)
+        lam, _ = kkt.multipliers(-b)
+        residual, _ = kkt.solution(lam)
 
     def generalized_force(q):
-        f = _terms(system, q, jnp.zeros_like(q), t).forcing
+        f = forcing(system, q, jnp.zeros_like(q), t)
         if lam is not None:
             f = f + jax.jacfwd(system._holonomic)(q, t).T @ lam
         return f

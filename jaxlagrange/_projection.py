@@ -15,11 +15,10 @@ factor, as the KKT solve does:
   the (affine) velocity constraints, Δq̇ = −M⁻¹Cᵀ(CM⁻¹Cᵀ)⁻¹ r with C = [G; A]
   and r = [ġ; a]: exact in one step.
 
-Unilateral constraints h ≥ 0 are inequalities and are left alone. With an
-iterative `mass_solver` (lineax.CG) neither M nor the constraint Jacobian is
-formed: M⁻¹ is the system's matrix-free mass solve, C and Cᵀ are JVPs of the
-constraints and their transpose, and the Schur complement is solved matrix-free
-as in the equations of motion (`_mass.min_norm_correction`).
+Unilateral constraints h ≥ 0 are inequalities and are left alone. Both
+corrections are the KKT system of the equations of motion with f = 0, solved by
+the system's mass strategy (`_mass`): with an iterative `mass_solver`
+(lineax.CG) neither M nor the constraint Jacobian is formed.
 
 Drift control in `simulate` is the same projection after every step
 (`ProjectedSolver`, coordinate projection as in Hairer, Lubich & Wanner,
@@ -38,8 +37,7 @@ import numpy as np
 
 from ._constraints import velocity_rates, velocity_rows
 from ._custom_types import Array, BoolScalar, ScalarLike, Vector, VectorLike
-from ._linalg import cho_solve, cholesky, solve_lower, solve_upper_t
-from ._mass import MassSolve, is_matrix_free, min_norm_correction
+from ._mass import Rows
 from ._system import LagrangianSystem, _as_state
 
 
@@ -47,51 +45,30 @@ def has_equality_constraints(system: LagrangianSystem) -> bool:
     return system.holonomic is not None or system.nonholonomic is not None
 
 
-def _mass_factor(system: LagrangianSystem, q: Array, qd: Array, t: Array):
-    """Cholesky factor of M(q, q̇, t) and its singularity flag."""
-
-    def momenta(qd):
-        return jax.grad(system._lagrangian, argnums=1)(q, qd, t)
-
-    return cholesky(jax.jacfwd(momenta)(qd))
-
-
-def _min_norm(factor: Array, rows: Array, residual: Array) -> tuple[Array, BoolScalar]:
-    """Δ = −M⁻¹Cᵀ(CM⁻¹Cᵀ)⁻¹ r from M's factor, and whether CM⁻¹Cᵀ is singular."""
-    y = solve_lower(factor, rows.T)  # L⁻¹Cᵀ
-    schur = cholesky(y.T @ y)
-    delta = -solve_upper_t(factor, y @ cho_solve(schur.factor, residual))
-    return delta, schur.singular
-
-
 class _Metric:
-    """M at one state, the metric of both projections: its Cholesky factor, or the
-    system's matrix-free mass solve when its `mass_solver` is iterative.
+    """M at one state, the metric of both projections (the system's mass factor).
 
-    `singular` is the factorization's flag; a matrix-free solve flags its
-    failures per correction instead.
+    A correction of least M-norm onto C Δ = −r is the KKT system of the
+    equations of motion with f = 0: Δ = M⁻¹Cᵀλ with (C M⁻¹ Cᵀ) λ = −r.
     """
 
     def __init__(self, system: LagrangianSystem, q: Array, qd: Array, t: Array):
-        if is_matrix_free(system.mass_solver):
-            self.solve, self.factor = MassSolve(system, q, qd, t), None
-            self.singular = jnp.array(False)
-        else:
-            chol = _mass_factor(system, q, qd, t)
-            self.solve, self.factor, self.singular = None, chol.factor, chol.singular
+        self.factor = system.mass_strategy.factor(system, q, qd, t)
+        self.singular = self.factor.singular
+
+    def _correction(self, rows, residual) -> tuple[Array, BoolScalar, BoolScalar]:
+        kkt = self.factor.constrain(Rows(rows))
+        lam, singular = kkt.multipliers(-residual)
+        delta, failed = kkt.solution(lam)
+        return delta, failed, singular & ~failed
 
     def position_correction(self, system, q, t) -> tuple[Array, BoolScalar, BoolScalar]:
         """Gauss–Newton's Δq; whether a mass solve failed; whether G M⁻¹Gᵀ is singular."""
-        g = system._holonomic(q, t)
-        if self.factor is None:
 
-            def rows(v):  # G v
-                return jax.jvp(lambda q: system._holonomic(q, t), (q,), (v,))[1]
+        def rows(v):  # G v
+            return jax.jvp(lambda q: system._holonomic(q, t), (q,), (v,))[1]
 
-            return min_norm_correction(self.solve, rows, g, q)
-        jac = jax.jacfwd(system._holonomic)(q, t)
-        delta, singular = _min_norm(self.factor, jac, g)
-        return delta, jnp.array(False), singular
+        return self._correction(rows, system._holonomic(q, t))
 
     def velocity_correction(
         self, system, q, qd, t
@@ -99,11 +76,7 @@ class _Metric:
         """Δq̇ of least kinetic energy onto ġ = 0, a = 0, and the two flags."""
         residual = velocity_rates(system, q, qd, t, unilateral=False)  # [ġ; a]
         rows = velocity_rows(system, q, qd, t, unilateral=False)  # v ↦ [G; A] v
-        if self.factor is None:
-            return min_norm_correction(self.solve, rows, residual, qd)
-        matrix = jax.jacfwd(rows)(jnp.zeros_like(qd))
-        delta, singular = _min_norm(self.factor, matrix, residual)
-        return delta, jnp.array(False), singular
+        return self._correction(rows, residual)
 
 
 def _project(

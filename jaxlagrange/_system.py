@@ -11,7 +11,7 @@ import lineax as lx
 import numpy as np
 
 from ._custom_types import Array, Params, UserFunction
-from ._mass import check_mass_solver
+from ._mass import AbstractMassStrategy, check_mass_solver, mass_strategy
 from ._validate import param_flags, raise_first
 
 
@@ -94,8 +94,13 @@ class LagrangianSystem(eqx.Module):
         iterative one (`lineax.CG(rtol=1e-10, atol=1e-10)`, `GMRES`, ...) works
         matrix-free on M, by Hessian-vector products of L in qd, never forming
         M (the choice for large systems with a sparse or cheap-to-apply M); any
-        other (`lineax.Cholesky()`, `lineax.LU()`) gets the materialized M. The
-        constrained Schur complement C M⁻¹ Cᵀ is solved the same way.
+        other (`lineax.Cholesky()`, `lineax.LU()`) gets the materialized M. Every
+        solve with M (constraints, friction, impulses, projection, diagnosis)
+        and the constrained Schur complement C M⁻¹ Cᵀ use it. `lineax.CG` is
+        run by jaxlagrange's own conjugate gradients (same `rtol`, `atol`,
+        `norm`, `max_steps`; fewer products, see the large-systems guide);
+        `lineax.Normal(lineax.CG(...))` or another iterative solver goes
+        through `lineax.linear_solve`.
     - `mass_preconditioner`: for an iterative `mass_solver`, a function
         `(q, qd, t[, params])` returning the diagonal of M (or an approximation:
         CG is then preconditioned by its inverse), or a lineax operator
@@ -132,6 +137,8 @@ class LagrangianSystem(eqx.Module):
     static_friction: Any
     mass_solver: lx.AbstractLinearSolver | None = eqx.field(static=True)
     mass_preconditioner: UserFunction | None = eqx.field(static=True)
+    # How every solve with M is done, made once from `mass_solver` (`_mass`).
+    mass_strategy: AbstractMassStrategy = eqx.field(static=True, repr=False)
     has_params: bool = eqx.field(static=True)
 
     def __init__(
@@ -168,6 +175,7 @@ class LagrangianSystem(eqx.Module):
         check_mass_solver(mass_solver, mass_preconditioner)
         self.mass_solver = mass_solver
         self.mass_preconditioner = mass_preconditioner
+        self.mass_strategy = mass_strategy(mass_solver)
 
     def __check_init__(self):
         _check_friction(self)
@@ -236,7 +244,15 @@ class LagrangianSystem(eqx.Module):
         new = copy.copy(self)
         object.__setattr__(new, "mass_solver", mass_solver)
         object.__setattr__(new, "mass_preconditioner", mass_preconditioner)
+        object.__setattr__(new, "mass_strategy", mass_strategy(mass_solver))
         new.__check_init__()
+        return new
+
+    def with_mass_strategy(self, strategy: AbstractMassStrategy) -> "LagrangianSystem":
+        """The same system solving with M by `strategy` (e.g. the unrolled dense
+        solve of the ensemble kernel); `mass_solver` is unchanged."""
+        new = copy.copy(self)
+        object.__setattr__(new, "mass_strategy", strategy)
         return new
 
     # Calling user functions, with the trace-time shape checks.

@@ -7,7 +7,6 @@ the kernel over the batch and builds the same `Trajectory` as a vmapped
 `simulate`.
 """
 
-import contextlib
 from typing import Any
 
 import diffrax
@@ -17,7 +16,6 @@ import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 
-from .. import _linalg
 from .._constraints import _dynamics
 from .._projection import (
     _project_state,
@@ -34,7 +32,7 @@ from ._tsit5 import Controller, KernelProblem, run
 
 DEFAULT_BLOCK_SIZE = 128
 
-# The unrolled factorizations of `_linalg` keep the traced vector field free of
+# The unrolled factorizations of the dense mass strategy keep the traced vector field free of
 # LAPACK calls; past this size the unrolled code grows too large for a kernel.
 _MAX_UNROLL = 32
 
@@ -89,7 +87,7 @@ def check_supported(system: LagrangianSystem, options: dict[str, Any]) -> Contro
         raise _unsupported("unilateral constraints (`unilateral`, contacts, impacts)")
     if system.slip is not None:
         raise _unsupported("friction (`slip`)")
-    if system.mass_solver is not None:
+    if system.mass_strategy.lanes(1) is None:
         raise _unsupported("an iterative or lineax `mass_solver`")
     solver = options.get("solver")
     if solver is not None and type(solver) is not diffrax.Tsit5:
@@ -100,17 +98,6 @@ def check_supported(system: LagrangianSystem, options: dict[str, Any]) -> Contro
     if meter is not None and type(meter) is not diffrax.NoProgressMeter:
         raise _unsupported(f"`progress_meter={type(meter).__name__}()`")
     return _controller(options.get("stepsize_controller"), options.get("dt0"))
-
-
-@contextlib.contextmanager
-def _unrolled(size: int):
-    """Trace `_linalg`'s factorizations unrolled up to `size` (no LAPACK calls)."""
-    saved = _linalg._UNROLL_MAX
-    _linalg._UNROLL_MAX = max(saved, size)
-    try:
-        yield
-    finally:
-        _linalg._UNROLL_MAX = saved
 
 
 def _with_params(system, tree, leaves):
@@ -155,13 +142,14 @@ def _problem(system, n, leaves, tree, dtype, num_saves, controller, options, blo
             f"backend='kernel' does not support systems of more than {_MAX_UNROLL} "
             "coordinates; backend='vmap' supports them."
         )
-    with _unrolled(n + constraints):
-        rhs_fn = LaneFunction(member(rhs), *example)
-        project_fn = None
-        if projected:
-            project_fn = LaneFunction(
-                member(lambda sys, t, y, gains: _project_state(sys, y, t)), *example
-            )
+    # The mass strategy's solves as scalar code without LAPACK calls.
+    system = system.with_mass_strategy(system.mass_strategy.lanes(n + constraints))
+    rhs_fn = LaneFunction(member(rhs), *example)
+    project_fn = None
+    if projected:
+        project_fn = LaneFunction(
+            member(lambda sys, t, y, gains: _project_state(sys, y, t)), *example
+        )
     return KernelProblem(
         rhs=rhs_fn,
         project=project_fn,

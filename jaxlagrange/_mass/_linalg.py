@@ -2,7 +2,7 @@
 
 For small n the factorizations are unrolled into scalar arithmetic: under `vmap`
 XLA fuses them with the rest of the equations of motion into one loop, where a
-LAPACK call would be one batched custom call per state. Past `_UNROLL_MAX` the
+LAPACK call would be one batched custom call per state. Past `UNROLL_MAX` the
 LAPACK routines win.
 
 `spd_solve` (the unconstrained path) uses LDLᵀ, which needs no square root and one
@@ -18,10 +18,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ._custom_types import Array, BoolScalar
+from .._custom_types import Array, BoolScalar
 
 
-_UNROLL_MAX = 6
+UNROLL_MAX = 6
 
 
 class Cholesky(NamedTuple):
@@ -33,11 +33,14 @@ def _pivot_tolerance(n: int, dtype) -> float:
     return 8 * n * float(jnp.finfo(dtype).eps)
 
 
-def cholesky(matrix: Array) -> Cholesky:
-    """Lower Cholesky factor of a symmetric matrix, flagging non-positive pivots."""
+def cholesky(matrix: Array, unroll: int = UNROLL_MAX) -> Cholesky:
+    """Lower Cholesky factor of a symmetric matrix, flagging non-positive pivots.
+
+    Unrolled into scalar arithmetic up to n = `unroll`, LAPACK past it.
+    """
     n = matrix.shape[0]
     tol = _pivot_tolerance(n, matrix.dtype)
-    if n <= _UNROLL_MAX:
+    if n <= unroll:
         rows = [[None] * n for _ in range(n)]
         singular = jnp.array(False)
         for j in range(n):
@@ -67,10 +70,10 @@ def cholesky(matrix: Array) -> Cholesky:
     return Cholesky(factor, singular)
 
 
-def solve_lower(factor: Array, b: Array) -> Array:
+def solve_lower(factor: Array, b: Array, unroll: int = UNROLL_MAX) -> Array:
     """Solve `factor @ x = b` for lower-triangular `factor`; `b` is (n,) or (n, k)."""
     n = factor.shape[0]
-    if n <= _UNROLL_MAX:
+    if n <= unroll:
         vector = b.ndim == 1
         b2 = b[:, None] if vector else b
         xs = []
@@ -82,10 +85,10 @@ def solve_lower(factor: Array, b: Array) -> Array:
     return jax.scipy.linalg.solve_triangular(factor, b, lower=True)
 
 
-def solve_upper_t(factor: Array, b: Array) -> Array:
+def solve_upper_t(factor: Array, b: Array, unroll: int = UNROLL_MAX) -> Array:
     """Solve `factor.T @ x = b` for lower-triangular `factor`."""
     n = factor.shape[0]
-    if n <= _UNROLL_MAX:
+    if n <= unroll:
         vector = b.ndim == 1
         b2 = b[:, None] if vector else b
         xs = [None] * n
@@ -97,21 +100,23 @@ def solve_upper_t(factor: Array, b: Array) -> Array:
     return jax.scipy.linalg.solve_triangular(factor, b, lower=True, trans="T")
 
 
-def cho_solve(factor: Array, b: Array) -> Array:
+def cho_solve(factor: Array, b: Array, unroll: int = UNROLL_MAX) -> Array:
     """Solve `M x = b` given the lower Cholesky factor of M."""
-    return solve_upper_t(factor, solve_lower(factor, b))
+    return solve_upper_t(factor, solve_lower(factor, b, unroll), unroll)
 
 
-def spd_solve(matrix: Array, b: Array) -> tuple[Array, BoolScalar]:
+def spd_solve(
+    matrix: Array, b: Array, unroll: int = UNROLL_MAX
+) -> tuple[Array, BoolScalar]:
     """Solve `matrix @ x = b`, (n, n) and (n,), for symmetric positive definite `matrix`.
 
     Reads one triangle. Returns `x` and the `singular` flag; where it is raised, `x`
     is finite but meaningless.
     """
     n = matrix.shape[0]
-    if n > _UNROLL_MAX:
-        chol = cholesky(matrix)
-        return cho_solve(chol.factor, b), chol.singular
+    if n > unroll:
+        chol = cholesky(matrix, unroll)
+        return cho_solve(chol.factor, b, unroll), chol.singular
     tol = _pivot_tolerance(n, matrix.dtype)
     # M = U D Uᵀ with U unit lower triangular; w[i][j] = U[i][j] D[j].
     unit = [[None] * n for _ in range(n)]

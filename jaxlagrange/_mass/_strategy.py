@@ -1,0 +1,152 @@
+"""How M q̈ = f is solved: one strategy object per system, chosen once.
+
+`LagrangianSystem(mass_solver=...)` turns its `mass_solver` into a strategy
+(`mass_strategy`), and every module that solves with the mass matrix M (the
+equations of motion, constraints, friction, impulses, projection, the failure
+diagnosis, linearize and the variational integrator) goes through it:
+
+    factor = system.mass_strategy.factor(system, q, qd, t)     # M at a state
+    factor, f = system.mass_strategy.terms(system, q, qd, t)  # M and f together
+    x, failed = factor.solve(b)                                # M⁻¹b
+    kkt = factor.constrain(rows, f)                            # with C q̈ = target
+    lam, singular = kkt.multipliers(target, mask)              # (C M⁻¹ Dᵀ) λ = ...
+    qdd, failed = kkt.solution(lam)                            # M⁻¹(f + Dᵀλ)
+
+As in lineax, a factor is made once per state (`init`) and solves many times.
+The constrained solve is the Schur complement of the KKT system
+
+    M x = f + Dᵀλ,    C x = target    ⇒    (C M⁻¹ Dᵀ) λ = target − C M⁻¹ f,
+
+with D = C but for the slipping rows of Coulomb friction; rows outside `mask`
+exert no force (λ = 0). It serves the equations of motion (f the forcing), an
+impulse (f the applied impulse, target the wanted rates) and the projections
+(f = 0: the correction of least M-norm).
+
+The strategies (in `_dense.py` and `_lineax.py`):
+
+- `DenseCholesky` (`mass_solver=None`): M formed together with f in one forward
+  pass and factored by Cholesky, unrolled into scalar code for small n;
+- `LineaxMass`: a lineax solver used as given: a direct one (`lineax.LU()`,
+  `Cholesky()`, ...) on the formed M; an iterative one (`GMRES`, `BiCGStab`,
+  `NormalCG`, ...) matrix-free, M applied by Hessian-vector products of L;
+- `ConjugateGradientMass` (`mass_solver=lineax.CG(...)`): the same matrix-free
+  solve by jaxlagrange's own conjugate gradients, with the rtol, atol, norm,
+  max_steps and preconditioner of the given `lineax.CG` (see `_cg.py` for why).
+"""
+
+import abc
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import lineax as lx
+
+from .._custom_types import Array, BoolScalar
+from ._terms import forcing
+
+
+class Rows(NamedTuple):
+    """A constraint matrix C: the linear map v ↦ C v, and C itself if formed.
+
+    A dense strategy forms C (from `matrix`, else by `jax.jacfwd` of `apply`); a
+    matrix-free one applies it by `apply` and its transpose, never forming it.
+    """
+
+    apply: Callable[[Array], Array]
+    matrix: Array | None = None
+
+
+def as_matrix(rows: Rows, n: int, dtype) -> Array:
+    """C, (c, n)."""
+    if rows.matrix is not None:
+        return rows.matrix
+    return jax.jacfwd(rows.apply)(jnp.zeros((n,), dtype))
+
+
+class AbstractConstrained(eqx.Module):
+    """The KKT system M x = f + Dᵀλ, C x = target at one state, M factored."""
+
+    @abc.abstractmethod
+    def multipliers(
+        self, target: Array, mask: Array | None = None
+    ) -> tuple[Array, BoolScalar]:
+        """λ (zero outside `mask`), and whether C M⁻¹ Dᵀ is singular there."""
+
+    @abc.abstractmethod
+    def solution(self, lam: Array) -> tuple[Array, BoolScalar]:
+        """x = M⁻¹(f + Dᵀλ), and whether a mass solve failed (here or before)."""
+
+
+class AbstractMassFactor(eqx.Module):
+    """M at one state, ready to solve with."""
+
+    # Raised when the factorization found M singular or indefinite; a solver
+    # that does not factor flags each failed solve instead.
+    singular: eqx.AbstractVar[BoolScalar]
+
+    @abc.abstractmethod
+    def solve(self, b: Array) -> tuple[Array, BoolScalar]:
+        """x = M⁻¹b for b of shape (n,) or (n, k), and whether the solve failed.
+
+        A non-finite b is never flagged: it propagates, to be reported as
+        non-finite dynamics and not as a singular M.
+        """
+
+    @abc.abstractmethod
+    def constrain(
+        self, rows: Rows, f: Array | None = None, directions: Rows | None = None
+    ) -> AbstractConstrained:
+        """The KKT system with constraint rows C, forcing f (None: zero) and force
+        directions D (None: D = C, a symmetric Schur complement)."""
+
+    @abc.abstractmethod
+    def nearly_singular(
+        self, start: "AbstractMassFactor", direction: Array
+    ) -> BoolScalar:
+        """Whether M has fallen below eps^(1/4) of M at `start` (the failure
+        diagnosis: a solution that blows up at a singular M stops just short of
+        it); `direction` is that of the runaway q̈."""
+
+
+class AbstractMassStrategy(eqx.Module):
+    """Makes the factors of M for a system (see the module docstring)."""
+
+    @abc.abstractmethod
+    def factor(self, system, q: Array, qd: Array, t: Array) -> AbstractMassFactor:
+        """M at a state."""
+
+    def terms(
+        self, system, q: Array, qd: Array, t: Array
+    ) -> tuple[AbstractMassFactor, Array]:
+        """M and the forcing f at a state."""
+        return self.factor(system, q, qd, t), forcing(system, q, qd, t)
+
+    def accelerations(
+        self, system, q: Array, qd: Array, t: Array
+    ) -> tuple[Array, BoolScalar]:
+        """q̈ = M⁻¹f without constraints, and whether M is singular (or the solve
+        failed)."""
+        factor, f = self.terms(system, q, qd, t)
+        x, failed = factor.solve(f)
+        return x, factor.singular | failed
+
+    def lanes(self, size: int) -> "AbstractMassStrategy | None":
+        """This strategy as scalar code without library calls up to `size`
+        equations (for the fused ensemble kernel), or None if it has none."""
+        return None
+
+
+def check_mass_solver(solver: Any, preconditioner: Callable | None) -> None:
+    """The trace-time checks of `mass_solver` and `mass_preconditioner`."""
+    if solver is not None and not isinstance(solver, lx.AbstractLinearSolver):
+        raise ValueError(
+            "`mass_solver` must be None (dense Cholesky) or a lineax solver such as "
+            f"lineax.CG(rtol=1e-10, atol=1e-10) or lineax.Cholesky(), got {solver!r}."
+        )
+    if preconditioner is not None and not callable(preconditioner):
+        raise ValueError(
+            "`mass_preconditioner` must be a function (q, qd, t[, params]) returning "
+            f"the diagonal of M or a lineax operator, got {type(preconditioner)}."
+        )

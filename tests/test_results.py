@@ -1,11 +1,13 @@
 """Result codes as an enumeration: `jl.result_name` and `jl.result_message` on a
 trajectory, a batch, a `RESULTS` item and stored integer codes; the one table
-from code to name and message."""
+from code to name and message; and the first-error helper's priority order."""
 
+import itertools
 import re
 from pathlib import Path
 
 import diffrax
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,6 +15,7 @@ import optimistix as optx
 import pytest
 
 import jaxlagrange as jl
+from jaxlagrange._errors import first_error
 from jaxlagrange._results import MESSAGES, NAMES, code_of, item_of, messages_of
 
 
@@ -126,3 +129,66 @@ def test_the_package_reads_no_private_enumeration_attribute():
     ]
     assert found == []
 
+
+_CHECKED = ("the first failure", "the second failure", "the third failure")
+
+
+@eqx.filter_jit
+def _checked(flags, x):
+    return first_error(x, zip(flags, _CHECKED, strict=True))
+
+
+@pytest.mark.parametrize("flags", list(itertools.product([False, True], repeat=3)))
+def test_first_error_raises_the_first_condition_that_holds(flags):
+    x = jnp.arange(3.0)
+    if not any(flags):
+        np.testing.assert_array_equal(_checked(jnp.array(flags), x), x)
+        return
+    expected = _CHECKED[flags.index(True)]
+    with pytest.raises(eqx.EquinoxRuntimeError, match=expected):
+        _checked(jnp.array(flags), x)
+
+
+def test_first_error_under_vmap_raises_the_first_failure_of_the_batch():
+    batched = jax.vmap(_checked)
+    x = jnp.zeros((2, 3))
+    # Each member's own failure is a later one than another member's.
+    flags = jnp.array([[False, False, True], [False, True, False]])
+    with pytest.raises(eqx.EquinoxRuntimeError, match=_CHECKED[1]):
+        batched(flags, x)
+    # A member without a failure does not name one.
+    flags = jnp.array([[False, False, False], [False, False, True]])
+    with pytest.raises(eqx.EquinoxRuntimeError, match=_CHECKED[2]):
+        batched(flags, x)
+    np.testing.assert_array_equal(batched(jnp.zeros((2, 3), bool), x), x)
+
+
+def test_first_error_reduces_array_conditions():
+    x = jnp.ones(2)
+    check = eqx.filter_jit(
+        lambda v: first_error(x, [(v > 1.0, "above one"), (v < 0.0, "negative")])
+    )
+    with pytest.raises(eqx.EquinoxRuntimeError, match="negative"):
+        check(jnp.array([0.5, -1.0]))
+    with pytest.raises(eqx.EquinoxRuntimeError, match="above one"):
+        check(jnp.array([2.0, -1.0]))
+    np.testing.assert_array_equal(check(jnp.array([0.5, 0.5])), x)
+    assert first_error(x, []) is x
+
+
+def _soft_potential(q, qd, t):
+    # The potential q^{3/2} is NaN-valued below q = 0, with a finite mass.
+    return 0.5 * jnp.sum(qd**2) - jnp.sum(q**1.5)
+
+
+def test_accelerations_name_the_most_basic_failure_of_a_batch():
+    system = jl.LagrangianSystem(_soft_potential)
+    q = jnp.array([[jnp.nan], [-1.0]])  # a non-finite state; NaN accelerations
+    qd = jnp.zeros((2, 1))
+    accelerations = jax.vmap(jl.accelerations, in_axes=(None, 0, 0, None))
+    with pytest.raises(
+        eqx.EquinoxRuntimeError, match=r"The state \(q, qd, t\) contains a non-finite"
+    ):
+        accelerations(system, q, qd, 0.0)
+    with pytest.raises(eqx.EquinoxRuntimeError, match="jl.accelerations is not finite"):
+        accelerations(system, q[1:], qd[1:], 0.0)

@@ -35,6 +35,8 @@ from ._trajectory import (
     EVENT_STICK as EVENT_STICK,
     RESULTS as RESULTS,
     Trajectory as Trajectory,
+    result_message as result_message,
+    result_name as result_name,
 )
 from ._variational import VariationalMidpoint as VariationalMidpoint
 

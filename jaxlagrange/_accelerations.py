@@ -12,6 +12,7 @@ import jax.numpy as jnp
 from ._constraints import _SINGULAR_CONSTRAINTS, Dynamics, _dynamics, contact_set
 from ._custom_types import ScalarLike, Vector, VectorLike
 from ._eom import _NON_FINITE_DYNAMICS, _NON_FINITE_STATE, _SINGULAR_MASS, _finite
+from ._errors import first_error
 from ._friction import contact_modes
 from ._system import LagrangianSystem, _as_state, checked_values
 
@@ -31,22 +32,18 @@ def _checked_dynamics(system, q, qd, t) -> Dynamics:
             contact_set(system, q, qd, t) if system.unilateral is not None else None
         )
         dyn = _dynamics(system, q, qd, t, active=active)
-    # One check for all failures (one branch, also under vmap); the
-    # most basic failure in the batch names the error.
-    code = jnp.where(jnp.all(jnp.isfinite(dyn.accelerations)), 0, 4)
-    code = jnp.where(dyn.singular_constraints, 1, code)
-    code = jnp.where(dyn.singular_mass, 2, code)
-    code = jnp.where(_finite(q, qd, t), code, 3)
-    qdd, lam = eqx.branched_error_if(
+    # The most basic failure names the error (also the most basic in a batch).
+    qdd, lam = first_error(
         (dyn.accelerations, dyn.multipliers),
-        code > 0,
-        jnp.maximum(code - 1, 0),
-        (
-            _SINGULAR_CONSTRAINTS,
-            _SINGULAR_MASS,
-            _NON_FINITE_STATE,
-            _NON_FINITE_DYNAMICS.format("accelerations"),
-        ),
+        [
+            (~_finite(q, qd, t), _NON_FINITE_STATE),
+            (dyn.singular_mass, _SINGULAR_MASS),
+            (dyn.singular_constraints, _SINGULAR_CONSTRAINTS),
+            (
+                ~jnp.isfinite(dyn.accelerations),
+                _NON_FINITE_DYNAMICS.format("accelerations"),
+            ),
+        ],
     )
     return dyn._replace(accelerations=qdd, multipliers=lam)
 

@@ -13,6 +13,7 @@ from ._batch_inputs import _batch_size, _check_options, _check_state, _merge, _o
 from ._custom_types import Array, Bool, Params
 from ._kernel._backend import check_backend, choose_kernel
 from ._kernel._lanes import UnsupportedPrimitiveError
+from ._results import MESSAGES, code_of
 from ._simulate import simulate
 from ._system import LagrangianSystem
 from ._trajectory import RESULTS, Trajectory
@@ -232,8 +233,10 @@ def failed(traj: Trajectory) -> Bool[Array, " *batch"]:
     - `traj`: a `Trajectory`, e.g. from `simulate_batch(..., throw=False)`.
 
     **Returns:** a boolean array with the batch shape of `traj`: True where the solve
-    did not succeed. `traj.result[i]` says why, e.g.
-    `jl.RESULTS[traj.result._value[i]]`.
+    did not succeed. `jl.result_name(traj)[i]` names why (e.g.
+    `"singular_mass_matrix"`) and `jl.result_message(traj)[i]` explains it;
+    `traj.result == jl.RESULTS.singular_mass_matrix` tells one cause apart, also
+    under `jax.jit`.
 
     **Example:**
 
@@ -241,6 +244,7 @@ def failed(traj: Trajectory) -> Bool[Array, " *batch"]:
     traj = jl.simulate_batch(system, q0s, qd0s, t1=10.0, throw=False)
     bad = jl.failed(traj)
     print(f"{int(bad.sum())} of {bad.size} failed, e.g. member {int(bad.argmax())}")
+    print(jl.result_name(traj)[bad])  # e.g. ['singular_mass_matrix']
     ```
     """
     return traj.result != RESULTS.successful
@@ -254,15 +258,16 @@ def _raise_if_failed(traj: Trajectory) -> Trajectory:
     messages = [
         f"`simulate_batch`: a member failed: {message} Pass `throw=False` and use "
         "`jl.failed(traj)` to see which members failed."
-        for message in RESULTS._index_to_message
+        for message in MESSAGES
     ]
-    code = traj.result._value[first]
+    codes = code_of(traj.result)
+    code = codes[first]
     if isinstance(code, jax.core.Tracer):
         # Under jit the check must feed every output, or it is dead code.
         return eqx.branched_error_if(traj, jnp.any(bad), code, messages)
     # Run eagerly it raises at once: check the codes alone, so that the big
     # arrays keep their sharding.
-    eqx.branched_error_if(traj.result._value, jnp.any(bad), code, messages)
+    eqx.branched_error_if(codes, jnp.any(bad), code, messages)
     return traj
 
 

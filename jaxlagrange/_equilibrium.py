@@ -18,6 +18,7 @@ import optimistix as optx
 
 from ._constraints import _contact_tolerance, _dynamics, _num_bilateral
 from ._custom_types import Array, Float, ScalarLike, VectorLike
+from ._errors import first_error
 from ._linearize import _check_system
 from ._system import LagrangianSystem, _as_state
 from ._validate import check_finite, check_finite_params, check_tolerance
@@ -110,12 +111,7 @@ def _equilibrium(system, q_guess, t, rtol, atol, max_steps):
     q, ok = _solve(system, start, t, active, rtol, atol, max_steps)
     release, engage = _contact_changes(system, q, t, active)
     consistent = ~jnp.any(release | engage)
-    return eqx.branched_error_if(
-        q,
-        ~(ok & consistent),
-        jnp.where(ok, 1, 0),
-        (_NOT_CONVERGED, _NO_CONTACT_SET),
-    )
+    return first_error(q, [(~ok, _NOT_CONVERGED), (~consistent, _NO_CONTACT_SET)])
 
 
 def equilibrium(

@@ -86,7 +86,7 @@ class _TimeNewton(optx.AbstractRootFinder):
     atol: float
     norm: Callable = optx.max_norm
 
-    def _value(self, fn, t, args):
+    def _sum_of_values(self, fn, t, args):
         f, aux = fn(t, args)
         # diffrax passes one value per event function, zero but the triggered one.
         return sum(jax.tree_util.tree_leaves(f)), aux
@@ -94,13 +94,13 @@ class _TimeNewton(optx.AbstractRootFinder):
     def init(self, fn, y, args, options, f_struct, aux_struct, tags):
         lower = jnp.asarray(options.get("lower"), y.dtype)
         upper = jnp.asarray(options.get("upper"), y.dtype)
-        positive = self._value(fn, lower, args)[0] > 0
+        positive = self._sum_of_values(fn, lower, args)[0] > 0
         return lower, upper, positive, jnp.full_like(y, jnp.inf), jnp.array(False)
 
     def step(self, fn, y, args, options, state, tags):
         lower, upper, positive, _, _ = state
         (f, aux), (df, _) = jax.jvp(
-            lambda t: self._value(fn, t, args), (y,), (jnp.ones_like(y),)
+            lambda t: self._sum_of_values(fn, t, args), (y,), (jnp.ones_like(y),)
         )
         below = (f > 0) == positive  # y is on the side of `lower`
         lower = jnp.where(below, y, lower)

@@ -24,9 +24,9 @@ import jax.tree_util as jtu
 import numpy as np
 
 from ._custom_types import Array, Float, Params, ScalarLike
+from ._results import SUCCESSFUL, code_of
 from ._simulate import simulate
 from ._system import LagrangianSystem, _to_leaf
-from ._trajectory import RESULTS
 
 
 def _known(x) -> np.ndarray | None:
@@ -246,7 +246,7 @@ def _pieces(system, layout: _Layout, starts, options):
         (scale * (qd_end[:-1] - qd0s[1:])).ravel(),
     ]
     count = 2 * q0s[1:].size
-    code = traj.result._value  # pyright: ignore
+    code = code_of(traj.result)
     return residuals, gaps, total, count, code, raw
 
 
@@ -269,7 +269,7 @@ def _residuals(system, layouts, starts, continuity_weight, options):
     if count:
         parts.append(jnp.sqrt(continuity_weight / count) * jnp.concatenate(gaps))
     codes = jnp.concatenate(codes)
-    ok = jnp.all(codes == RESULTS.successful._value)  # pyright: ignore
+    ok = jnp.all(codes == SUCCESSFUL)
     # A failed solve leaves inf in its trajectory; keep it inf, never NaN.
     residual = jnp.where(ok, jnp.concatenate(parts), jnp.inf)
     return residual, jnp.sum(data**2), codes, raw

@@ -21,6 +21,7 @@ from jax.flatten_util import ravel_pytree
 
 from ._custom_types import Array
 from ._progress import progress_bar
+from ._results import code_of, messages_of
 from ._trajectory import _messages
 
 
@@ -129,13 +130,13 @@ def _optimistix_solve(theta, problem, optimizer, steps, mode, setup):
     theta = eqx.combine(value, static)
     # The covariance in the same program: one compilation instead of two.
     gauss_newton = None if setup is None else _gauss_newton(theta, *setup)
-    code = result._value  # pyright: ignore[reportAttributeAccessIssue]
+    code = code_of(result)
     return theta, losses, final, codes, code, count, gauss_newton
 
 
 def solver_message(code: int) -> str:
     """The optimistix result `code` in one line ("successful" for 0)."""
-    messages = optx.RESULTS._index_to_message  # pyright: ignore
+    messages = messages_of(optx.RESULTS)
     code = int(code)
     if code == 0:
         return "successful"

@@ -27,6 +27,7 @@ from ._constraints import (
 )
 from ._custom_types import Array, BoolScalar, ScalarLike, Vector, VectorLike
 from ._eom import _NON_FINITE_STATE, _SINGULAR_MASS, _finite
+from ._errors import first_error
 from ._mass import Rows
 from ._system import LagrangianSystem, _as_state, checked_values
 
@@ -94,14 +95,13 @@ def _checked_impulse(system, q, qd, t, impulse):
         contact = contact_set(system, q, qd, t)
     target = jnp.zeros(contact.shape, q.dtype)
     out = _impulse(system, q, qd, t, impulse, contact, target)
-    code = jnp.where(out.singular_constraints, 1, 0)
-    code = jnp.where(out.singular_mass, 2, code)
-    code = jnp.where(_finite(q, qd, t) & jnp.all(jnp.isfinite(impulse)), code, 3)
-    return eqx.branched_error_if(
+    return first_error(
         out.velocities,
-        code > 0,
-        jnp.maximum(code - 1, 0),
-        (_SINGULAR_CONSTRAINTS, _SINGULAR_MASS, _NON_FINITE_STATE),
+        [
+            (~(_finite(q, qd, t) & jnp.all(jnp.isfinite(impulse))), _NON_FINITE_STATE),
+            (out.singular_mass, _SINGULAR_MASS),
+            (out.singular_constraints, _SINGULAR_CONSTRAINTS),
+        ],
     )
 
 

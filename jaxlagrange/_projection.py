@@ -36,7 +36,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._constraints import velocity_rates, velocity_rows
-from ._custom_types import Array, BoolScalar, ScalarLike, Vector, VectorLike
+from ._custom_types import Array, ArrayLike, BoolScalar, ScalarLike, Vector, VectorLike
+from ._errors import first_error
 from ._mass import Rows
 from ._system import LagrangianSystem, _as_state
 
@@ -317,41 +318,29 @@ _SINGULAR_MASS_AT_T0 = (
 )
 
 
-def _initial_code(r: _Residuals, tol: float) -> Array:
-    """0: consistent; else 1 + the index of the first failure in `_messages`."""
-    failures = (
-        r.singular_mass,
-        r.redundant,
-        r.position > tol,
-        r.velocity > tol,
-        r.penetration > tol,
-    )
-    code = jnp.zeros((), jnp.int32)
-    for i, failed in reversed(list(enumerate(failures))):
-        code = jnp.where(failed, i + 1, code)
-    return code
+def _initial_checks(
+    r: _Residuals, tol: float, known: bool
+) -> list[tuple[ArrayLike, str]]:
+    """The failures of an initial state, each with its message, first first.
 
-
-def _messages(r: _Residuals | None) -> list[str]:
-    if r is None:  # under jit: the values are not known when the message is made
-        g = gd = a = "(not known under jit)"
-    else:
+    `known`: whether the residuals' values are known when the message is made
+    (not under jit)."""
+    if known:
         g, gd, a = (
             f"{float(x):.3g}" for x in (r.holonomic, r.holonomic_rate, r.nonholonomic)
         )
+    else:
+        g = gd = a = "(not known under jit)"
     return [
-        _SINGULAR_MASS_AT_T0,
-        _REDUNDANT_AT_T0,
-        _OFF_POSITION.format(g=g),
-        _OFF_VELOCITY.format(gd=gd, a=a),
-        _PENETRATING,
+        (r.singular_mass, _SINGULAR_MASS_AT_T0),
+        (r.redundant, _REDUNDANT_AT_T0),
+        (r.position > tol, _OFF_POSITION.format(g=g)),
+        (r.velocity > tol, _OFF_VELOCITY.format(gd=gd, a=a)),
+        (r.penetration > tol, _PENETRATING),
     ]
 
 
-@eqx.filter_jit
-def _initial_residuals(system, q, qd, t):
-    r = _residuals(system, q, qd, t)
-    return r, _initial_code(r, _tolerance(q.dtype))
+_initial_residuals = eqx.filter_jit(_residuals)
 
 
 def _is_known(tree) -> bool:
@@ -370,15 +359,16 @@ def check_initial_state(
     """
     if not system.has_constraints:
         return q0
-    r, code = _initial_residuals(system, q0, qd0, t0)
-    if _is_known((system, q0, qd0, t0, code)):
-        code = int(code)
-        if code:
-            raise ValueError(_messages(r)[code - 1])
+    r = _initial_residuals(system, q0, qd0, t0)
+    tol = _tolerance(q0.dtype)
+    if _is_known((system, q0, qd0, t0, r)):
+        # In NumPy: an eager JAX comparison is one more small program to compile.
+        r = jax.tree.map(np.asarray, r)
+        for failed, message in _initial_checks(r, tol, known=True):
+            if failed:
+                raise ValueError(message)
         return q0
-    return eqx.branched_error_if(
-        q0, code > 0, jnp.maximum(code - 1, 0), _messages(None)
-    )
+    return first_error(q0, _initial_checks(r, tol, known=False))
 
 
 @eqx.filter_jit
@@ -386,18 +376,20 @@ def _project_initial(system, q, qd, t):
     q, qd, singular = _project(system, q, qd, t, _INITIAL_ITERATIONS)
     r = _residuals(system, q, qd, t)
     tol = _tolerance(q.dtype)
-    code = jnp.where(r.position > tol, 1, 0)
-    code = jnp.where(r.redundant, 2, code)
-    code = jnp.where(r.singular_mass, 3, code)
-    messages = (
-        "jl.project_initial_state: the Gauss–Newton iteration did not reach the "
-        "manifold g(q, t0) = 0 from this q0; start closer to it, or check that "
-        "g = 0 has a solution near q0.",
-        "jl.project_initial_state: " + _REDUNDANT_AT_T0,
-        "jl.project_initial_state: " + _SINGULAR_MASS_AT_T0,
+    where = "jl.project_initial_state: "
+    return first_error(
+        (q, qd),
+        [
+            (r.singular_mass, where + _SINGULAR_MASS_AT_T0),
+            (r.redundant, where + _REDUNDANT_AT_T0),
+            (
+                r.position > tol,
+                where + "the Gauss–Newton iteration did not reach the manifold "
+                "g(q, t0) = 0 from this q0; start closer to it, or check that "
+                "g = 0 has a solution near q0.",
+            ),
+        ],
     )
-    q, qd = eqx.branched_error_if((q, qd), code > 0, jnp.maximum(code - 1, 0), messages)
-    return q, qd
 
 
 def project_initial_state(

@@ -22,6 +22,7 @@ from ._custom_types import Array, Params
 from ._kernel._backend import broadcast_params, choose_kernel
 from ._kernel._ensemble import simulate_kernel
 from ._progress import progress_bar
+from ._results import code_of
 from ._simulate import simulate
 from ._store import ChunkedStore, open_store
 from ._sweep_identity import _SYSTEM_FUNCTIONS, _code_digest, _describe
@@ -242,7 +243,7 @@ class _SimulateMember(eqx.Module):
                 raise ValueError(
                     f"`observe` may not return the reserved key {reserved!r}."
                 )
-        return {**out, "result": traj.result._value, "t_final": traj.t_final}
+        return {**out, "result": code_of(traj.result), "t_final": traj.t_final}
 
     # The fused kernel's share of the work (`_SweepKernel`).
     def kernel_options(self) -> dict[str, Any]:
@@ -288,7 +289,7 @@ class _SweepKernel(eqx.Module):
             interpret=self.batch.interpret,
         )
         out = member.kernel_outputs(traj, params)
-        return {**out, "result": traj.result._value, "t_final": traj.t_final}
+        return {**out, "result": code_of(traj.result), "t_final": traj.t_final}
 
 
 def simulate_sweep(
@@ -309,9 +310,9 @@ def simulate_sweep(
     The arguments are those of `simulate_batch`, and the chunking, store and resume
     behaviour that of `sweep`. Per member the store holds `outputs/q` and
     `outputs/qd` (or whatever `observe` returns), `outputs/result` (the
-    `jl.RESULTS` code, 0 on success; failed members do not stop the sweep) and
-    `outputs/t_final`; the inputs are under `inputs/q0`, `inputs/qd0` and
-    `inputs/params/<key>`.
+    `jl.RESULTS` code, 0 on success, named by `jl.result_name`; failed members do
+    not stop the sweep) and `outputs/t_final`; the inputs are under `inputs/q0`,
+    `inputs/qd0` and `inputs/params/<key>`.
 
     **Arguments:**
 
@@ -445,7 +446,7 @@ class _SweepMember(eqx.Module):
             "q": traj.q,
             "qd": traj.qd,
             "energy": energies,
-            "result": traj.result._value,
+            "result": code_of(traj.result),
             "t_final": traj.t_final,
         }
         if self.lyapunov:

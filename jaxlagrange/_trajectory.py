@@ -1,14 +1,14 @@
-"""`Trajectory`, the result codes of `simulate`, the event kinds, failure messages."""
+"""`Trajectory`, the event kinds, a result's name and message, failure messages."""
 
 from typing import Any
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._custom_types import Array, Float, Int
+from ._custom_types import Array, ArrayLike, Float, Int
+from ._results import MESSAGES, NAMES, RESULTS as RESULTS, SUCCESSFUL, code_of
 
 
 EVENT_RELEASE = 0
@@ -25,38 +25,6 @@ EVENT_SLIP = 3
 exceeded, or a stopped slip that static friction cannot hold)."""
 
 
-class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
-    """diffrax's result codes, and the ones jaxlagrange detects itself."""
-
-    singular_mass_matrix = (
-        "The mass matrix ∂²L/∂qd² became singular or indefinite during the solve: "
-        "the Lagrangian is not strictly convex in qd there (or an iterative "
-        "`mass_solver` did not converge within its max_steps)."
-    )
-    redundant_constraints = (
-        "The constraint Jacobian became rank-deficient during the solve: the "
-        "constraints are redundant or degenerate there."
-    )
-    non_finite_state = (
-        "The state or the equations of motion became non-finite (NaN or inf) during "
-        "the solve, e.g. a square root or logarithm of a negative number in a user "
-        "function."
-    )
-    step_size_collapsed = (
-        "The step size collapsed to the resolution of t before t1: the solution "
-        "blows up or is not smooth there."
-    )
-    max_events_reached = (
-        "The maximum number of events (releases, impacts, sticks and slips at "
-        "unilateral constraints) was reached before t1. Raise it with "
-        "`jl.simulate(..., max_events=...)`."
-    )
-    implicit_step_failed = (
-        "The implicit solve of a variational integrator step did not converge: "
-        "take a smaller `dt0`, or raise the solver's `max_iterations`."
-    )
-
-
 class Trajectory(eqx.Module):
     """A solution of `simulate`.
 
@@ -66,7 +34,10 @@ class Trajectory(eqx.Module):
     - `q`, `qd`: coordinates and velocities at `ts`, shape (T, n).
     - `multipliers`: Lagrange multipliers at `ts`, shape (T, m + k + u)
         (holonomic, nonholonomic, unilateral; (T, 0) without constraints).
-    - `result`: a `jaxlagrange.RESULTS` code; `RESULTS.successful` on success.
+    - `result`: a `jaxlagrange.RESULTS` item; `RESULTS.successful` on success.
+        Compare it with `==` (`traj.result == jl.RESULTS.singular_mass_matrix`,
+        also batched); `jl.result_name(traj)` and `jl.result_message(traj)` read
+        its name and message.
     - `t_final`: the time the solve reached (t1 on success; on failure the last
         accepted time, and t0 for a non-finite initial state).
     - `stats`: diffrax's statistics (`num_steps`, `num_accepted_steps`,
@@ -140,15 +111,13 @@ def _messages(max_steps: int, max_events: int | None = None) -> list[str]:
     """The message of each result code, indexed by its value.
 
     `max_events` (None: not known) goes into the message of too many events."""
-    messages = list(RESULTS._index_to_message)  # pyright: ignore
-    steps = RESULTS.max_steps_reached._value  # pyright: ignore
-    messages[int(steps)] = (
+    messages = list(MESSAGES)
+    messages[int(code_of(RESULTS.max_steps_reached))] = (
         f"The maximum number of solver steps ({max_steps}) was reached before t1. "
         "Raise it with `jl.simulate(..., max_steps=...)`, or loosen `rtol`/`atol`."
     )
-    events = RESULTS.max_events_reached._value  # pyright: ignore
     if max_events is not None:
-        messages[int(events)] = (
+        messages[int(code_of(RESULTS.max_events_reached))] = (
             f"The maximum number of events ({max_events}: releases, impacts, sticks "
             "and slips at unilateral constraints) was reached before t1. Raise it "
             "with "
@@ -160,16 +129,106 @@ def _messages(max_steps: int, max_events: int | None = None) -> list[str]:
 def _raise_on_failure(
     traj: Trajectory, max_steps: int, t1: Array, max_events: int | None = None
 ) -> Trajectory:
-    code = _known(traj.result._value)  # pyright: ignore
+    code = _known(code_of(traj.result))
     failed = traj.result != RESULTS.successful
     messages = _messages(max_steps, max_events)
     if code is None:
         # Under jit or vmap: a runtime error, without the time reached.
         messages = [m + "\n" + _THROW_FALSE if m else m for m in messages]
-        return eqx.branched_error_if(traj, failed, traj.result._value, messages)  # pyright: ignore
-    if code != RESULTS.successful._value:  # pyright: ignore
+        return eqx.branched_error_if(traj, failed, code_of(traj.result), messages)
+    if code != SUCCESSFUL:
         raise eqx.EquinoxRuntimeError(
             f"jl.simulate stopped at t = {float(traj.t_final)!r} before t1 = "
             f"{float(t1)!r}: {messages[int(code)]}\n{_THROW_FALSE}"
         )
     return traj
+
+
+def _result_codes(result, where: str) -> np.ndarray:
+    """The `RESULTS` codes of a `Trajectory`, a `RESULTS` item or integer codes,
+    as a NumPy array (no JAX program is compiled)."""
+    if isinstance(result, Trajectory):
+        result = result.result
+    if isinstance(result, RESULTS):
+        result = code_of(result)
+    elif isinstance(result, eqx.Module):
+        raise ValueError(
+            f"`{where}` takes a `jl.Trajectory`, a `jl.RESULTS` item or integer "
+            f"result codes, got {result!r}."
+        )
+    if isinstance(result, jax.core.Tracer):
+        raise ValueError(
+            f"`{where}` reads a result after the solve, not under `jax.jit`, "
+            "`jax.vmap` or `jax.grad`: there compare items with `==`, e.g. "
+            "`traj.result == jl.RESULTS.successful`."
+        )
+    codes = np.asarray(result)
+    if not np.issubdtype(codes.dtype, np.integer):
+        raise ValueError(
+            f"`{where}`: result codes must be integers, got dtype {codes.dtype}."
+        )
+    bad = (codes < 0) | (codes >= len(RESULTS))
+    if np.any(bad):
+        raise ValueError(
+            f"`{where}`: {codes[bad].ravel()[0]} is not a `jl.RESULTS` code (they "
+            f"are 0 to {len(RESULTS) - 1})."
+        )
+    return codes
+
+
+def result_name(
+    result: Trajectory | RESULTS | Int[ArrayLike, "*batch"],
+) -> str | np.ndarray:
+    """The name of a result, e.g. `"successful"` or `"singular_mass_matrix"`: the
+    name of its member of `jl.RESULTS`.
+
+    **Arguments:**
+
+    - `result`: a `Trajectory` (its `result`), a `jl.RESULTS` item, or integer
+        result codes, as `simulate_sweep` stores them under `outputs/result`.
+        Batched ones too (`simulate_batch`, `jax.vmap`). Read after the solve,
+        not under `jax.jit`: there compare with `==` instead.
+
+    **Returns:** a `str` for one result; for a batch, a NumPy array of `str` with
+    the batch shape.
+
+    **Raises:** `ValueError` for anything else, for an integer that is not a code,
+    and under `jax.jit`, `jax.vmap` or `jax.grad`.
+
+    **Example:**
+
+    ```python
+    traj = jl.simulate_batch(system, q0s, qd0s, t1=10.0, throw=False)
+    names = jl.result_name(traj)  # e.g. array(['successful', 'singular_mass_matrix'])
+    print(names[jl.failed(traj)])
+    ```
+    """
+    codes = _result_codes(result, "jl.result_name")
+    names = np.asarray(NAMES)[codes]
+    return str(names) if names.ndim == 0 else names
+
+
+def result_message(
+    result: Trajectory | RESULTS | Int[ArrayLike, "*batch"],
+) -> str | np.ndarray:
+    """The message that explains a result (`""` for success), as `simulate`
+    raises it with `throw=True`.
+
+    **Arguments:** as for [`jaxlagrange.result_name`][].
+
+    **Returns:** a `str` for one result; for a batch, a NumPy array of `str` with
+    the batch shape.
+
+    **Raises:** as for [`jaxlagrange.result_name`][].
+
+    **Example:**
+
+    ```python
+    traj = jl.simulate(system, q0, qd0, t1=10.0, throw=False)
+    if jl.failed(traj):
+        print(jl.result_message(traj))
+    ```
+    """
+    codes = _result_codes(result, "jl.result_message")
+    messages = np.asarray(MESSAGES)[codes]
+    return str(messages) if messages.ndim == 0 else messages

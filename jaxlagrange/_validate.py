@@ -9,6 +9,7 @@ import jax.tree_util as jtu
 import numpy as np
 
 from ._custom_types import Array
+from ._errors import first_error
 
 
 try:
@@ -165,9 +166,10 @@ def check_finite(named: dict[str, Array], x):
             if not np.all(np.isfinite(v)):
                 raise ValueError(message.format(name, f": {v}."))
         return x
-    bad = jnp.stack([~jnp.all(jnp.isfinite(v)) for v in named.values()])
-    messages = tuple(message.format(name, ".") for name in names)
-    return eqx.branched_error_if(x, jnp.any(bad), jnp.argmax(bad), messages)
+    return first_error(
+        x,
+        [(~jnp.isfinite(v), message.format(k, ".")) for k, v in named.items()],
+    )
 
 
 def param_flags(params) -> tuple[list[Array], list[str]]:
@@ -188,10 +190,7 @@ def param_flags(params) -> tuple[list[Array], list[str]]:
 def raise_first(x, flags: list[Array], messages: list[str]):
     """`x`, with an error (also under `jax.jit`) giving the message of the first
     flag that is set."""
-    if not flags:
-        return x
-    bad = jnp.stack(flags)
-    return eqx.branched_error_if(x, jnp.any(bad), jnp.argmax(bad), tuple(messages))
+    return first_error(x, zip(flags, messages, strict=True))
 
 
 def check_finite_params(params, x):

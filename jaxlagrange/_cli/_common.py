@@ -176,13 +176,10 @@ def _say(args, message: str) -> None:
 
 
 def _result_message(result) -> str:
-    from .._trajectory import RESULTS
+    from .._trajectory import result_message
 
     # In NumPy: an eager JAX comparison is one more small program to compile.
-    code = int(np.asarray(result._value))
-    if code == int(RESULTS.successful._value):  # pyright: ignore
-        return "successful"
-    return RESULTS._index_to_message[code]  # pyright: ignore
+    return result_message(result) or "successful"
 
 
 def _stats(stats: Mapping[str, Any]) -> dict[str, int]:

@@ -143,7 +143,7 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool = False):
 
     from .._guard import _diagnosed
     from .._simulate import _simulate
-    from .._trajectory import RESULTS
+    from .._trajectory import result_name
 
     if ready.system.has_constraints:
         # Eagerly, for a one-line error (under the compiled run it is a runtime one).
@@ -173,9 +173,9 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool = False):
     timing = Timing(traced - start, compiled_at - traced, hits[0] > 0, run_s)
     traj = _diagnosed(traj, failure)
     # Checked in NumPy: an eager JAX comparison is one more small compile.
-    code = int(np.asarray(traj.result._value))  # pyright: ignore
-    if code != RESULTS.successful._value:  # pyright: ignore
-        if code == RESULTS.max_steps_reached._value:  # pyright: ignore
+    name = result_name(traj)
+    if name != "successful":
+        if name == "max_steps_reached":
             message = (
                 "the maximum number of solver steps was reached; raise [simulate] "
                 f"max_steps (now {kwargs['max_steps']}) or loosen rtol/atol"

@@ -210,11 +210,10 @@ def _check_system_file(store: Path, current: dict) -> None:
 
 def _failed_by_result(result: np.ndarray) -> dict[str, int]:
     """How many members failed, by the name of their `jl.RESULTS` code."""
-    from .._trajectory import RESULTS
+    from .._results import NAMES
 
-    names = {int(item._value): name for name, item in RESULTS._name_to_item.items()}
     codes, counts = np.unique(result[result != 0], return_counts=True)
     return {
-        names.get(int(code), f"code {int(code)}"): int(count)
-        for code, count in zip(codes, counts, strict=True)
+        NAMES[code] if 0 <= code < len(NAMES) else f"code {code}": int(count)
+        for code, count in zip(codes.tolist(), counts, strict=True)
     }

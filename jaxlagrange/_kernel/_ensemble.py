@@ -22,9 +22,10 @@ from .._projection import (
     check_initial_state,
     has_equality_constraints,
 )
+from .._results import item_of
 from .._simulate import _check_times, _check_tolerance
 from .._system import LagrangianSystem
-from .._trajectory import RESULTS, Trajectory, without_events
+from .._trajectory import Trajectory, without_events
 from .._validate import check_precision, default_tolerance
 from ._lanes import LaneFunction, UnsupportedPrimitiveError
 from ._tsit5 import Controller, KernelProblem, run
@@ -271,9 +272,7 @@ def _trajectory(system, tree, params, ys, t_final, codes, ts, t0, options):
         lam = jnp.where(reached[..., None], lam, jnp.inf)
     else:
         lam = jnp.zeros((size, ts.shape[0], 0), dtype)
-    result = jax.vmap(lambda c: eqx.tree_at(lambda r: r._value, RESULTS.successful, c))(
-        codes[0]
-    )
+    result = item_of(codes[0])
     integer = jnp.asarray(0).dtype
     stats = {
         "max_steps": jnp.full((size,), int(options.get("max_steps", 100_000)), integer),

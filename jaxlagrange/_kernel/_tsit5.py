@@ -37,7 +37,7 @@ import numpy as np
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pl_triton
 
-from .._trajectory import RESULTS
+from .._results import RESULTS, code_of
 from ._known import _is_const
 
 
@@ -49,7 +49,7 @@ _C = (0.0, *(float(x) for x in _TABLEAU.c))
 _ERROR_ORDER = 5.0
 
 _CODE = {
-    name: int(getattr(RESULTS, name)._value)
+    name: int(code_of(getattr(RESULTS, name)))
     for name in (
         "successful",
         "max_steps_reached",

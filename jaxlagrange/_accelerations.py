@@ -9,12 +9,13 @@ the state or the result is not finite.
 import equinox as eqx
 import jax.numpy as jnp
 
+from ._coefficients import checked_values
 from ._constraints import _SINGULAR_CONSTRAINTS, Dynamics, _dynamics, contact_set
 from ._custom_types import ScalarLike, Vector, VectorLike
 from ._eom import _NON_FINITE_DYNAMICS, _NON_FINITE_STATE, _SINGULAR_MASS, _finite
 from ._errors import first_error
 from ._friction import contact_modes
-from ._system import LagrangianSystem, _as_state, checked_values
+from ._system import LagrangianSystem, _as_state
 
 
 def _checked(system, q, qd, t) -> Dynamics:

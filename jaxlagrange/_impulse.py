@@ -18,6 +18,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from ._coefficients import checked_values
 from ._constraints import (
     _SINGULAR_CONSTRAINTS,
     _num_bilateral,
@@ -29,7 +30,7 @@ from ._custom_types import Array, BoolScalar, ScalarLike, Vector, VectorLike
 from ._eom import _NON_FINITE_STATE, _SINGULAR_MASS, _finite
 from ._errors import first_error
 from ._mass import Rows
-from ._system import LagrangianSystem, _as_state, checked_values
+from ._system import LagrangianSystem, _as_state
 
 
 class _Impulse(NamedTuple):

@@ -1,0 +1,110 @@
+"""The checks of a system's coefficients: friction, static friction, restitution.
+
+At construction on known values (`check_friction`, from `__check_init__`), and
+as flags tied to the leaves for traced ones (`checked_values`, under `jax.jit`,
+`vmap` and `grad`).
+"""
+
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._custom_types import Array
+from ._validate import param_flags, raise_first
+
+
+def _known_values(x) -> np.ndarray | None:
+    """`x` as a NumPy array, or None under tracing (values unknown)."""
+    if isinstance(x, jax.core.Tracer) or any(
+        isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(x)
+    ):
+        return None
+    return np.asarray(x)
+
+
+def check_friction(system: Any) -> None:
+    """The trace-time checks of `slip`, `friction` and `static_friction`."""
+    if system.slip is None:
+        if system.friction is not None:
+            raise ValueError(
+                "`friction` needs `slip` (the slip velocity at each contact), got "
+                "slip=None."
+            )
+        return
+    if system.unilateral is None:
+        raise ValueError(
+            "`slip` needs `unilateral` (friction acts at unilateral contacts), got "
+            "unilateral=None."
+        )
+    if system.friction is None:
+        raise ValueError(
+            "`slip` needs `friction`, the kinetic friction coefficient (a scalar or "
+            "one per unilateral constraint)."
+        )
+    for name in ("friction", "static_friction"):
+        values = _known_values(getattr(system, name))
+        if values is None:
+            continue
+        if not np.issubdtype(values.dtype, np.number) or values.ndim > 1:
+            raise ValueError(
+                f"`{name}` must be a number or a 1-D array (one per unilateral "
+                f"constraint), got {values!r}."
+            )
+        if not np.all(np.isfinite(values) & (values >= 0)):
+            raise ValueError(f"`{name}` must be finite and non-negative, got {values}.")
+    kinetic = _known_values(system.friction)
+    static = _known_values(system.static_friction)
+    if kinetic is not None and static is not None:
+        if kinetic.shape and static.shape and kinetic.shape != static.shape:
+            raise ValueError(
+                f"`static_friction` (shape {static.shape}) and `friction` (shape "
+                f"{kinetic.shape}) must have the same shape."
+            )
+        if not np.all(static >= kinetic):
+            raise ValueError(
+                f"`static_friction` must be at least `friction` (μ_s ≥ μ_k), got "
+                f"static_friction={static} below friction={kinetic}."
+            )
+
+
+def _coefficient_flags(system: Any) -> tuple[list[Array], list[str]]:
+    """The checks of `friction`, `static_friction` and `restitution` that
+    `__check_init__` makes on known values, as flags (for traced values)."""
+    flags, messages = [], []
+    if system.slip is not None:
+        kinetic = jnp.asarray(system.friction)
+        static = jnp.asarray(system.static_friction)
+        for name, mu in (("friction", kinetic), ("static_friction", static)):
+            flags.append(~jnp.all(jnp.isfinite(mu) & (mu >= 0)))
+            messages.append(
+                f"`{name}` must be finite and non-negative, got a value that is not."
+            )
+        flags.append(~jnp.all(static >= kinetic))
+        messages.append(
+            "`static_friction` must be at least `friction` (μ_s ≥ μ_k), got a value "
+            "below it."
+        )
+    e = jnp.asarray(system.restitution)
+    flags.append(~jnp.all((e >= 0) & (e <= 1)))
+    messages.append(
+        "`restitution` must lie in [0, 1] (0: plastic, 1: elastic), got a value that "
+        "does not."
+    )
+    return flags, messages
+
+
+def checked_values(system: Any) -> Any:
+    """The system with a check (also under `jax.jit`, `vmap` and `grad`) on its
+    values, tied to its leaves: every param finite, and the friction and
+    restitution coefficients in their ranges. A non-finite param is named (it would
+    otherwise surface as a singular mass matrix or a non-finite q̈)."""
+    flags, messages = param_flags(system.params)
+    more_flags, more_messages = _coefficient_flags(system)
+    flags, messages = flags + more_flags, messages + more_messages
+    if not flags:
+        return system
+    dynamic, static = eqx.partition(system, eqx.is_array)
+    return eqx.combine(raise_first(dynamic, flags, messages), static)

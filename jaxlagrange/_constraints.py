@@ -177,9 +177,7 @@ def _dynamics(
     lam, singular_constraints = kkt.multipliers(target, mask)
     qdd, failed = kkt.solution(lam)
     singular_mass = factor.singular | failed
-    return Dynamics(
-        qdd, lam, matrix, singular_mass, singular_constraints & ~singular_mass
-    )
+    return Dynamics(qdd, lam, matrix, singular_mass, singular_constraints)
 
 
 def velocity_rows(
@@ -303,7 +301,7 @@ def _friction_dynamics(system, q, qd, t, active, baumgarte, modes) -> Dynamics:
         lam[: bilateral + u],
         matrix[: bilateral + u],
         singular_mass,
-        singular & ~singular_mass,
+        singular,
         friction,
     )
 

@@ -84,7 +84,7 @@ def _impulse(
     lam, singular = solve(contact)
     jump, failed = kkt.solution(lam)
     singular_mass = factor.singular | failed
-    return _Impulse(qd + jump, contact, singular_mass, singular & ~singular_mass)
+    return _Impulse(qd + jump, contact, singular_mass, singular)
 
 
 @eqx.filter_jit

@@ -103,6 +103,7 @@ def checked_solve(
     b: Array,
     solver: lx.AbstractLinearSolver,
     spd: bool = True,
+    iterative: bool = False,
     **kwargs,
 ) -> tuple[Array, BoolScalar]:
     """x = A⁻¹b with the library's flag instead of an exception.
@@ -119,10 +120,11 @@ def checked_solve(
     if spd:
         # bᵀA⁻¹b > 0, unless b is below the solver's atol (then x = 0).
         failed = failed | (~(jnp.dot(x, b) > 0) & jnp.any(x != 0))
-    # b = 0 (a projection already on the manifold) has x = 0, where an
-    # iterative solver may break down (GMRES: a zero Krylov basis).
-    # (Only a non-finite x is replaced there: x's tangent must flow through.)
-    zero = jnp.all(b == 0)
+    # For b = 0 (a projection already on the manifold) x = 0, where an iterative
+    # solver may break down (GMRES: a zero Krylov basis) and cannot tell a
+    # singular A anyway; a direct one still flags it (a NaN from a bad pivot).
+    # Only a non-finite x is replaced there: x's tangent must flow through.
+    zero = jnp.all(b == 0) if iterative else jnp.array(False)
     singular = failed & ~zero & jnp.all(jnp.isfinite(b))
     replace = singular | (zero & ~jnp.all(jnp.isfinite(x)))
     return jnp.where(replace, jnp.zeros_like(x), x), singular
@@ -201,7 +203,14 @@ class LineaxFactor(AbstractMassFactor):
     def solve_operator(self, operator, b, options, state=None):
         """x = A⁻¹b by the solver, and whether it failed."""
         kwargs = {} if state is None else {"state": state}
-        return checked_solve(operator, b, self.solver, options=options, **kwargs)
+        return checked_solve(
+            operator,
+            b,
+            self.solver,
+            iterative=self.matrix_free,
+            options=options,
+            **kwargs,
+        )
 
     def solve(self, b):
         if b.ndim == 2:

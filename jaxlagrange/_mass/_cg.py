@@ -42,7 +42,8 @@ def conjugate_gradient(
     `jax.lax.custom_linear_solve` (A is symmetric: the transposed solve is this
     one).
 
-    **Returns:** x, and whether the solve failed (r does not pass the test).
+    **Returns:** x, and whether the solve failed (r does not pass the test, or x
+    is not finite from a finite b).
     """
     max_steps = 10 * b.size if solver.max_steps is None else solver.max_steps
     precondition = (lambda r: r) if preconditioner is None else preconditioner.mv
@@ -84,7 +85,12 @@ def conjugate_gradient(
             # the cavity's solve under `vmap`.
             carry = body(carry)
         x, r, *_ = jax.lax.while_loop(lambda carry: carry[-1] > 0, body, carry)
-        return x, unconverged(r)
+        # A NaN residual passes the test: from a finite b it is a breakdown
+        # (an exactly singular A, where rounding gives pᵀAp a tiny positive
+        # value); from a non-finite b it propagates, reported as non-finite
+        # dynamics.
+        breakdown = ~jnp.all(jnp.isfinite(x)) & jnp.all(jnp.isfinite(b))
+        return x, unconverged(r) | breakdown
 
     return jax.lax.custom_linear_solve(matvec, b, solve, symmetric=True, has_aux=True)
 

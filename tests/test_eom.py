@@ -8,6 +8,10 @@ import pytest
 import jaxlagrange as jl
 
 
+# The jaxtyping annotations are checked here too (tests/conftest.py).
+pytestmark = pytest.mark.typecheck
+
+
 def _random_states(seed, n, count):
     rng = np.random.default_rng(seed)
     q = rng.uniform(-2.0, 2.0, (count, n))

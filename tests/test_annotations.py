@@ -16,6 +16,7 @@ from helpers import cartesian_pendulum, pendulum_state
 import jaxlagrange as jl
 
 
+pytest.importorskip("beartype")
 pytestmark = pytest.mark.typecheck
 
 

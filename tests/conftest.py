@@ -35,7 +35,7 @@ def pytest_configure(config):
     except ImportError:
         return  # nothing is checked, and test_annotations.py is skipped
     if "jaxlagrange" in sys.modules:
-        warnings.warn("jaxlagrange was imported before tests/conftest.py: unchecked")
+        warnings.warn("jaxlagrange imported before conftest: unchecked", stacklevel=1)
     jaxtyping.install_import_hook("jaxlagrange", TYPECHECKER)
     jaxtyping.config.update("jaxtyping_disable", True)
 

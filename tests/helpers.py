@@ -133,6 +133,15 @@ def chain_state(links, seed):
     return jnp.asarray(q), jnp.asarray(np.stack([xd, yd], axis=1).ravel())
 
 
+def off_chain_state(links, seed):
+    """`chain_state` moved off the manifold: 1e-3 in position, 1e-2 in velocity."""
+    q, qd = chain_state(links, seed)
+    rng = np.random.default_rng(seed)
+    q_off = q + 1e-3 * jnp.asarray(rng.normal(size=q.shape))
+    qd_off = qd + 1e-2 * jnp.asarray(rng.normal(size=q.shape))
+    return q_off, qd_off
+
+
 # A harmonic oscillator.
 
 

@@ -5,8 +5,10 @@ Cholesky, the reference) and with `lineax.Cholesky()`, `lineax.LU()` and
 `lineax.CG(rtol=1e-12, atol=1e-12)`, and checks that they agree: to 1e-10 for
 the direct solvers and 1e-8 for CG. The reference itself is checked against a
 closed form where there is one, and always for being far from zero, so that an
-agreement of two zeros cannot pass. Small systems and short spans: the whole
-file is meant to take seconds per solver.
+agreement of two zeros cannot pass. A lineax LU that records its calls checks
+that each path solves with the user's solver, not with one of its own (issue
+28). Cases that a path does not support yet are xfail (not strict), with the
+reason. Small systems and short spans, for CI's two cores.
 """
 
 import itertools
@@ -24,6 +26,7 @@ from helpers import (
     cartesian_pendulum,
     chain_state,
     degenerating_lagrangian,
+    off_chain_state,
     pendulum_chain,
     pendulum_state,
 )
@@ -224,10 +227,7 @@ def test_impulse_at_a_contact(solver):
 def test_project_initial_state(solver):
     # A Cartesian chain off its manifold in position and velocity.
     system = cartesian_chain(3)
-    q, qd = chain_state(3, 10)
-    rng = np.random.default_rng(10)
-    q_off = q + 1e-3 * jnp.asarray(rng.normal(size=q.shape))
-    qd_off = qd + 1e-2 * jnp.asarray(rng.normal(size=q.shape))
+    q_off, qd_off = off_chain_state(3, 10)
     dense = jl.project_initial_state(system, q_off, qd_off, 0.0)
     other = jl.project_initial_state(with_solver(system, solver), q_off, qd_off, 0.0)
     assert_nontrivial(dense[0] - q_off, 1e-4)
@@ -241,14 +241,12 @@ def test_projected_simulate(solver):
     # constant steps so that both take the same steps.
     system = cartesian_pendulum(1.0)
     q0, qd0 = pendulum_state(1.0, 0.0)
-    kwargs = dict(
-        t1=1.0,
-        saveat=jnp.linspace(0.0, 1.0, 5),
-        dt0=0.01,
-        stepsize_controller=diffrax.ConstantStepSize(),
+    steps = dict(dt0=0.01, stepsize_controller=diffrax.ConstantStepSize())
+    saveat = jnp.linspace(0.0, 1.0, 5)
+    dense = jl.simulate(system, q0, qd0, t1=1.0, saveat=saveat, **steps)
+    other = jl.simulate(
+        with_solver(system, solver), q0, qd0, t1=1.0, saveat=saveat, **steps
     )
-    dense = jl.simulate(system, q0, qd0, **kwargs)
-    other = jl.simulate(with_solver(system, solver), q0, qd0, **kwargs)
     np.testing.assert_allclose(jnp.sum(dense.q**2, axis=1), 1.0, atol=1e-14)
     assert_nontrivial(dense.q[-1] - q0, 0.5)
     assert_matches(solver, other.q, dense.q)

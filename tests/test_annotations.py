@@ -10,8 +10,9 @@ to be wrong is an xfail naming the file to fix.
 import diffrax
 import jax.numpy as jnp
 import numpy as np
+import optimistix as optx
 import pytest
-from helpers import cartesian_pendulum, pendulum_state
+from helpers import cartesian_pendulum, pendulum_state, unit_pendulum
 
 import jaxlagrange as jl
 
@@ -76,6 +77,23 @@ def test_simulate_takes_a_float_t1():
 def test_simulate_takes_a_numpy_saveat():
     system, q0, qd0 = jl.systems.pendulum()
     jl.simulate(system, q0, qd0, t1=jnp.asarray(0.1), saveat=np.array([0.05, 0.1]))
+
+
+@_xfail("simulate: `solver: diffrax.AbstractSolver` rejects VariationalMidpoint")
+def test_simulate_takes_the_variational_solver():
+    system, q0, qd0 = jl.systems.pendulum()
+    solver = jl.VariationalMidpoint()
+    jl.simulate(system, q0, qd0, t1=jnp.asarray(0.1), dt0=0.05, solver=solver)
+
+
+@_xfail("fit: `optimizer: optax.GradientTransformation` rejects optimistix: _fit.py")
+def test_fit_takes_an_optimistix_solver():
+    system = unit_pendulum()
+    ts = jnp.linspace(0.0, 0.5, 6)
+    traj = jl.simulate(system, jnp.array([0.5]), jnp.zeros(1), t1=0.5, saveat=ts)
+    data = jl.Observations(ts, traj.q, q0=jnp.array([0.5]), qd0=jnp.zeros(1))
+    solver = optx.GaussNewton(rtol=1e-8, atol=1e-8)
+    jl.fit(system, data, params={"g": 9.0}, optimizer=solver, steps=2)
 
 
 def test_simulate_takes_list_states():

@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import unit_pendulum
 
 import jaxlagrange as jl
 
@@ -108,9 +109,7 @@ def test_throw_false_marks_failed_members():
 
 
 def test_grad_through_simulate_batch():
-    pendulum = jl.LagrangianSystem(
-        lambda q, qd, t, p: 0.5 * qd @ qd + p["g"] * jnp.cos(q[0]), params={"g": 9.81}
-    )
+    pendulum = unit_pendulum()
 
     def loss(g, q0):
         traj = jl.simulate_batch(pendulum, q0, jnp.zeros(1), params={"g": g}, t1=0.5)

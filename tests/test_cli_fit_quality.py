@@ -8,6 +8,7 @@ import json
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import hoop
 
 import jaxlagrange as jl
 from jaxlagrange import _cli, _config
@@ -107,11 +108,7 @@ def test_positions_of_the_wrong_shape_is_named(hoop_dir, capsys):
 
 @pytest.fixture
 def hoop_data(hoop_dir):
-    def lagrangian(q, qd, t, p):
-        spin = p["omega"] ** 2 * jnp.sin(q[0]) ** 2
-        return 0.5 * p["R"] ** 2 * (qd[0] ** 2 + spin) + p["g"] * p["R"] * jnp.cos(q[0])
-
-    system = jl.LagrangianSystem(lagrangian, params={"R": 0.5, "omega": 6.0, "g": 9.81})
+    system = hoop(R=0.5, omega=6.0, g=9.81)  # the system of HOOP's make()
     ts = jnp.linspace(0.0, 3.0, 151)
     traj = jl.simulate(system, jnp.array([0.3]), jnp.array([0.0]), t1=3.0, saveat=ts)
     np.savez(hoop_dir / "data.npz", ts=ts, q=traj.q, qd=traj.qd)

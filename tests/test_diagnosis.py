@@ -4,17 +4,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import degenerating_lagrangian
 
 import jaxlagrange as jl
 from jaxlagrange import _guard
 from jaxlagrange._simulate import _simulate
 
 
-def _degenerating(q, qd, t):
-    # M = diag(1, 1 − q₀) turns singular at q₀ = 1, reached at t = 1 from q₀ = 0.
-    return 0.5 * qd[0] ** 2 + 0.5 * (1 - q[0]) * qd[1] ** 2
-
-
+# M = diag(1, 1 − q₀) turns singular at q₀ = 1, reached at t = 1 from q₀ = 0.
 q0, qd0 = jnp.zeros(2), jnp.array([1.0, 0.0])
 _OPTIONS = dict(
     t0=0.0,
@@ -47,7 +44,7 @@ def host_diagnoses(monkeypatch):
 
 
 def test_diagnosis_runs_only_after_a_failure(host_diagnoses):
-    system = jl.LagrangianSystem(_degenerating)
+    system = jl.LagrangianSystem(degenerating_lagrangian)
     traj = jl.simulate(system, q0, qd0, t1=0.5, throw=False)
     assert traj.result == jl.RESULTS.successful
     assert host_diagnoses == []
@@ -63,7 +60,7 @@ def test_diagnosis_runs_only_after_a_failure(host_diagnoses):
 
 
 def test_the_same_codes_under_jit_and_vmap(host_diagnoses):
-    system = jl.LagrangianSystem(_degenerating)
+    system = jl.LagrangianSystem(degenerating_lagrangian)
 
     def run(qd0):
         return jl.simulate(system, q0, qd0, t1=3.0, throw=False)
@@ -88,7 +85,7 @@ def test_the_solve_traces_no_probes():
 
     def lagrangian(q, qd, t):
         traces.append(None)
-        return _degenerating(q, qd, t)
+        return degenerating_lagrangian(q, qd, t)
 
     def count(fn):
         # A new system each time: the solve's own jit cache must not hide a trace.

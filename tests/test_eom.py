@@ -4,8 +4,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import pendulum_chain
 
 import jaxlagrange as jl
+
+
+# The jaxtyping annotations are checked here too (tests/conftest.py).
+pytestmark = pytest.mark.typecheck
 
 
 def _random_states(seed, n, count):
@@ -346,22 +351,11 @@ def test_long_chain():
     )
 
 
-def _pendulum_chain_lagrangian(q, qd, t, p):
-    """n pendula on one string, unit lengths: a configuration-dependent dense M."""
-    n = q.shape[0]
-    # Velocities of the bobs are cumulative sums of each link's velocity.
-    vx = jnp.cumsum(jnp.cos(q) * qd)
-    vy = jnp.cumsum(jnp.sin(q) * qd)
-    y = -jnp.cumsum(jnp.cos(q))
-    mass = p["m"] * jnp.ones(n)
-    return 0.5 * mass @ (vx**2 + vy**2) - p["g"] * mass @ y
-
-
 @pytest.mark.parametrize("n", [3, 9])
 def test_pendulum_chain_against_dense_formula(n):
     """M_ij = m_ij cos(θi − θj), with m_ij = Σ_{k ≥ max(i,j)} m_k; the forcing by hand."""
-    params = {"m": jnp.asarray(0.9), "g": jnp.asarray(9.81)}
-    system = jl.LagrangianSystem(_pendulum_chain_lagrangian, params=params)
+    # n pendula on one string, unit lengths: a configuration-dependent dense M.
+    system = pendulum_chain(n, m=jnp.asarray(0.9), length=1.0, g=jnp.asarray(9.81))
     q, qd, _ = (np.asarray(a[0]) for a in _random_states(0, n, 1))
     idx = np.arange(n)
     tail = 0.9 * (n - np.maximum.outer(idx, idx))

@@ -8,6 +8,11 @@ import pytest
 import jaxlagrange as jl
 
 
+# The jaxtyping annotations are checked here too (tests/conftest.py), except where
+# a wrong input is passed on purpose to see the package's own message.
+pytestmark = pytest.mark.typecheck
+
+
 def oscillator(q, qd, t):
     return 0.5 * qd @ qd - 0.5 * q @ q
 
@@ -34,6 +39,7 @@ def test_lagrangian_not_scalar(fn, jit):
         call(system, Q, QD, 0.0)
 
 
+@pytest.mark.no_typecheck
 @pytest.mark.parametrize("fn", PUBLIC)
 def test_state_shapes(fn):
     system = jl.LagrangianSystem(oscillator)
@@ -99,6 +105,7 @@ def test_arity_without_params():
         jl.LagrangianSystem(oscillator, dissipation=rayleigh)
 
 
+@pytest.mark.no_typecheck
 def test_not_callable():
     with pytest.raises(
         ValueError, match=r"`force` must be a function \(q, qd, t\), got float"

@@ -238,6 +238,7 @@ def test_bad_fit_arguments(kwargs, match):
         jl.fit(PENDULUM, jl.Observations(TS, Q, QD), **kwargs)
 
 
+@pytest.mark.no_typecheck  # wrong inputs on purpose
 def test_bad_data_argument():
     with pytest.raises(
         ValueError, match=r"`data` must be a `jl.Observations` or a non-empty sequence"
@@ -412,6 +413,7 @@ def test_stderr_without_sigma_estimates_the_noise():
     assert 0.8 < ratio < 1.2, ratio
 
 
+@pytest.mark.no_typecheck  # wrong inputs on purpose
 def test_bad_inputs_named_before_compiling():
     data = jl.Observations(TS, Q, QD)
     with pytest.raises(ValueError, match=r"starting guess of param \['l'\] is not"):

@@ -8,20 +8,9 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import hoop
 
 import jaxlagrange as jl
-
-
-def hoop(omega=6.0):
-    """A bead on a hoop of radius R spinning at ω about its vertical diameter;
-    for ω² > g/R it oscillates about θ* = arccos(g / (R ω²))."""
-
-    def lagrangian(q, qd, t, p):
-        spin = p["omega"] ** 2 * jnp.sin(q[0]) ** 2
-        kinetic = 0.5 * p["R"] ** 2 * (qd[0] ** 2 + spin)
-        return kinetic + p["g"] * p["R"] * jnp.cos(q[0])
-
-    return jl.LagrangianSystem(lagrangian, params={"R": 0.5, "omega": omega, "g": 9.81})
 
 
 @pytest.fixture(scope="module")

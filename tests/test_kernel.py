@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import lineax as lx
 import numpy as np
 import pytest
+from helpers import oscillator, unit_pendulum_lagrangian
 
 import jaxlagrange as jl
 from jaxlagrange._kernel._backend import choose_kernel
@@ -184,9 +185,6 @@ def test_double_pendulum():
 
 
 def test_damped_driven_pendulum_params_per_member():
-    def lagrangian(q, qd, t, params):
-        return 0.5 * qd[0] ** 2 + params["g"] * jnp.cos(q[0])
-
     def dissipation(q, qd, t, params):
         return 0.5 * params["c"] * qd[0] ** 2
 
@@ -194,7 +192,7 @@ def test_damped_driven_pendulum_params_per_member():
         return jnp.array([params["A"] * jnp.cos(params["w"] * t)])
 
     system = jl.LagrangianSystem(
-        lagrangian,
+        unit_pendulum_lagrangian,
         params={"g": 9.81, "c": 0.1, "A": 0.5, "w": 2.0},
         force=force,
         dissipation=dissipation,
@@ -257,15 +255,8 @@ def test_constant_step_size():
 # Result codes per member.
 
 
-def _oscillator():
-    def lagrangian(q, qd, t, params):
-        return 0.5 * params["m"] * qd[0] ** 2 - 0.5 * params["k"] * q[0] ** 2
-
-    return jl.LagrangianSystem(lagrangian, params={"m": 1.0, "k": 1.0})
-
-
 def test_result_codes_per_member():
-    system = _oscillator()
+    system = oscillator()
     # 0: fine; 1: NaN start; 2: singular M (m = 0); 3: too stiff for max_steps.
     q0s = jnp.array([[1.0], [jnp.nan], [1.0], [1.0]])
     params = {
@@ -305,7 +296,7 @@ def test_result_codes_per_member():
 
 
 def test_gradient_equals_vmap_gradient():
-    system = _oscillator()
+    system = oscillator()
 
     def loss(k, q0, backend):
         traj = jl.simulate_batch(

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import lineax as lx
 import numpy as np
 import pytest
+from helpers import cartesian_chain, chain_state, off_chain_state, pendulum_chain
 
 import jaxlagrange as jl
 
@@ -14,51 +15,9 @@ import jaxlagrange as jl
 CG = lx.CG(rtol=1e-13, atol=1e-13)
 
 
-def pendulum_chain_lagrangian(q, qd, t, params):
-    """n equal pendulums hanging from each other, angles from the vertical: M dense."""
-    m, length, g = params["m"], params["l"], params["g"]
-    vx = jnp.cumsum(length * jnp.cos(q) * qd)
-    vy = jnp.cumsum(length * jnp.sin(q) * qd)
-    y = -jnp.cumsum(length * jnp.cos(q))
-    return 0.5 * m * jnp.sum(vx**2 + vy**2) - m * g * jnp.sum(y)
-
-
-def pendulum_chain(n):
-    params = {"m": 1.0, "l": 0.5, "g": 9.81}
-    return jl.LagrangianSystem(pendulum_chain_lagrangian, params=params)
-
-
-def cartesian_chain(links):
-    """Point masses in the plane joined by rigid links: 2n coordinates, n constraints."""
-
-    def lagrangian(q, qd, t, params):
-        y = q[1::2]
-        return 0.5 * params["m"] * jnp.sum(qd**2) - params["m"] * params["g"] * jnp.sum(
-            y
-        )
-
-    def holonomic(q, t, params):
-        points = jnp.concatenate([jnp.zeros((1, 2)), q.reshape(-1, 2)])
-        return jnp.sum(jnp.diff(points, axis=0) ** 2, axis=1) - params["l"] ** 2
-
-    params = {"m": 1.0, "g": 9.81, "l": 1.0}
-    return jl.LagrangianSystem(lagrangian, params=params, holonomic=holonomic)
-
-
 def random_state(n, seed, scale=0.5):
     rng = np.random.default_rng(seed)
     return jnp.asarray(scale * rng.normal(size=n)), jnp.asarray(rng.normal(size=n))
-
-
-def chain_state(links, seed):
-    """A state on a Cartesian chain's constraint manifold (q̇ tangent to it)."""
-    rng = np.random.default_rng(seed)
-    angles = rng.uniform(-1.0, 1.0, links)
-    rates = rng.normal(size=links)
-    x, y = np.cumsum(np.sin(angles)), -np.cumsum(np.cos(angles))
-    xd, yd = np.cumsum(np.cos(angles) * rates), np.cumsum(np.sin(angles) * rates)
-    q = np.stack([x, y], axis=1).ravel()
-    return jnp.asarray(q), jnp.asarray(np.stack([xd, yd], axis=1).ravel())
 
 
 def cavity_state(modes, seed):
@@ -194,6 +153,7 @@ def test_preconditioner_keeps_the_result():
     np.testing.assert_allclose(jl.accelerations(fast, q, qd, 0.0), dense, atol=1e-9)
 
 
+@pytest.mark.no_typecheck  # wrong inputs on purpose
 def test_mass_solver_must_be_a_lineax_solver():
     with pytest.raises(ValueError, match="`mass_solver` must be None .* got 'cg'"):
         jl.LagrangianSystem(lambda q, qd, t: qd @ qd, mass_solver="cg")
@@ -323,10 +283,7 @@ def test_projection_with_cg_matches_dense():
     # Off the manifold in position and velocity: the Gauss–Newton steps and the
     # velocity projection in M's metric, matrix-free, land where the dense ones do.
     system = cartesian_chain(4)
-    q, qd = chain_state(4, 10)
-    rng = np.random.default_rng(10)
-    q_off = q + 1e-3 * jnp.asarray(rng.normal(size=q.shape))
-    qd_off = qd + 1e-2 * jnp.asarray(rng.normal(size=q.shape))
+    q_off, qd_off = off_chain_state(4, 10)
     dense = jl.project_initial_state(system, q_off, qd_off, 0.0)
     fast = jl.project_initial_state(system.with_mass_solver(CG), q_off, qd_off, 0.0)
     assert jnp.max(jnp.abs(dense[0] - q_off)) > 1e-4

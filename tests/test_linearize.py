@@ -312,6 +312,7 @@ def test_nonholonomic_elimination_matches_reduced_coordinates():
     np.testing.assert_allclose(lin.A, expected, atol=1e-12)
 
 
+@pytest.mark.no_typecheck  # wrong inputs on purpose
 def test_errors():
     system = _cartesian_pendulum()
     q, qd = jnp.array([0.0, -2.0]), jnp.zeros(2)

@@ -22,6 +22,7 @@ import lineax as lx
 import numpy as np
 import pytest
 from friction_systems import ball
+from helpers import unit_pendulum
 
 import jaxlagrange as jl
 from jaxlagrange import _validate
@@ -196,20 +197,13 @@ def test_restitution_checked_under_jit():
 # 15. `linearize`, `equilibrium` and `normal_modes` check their values.
 
 
-def _pendulum(g=G):
-    def lagrangian(q, qd, t, p):
-        return 0.5 * qd[0] ** 2 + p["g"] * jnp.cos(q[0])
-
-    return jl.LagrangianSystem(lagrangian, params={"g": g})
-
-
 ZERO = jnp.zeros(1)
 NAN = jnp.array([jnp.nan])
 INF = jnp.array([jnp.inf])
 
 
 def test_linearize_names_a_non_finite_operating_point():
-    system = _pendulum()
+    system = unit_pendulum()
     cases = [
         ((NAN, ZERO, 0.0), "`q`"),
         ((ZERO, INF, 0.0), "`qd`"),
@@ -223,7 +217,7 @@ def test_linearize_names_a_non_finite_operating_point():
 
 
 def test_non_finite_params_are_named():
-    system = _pendulum(jnp.nan)
+    system = unit_pendulum(jnp.nan)
     match = r"params\['g'\] is not finite"
     with pytest.raises(RUNTIME, match=match):
         jl.linearize(system, ZERO, ZERO)
@@ -236,7 +230,7 @@ def test_non_finite_params_are_named():
 
 
 def test_equilibrium_and_normal_modes_name_non_finite_inputs():
-    system = _pendulum()
+    system = unit_pendulum()
     with pytest.raises(ValueError, match="`q_guess` is not finite"):
         jl.equilibrium(system, NAN)
     with pytest.raises(RUNTIME, match="`q_guess` is not finite"):
@@ -253,7 +247,7 @@ def test_equilibrium_and_normal_modes_name_non_finite_inputs():
 @pytest.mark.parametrize("value", [-1.0, 0.0, float("nan"), float("inf"), "tight"])
 def test_equilibrium_names_bad_tolerances(name, value):
     with pytest.raises(ValueError, match=f"`{name}` must be a positive"):
-        jl.equilibrium(_pendulum(), jnp.array([0.1]), **{name: value})
+        jl.equilibrium(unit_pendulum(), jnp.array([0.1]), **{name: value})
 
 
 # 16. `lineax.CG`: the mass matrix and `mass_preconditioner`.

@@ -230,6 +230,7 @@ def test_quaternion_mass_matrix_singular_without_the_norm_term():
 # Errors name the bad input.
 
 
+@pytest.mark.no_typecheck  # wrong inputs on purpose
 def test_errors_name_the_bad_input():
     with pytest.raises(ValueError, match=r"`seq` must be 1 to 3 axes.*'ZZX'"):
         jl.rigid.euler_to_matrix(jnp.zeros(3), "ZZX")

@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import pendulum_lagrangian
 
 import jaxlagrange as jl
 
@@ -148,17 +149,11 @@ def test_vmap_equals_a_loop_under_jit():
     np.testing.assert_array_equal(batched.result == jl.RESULTS.successful, True)
 
 
-def _pendulum(q, qd, t, params):
-    return 0.5 * params["l"] ** 2 * qd[0] ** 2 + params["g"] * params["l"] * jnp.cos(
-        q[0]
-    )
-
-
 _ts = jnp.linspace(0.0, 3.0, 31)
 
 
 def _loss(params, q0, adjoint=None):
-    system = jl.LagrangianSystem(_pendulum, params=params)
+    system = jl.LagrangianSystem(pendulum_lagrangian, params=params)
     traj = jl.simulate(
         system,
         q0,

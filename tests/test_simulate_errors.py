@@ -7,18 +7,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.integrate
+from helpers import degenerating_lagrangian
 
 import jaxlagrange as jl
 
 
 def _pendulum(q, qd, t):
     return 0.5 * qd[0] ** 2 + jnp.cos(q[0])
-
-
-def _degenerating(q, qd, t):
-    # M = diag(1, 1 − q₀): q₀ moves at constant speed (qd₁ = 0 stays 0), so M turns
-    # singular at q₀ = 1 with perfectly finite dynamics before.
-    return 0.5 * qd[0] ** 2 + 0.5 * (1 - q[0]) * qd[1] ** 2
 
 
 def _blowing_up(q, qd, t):
@@ -33,7 +28,9 @@ def _three_halves(q, qd, t):
 
 
 pendulum = jl.LagrangianSystem(_pendulum)
-degenerating = jl.LagrangianSystem(_degenerating)
+# M = diag(1, 1 − q₀): q₀ moves at constant speed (qd₁ = 0 stays 0), so M turns
+# singular at q₀ = 1 with perfectly finite dynamics before.
+degenerating = jl.LagrangianSystem(degenerating_lagrangian)
 blowing_up = jl.LagrangianSystem(_blowing_up)
 three_halves = jl.LagrangianSystem(_three_halves)
 q1, qd1 = jnp.array([1.0]), jnp.array([0.0])
@@ -56,6 +53,7 @@ def test_t1_not_after_t0():
         jl.simulate(pendulum, q1, qd1, t0=1.0, t1=1.0)
 
 
+@pytest.mark.no_typecheck  # wrong inputs on purpose
 def test_saveat_checks():
     with pytest.raises(
         ValueError, match=r"`saveat` must lie in \[t0, t1\].*saveat\[2\]"
@@ -84,6 +82,7 @@ def test_tolerances_must_be_positive(name, value):
         jl.simulate(pendulum, q1, qd1, t1=1.0, **{name: value})
 
 
+@pytest.mark.no_typecheck  # wrong inputs on purpose
 def test_state_shapes():
     with pytest.raises(ValueError, match=r"`q0` and `qd0` must have the same shape"):
         jl.simulate(pendulum, jnp.zeros(2), jnp.zeros(3), t1=1.0)
@@ -93,6 +92,7 @@ def test_state_shapes():
         jl.simulate(pendulum, q1, qd1, t0=jnp.zeros(2), t1=1.0)
 
 
+@pytest.mark.no_typecheck  # wrong inputs on purpose
 def test_option_checks():
     with pytest.raises(ValueError, match="`max_steps` must be a positive int"):
         jl.simulate(pendulum, q1, qd1, t1=1.0, max_steps=0)

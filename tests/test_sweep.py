@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import zarr
+from helpers import unit_pendulum
 
 import jaxlagrange as jl  # noqa: E402
 from jaxlagrange import _config  # noqa: E402
@@ -129,10 +130,7 @@ def test_killed_sweep_resumes_to_the_same_store(tmp_path, capsys):
 
 
 def test_simulate_sweep_equals_simulate_batch(tmp_path):
-    def lagrangian(q, qd, t, params):
-        return 0.5 * qd @ qd + params["g"] * jnp.cos(q[0])
-
-    pendulum = jl.LagrangianSystem(lagrangian, params={"g": 9.81})
+    pendulum = unit_pendulum()
     q0 = np.linspace(0.1, 3.0, 11)[:, None]
     g = np.linspace(5.0, 15.0, 11)
     saveat = jnp.linspace(0.0, 2.0, 5)

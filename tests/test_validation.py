@@ -11,6 +11,7 @@ import jaxlagrange._validate as validate
 PENDULUM, Q0, QD0 = jl.systems.pendulum()
 
 
+@pytest.mark.no_typecheck  # wrong inputs on purpose
 @pytest.mark.parametrize(
     "kwargs, match",
     [

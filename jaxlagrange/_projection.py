@@ -40,6 +40,7 @@ from ._constraints import velocity_rates, velocity_rows
 from ._custom_types import Array, BoolScalar, ScalarLike, Vector, VectorLike
 from ._linalg import cho_solve, cholesky, solve_lower, solve_upper_t
 from ._mass import MassSolve, is_matrix_free, min_norm_correction
+from ._options import VectorFieldArgs
 from ._system import LagrangianSystem, _as_state
 
 
@@ -229,14 +230,13 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
         y1, y_error, dense_info, solver_state, result = self.solver.step(
             terms, t0, t1, y0, args, solver_state, made_jump
         )
+        # Only the motion is projected: the backward solve of
+        # `diffrax.BacksolveAdjoint` has these args too, but its state is a tuple.
         forward = (
-            isinstance(args, tuple)
-            and isinstance(args[0], LagrangianSystem)
-            and eqx.is_array(y1)
-            and y1.ndim == 1
+            isinstance(args, VectorFieldArgs) and eqx.is_array(y1) and y1.ndim == 1
         )
         if forward:
-            system = args[0]
+            system = args.system
             y1 = _project_state(system, y1, t1)
             dense_info = dict(dense_info, **{_SYSTEM: system})
         return y1, y_error, dense_info, solver_state, result

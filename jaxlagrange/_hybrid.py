@@ -65,7 +65,7 @@ from ._event_functions import (
 from ._guard import _Stop
 from ._impulse import _impulse
 from ._options import SimulateOptions, VectorFieldArgs
-from ._segment import _finish, _Saved, _Segment, _solve_segment, _start
+from ._segment import SavedStates, _Segment, _solve_segment, finish, masked_start
 from ._system import LagrangianSystem
 from ._trajectory import (
     EVENT_IMPACT,
@@ -109,7 +109,7 @@ class _Carry(NamedTuple):
     modes: Modes  # their friction modes (unused without `slip`)
     done: BoolScalar
     result: RESULTS
-    saved: _Saved  # the states at the save times, with their contacts and modes
+    saved: SavedStates  # the states at the save times, with their contacts and modes
     events: _Events
     stats: Array  # (3,) steps, accepted, rejected
     stopped: BoolScalar  # the guard stopped the last segment (see `_guard._Stop`)
@@ -225,7 +225,7 @@ def _initial_carry(ctx: _Context, q0, qd0, t0, num_ts: int) -> _Carry:
         active0, modes0 = contact_set(system, q0, qd0, t0), _friction.no_modes(u, dtype)
     else:
         active0, modes0 = _friction.contact_modes(system, q0, qd0, t0)
-    saved = _Saved(
+    saved = SavedStates(
         ts=jnp.full((num_ts,), inf),
         q=jnp.full((num_ts, n), inf),
         qd=jnp.full((num_ts, n), inf),
@@ -266,11 +266,11 @@ def _segment_args(ctx: _Context, carry: _Carry, start: Array) -> VectorFieldArgs
     )
 
 
-def _save(carry: _Carry, seg: _Segment) -> _Saved:
+def _save(carry: _Carry, seg: _Segment) -> SavedStates:
     """The save times that this segment reached first, filled in."""
     old = carry.saved
     new = seg.reached & ~old.filled & ~carry.done
-    return _Saved(
+    return SavedStates(
         ts=jnp.where(new, seg.ts, old.ts),
         q=jnp.where(new[:, None], seg.q, old.q),
         qd=jnp.where(new[:, None], seg.qd, old.qd),
@@ -357,7 +357,7 @@ def _hybrid_solve(
     Returns the trajectory and where its last segment stopped, as `_smooth_solve`.
     """
     ctx = _context(system, q0, qd0, t0, t1, ts, options)
-    finite, q0, qd0 = _start(q0, qd0)
+    finite, q0, qd0 = masked_start(q0, qd0)
     init = _initial_carry(ctx, q0, qd0, t0, ts.shape[0])
 
     def body(carry, _):
@@ -383,7 +383,7 @@ def _hybrid_solve(
         final.active,
         final.modes,
     )
-    return _finish(
+    return finish(
         system,
         t0,
         finite,

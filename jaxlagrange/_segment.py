@@ -1,7 +1,7 @@
 """One smooth diffrax solve: the equations of motion from a start time to t1.
 
 A system without unilateral constraints is one such segment; with them,
-`_hybrid` chains segments between events. Both end in `_finish`, which builds
+`_hybrid` chains segments between events. Both end in `finish`, which builds
 the `Trajectory` from what was saved.
 """
 
@@ -122,7 +122,7 @@ def _solve_segment(
     )
 
 
-class _Saved(NamedTuple):
+class SavedStates(NamedTuple):
     """The states at the save times, as a solve fills them in."""
 
     ts: Array  # (T,); only those `filled` are meaningful
@@ -133,7 +133,7 @@ class _Saved(NamedTuple):
     modes: Any  # (T, u) each: their friction modes (None: no contacts)
 
 
-def _start(q0, qd0) -> tuple[Array, Array, Array]:
+def masked_start(q0, qd0) -> tuple[Array, Array, Array]:
     """Whether the initial state is finite, and the state to integrate from.
 
     A non-finite initial state is integrated as zeros and reported afterwards.
@@ -142,7 +142,7 @@ def _start(q0, qd0) -> tuple[Array, Array, Array]:
     return finite, jnp.where(finite, q0, 0.0), jnp.where(finite, qd0, 0.0)
 
 
-def _saved_forces(system, baumgarte, t0, saved: _Saved, reached):
+def _saved_forces(system, baumgarte, t0, saved: SavedStates, reached):
     """The multipliers (and friction forces, None without friction) at the save times."""
 
     def at(q, qd, t, active, modes):
@@ -163,11 +163,11 @@ def _saved_forces(system, baumgarte, t0, saved: _Saved, reached):
     return jnp.where(reached[:, None], lam, jnp.inf), friction
 
 
-def _finish(
+def finish(
     system,
     t0,
     finite,
-    saved: _Saved,
+    saved: SavedStates,
     result,
     t_end,
     stats,
@@ -223,12 +223,12 @@ def _smooth_solve(
     Returns the trajectory (a stopped solve with its provisional code) and where
     it stopped, for `_diagnosed`.
     """
-    finite, q0, qd0 = _start(q0, qd0)
+    finite, q0, qd0 = masked_start(q0, qd0)
     args = VectorFieldArgs(system, options.baumgarte)
     seg = _solve_segment(
         args, (q0, qd0), t0, t1, None if options.t1_only else ts, options
     )
-    saved = _Saved(seg.ts, seg.q, seg.qd, seg.reached, None, None)
+    saved = SavedStates(seg.ts, seg.q, seg.qd, seg.reached, None, None)
     stop = _Stop(
         seg.stopped,
         seg.q_end,
@@ -239,7 +239,7 @@ def _smooth_solve(
         None,
         None,
     )
-    return _finish(
+    return finish(
         system,
         t0,
         finite,

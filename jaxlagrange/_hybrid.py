@@ -291,17 +291,11 @@ def _record(events: _Events, record, t, row, kind, max_events: int) -> _Events:
     )
 
 
-def _step(ctx: _Context, carry: _Carry) -> _Carry:
-    """One segment, from the carry's state to t1 or to its first event, and the jump."""
-    # A finished member of a vmapped batch runs this too: make it trivial.
-    start = jnp.where(carry.done, ctx.t1, carry.t)
-    args = _segment_args(ctx, carry, start)
-    y0 = (carry.q, carry.qd)
-    ts = jnp.clip(ctx.ts, start, ctx.t1)
-    seg = _solve_segment(args, y0, start, ctx.t1, ts, ctx.options, ctx.event)
+def _event(ctx: _Context, carry: _Carry, seg: _Segment, args: VectorFieldArgs):
+    """The end of a segment as an event: its result, whether the event is
+    recorded, the state after the jump, and the event's constraint and kind."""
     is_event = seg.result == RESULTS.event_occurred
     result = RESULTS.where(is_event, RESULTS.successful, seg.result)
-
     # The event is the one of the event functions that reached zero.
     y_end = jnp.concatenate([seg.q_end, seg.qd_end])
     index = jnp.argmin(_event_values(seg.t_end, y_end, args, ctx.offset))
@@ -317,11 +311,23 @@ def _step(ctx: _Context, carry: _Carry) -> _Carry:
         ctx.options.rest,
     )
     qd_next, active_next, modes_next, row, kind, bad = jump
-    max_events = ctx.options.max_events
-    room = carry.events.num_events < max_events
+    room = carry.events.num_events < ctx.options.max_events
     result = RESULTS.where(is_event & ~room, RESULTS.max_events_reached, result)
     result = RESULTS.where(is_event & room & bad, RESULTS.redundant_constraints, result)
     record = is_event & room & ~carry.done
+    return result, record, (qd_next, active_next, modes_next), row, kind
+
+
+def _step(ctx: _Context, carry: _Carry) -> _Carry:
+    """One segment, from the carry's state to t1 or to its first event, and the jump."""
+    # A finished member of a vmapped batch runs this too: make it trivial.
+    start = jnp.where(carry.done, ctx.t1, carry.t)
+    args = _segment_args(ctx, carry, start)
+    y0 = (carry.q, carry.qd)
+    ts = jnp.clip(ctx.ts, start, ctx.t1)
+    seg = _solve_segment(args, y0, start, ctx.t1, ts, ctx.options, ctx.event)
+    result, record, after, row, kind = _event(ctx, carry, seg, args)
+    qd_next, active_next, modes_next = after
     go_on = record & (result == RESULTS.successful)
     keep = carry.done
 
@@ -331,6 +337,7 @@ def _step(ctx: _Context, carry: _Carry) -> _Carry:
     stats = [
         seg.stats[k] for k in ("num_steps", "num_accepted_steps", "num_rejected_steps")
     ]
+    events = _record(carry.events, record, seg.t_end, row, kind, ctx.options.max_events)
     return _Carry(
         t=pick(carry.t, seg.t_end),
         q=pick(carry.q, seg.q_end),
@@ -340,7 +347,7 @@ def _step(ctx: _Context, carry: _Carry) -> _Carry:
         done=carry.done | ~go_on,
         result=RESULTS.where(keep, carry.result, result),
         saved=_save(carry, seg),
-        events=_record(carry.events, record, seg.t_end, row, kind, max_events),
+        events=events,
         stats=carry.stats + jnp.where(keep, 0, jnp.stack(stats)),
         stopped=pick(carry.stopped, seg.stopped),
         failed_dt=pick(carry.failed_dt, seg.failed_dt),

@@ -367,8 +367,8 @@ def _simulate(
         if getattr(system, name) is not None:
             fn = getattr(system, "_" + name)
             q0 = check_affine(name, fn, q0, qd0, t0, q0)
-        if baumgarte is None and has_equality_constraints(system):
-            solver = ProjectedSolver(solver)
+    if baumgarte is None and has_equality_constraints(system):
+        solver = ProjectedSolver(solver)
     if stepsize_controller is None:
         stepsize_controller = diffrax.PIDController(rtol=rtol, atol=atol)
     adjoint = diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint

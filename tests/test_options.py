@@ -137,3 +137,33 @@ def test_backsolve_gradient_through_the_projection():
     backsolve = jax.grad(final_x)(g, diffrax.BacksolveAdjoint())
     assert abs(reference) > 1e-2
     np.testing.assert_allclose(backsolve, reference, rtol=1e-6)
+
+
+class _Handed(Exception):
+    pass
+
+
+@pytest.mark.parametrize("name", ["cartesian_pendulum", "rolling_disk"])
+def test_a_constrained_solve_is_projected_once(monkeypatch, name):
+    # The solver was wrapped in ProjectedSolver once per entry of a loop over
+    # ("nonholonomic", "slip"): twice, which projected every step twice and
+    # broke implicit solvers (their tolerances never reached the inner solver).
+    from jaxlagrange import _simulate
+
+    handed = []
+
+    def smooth_solve(system, q0, qd0, t0, t1, ts, options):
+        handed.append(options)
+        raise _Handed
+
+    monkeypatch.setattr(_simulate, "_smooth_solve", smooth_solve)
+    system, q0, qd0 = getattr(jl.systems, name)()
+    with pytest.raises(_Handed):
+        jl.simulate(system, q0, qd0, t1=1.0)
+    # (`isinstance` sees through the wrapper: compare the types.)
+    solver = handed[0].solver
+    assert type(solver) is ProjectedSolver
+    assert type(solver.solver) is diffrax.Tsit5
+    with pytest.raises(_Handed):
+        jl.simulate(system, q0, qd0, t1=1.0, baumgarte=(1.0, 1.0))
+    assert type(handed[1].solver) is diffrax.Tsit5

@@ -40,7 +40,8 @@ class SimulateOptions(eqx.Module):
     """
 
     solver: diffrax.AbstractSolver  # wrapped in `ProjectedSolver` where it projects
-    stepsize_controller: diffrax.AbstractStepSizeController  # before the guard
+    # The user's or the default PIDController; each solve wraps it in `_guard`.
+    stepsize_controller: diffrax.AbstractStepSizeController
     adjoint: diffrax.AbstractAdjoint
     progress_meter: diffrax.AbstractProgressMeter
     dt0: Array | None

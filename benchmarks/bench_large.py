@@ -48,6 +48,7 @@ import diffrax  # noqa: E402
 import lineax as lx  # noqa: E402
 
 import jaxlagrange as jl  # noqa: E402
+from jaxlagrange._options import VectorFieldArgs  # noqa: E402
 from jaxlagrange._segment import _vector_field  # noqa: E402
 from jaxlagrange.systems._cavity import _coupling  # noqa: E402
 
@@ -130,7 +131,7 @@ def in_simulate(system):
     """q̈ as `simulate` evaluates it at each solver stage: its vector field on the
     flat state y = [q; q̇] (the same solve, with the failure flags turned into a
     NaN for the step-size guard instead of `jl.accelerations`' runtime error)."""
-    args = (system, None, None, None)
+    args = VectorFieldArgs(system)
 
     def one(q, qd):
         y = jnp.concatenate([q, qd])

@@ -9,7 +9,15 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from ._batch_inputs import _batch_size, _check_options, _check_state, _merge, _override
+from ._batch_inputs import (
+    _batch_size,
+    _check_options,
+    _check_state,
+    _merge,
+    _override,
+    joined_options,
+    split_options,
+)
 from ._custom_types import Array, Bool, Params
 from ._kernel._backend import check_backend, choose_kernel
 from ._kernel._lanes import UnsupportedPrimitiveError
@@ -372,15 +380,7 @@ def simulate_batch(
     }
     batched["params"] = params
     shared = (system, q0 if q0.ndim == 1 else None, qd0 if qd0.ndim == 1 else None)
-    # Lists (e.g. `saveat=[...]`) become arrays: the rest of the options is
-    # static, hashed for the compilation cache.
-    options = tuple(
-        sorted(
-            (k, jnp.asarray(v) if isinstance(v, list) else v)
-            for k, v in simulate_options.items()
-        )
-    )
-    dyn_options, static_options = eqx.partition(options, eqx.is_array)
+    dyn_options, static_options = split_options(simulate_options)
     shared = (shared, dyn_options)
     fn = _Member(static_options)
     kernel = choose_kernel(
@@ -407,7 +407,7 @@ class _Member(eqx.Module):
 
     def __call__(self, batched, shared):
         (system, q0, qd0), dyn_options = shared
-        options = dict(eqx.combine(dyn_options, self.static_options))
+        options = joined_options(dyn_options, self.static_options)
         q0 = batched["q0"] if batched["q0"] is not None else q0
         qd0 = batched["qd0"] if batched["qd0"] is not None else qd0
         if batched["params"] is not None:

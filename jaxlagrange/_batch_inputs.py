@@ -5,6 +5,7 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -31,6 +32,26 @@ def _check_options(options: Mapping[str, Any], where: str) -> None:
                 f"`{where}` got an unknown option {key!r}; the options of "
                 f"`simulate` are: {', '.join(valid)}."
             )
+
+
+def split_options(simulate_options: Mapping[str, Any]) -> tuple[Any, Any]:
+    """`simulate`'s options as a sorted tuple of (name, value) pairs, split into
+    its arrays and the rest, which is static (hashed for the compilation cache).
+
+    Lists (e.g. `saveat=[...]`) become arrays. `joined_options` undoes it.
+    """
+    options = tuple(
+        sorted(
+            (k, jnp.asarray(v) if isinstance(v, list) else v)
+            for k, v in simulate_options.items()
+        )
+    )
+    return eqx.partition(options, eqx.is_array)
+
+
+def joined_options(dyn_options, static_options) -> dict[str, Any]:
+    """The keyword options of `simulate`, from the two parts of `split_options`."""
+    return dict(eqx.combine(dyn_options, static_options))
 
 
 def _override(base: Params, new: Params, size: int, path: str = "params") -> Params:

@@ -16,10 +16,11 @@ import optimistix as optx
 from . import _friction
 from ._constraints import _contact_tolerance, _dynamics
 from ._custom_types import Array
+from ._options import VectorFieldArgs
 from ._segment import _split
 
 
-def _event_values(t, y, args, offset: int) -> Array:
+def _event_values(t, y, args: VectorFieldArgs, offset: int) -> Array:
     """The event functions, positive while nothing happens: (u,), or (2u,) with
     friction (the normal ones, then the tangential ones of `_friction`).
 
@@ -29,18 +30,20 @@ def _event_values(t, y, args, offset: int) -> Array:
     Otherwise a rounding error h(t_s) ≲ 0 would hide a short flight that one
     solver step jumps over.
     """
-    system, baumgarte, active, modes, start, initial, initial_slip = args
+    system, active, modes, start = args.system, args.active, args.modes, args.start
     q, qd = _split(y)
-    dyn = _dynamics(system, q, qd, t, active=active, baumgarte=baumgarte, modes=modes)
+    dyn = _dynamics(
+        system, q, qd, t, active=active, baumgarte=args.baumgarte, modes=modes
+    )
     h = system._unilateral(q, t)
     later = t > start
     flight = h / jnp.where(later, t - start, 1.0)
     normal = dyn.multipliers[offset:]
-    values = jnp.where(active, normal, jnp.where(later, flight, initial))
+    values = jnp.where(active, normal, jnp.where(later, flight, args.initial))
     if system.slip is None:
         return values
     tangential = _friction.friction_values(
-        system, q, qd, t, active, modes, normal, dyn.friction, start, initial_slip
+        system, q, qd, t, active, modes, normal, dyn.friction, start, args.initial_slip
     )
     return jnp.concatenate([values, tangential])
 

@@ -37,13 +37,13 @@ finished segment a no-op), so shapes are static under `jit` and `vmap`, and it
 can be differentiated in forward and reverse mode.
 """
 
+import functools
 from typing import NamedTuple
 
 import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from . import _friction
 from ._constraints import (
@@ -62,9 +62,10 @@ from ._event_functions import (
     _initial_slip,
     _root_finder,
 )
-from ._guard import _all_finite, _Stop
+from ._guard import _Stop
 from ._impulse import _impulse
-from ._segment import _solve_segment
+from ._options import SimulateOptions, VectorFieldArgs
+from ._segment import SavedStates, _Segment, _solve_segment, finish, masked_start
 from ._system import LagrangianSystem
 from ._trajectory import (
     EVENT_IMPACT,
@@ -91,17 +92,13 @@ def _restitution(system: LagrangianSystem, u: int, dtype) -> Array:
     return jnp.broadcast_to(e, (u,))
 
 
-def _check_max_events(max_events) -> int:
-    if (
-        isinstance(max_events, bool)
-        or not isinstance(max_events, (int, np.integer))
-        or max_events < 1
-    ):
-        raise ValueError(
-            f"`max_events` must be a positive int (the most events "
-            f"before t1), got {max_events!r}."
-        )
-    return int(max_events)
+class _Events(NamedTuple):
+    """The events so far, named as on the `Trajectory`."""
+
+    event_ts: Array  # (E,)
+    event_constraint: Array  # (E,)
+    event_kind: Array  # (E,)
+    num_events: Array
 
 
 class _Carry(NamedTuple):
@@ -112,20 +109,24 @@ class _Carry(NamedTuple):
     modes: Modes  # their friction modes (unused without `slip`)
     done: BoolScalar
     result: RESULTS
-    ts: Array  # (T,) the save times, as they are filled
-    qs: Array  # (T, n)
-    qds: Array  # (T, n)
-    actives: Array  # (T, u): the contacts at each save time
-    modes_saved: Modes  # (T, u) each: their modes
-    filled: Array  # (T,) bool
-    event_ts: Array  # (E,)
-    event_constraint: Array  # (E,)
-    event_kind: Array  # (E,)
-    num_events: Array
+    saved: SavedStates  # the states at the save times, with their contacts and modes
+    events: _Events
     stats: Array  # (3,) steps, accepted, rejected
     stopped: BoolScalar  # the guard stopped the last segment (see `_guard._Stop`)
     failed_dt: Array
     failed_finite: BoolScalar
+
+
+class _Context(NamedTuple):
+    """What every segment of one hybrid solve shares."""
+
+    system: LagrangianSystem
+    t1: Array
+    ts: Array  # (T,) the save times
+    options: SimulateOptions
+    event: diffrax.Event
+    restitution: Array  # (u,)
+    offset: int  # the number of bilateral multipliers before the unilateral ones
 
 
 def _rebound(system, q, qd, t, active, modes, row, restitution, rest):
@@ -203,158 +204,38 @@ def _jump(system, q, qd, t, active, modes, index, restitution, rest):
     return qd_next, active_next, modes_next, row, kind, bad
 
 
-@eqx.filter_jit
-def _hybrid_solve(
-    system,
-    q0,
-    qd0,
-    t0,
-    t1,
-    ts,
-    solver,
-    dt0,
-    stepsize_controller,
-    max_steps,
-    adjoint,
-    baumgarte,
-    progress_meter,
-    max_events,
-    rest,
-) -> tuple[Trajectory, _Stop]:
-    """`simulate` for a system with unilateral constraints: segments between events.
-
-    Returns the trajectory and where its last segment stopped, as `_smooth_solve`.
-    """
+def _context(system, q0, qd0, t0, t1, ts, options: SimulateOptions) -> _Context:
+    """The event function, the restitution and the multipliers' layout."""
     dtype = q0.dtype
-    n = q0.shape[0]
     u = _num_unilateral(system, q0, t0)
-    restitution = _restitution(system, u, dtype)
     offset = _num_bilateral(system, q0, qd0, t0)
-    finite = _all_finite((q0, qd0))
-    # A non-finite initial state is integrated as zeros and reported afterwards.
-    q0 = jnp.where(finite, q0, 0.0)
-    qd0 = jnp.where(finite, qd0, 0.0)
-    num_ts = ts.shape[0]
-    inf = jnp.array(jnp.inf, dtype)
-
     event = diffrax.Event(
-        _condition(offset),
-        root_finder=_root_finder(dtype),
-        direction=False,
+        _condition(offset), root_finder=_root_finder(dtype), direction=False
     )
+    restitution = _restitution(system, u, dtype)
+    return _Context(system, t1, ts, options, event, restitution, offset)
 
-    def segment(carry: _Carry) -> _Carry:
-        # A finished member of a vmapped batch runs this too: make it trivial.
-        start = jnp.where(carry.done, t1, carry.t)
-        event_args = (
-            start,
-            _initial_conditions(system, carry.q, carry.qd, start),
-            _initial_slip(system, carry.q, carry.qd, start, carry.modes),
-        )
-        seg = _solve_segment(
-            system,
-            (carry.q, carry.qd),
-            start,
-            t1,
-            jnp.clip(ts, start, t1),
-            solver=solver,
-            dt0=dt0,
-            stepsize_controller=stepsize_controller,
-            max_steps=max_steps,
-            adjoint=adjoint,
-            baumgarte=baumgarte,
-            progress_meter=progress_meter,
-            active=carry.active,
-            modes=carry.modes,
-            event=event,
-            event_args=event_args,
-        )
-        t_end, q_end, qd_end, result = seg.t_end, seg.q_end, seg.qd_end, seg.result
-        new = seg.reached & ~carry.filled & ~carry.done
-        ts_out = jnp.where(new, seg.ts, carry.ts)
-        qs = jnp.where(new[:, None], seg.q, carry.qs)
-        qds = jnp.where(new[:, None], seg.qd, carry.qds)
-        actives = jnp.where(new[:, None], carry.active, carry.actives)
-        modes_saved = _select(new[:, None], carry.modes, carry.modes_saved)
-        filled = carry.filled | new
 
-        is_event = result == RESULTS.event_occurred
-        result = RESULTS.where(is_event, RESULTS.successful, result)
-
-        # The event is the one of the event functions that reached zero.
-        args = (system, baumgarte, carry.active, carry.modes, *event_args)
-        index = jnp.argmin(
-            _event_values(t_end, jnp.concatenate([q_end, qd_end]), args, offset)
-        )
-        jump = _jump(
-            system,
-            q_end,
-            qd_end,
-            t_end,
-            carry.active,
-            carry.modes,
-            index,
-            restitution,
-            rest,
-        )
-        qd_next, active_next, modes_next, row, kind, bad = jump
-        room = carry.num_events < max_events
-        result = RESULTS.where(is_event & ~room, RESULTS.max_events_reached, result)
-        result = RESULTS.where(
-            is_event & room & bad, RESULTS.redundant_constraints, result
-        )
-        record = is_event & room & ~carry.done
-        # Out of range (no event, or no room): the write is dropped.
-        slot = jnp.where(record, carry.num_events, max_events)
-        event_ts = carry.event_ts.at[slot].set(t_end, mode="drop")
-        event_constraint = carry.event_constraint.at[slot].set(row, mode="drop")
-        event_kind = carry.event_kind.at[slot].set(kind, mode="drop")
-        go_on = record & (result == RESULTS.successful)
-        stats = jnp.stack(
-            [
-                seg.stats["num_steps"],
-                seg.stats["num_accepted_steps"],
-                seg.stats["num_rejected_steps"],
-            ]
-        )
-        keep = carry.done
-
-        def pick(old, new):
-            return jnp.where(keep, old, new)
-
-        return _Carry(
-            t=pick(carry.t, t_end),
-            q=pick(carry.q, q_end),
-            qd=pick(carry.qd, jnp.where(go_on, qd_next, qd_end)),
-            active=pick(carry.active, jnp.where(go_on, active_next, carry.active)),
-            modes=_select(keep, carry.modes, _select(go_on, modes_next, carry.modes)),
-            done=carry.done | ~go_on,
-            result=RESULTS.where(keep, carry.result, result),
-            ts=ts_out,
-            qs=qs,
-            qds=qds,
-            actives=actives,
-            modes_saved=modes_saved,
-            filled=filled,
-            event_ts=event_ts,
-            event_constraint=event_constraint,
-            event_kind=event_kind,
-            num_events=carry.num_events + record.astype(carry.num_events.dtype),
-            stats=carry.stats + jnp.where(keep, 0, stats),
-            stopped=pick(carry.stopped, seg.stopped),
-            failed_dt=pick(carry.failed_dt, seg.failed_dt),
-            failed_finite=pick(carry.failed_finite, seg.failed_finite),
-        )
-
-    def body(carry, _):
-        return jax.lax.cond(carry.done, lambda c: c, segment, carry), None
-
-    unused = -jnp.ones((max_events,), int)
+def _initial_carry(ctx: _Context, q0, qd0, t0, num_ts: int) -> _Carry:
+    """The carry before the first segment: the contacts at t0, nothing saved yet."""
+    system, max_events = ctx.system, ctx.options.max_events
+    dtype, n, u = q0.dtype, q0.shape[0], ctx.restitution.shape[0]
+    inf = jnp.array(jnp.inf, dtype)
     if system.slip is None:
         active0, modes0 = contact_set(system, q0, qd0, t0), _friction.no_modes(u, dtype)
     else:
         active0, modes0 = _friction.contact_modes(system, q0, qd0, t0)
-    init = _Carry(
+    saved = SavedStates(
+        ts=jnp.full((num_ts,), inf),
+        q=jnp.full((num_ts, n), inf),
+        qd=jnp.full((num_ts, n), inf),
+        filled=jnp.zeros((num_ts,), bool),
+        actives=jnp.zeros((num_ts, u), bool),
+        modes=Modes(jnp.zeros((num_ts, u), bool), jnp.zeros((num_ts, u), dtype)),
+    )
+    unused = -jnp.ones((max_events,), int)
+    events = _Events(jnp.full((max_events,), inf), unused, unused, jnp.zeros((), int))
+    return _Carry(
         t=t0,
         q=q0,
         qd=qd0,
@@ -362,69 +243,145 @@ def _hybrid_solve(
         modes=modes0,
         done=jnp.array(False),
         result=RESULTS.where(jnp.array(True), RESULTS.successful, RESULTS.successful),
-        ts=jnp.full((num_ts,), inf),
-        qs=jnp.full((num_ts, n), inf),
-        qds=jnp.full((num_ts, n), inf),
-        actives=jnp.zeros((num_ts, u), bool),
-        modes_saved=Modes(jnp.zeros((num_ts, u), bool), jnp.zeros((num_ts, u), dtype)),
-        filled=jnp.zeros((num_ts,), bool),
-        event_ts=jnp.full((max_events,), inf),
-        event_constraint=unused,
-        event_kind=unused,
-        num_events=jnp.zeros((), int),
+        saved=saved,
+        events=events,
         stats=jnp.zeros((3,), int),
         stopped=jnp.array(False),
         failed_dt=jnp.zeros((), dtype),
         failed_finite=jnp.array(True),
     )
-    final, _ = jax.lax.scan(body, init, None, length=max_events + 1)
 
-    result = RESULTS.where(finite, final.result, RESULTS.non_finite_state)
-    t_final = jnp.where(finite, final.t, t0)
-    reached = final.filled & finite
-    saved_ts = jnp.where(reached, final.ts, inf)
-    q, qd = (jnp.where(reached[:, None], y, inf) for y in (final.qs, final.qds))
 
-    def multipliers(q, qd, t, active, modes):
-        dyn = _dynamics(
-            system, q, qd, t, active=active, baumgarte=baumgarte, modes=modes
-        )
-        friction = jnp.zeros((0,), dtype) if dyn.friction is None else dyn.friction
-        return dyn.multipliers, friction
-
-    lam, friction = jax.vmap(multipliers)(
-        jnp.where(reached[:, None], q, 0.0),
-        jnp.where(reached[:, None], qd, 0.0),
-        jnp.where(reached, saved_ts, t0),
-        final.actives,
-        final.modes_saved,
+def _segment_args(ctx: _Context, carry: _Carry, start: Array) -> VectorFieldArgs:
+    """The vector field's and event functions' args of the segment from `start`."""
+    system, q, qd = ctx.system, carry.q, carry.qd
+    return VectorFieldArgs(
+        system,
+        ctx.options.baumgarte,
+        carry.active,
+        carry.modes,
+        start,
+        _initial_conditions(system, q, qd, start),
+        _initial_slip(system, q, qd, start, carry.modes),
     )
-    lam = jnp.where(reached[:, None], lam, jnp.inf)
-    friction = jnp.where(reached[:, None], friction, jnp.inf)
+
+
+def _save(carry: _Carry, seg: _Segment) -> SavedStates:
+    """The save times that this segment reached first, filled in."""
+    old = carry.saved
+    new = seg.reached & ~old.filled & ~carry.done
+    return SavedStates(
+        ts=jnp.where(new, seg.ts, old.ts),
+        q=jnp.where(new[:, None], seg.q, old.q),
+        qd=jnp.where(new[:, None], seg.qd, old.qd),
+        filled=old.filled | new,
+        actives=jnp.where(new[:, None], carry.active, old.actives),
+        modes=_select(new[:, None], carry.modes, old.modes),
+    )
+
+
+def _record(events: _Events, record, t, row, kind, max_events: int) -> _Events:
+    # Out of range (no event, or no room): the write is dropped.
+    slot = jnp.where(record, events.num_events, max_events)
+    return _Events(
+        events.event_ts.at[slot].set(t, mode="drop"),
+        events.event_constraint.at[slot].set(row, mode="drop"),
+        events.event_kind.at[slot].set(kind, mode="drop"),
+        events.num_events + record.astype(events.num_events.dtype),
+    )
+
+
+def _event(ctx: _Context, carry: _Carry, seg: _Segment, args: VectorFieldArgs):
+    """The end of a segment as an event: its result, whether the event is
+    recorded, the state after the jump, and the event's constraint and kind."""
+    is_event = seg.result == RESULTS.event_occurred
+    result = RESULTS.where(is_event, RESULTS.successful, seg.result)
+    # The event is the one of the event functions that reached zero.
+    y_end = jnp.concatenate([seg.q_end, seg.qd_end])
+    index = jnp.argmin(_event_values(seg.t_end, y_end, args, ctx.offset))
+    jump = _jump(
+        ctx.system,
+        seg.q_end,
+        seg.qd_end,
+        seg.t_end,
+        carry.active,
+        carry.modes,
+        index,
+        ctx.restitution,
+        ctx.options.rest,
+    )
+    qd_next, active_next, modes_next, row, kind, bad = jump
+    room = carry.events.num_events < ctx.options.max_events
+    result = RESULTS.where(is_event & ~room, RESULTS.max_events_reached, result)
+    result = RESULTS.where(is_event & room & bad, RESULTS.redundant_constraints, result)
+    record = is_event & room & ~carry.done
+    return result, record, (qd_next, active_next, modes_next), row, kind
+
+
+def _step(ctx: _Context, carry: _Carry) -> _Carry:
+    """One segment, from the carry's state to t1 or to its first event, and the jump."""
+    # A finished member of a vmapped batch runs this too: make it trivial.
+    start = jnp.where(carry.done, ctx.t1, carry.t)
+    args = _segment_args(ctx, carry, start)
+    y0 = (carry.q, carry.qd)
+    ts = jnp.clip(ctx.ts, start, ctx.t1)
+    seg = _solve_segment(args, y0, start, ctx.t1, ts, ctx.options, ctx.event)
+    result, record, after, row, kind = _event(ctx, carry, seg, args)
+    qd_next, active_next, modes_next = after
+    go_on = record & (result == RESULTS.successful)
+    keep = carry.done
+
+    def pick(old, new):
+        return _select(keep, old, new)
+
+    stats = [
+        seg.stats[k] for k in ("num_steps", "num_accepted_steps", "num_rejected_steps")
+    ]
+    events = _record(carry.events, record, seg.t_end, row, kind, ctx.options.max_events)
+    return _Carry(
+        t=pick(carry.t, seg.t_end),
+        q=pick(carry.q, seg.q_end),
+        qd=pick(carry.qd, jnp.where(go_on, qd_next, seg.qd_end)),
+        active=pick(carry.active, jnp.where(go_on, active_next, carry.active)),
+        modes=pick(carry.modes, _select(go_on, modes_next, carry.modes)),
+        done=carry.done | ~go_on,
+        result=RESULTS.where(keep, carry.result, result),
+        saved=_save(carry, seg),
+        events=events,
+        stats=carry.stats + jnp.where(keep, 0, jnp.stack(stats)),
+        stopped=pick(carry.stopped, seg.stopped),
+        failed_dt=pick(carry.failed_dt, seg.failed_dt),
+        failed_finite=pick(carry.failed_finite, seg.failed_finite),
+    )
+
+
+@eqx.filter_jit
+def _hybrid_solve(
+    system, q0, qd0, t0, t1, ts, options: SimulateOptions
+) -> tuple[Trajectory, _Stop]:
+    """`simulate` for a system with unilateral constraints: segments between events.
+
+    Returns the trajectory and where its last segment stopped, as `_smooth_solve`.
+    """
+    ctx = _context(system, q0, qd0, t0, t1, ts, options)
+    finite, q0, qd0 = masked_start(q0, qd0)
+    init = _initial_carry(ctx, q0, qd0, t0, ts.shape[0])
+
+    def body(carry, _):
+        step = functools.partial(_step, ctx)
+        return jax.lax.cond(carry.done, lambda c: c, step, carry), None
+
+    final, _ = jax.lax.scan(body, init, None, length=options.max_events + 1)
     steps, accepted, rejected = final.stats
     stats = {
         "num_steps": steps,
         "num_accepted_steps": accepted,
         "num_rejected_steps": rejected,
-        "max_steps": max_steps,
+        "max_steps": options.max_steps,
     }
-    traj = Trajectory(
-        saved_ts,
-        q,
-        qd,
-        lam,
-        result,
-        t_final,
-        stats,
-        event_ts=final.event_ts,
-        event_constraint=final.event_constraint,
-        event_kind=final.event_kind,
-        num_events=final.num_events,
-        friction=friction,
-    )
     # A failed segment leaves the carry at its last accepted state and contacts.
     stop = _Stop(
-        final.stopped & finite,
+        final.stopped,
         final.q,
         final.qd,
         final.t,
@@ -433,4 +390,15 @@ def _hybrid_solve(
         final.active,
         final.modes,
     )
-    return traj, stop
+    return finish(
+        system,
+        t0,
+        finite,
+        final.saved,
+        final.result,
+        final.t,
+        stats,
+        stop,
+        options.baumgarte,
+        final.events._asdict(),
+    )

@@ -39,6 +39,7 @@ from ._constraints import velocity_rates, velocity_rows
 from ._custom_types import Array, ArrayLike, BoolScalar, ScalarLike, Vector, VectorLike
 from ._errors import first_error
 from ._mass import Rows
+from ._options import VectorFieldArgs
 from ._system import LagrangianSystem, _as_state
 
 
@@ -145,10 +146,10 @@ _SYSTEM = "jaxlagrange_system"
 class ProjectedSolver(diffrax.AbstractWrappedSolver):
     """Wraps a diffrax solver of the state [q; q̇]: every step ends on the manifold.
 
-    The system is read from the solve's `args = (system, baumgarte)`, never stored
+    The system is read from the solve's args (a `VectorFieldArgs`), never stored
     on the solver: its params must stay differentiable inputs of the solve (which
-    `diffrax.BacksolveAdjoint` requires). The backward solve of that adjoint
-    integrates an augmented state with other args; it is not projected.
+    `diffrax.BacksolveAdjoint` requires). The backward solve of that adjoint has
+    the same args but an augmented tuple state; it is not projected.
 
     The inner solver's first-same-as-last stage is kept: it was evaluated at the
     unprojected end of the step, within the local error of the projected one, so
@@ -203,14 +204,13 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
         y1, y_error, dense_info, solver_state, result = self.solver.step(
             terms, t0, t1, y0, args, solver_state, made_jump
         )
+        # Only the motion is projected: the backward solve of
+        # `diffrax.BacksolveAdjoint` has these args too, but its state is a tuple.
         forward = (
-            isinstance(args, tuple)
-            and isinstance(args[0], LagrangianSystem)
-            and eqx.is_array(y1)
-            and y1.ndim == 1
+            isinstance(args, VectorFieldArgs) and eqx.is_array(y1) and y1.ndim == 1
         )
         if forward:
-            system = args[0]
+            system = args.system
             y1 = _project_state(system, y1, t1)
             dense_info = dict(dense_info, **{_SYSTEM: system})
         return y1, y_error, dense_info, solver_state, result

@@ -1,7 +1,8 @@
 """One smooth diffrax solve: the equations of motion from a start time to t1.
 
 A system without unilateral constraints is one such segment; with them,
-`_hybrid` chains segments between events.
+`_hybrid` chains segments between events. Both end in `finish`, which builds
+the `Trajectory` from what was saved.
 """
 
 from typing import Any, NamedTuple
@@ -14,6 +15,7 @@ import jax.numpy as jnp
 from ._constraints import _dynamics
 from ._custom_types import Array
 from ._guard import _all_finite, _guard, _provisional, _Stop
+from ._options import SimulateOptions, VectorFieldArgs
 from ._trajectory import RESULTS, Trajectory, without_events
 
 
@@ -23,15 +25,19 @@ def _split(y: Array) -> tuple[Array, Array]:
     return y[..., :n], y[..., n:]
 
 
-def _vector_field(t, y, args):
+def _vector_field(t, y, args: VectorFieldArgs):
     # The state is one flat vector y = [q; q̇]: diffrax's step, error norm and
     # interpolation are then single array operations instead of one per leaf.
-    # `active`: the unilateral constraints in contact (None: all of them), `modes`
-    # their friction modes (None: no friction). Event functions get further
-    # arguments after these four.
-    system, baumgarte, active, modes = args[:4]
     q, qd = _split(y)
-    dyn = _dynamics(system, q, qd, t, active=active, baumgarte=baumgarte, modes=modes)
+    dyn = _dynamics(
+        args.system,
+        q,
+        qd,
+        t,
+        active=args.active,
+        baumgarte=args.baumgarte,
+        modes=args.modes,
+    )
     bad = dyn.singular_mass | dyn.singular_constraints
     # A NaN step is rejected by the guard; the cause is found by `_diagnosed`.
     qdd = jnp.where(bad, jnp.nan, dyn.accelerations)
@@ -55,23 +61,13 @@ class _Segment(NamedTuple):
 
 
 def _solve_segment(
-    system,
+    args: VectorFieldArgs,
     y0: tuple[Array, Array],
     start: Array,
     t1: Array,
     ts: Array | None,
-    *,
-    solver,
-    dt0,
-    stepsize_controller,
-    max_steps: int,
-    adjoint,
-    baumgarte,
-    progress_meter,
-    active: Array | None = None,
-    modes=None,
+    options: SimulateOptions,
     event: diffrax.Event | None = None,
-    event_args: tuple = (),
 ) -> _Segment:
     """Integrate from `y0` = (q, qd) at `start` to t1, or to the first event.
 
@@ -80,18 +76,18 @@ def _solve_segment(
     """
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(_vector_field),
-        solver,
+        options.solver,
         t0=start,
         t1=t1,
-        dt0=dt0,
+        dt0=options.dt0,
         y0=jnp.concatenate(y0),
-        args=(system, baumgarte, active, modes, *event_args),
+        args=args,
         saveat=diffrax.SaveAt(ts=ts, t1=True, controller_state=True),
-        stepsize_controller=_guard(stepsize_controller),
-        adjoint=adjoint,
+        stepsize_controller=_guard(options.stepsize_controller),
+        adjoint=options.adjoint,
         event=event,
-        max_steps=max_steps,
-        progress_meter=progress_meter,
+        max_steps=options.max_steps,
+        progress_meter=options.progress_meter,
         throw=False,
     )
     if ts is None:
@@ -126,67 +122,115 @@ def _solve_segment(
     )
 
 
+class SavedStates(NamedTuple):
+    """The states at the save times, as a solve fills them in."""
+
+    ts: Array  # (T,); only those `filled` are meaningful
+    q: Array  # (T, n)
+    qd: Array  # (T, n)
+    filled: Array  # (T,) bool
+    actives: Array | None  # (T, u): the contacts at each save time (None: all)
+    modes: Any  # (T, u) each: their friction modes (None: no contacts)
+
+
+def masked_start(q0, qd0) -> tuple[Array, Array, Array]:
+    """Whether the initial state is finite, and the state to integrate from.
+
+    A non-finite initial state is integrated as zeros and reported afterwards.
+    """
+    finite = _all_finite((q0, qd0))
+    return finite, jnp.where(finite, q0, 0.0), jnp.where(finite, qd0, 0.0)
+
+
+def _saved_forces(system, baumgarte, t0, saved: SavedStates, reached):
+    """The multipliers (and friction forces, None without friction) at the save times."""
+
+    def at(q, qd, t, active, modes):
+        dyn = _dynamics(
+            system, q, qd, t, active=active, baumgarte=baumgarte, modes=modes
+        )
+        return dyn.multipliers, dyn.friction
+
+    lam, friction = jax.vmap(at)(
+        jnp.where(reached[:, None], saved.q, 0.0),
+        jnp.where(reached[:, None], saved.qd, 0.0),
+        jnp.where(reached, saved.ts, t0),
+        saved.actives,
+        saved.modes,
+    )
+    if friction is not None:
+        friction = jnp.where(reached[:, None], friction, jnp.inf)
+    return jnp.where(reached[:, None], lam, jnp.inf), friction
+
+
+def finish(
+    system,
+    t0,
+    finite,
+    saved: SavedStates,
+    result,
+    t_end,
+    stats,
+    stop: _Stop,
+    baumgarte,
+    events: dict[str, Array] | None = None,
+) -> tuple[Trajectory, _Stop]:
+    """The `Trajectory` of a solve, and where it stopped (for `_diagnosed`).
+
+    `events`: the event record of a hybrid solve (None: a smooth one).
+    """
+    dtype = saved.q.dtype
+    inf = jnp.array(jnp.inf, dtype)
+    result = RESULTS.where(finite, result, RESULTS.non_finite_state)
+    t_final = jnp.where(finite, t_end, t0)
+    reached = saved.filled & finite
+    saved = saved._replace(
+        ts=jnp.where(reached, saved.ts, inf),
+        q=jnp.where(reached[:, None], saved.q, inf),
+        qd=jnp.where(reached[:, None], saved.qd, inf),
+    )
+    stop = stop._replace(stopped=stop.stopped & finite)
+    if events is None:
+        if system.has_constraints:
+            lam, _ = _saved_forces(system, baumgarte, t0, saved, reached)
+        else:
+            lam = jnp.zeros((saved.ts.shape[0], 0), dtype)
+        traj = without_events(saved.ts, saved.q, saved.qd, lam, result, t_final, stats)
+        return traj, stop
+    lam, friction = _saved_forces(system, baumgarte, t0, saved, reached)
+    if friction is None:
+        friction = jnp.zeros((saved.ts.shape[0], 0), dtype)
+    traj = Trajectory(
+        saved.ts,
+        saved.q,
+        saved.qd,
+        lam,
+        result,
+        t_final,
+        stats,
+        **events,
+        friction=friction,
+    )
+    return traj, stop
+
+
 @eqx.filter_jit
 def _smooth_solve(
-    system,
-    q0,
-    qd0,
-    t0,
-    t1,
-    ts,
-    solver,
-    dt0,
-    stepsize_controller,
-    max_steps,
-    adjoint,
-    baumgarte,
-    progress_meter,
-    t1_only,
+    system, q0, qd0, t0, t1, ts, options: SimulateOptions
 ) -> tuple[Trajectory, _Stop]:
     """`simulate` for a system without unilateral constraints: one segment.
 
     Returns the trajectory (a stopped solve with its provisional code) and where
     it stopped, for `_diagnosed`.
     """
-    dtype = q0.dtype
-    finite = _all_finite((q0, qd0))
-    # A non-finite initial state is integrated as zeros and reported afterwards.
-    q0 = jnp.where(finite, q0, 0.0)
-    qd0 = jnp.where(finite, qd0, 0.0)
+    finite, q0, qd0 = masked_start(q0, qd0)
+    args = VectorFieldArgs(system, options.baumgarte)
     seg = _solve_segment(
-        system,
-        (q0, qd0),
-        t0,
-        t1,
-        None if t1_only else ts,
-        solver=solver,
-        dt0=dt0,
-        stepsize_controller=stepsize_controller,
-        max_steps=max_steps,
-        adjoint=adjoint,
-        baumgarte=baumgarte,
-        progress_meter=progress_meter,
+        args, (q0, qd0), t0, t1, None if options.t1_only else ts, options
     )
-    inf = jnp.array(jnp.inf, dtype)
-    result = RESULTS.where(finite, seg.result, RESULTS.non_finite_state)
-    t_final = jnp.where(finite, seg.t_end, t0)
-    reached = seg.reached & finite
-    saved_ts = jnp.where(reached, seg.ts, inf)
-    q, qd = (jnp.where(reached[:, None], y, inf) for y in (seg.q, seg.qd))
-    if system.has_constraints:
-        dyn = jax.vmap(
-            lambda q, qd, t: _dynamics(system, q, qd, t, baumgarte=baumgarte)
-        )(
-            jnp.where(reached[:, None], q, 0.0),
-            jnp.where(reached[:, None], qd, 0.0),
-            jnp.where(reached, saved_ts, t0),
-        )
-        multipliers = jnp.where(reached[:, None], dyn.multipliers, jnp.inf)
-    else:
-        multipliers = jnp.zeros((ts.shape[0], 0), dtype)
-    traj = without_events(saved_ts, q, qd, multipliers, result, t_final, seg.stats)
+    saved = SavedStates(seg.ts, seg.q, seg.qd, seg.reached, None, None)
     stop = _Stop(
-        seg.stopped & finite,
+        seg.stopped,
         seg.q_end,
         seg.qd_end,
         seg.t_end,
@@ -195,4 +239,14 @@ def _smooth_solve(
         None,
         None,
     )
-    return traj, stop
+    return finish(
+        system,
+        t0,
+        finite,
+        saved,
+        seg.result,
+        seg.t_end,
+        seg.stats,
+        stop,
+        options.baumgarte,
+    )

@@ -13,7 +13,8 @@ import numpy as np
 
 from ._custom_types import Array, Float, ScalarLike, VectorLike
 from ._guard import _all_finite, _diagnosed, _Failure
-from ._hybrid import _check_max_events, _hybrid_solve
+from ._hybrid import _hybrid_solve
+from ._options import SimulateOptions, check_max_events
 from ._projection import ProjectedSolver, check_initial_state, has_equality_constraints
 from ._segment import _smooth_solve
 from ._system import LagrangianSystem, checked_values
@@ -366,35 +367,30 @@ def _simulate(
         if getattr(system, name) is not None:
             fn = getattr(system, "_" + name)
             q0 = check_affine(name, fn, q0, qd0, t0, q0)
-        if baumgarte is None and has_equality_constraints(system):
-            solver = ProjectedSolver(solver)
+    if baumgarte is None and has_equality_constraints(system):
+        solver = ProjectedSolver(solver)
     if stepsize_controller is None:
         stepsize_controller = diffrax.PIDController(rtol=rtol, atol=atol)
     adjoint = diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint
     if progress_meter is None:
         progress_meter = diffrax.NoProgressMeter()
-    args = (
-        system,
-        q0,
-        qd0,
-        t0,
-        t1,
-        ts,
-        solver,
-        dt0,
-        stepsize_controller,
-        max_steps,
-        adjoint,
-        baumgarte,
-        progress_meter,
+    hybrid = system.unilateral is not None
+    options = SimulateOptions(
+        solver=solver,
+        stepsize_controller=stepsize_controller,
+        adjoint=adjoint,
+        progress_meter=progress_meter,
+        dt0=dt0,
+        baumgarte=baumgarte,
+        rest=atol if hybrid else None,
+        max_steps=max_steps,
+        max_events=check_max_events(max_events) if hybrid else None,
+        t1_only=saveat is None,
     )
-    if system.unilateral is not None:
-        max_events = _check_max_events(max_events)
-        traj, stop = _hybrid_solve(*args, max_events, atol)
-    else:
-        max_events = None
-        traj, stop = _smooth_solve(*args, saveat is None)
-    return traj, _Failure(system, q0, qd0, t0, baumgarte, stop), max_events
+    solve = _hybrid_solve if options.hybrid else _smooth_solve
+    traj, stop = solve(system, q0, qd0, t0, t1, ts, options)
+    failure = _Failure(system, q0, qd0, t0, baumgarte, stop)
+    return traj, failure, options.max_events
 
 
 def _check_variational(system, q0, qd0, t0, dt0, stepsize_controller, baumgarte):

@@ -17,6 +17,8 @@ from ._batch_inputs import (
     _check_state,
     _merge,
     _override,
+    joined_options,
+    split_options,
 )
 from ._custom_types import Array, Params
 from ._kernel._backend import broadcast_params, choose_kernel
@@ -229,7 +231,7 @@ class _SimulateMember(eqx.Module):
         if params:
             params = _merge(system.params, _unflatten_params(params))
             system = eqx.tree_at(lambda s: s.params, system, params)
-        options = dict(eqx.combine(self.options, self.static_options))
+        options = joined_options(self.options, self.static_options)
         traj = simulate(system, member["q0"], member["qd0"], throw=False, **options)
         out = (
             {"q": traj.q, "qd": traj.qd} if self.observe is None else self.observe(traj)
@@ -247,7 +249,7 @@ class _SimulateMember(eqx.Module):
 
     # The fused kernel's share of the work (`_SweepKernel`).
     def kernel_options(self) -> dict[str, Any]:
-        return dict(eqx.combine(self.options, self.static_options))
+        return joined_options(self.options, self.static_options)
 
     def batch_kernel(self, devices):
         return _kernel_for(self.system, self.kernel_options(), devices)
@@ -372,18 +374,15 @@ def simulate_sweep(
         else np.broadcast_to(np.asarray(qd0, dtype), (size, n)),
         **{f"params/{k}": v for k, v in flat.items()},
     }
-    options = tuple(
-        sorted(
-            (k, jnp.asarray(v) if isinstance(v, list) else v)
-            for k, v in simulate_options.items()
-        )
-    )
-    dyn_options, static_options = eqx.partition(options, eqx.is_array)
+    dyn_options, static_options = split_options(simulate_options)
     fn = _SimulateMember(system, dyn_options, static_options, observe)
     attrs = {
         "kind": "simulate_sweep",
         "system": _describe(system),
-        "simulate_options": {k: _describe(v) for k, v in options},
+        "simulate_options": {
+            k: _describe(v)
+            for k, v in joined_options(dyn_options, static_options).items()
+        },
         "observe": _describe(observe),
         # The functions' code: a script edited between two runs is a new sweep.
         "code": _code_digest(

@@ -23,6 +23,7 @@ from jaxlagrange._kernel._lanes import (
     from_lanes,
     to_lanes,
 )
+from jaxlagrange._options import VectorFieldArgs
 from jaxlagrange._projection import _project_state
 from jaxlagrange._segment import _vector_field
 
@@ -71,7 +72,7 @@ def _member_functions(system, n):
         return eqx.tree_at(lambda s: s.params, system, jax.tree.unflatten(tree, leaves))
 
     def field(t, y, leaves):
-        return _vector_field(t, y, (with_params(leaves), None, None, None))
+        return _vector_field(t, y, VectorFieldArgs(with_params(leaves)))
 
     def project(t, y, leaves):
         return _project_state(with_params(leaves), y, t)

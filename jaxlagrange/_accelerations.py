@@ -11,7 +11,7 @@ import jax.numpy as jnp
 
 from ._coefficients import checked_values
 from ._constraints import _SINGULAR_CONSTRAINTS, Dynamics, _dynamics, contact_set
-from ._custom_types import ScalarLike, Vector, VectorLike
+from ._custom_types import Array, Float, ScalarLike, Vector, VectorLike
 from ._eom import _NON_FINITE_DYNAMICS, _NON_FINITE_STATE, _SINGULAR_MASS, _finite
 from ._errors import first_error
 from ._friction import contact_modes
@@ -90,7 +90,7 @@ def accelerations(
 
 def multipliers(
     system: LagrangianSystem, q: VectorLike, qd: VectorLike, t: ScalarLike
-) -> Vector:
+) -> Float[Array, " c"]:
     """The Lagrange multipliers, in the order holonomic, nonholonomic, unilateral.
 
     **Arguments:** as for [`jaxlagrange.accelerations`][].

@@ -132,7 +132,10 @@ def fit(
     data: Observations | Sequence[Observations],
     *,
     params: Params | None = None,
-    optimizer: optax.GradientTransformation | None = None,
+    optimizer: optax.GradientTransformation
+    | optx.AbstractLeastSquaresSolver
+    | optx.AbstractMinimiser
+    | None = None,
     steps: int = 1000,
     trainable: Any = None,
     positive: Any = None,

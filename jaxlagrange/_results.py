@@ -11,7 +11,7 @@ import diffrax
 import jax
 import numpy as np
 
-from ._custom_types import Array, ArrayLike, Int
+from ._custom_types import ArrayLike, Int
 
 
 class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
@@ -78,7 +78,7 @@ _NAMES = (
 )
 
 
-def code_of(item) -> Int[Array, "*batch"]:
+def code_of(item) -> Int[ArrayLike, "*batch"]:
     """The integer code of an item of any `eqx.Enumeration` (its one pytree
     leaf), with the item's batch shape."""
     leaves = jax.tree_util.tree_leaves(item)

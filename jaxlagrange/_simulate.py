@@ -11,7 +11,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
-from ._custom_types import Array, Float, ScalarLike, VectorLike
+from ._custom_types import Array, ArrayLike, Float, ScalarLike, VectorLike
 from ._guard import _all_finite, _diagnosed, _Failure
 from ._hybrid import _hybrid_solve
 from ._options import SimulateOptions, check_max_events
@@ -131,8 +131,8 @@ def simulate(
     *,
     t0: ScalarLike = 0.0,
     t1: ScalarLike,
-    saveat: Float[Array, " T"] | None = None,
-    solver: diffrax.AbstractSolver | None = None,
+    saveat: Float[ArrayLike, " T"] | None = None,
+    solver: diffrax.AbstractSolver | VariationalMidpoint | None = None,
     rtol: ScalarLike | None = None,
     atol: ScalarLike | None = None,
     dt0: ScalarLike | None = None,

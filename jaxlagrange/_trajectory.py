@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._custom_types import Array, ArrayLike, Float, Int
+from ._custom_types import Array, ArrayLike, Float, Int, ScalarLike
 from ._results import MESSAGES, NAMES, RESULTS as RESULTS, SUCCESSFUL, code_of
 
 
@@ -127,7 +127,7 @@ def _messages(max_steps: int, max_events: int | None = None) -> list[str]:
 
 
 def _raise_on_failure(
-    traj: Trajectory, max_steps: int, t1: Array, max_events: int | None = None
+    traj: Trajectory, max_steps: int, t1: ScalarLike, max_events: int | None = None
 ) -> Trajectory:
     code = _known(code_of(traj.result))
     failed = traj.result != RESULTS.successful

@@ -29,7 +29,7 @@ def _skew_to_vector(w: Array) -> Array:
     return 0.5 * jnp.stack([w[2, 1] - w[1, 2], w[0, 2] - w[2, 0], w[1, 0] - w[0, 1]])
 
 
-def quaternion_to_matrix(p: Float[ArrayLike, " 4"]) -> Float[Array, "3 3"]:
+def quaternion_to_matrix(p: Float[ArrayLike, "*batch 4"]) -> Float[Array, "*batch 3 3"]:
     """The rotation matrix of a quaternion p = (w, x, y, z), scalar first.
 
     R = I + (2/|p|²)(w K + K²), with K the cross-product matrix of (x, y, z): the
@@ -103,7 +103,9 @@ def _check_seq(seq: Any) -> tuple[tuple[int, ...], bool]:
     return tuple("xyz".index(a.lower()) for a in seq), seq.isupper()
 
 
-def euler_to_matrix(angles: Float[ArrayLike, " k"], seq: str) -> Float[Array, "3 3"]:
+def euler_to_matrix(
+    angles: Float[ArrayLike, "..."], seq: str
+) -> Float[Array, "*batch 3 3"]:
     """The rotation matrix of Euler angles, as SciPy's `Rotation.from_euler`.
 
     An uppercase `seq` is intrinsic (rotations about the axes of the frame as it

@@ -3,8 +3,7 @@
 `tests/conftest.py` instruments the package (as diffrax does with
 `--jaxtyping-packages`) and checks it in tests marked `typecheck`. Here every
 public function is called with the inputs its docstring allows (lists, NumPy
-arrays, Python floats), which its annotations must accept; an annotation known
-to be wrong is an xfail naming the file to fix.
+arrays, Python floats), which its annotations must accept.
 """
 
 import diffrax
@@ -44,13 +43,6 @@ def test_state_functions_take_arrays_and_floats():
                 fn(system, q, qd, t)
 
 
-def _xfail(where):
-    return pytest.mark.xfail(
-        strict=False, raises=TypeError, reason=f"wrong annotation: {where}"
-    )
-
-
-@_xfail("jl.multipliers returns (m + k + u,), annotated Vector (n,): _accelerations.py")
 def test_multipliers_return_another_length():
     system = cartesian_pendulum()
     q, qd = pendulum_state(0.3, 1.0)
@@ -71,22 +63,18 @@ def test_simulate_takes_arrays_and_floats():
     _simulate_pendulum(saveat=jnp.array([0.05, 0.1]), rtol=1e-6, atol=np.float64(1e-6))
 
 
-@_xfail("_trajectory._raise_on_failure: `t1: Array`, simulate passes its float t1")
 def test_simulate_takes_a_float_t1():
     _simulate_pendulum(t1=0.1)
 
 
-@_xfail("simulate: `saveat: Float[Array, ' T']` rejects a NumPy array: _simulate.py")
 def test_simulate_takes_a_numpy_saveat():
     _simulate_pendulum(saveat=np.array([0.05, 0.1]))
 
 
-@_xfail("simulate: `solver: diffrax.AbstractSolver` rejects VariationalMidpoint")
 def test_simulate_takes_the_variational_solver():
     _simulate_pendulum(dt0=0.05, solver=jl.VariationalMidpoint())
 
 
-@_xfail("fit: `optimizer: optax.GradientTransformation` rejects optimistix: _fit.py")
 def test_fit_takes_an_optimistix_solver():
     system = unit_pendulum()
     ts = jnp.linspace(0.0, 0.5, 6)
@@ -111,7 +99,6 @@ def test_impulse_projection_and_linearization():
     jl.normal_modes(double, np.zeros(2), 0.0)
 
 
-@_xfail("rigid.euler_to_matrix: `angles: Float[ArrayLike, ' k']` rejects the scalar")
 def test_euler_to_matrix_takes_one_angle():
     # One axis, one angle: a scalar, as SciPy's Rotation.from_euler("Y", 0.3).
     rotation = jl.rigid.euler_to_matrix(jnp.asarray(0.3), "Y")

@@ -2,7 +2,7 @@
 
 A lineax LU that records each trace of its solve checks, path by path, that
 the user's solver is the one that solves, not a factorization of the
-package's own. A path that does not yet is an xfail (not strict).
+package's own.
 """
 
 import itertools
@@ -55,8 +55,6 @@ def _uses_the_solver(call):
     return tag in _SPY_CALLS
 
 
-_NOT_YET = "this path solves with the project's own factorization, not the user's"
-
 _PATHS = {
     "accelerations": lambda s: jl.accelerations(
         s(jl.systems.double_pendulum().system), jnp.ones(2), jnp.ones(2), 0.0
@@ -83,10 +81,8 @@ _PATHS = {
 
 
 @pytest.mark.parametrize("path", list(_PATHS))
-def test_the_users_solver_solves(path, request):
+def test_the_users_solver_solves(path):
     # With `mass_solver=lineax.LU()` every solve with M is LU's (issue 28).
-    if path in ("friction", "apply_impulse", "project_initial_state", "normal_modes"):
-        request.applymarker(pytest.mark.xfail(strict=False, reason=_NOT_YET))
     assert _uses_the_solver(
         lambda solver: _PATHS[path](lambda s: s.with_mass_solver(solver))
     )

@@ -39,7 +39,7 @@ jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_platform_name", "cpu")
 
 import jaxlagrange as jl  # noqa: E402
-from jaxlagrange._constraints import _dynamics  # noqa: E402
+from jaxlagrange._constraints import dynamics  # noqa: E402
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -131,7 +131,7 @@ def double_pendulum(states: int, repeats: int) -> tuple[float, str]:
 
     def unchecked(system, q, qd, t):
         def one(q, qd, t):
-            return _dynamics(system, q, qd, t).accelerations
+            return dynamics(system, q, qd, t).accelerations
 
         return jax.vmap(one)(q, qd, t)
 

@@ -343,14 +343,14 @@ def lanes_on_cpu(batch=4096, repeats=30):
     (constants in L) for a batch under jax.jit, three ways: `jl.accelerations`
     vmapped, the traced q̈ evaluated on (B,) lane vectors (what the kernel runs),
     and the hand-written q̈ vmapped. Medians of interleaved runs."""
-    from jaxlagrange._constraints import _dynamics
+    from jaxlagrange._constraints import dynamics
     from jaxlagrange._kernel._lanes import LaneFunction, from_lanes, to_lanes
 
     rng = np.random.default_rng(1)
     q = jnp.asarray(rng.uniform(-2, 2, (batch, 2)))
     qd = jnp.asarray(rng.uniform(-1, 1, (batch, 2)))
     traced = LaneFunction(
-        lambda q, qd: _dynamics(SYSTEM, q, qd, jnp.zeros(())).accelerations,
+        lambda q, qd: dynamics(SYSTEM, q, qd, jnp.zeros(())).accelerations,
         q[0],
         qd[0],
     )

@@ -95,7 +95,7 @@ class Example:
     seconds: float = field(default=0.0)
 
 
-def _simulate(system, q0, qd0, t1, saves=101):
+def simulate_checked(system, q0, qd0, t1, saves=101):
     ts = jnp.linspace(0.0, t1, saves)
     traj = jl.simulate(system, q0, qd0, t1=t1, saveat=ts, rtol=TOL, atol=TOL)
     return np.asarray(ts), traj
@@ -107,7 +107,7 @@ def disk_on_incline(t1: float) -> Example:
     rows, curves = [], []
     for rolling in ("holonomic", "nonholonomic"):
         system, q0, qd0 = jl.systems.rolling_disk({"alpha": alpha}, rolling=rolling)
-        ts, traj = _simulate(system, q0, qd0, t1)
+        ts, traj = simulate_checked(system, q0, qd0, t1)
         closed = G * np.sin(alpha) / 3 * ts**2
         rows += [
             (f"y(t1), {rolling} rolling", closed[-1], traj.q[-1, 0]),
@@ -133,7 +133,7 @@ def masses_on_inclines(t1: float) -> Example:
     system = jl.LagrangianSystem(
         _inclines, params=(m1, m2, th1, th2), holonomic=_string
     )
-    ts, traj = _simulate(system, jnp.array([1.0, 2.0]), jnp.zeros(2), t1)
+    ts, traj = simulate_checked(system, jnp.array([1.0, 2.0]), jnp.zeros(2), t1)
     accel = G * (m1 * np.sin(th1) - m2 * np.sin(th2)) / (m1 + m2)
     tension = m1 * m2 * G * (np.sin(th1) + np.sin(th2)) / (m1 + m2)
     closed = 1.0 + 0.5 * accel * ts**2
@@ -163,7 +163,7 @@ def block_on_movable_incline(t1: float) -> Example:
         _block_wedge, params={"m": m, "M": big_m, "theta": th}, holonomic=_slope
     )
     q0 = jnp.array([0.0, 2.0, 0.0])
-    ts, traj = _simulate(system, q0, jnp.zeros(3), t1)
+    ts, traj = simulate_checked(system, q0, jnp.zeros(3), t1)
     slide = G * np.sin(th) / (1 - m * np.cos(th) ** 2 / (m + big_m))
     wedge = -m * np.cos(th) * slide / (m + big_m)
     normal = m * big_m * G * np.cos(th) / (big_m + m * np.sin(th) ** 2)
@@ -199,7 +199,7 @@ def sphere_on_movable_incline(t1: float) -> Example:
     system = jl.LagrangianSystem(
         _sphere_wedge, params=(m, big_m, r, phi), holonomic=_sphere_rolls
     )
-    ts, traj = _simulate(system, jnp.zeros(3), jnp.zeros(3), t1)
+    ts, traj = simulate_checked(system, jnp.zeros(3), jnp.zeros(3), t1)
     denominator = 7 * (big_m + m) - 5 * m * np.cos(phi) ** 2
     wedge = -5 * m * G * np.sin(2 * phi) / (4 * denominator) * ts**2
     slide = 5 * G * np.sin(phi) * (m + big_m) / (2 * denominator) * ts**2
@@ -223,7 +223,7 @@ def rotating_rod(t1: float) -> Example:
     system, q0, qd0 = jl.systems.rotating_rod(
         {"omega": omega}, q0=[r0, 0.0], qd0=[0.0, omega * r0]
     )
-    ts, traj = _simulate(system, q0, qd0, t1)
+    ts, traj = simulate_checked(system, q0, qd0, t1)
     r = np.hypot(traj.q[:, 0], traj.q[:, 1])
     closed = r0 * np.cosh(omega * ts)
     rows = [
@@ -252,7 +252,7 @@ def conical_pendulum(t1: float) -> Example:
     system = jl.LagrangianSystem(_free_mass, holonomic=_sphere)
     q0 = jnp.array([np.sin(theta), 0.0, -np.cos(theta)])
     qd0 = jnp.array([0.0, omega * np.sin(theta), 0.0])
-    ts, traj = _simulate(system, q0, qd0, t1)
+    ts, traj = simulate_checked(system, q0, qd0, t1)
     phi = np.unwrap(np.arctan2(traj.q[:, 1], traj.q[:, 0]))
     rows = [
         ("azimuth φ(t1)", omega * t1, phi[-1]),
@@ -278,7 +278,7 @@ def paraboloid_orbit(t1: float) -> Example:
     omega = np.sqrt(2 * G / a)
     system = jl.LagrangianSystem(_cylindrical, holonomic=_paraboloid)
     q0 = jnp.array([rho, 0.0, rho**2 / a])
-    ts, traj = _simulate(system, q0, jnp.array([0.0, omega, 0.0]), t1)
+    ts, traj = simulate_checked(system, q0, jnp.array([0.0, omega, 0.0]), t1)
     rows = [
         ("ρ(t1)", rho, traj.q[-1, 0]),
         ("φ(t1)", omega * t1, traj.q[-1, 1]),
@@ -333,7 +333,7 @@ def rolling_coin(t1: float) -> Example:
     rows, curves = [], []
     for alpha in (0.0, 0.3):
         system, q0, qd0 = jl.systems.rolling_coin({"alpha": alpha})
-        ts, traj = _simulate(system, q0, qd0, t1)
+        ts, traj = simulate_checked(system, q0, qd0, t1)
         v0, omega = float(qd0[0]), float(qd0[2])
         k = 2 / 3 * G * np.sin(alpha)
         w = omega * ts

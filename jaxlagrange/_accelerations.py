@@ -1,6 +1,6 @@
 """The public accelerations, multipliers and constraint forces, checked.
 
-Each solves the KKT system of `_constraints._dynamics` at one state (the contacts
+Each solves the KKT system of `_constraints.dynamics` at one state (the contacts
 in contact, and with friction their modes, settled first) and raises, also under
 `jax.jit`, when the mass matrix is singular, the constraints are redundant, or
 the state or the result is not finite.
@@ -10,16 +10,16 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from ._coefficients import checked_values
-from ._constraints import _SINGULAR_CONSTRAINTS, Dynamics, _dynamics, contact_set
+from ._constraints import SINGULAR_CONSTRAINTS, Dynamics, contact_set, dynamics
 from ._custom_types import Array, Float, ScalarLike, Vector, VectorLike
-from ._eom import _NON_FINITE_DYNAMICS, _NON_FINITE_STATE, _SINGULAR_MASS, _finite
+from ._eom import NON_FINITE_DYNAMICS, NON_FINITE_STATE, SINGULAR_MASS, is_finite_state
 from ._errors import first_error
 from ._friction import contact_modes
-from ._system import LagrangianSystem, _as_state
+from ._system import LagrangianSystem, as_state
 
 
 def _checked(system, q, qd, t) -> Dynamics:
-    return _checked_dynamics(system, *_as_state(q, qd, t))
+    return _checked_dynamics(system, *as_state(q, qd, t))
 
 
 @eqx.filter_jit
@@ -27,22 +27,22 @@ def _checked_dynamics(system, q, qd, t) -> Dynamics:
     system = checked_values(system)
     if system.slip is not None:
         active, modes = contact_modes(system, q, qd, t)
-        dyn = _dynamics(system, q, qd, t, active=active, modes=modes)
+        dyn = dynamics(system, q, qd, t, active=active, modes=modes)
     else:
         active = (
             contact_set(system, q, qd, t) if system.unilateral is not None else None
         )
-        dyn = _dynamics(system, q, qd, t, active=active)
+        dyn = dynamics(system, q, qd, t, active=active)
     # The most basic failure names the error (also the most basic in a batch).
     qdd, lam = first_error(
         (dyn.accelerations, dyn.multipliers),
         [
-            (~_finite(q, qd, t), _NON_FINITE_STATE),
-            (dyn.singular_mass, _SINGULAR_MASS),
-            (dyn.singular_constraints, _SINGULAR_CONSTRAINTS),
+            (~is_finite_state(q, qd, t), NON_FINITE_STATE),
+            (dyn.singular_mass, SINGULAR_MASS),
+            (dyn.singular_constraints, SINGULAR_CONSTRAINTS),
             (
                 ~jnp.isfinite(dyn.accelerations),
-                _NON_FINITE_DYNAMICS.format("accelerations"),
+                NON_FINITE_DYNAMICS.format("accelerations"),
             ),
         ],
     )

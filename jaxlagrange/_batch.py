@@ -10,12 +10,12 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ._batch_inputs import (
-    _batch_size,
-    _check_options,
-    _check_state,
-    _merge,
-    _override,
+    batch_size,
+    check_options,
+    check_state,
     joined_options,
+    merge,
+    override,
     split_options,
 )
 from ._custom_types import Array, Bool, Params
@@ -34,7 +34,7 @@ _AXIS = "batch"
 # each device runs its own vmapped solve (its own while loop) with no communication.
 
 
-def _devices(devices: Sequence[jax.Device] | None) -> tuple[jax.Device, ...]:
+def devices_of(devices: Sequence[jax.Device] | None) -> tuple[jax.Device, ...]:
     devices = tuple(jax.devices() if devices is None else devices)
     if not devices:
         raise ValueError("`devices` is empty.")
@@ -60,7 +60,7 @@ def _global(x: Any, sharding: NamedSharding) -> Any:
     return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
 
 
-def _sharded_map(
+def sharded_map(
     fn: Callable[[Any, Any], Any],
     batched: Any,
     shared: Any,
@@ -76,7 +76,7 @@ def _sharded_map(
     `kernel(batched, shared)`, if given, computes each device's share in one call
     instead of the `vmap` (gradients still go through the vmapped `fn`).
     """
-    devices = _devices(devices)
+    devices = devices_of(devices)
     count = len(devices)
     pad = (-size) % count
     multiprocess = len({d.process_index for d in devices}) > 1
@@ -360,15 +360,15 @@ def simulate_batch(
     traj.q.shape  # (64, 1, 1)
     ```
     """
-    _check_options(simulate_options, "simulate_batch")
+    check_options(simulate_options, "simulate_batch")
     block_size = check_backend(backend, block_size)
-    q0 = _check_state(jnp.asarray(q0), "q0")
-    qd0 = _check_state(jnp.asarray(qd0), "qd0")
+    q0 = check_state(jnp.asarray(q0), "q0")
+    qd0 = check_state(jnp.asarray(qd0), "qd0")
     if params is not None and not system.has_params:
         raise ValueError("`params` was given but the system has no params.")
-    size = _batch_size(q0, qd0, params)
+    size = batch_size(q0, qd0, params)
     if params is not None:
-        params = _override(system.params, params, size)
+        params = override(system.params, params, size)
     if q0.shape[-1] != qd0.shape[-1]:
         raise ValueError(
             f"q0 and qd0 must have the same number of coordinates, got q0 {q0.shape} "
@@ -384,19 +384,19 @@ def simulate_batch(
     shared = (shared, dyn_options)
     fn = _Member(static_options)
     kernel = choose_kernel(
-        backend, system, simulate_options, _devices(devices), block_size
+        backend, system, simulate_options, devices_of(devices), block_size
     )
     if kernel is None:
-        traj = _sharded_map(fn, batched, shared, size, devices)
+        traj = sharded_map(fn, batched, shared, size, devices)
     elif backend == "kernel":
-        traj = _sharded_map(fn, batched, shared, size, devices, kernel(static_options))
+        traj = sharded_map(fn, batched, shared, size, devices, kernel(static_options))
     else:
         try:
-            traj = _sharded_map(
+            traj = sharded_map(
                 fn, batched, shared, size, devices, kernel(static_options)
             )
         except UnsupportedPrimitiveError:
-            traj = _sharded_map(fn, batched, shared, size, devices)
+            traj = sharded_map(fn, batched, shared, size, devices)
     return _raise_if_failed(traj) if throw else traj
 
 
@@ -411,6 +411,6 @@ class _Member(eqx.Module):
         q0 = batched["q0"] if batched["q0"] is not None else q0
         qd0 = batched["qd0"] if batched["qd0"] is not None else qd0
         if batched["params"] is not None:
-            params = _merge(system.params, batched["params"])
+            params = merge(system.params, batched["params"])
             system = eqx.tree_at(lambda s: s.params, system, params)
         return simulate(system, q0, qd0, throw=False, **options)

@@ -24,7 +24,7 @@ def _simulate_options() -> tuple[str, ...]:
     )
 
 
-def _check_options(options: Mapping[str, Any], where: str) -> None:
+def check_options(options: Mapping[str, Any], where: str) -> None:
     valid = _simulate_options()
     for key in options:
         if key not in valid:
@@ -54,7 +54,7 @@ def joined_options(dyn_options, static_options) -> dict[str, Any]:
     return dict(eqx.combine(dyn_options, static_options))
 
 
-def _override(base: Params, new: Params, size: int, path: str = "params") -> Params:
+def override(base: Params, new: Params, size: int, path: str = "params") -> Params:
     """Check that `new` batches `base` (or a sub-dict of it) along a leading axis."""
     if isinstance(new, Mapping) and isinstance(base, Mapping):
         out = {}
@@ -64,7 +64,7 @@ def _override(base: Params, new: Params, size: int, path: str = "params") -> Par
                     f"`{path}` has an unknown key {key!r}; the system's params are: "
                     f"{', '.join(map(str, base))}."
                 )
-            out[key] = _override(base[key], value, size, f"{path}[{key!r}]")
+            out[key] = override(base[key], value, size, f"{path}[{key!r}]")
         return out
     new = jax.tree.map(jnp.asarray, new)
     base_leaves, base_tree = jax.tree.flatten(base)
@@ -84,14 +84,14 @@ def _override(base: Params, new: Params, size: int, path: str = "params") -> Par
     return jax.tree.map(lambda b, n: n.astype(jnp.result_type(b, float)), base, new)
 
 
-def _merge(base: Params, new: Params) -> Params:
+def merge(base: Params, new: Params) -> Params:
     """One member's params: `base` with the leaves of `new` put in."""
     if isinstance(new, Mapping) and isinstance(base, Mapping):
-        return {**base, **{k: _merge(base[k], v) for k, v in new.items()}}
+        return {**base, **{k: merge(base[k], v) for k, v in new.items()}}
     return new
 
 
-def _batch_size(q0: Array, qd0: Array, params: Params) -> int:
+def batch_size(q0: Array, qd0: Array, params: Params) -> int:
     sizes = {}
     if q0.ndim == 2:
         sizes["q0"] = q0.shape[0]
@@ -119,7 +119,7 @@ def _batch_size(q0: Array, qd0: Array, params: Params) -> int:
     return size
 
 
-def _check_state(x: Array, name: str) -> Array:
+def check_state(x: Array, name: str) -> Array:
     if x.ndim not in (1, 2):
         raise ValueError(
             f"`{name}` must have shape (n,) or (batch, n), got shape {x.shape}."

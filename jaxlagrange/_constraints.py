@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 
 from ._custom_types import Array, BoolScalar, ScalarLike
-from ._eom import _unconstrained
+from ._eom import unconstrained
 from ._mass import Rows
 from ._system import LagrangianSystem
 
@@ -73,7 +73,7 @@ class ConstraintValues(NamedTuple):
     unilateral_rate: Array | None  # ḣ
 
 
-def _position_rows(fn, q: Array, qd: Array, t: Array):
+def position_rows(fn, q: Array, qd: Array, t: Array):
     """For c(q, t): the Jacobian ∂c/∂q, the term b of c̈ = (∂c/∂q) q̈ + b, c and ċ."""
     one = jnp.ones((), t.dtype)
 
@@ -112,7 +112,7 @@ def constraint_values(
     return ConstraintValues(g, gd, a, h, hd)
 
 
-def _num_unilateral(system: LagrangianSystem, q: Array, t: Array) -> int:
+def num_unilateral(system: LagrangianSystem, q: Array, t: Array) -> int:
     if system.unilateral is None:
         return 0
     return jax.eval_shape(system._unilateral, q, t).shape[0]
@@ -122,7 +122,7 @@ def _bilateral_rows(system, q, qd, t, alpha, beta):
     """The holonomic and nonholonomic rows of C, their right-hand sides and masks."""
     rows, rhs, masks = [], [], []
     if system.holonomic is not None:
-        jac, b, g, gd = _position_rows(system._holonomic, q, qd, t)
+        jac, b, g, gd = position_rows(system._holonomic, q, qd, t)
         rows.append(jac)
         rhs.append(-b - 2 * alpha * gd - beta**2 * g)
         masks.append(jnp.ones(g.shape, bool))
@@ -140,14 +140,14 @@ def _constraint_rows(system, q, qd, t, active, baumgarte):
     alpha, beta = (0.0, 0.0) if baumgarte is None else baumgarte
     rows, rhs, masks = _bilateral_rows(system, q, qd, t, alpha, beta)
     if system.unilateral is not None:
-        jac, b, h, hd = _position_rows(system._unilateral, q, qd, t)
+        jac, b, h, hd = position_rows(system._unilateral, q, qd, t)
         rows.append(jac)
         rhs.append(-b - 2 * alpha * hd - beta**2 * h)
         masks.append(jnp.ones(h.shape, bool) if active is None else active)
     return rows, jnp.concatenate(rhs), jnp.concatenate(masks)
 
 
-def _dynamics(
+def dynamics(
     system: LagrangianSystem,
     q: Array,
     qd: Array,
@@ -167,7 +167,7 @@ def _dynamics(
     if system.slip is not None:
         return _friction_dynamics(system, q, qd, t, active, baumgarte, modes)
     if not system.has_constraints:
-        qdd, singular = _unconstrained(system, q, qd, t)
+        qdd, singular = unconstrained(system, q, qd, t)
         none = jnp.zeros((0,), q.dtype)
         return Dynamics(qdd, none, None, singular, jnp.array(False))
     factor, f = system.mass_strategy.terms(system, q, qd, t)
@@ -219,7 +219,7 @@ def velocity_rates(
     return jnp.concatenate(rates)
 
 
-def _friction_coefficients(system: LagrangianSystem, u: int, dtype):
+def friction_coefficients(system: LagrangianSystem, u: int, dtype):
     """μ_k and μ_s broadcast to one per unilateral constraint, shape (u,) each."""
     out = []
     for name in ("friction", "static_friction"):
@@ -256,7 +256,7 @@ def _friction_dynamics(system, q, qd, t, active, baumgarte, modes) -> Dynamics:
     alpha, beta = (0.0, 0.0) if baumgarte is None else baumgarte
     rows, rhs, masks = _bilateral_rows(system, q, qd, t, alpha, beta)
     bilateral = sum(r.shape[0] for r in rows)
-    h_rows, b, h, hd = _position_rows(system._unilateral, q, qd, t)
+    h_rows, b, h, hd = position_rows(system._unilateral, q, qd, t)
     u = h.shape[0]
     active = jnp.ones((u,), bool) if active is None else active
     if modes is None:
@@ -264,7 +264,7 @@ def _friction_dynamics(system, q, qd, t, active, baumgarte, modes) -> Dynamics:
     stick = modes.stick & active
     slipping = active & ~modes.stick
     s_rows, s_b, s = _velocity_rows(system._slip, q, qd, t)
-    mu_k, _ = _friction_coefficients(system, u, dtype)
+    mu_k, _ = friction_coefficients(system, u, dtype)
     rows += [h_rows, s_rows]
     rhs += [-b - 2 * alpha * hd - beta**2 * h, -s_b - alpha * s]
     masks += [active, stick]
@@ -306,7 +306,7 @@ def _friction_dynamics(system, q, qd, t, active, baumgarte, modes) -> Dynamics:
     )
 
 
-def _contact_tolerance(dtype) -> float:
+def contact_tolerance(dtype) -> float:
     return float(jnp.finfo(dtype).eps) ** 0.5
 
 
@@ -318,20 +318,20 @@ def contact_set(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Arra
     all, which settles the active set of any contact problem with u rows whose
     releases do not re-activate one another.
     """
-    u = _num_unilateral(system, q, t)
+    u = num_unilateral(system, q, t)
     if u == 0:
         return jnp.zeros((0,), bool)
     values = constraint_values(system, q, qd, t)
-    tol = _contact_tolerance(q.dtype)
+    tol = contact_tolerance(q.dtype)
     active = (values.unilateral <= tol) & (values.unilateral_rate <= tol)
-    offset = _num_bilateral(system, q, qd, t)
+    offset = num_bilateral(system, q, qd, t)
     for _ in range(u):
-        lam = _dynamics(system, q, qd, t, active=active).multipliers[offset:]
+        lam = dynamics(system, q, qd, t, active=active).multipliers[offset:]
         active = active & (lam >= 0)
     return active
 
 
-def _num_bilateral(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> int:
+def num_bilateral(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> int:
     m = (
         0
         if system.holonomic is None
@@ -345,7 +345,7 @@ def _num_bilateral(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> i
     return m + k
 
 
-_SINGULAR_CONSTRAINTS = (
+SINGULAR_CONSTRAINTS = (
     "The constraint Jacobian C = [∂g/∂q; ∂a/∂qd; ∂h/∂q] is rank-deficient at this "
     "state: the constraints are redundant or degenerate here. Remove the redundant "
     "ones."

@@ -22,10 +22,10 @@ from ._custom_types import (
     Vector,
     VectorLike,
 )
-from ._system import LagrangianSystem, _as_state
+from ._system import LagrangianSystem, as_state
 
 
-def _unconstrained(
+def unconstrained(
     system: LagrangianSystem, q: Array, qd: Array, t: Array
 ) -> tuple[Array, BoolScalar]:
     """q̈ = M⁻¹f without constraints, and whether M is singular or indefinite."""
@@ -38,7 +38,7 @@ def _on_state(fn):
 
     @functools.wraps(fn)
     def wrapper(system, q, qd, t):
-        return compiled(system, *_as_state(q, qd, t))
+        return compiled(system, *as_state(q, qd, t))
 
     return wrapper
 
@@ -117,38 +117,38 @@ def energy(
     h = jl.energy(system, q, qd, 0.0)
     ```
     """
-    h = _energy(system, q, qd, t)
-    finite = _finite(q, qd, t)
-    h = eqx.error_if(h, ~finite, _NON_FINITE_STATE)
+    h = energy_unchecked(system, q, qd, t)
+    finite = is_finite_state(q, qd, t)
+    h = eqx.error_if(h, ~finite, NON_FINITE_STATE)
     return eqx.error_if(
-        h, finite & ~jnp.isfinite(h), _NON_FINITE_DYNAMICS.format("energy")
+        h, finite & ~jnp.isfinite(h), NON_FINITE_DYNAMICS.format("energy")
     )
 
 
-def _energy(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Array:
+def energy_unchecked(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Array:
     """The Jacobi integral without checks (for trajectories that may hold inf)."""
     lagrangian, p = jax.value_and_grad(system._lagrangian, argnums=1)(q, qd, t)
     return jnp.dot(qd, p) - lagrangian
 
 
-_SINGULAR_MASS = (
+SINGULAR_MASS = (
     "The mass matrix ∂²L/∂qd² is singular or not positive definite at this state: "
     "the Lagrangian must be strictly convex in qd (for L = T − V, a kinetic energy "
     "T = ½ qdᵀ M(q) qd with M positive definite). With an iterative `mass_solver` "
     "(lineax.CG) it may instead mean that the solve did not converge within the "
     "solver's max_steps."
 )
-_NON_FINITE_STATE = "The state (q, qd, t) contains a non-finite value (NaN or inf)."
-_NON_FINITE_DYNAMICS = (
+NON_FINITE_STATE = "The state (q, qd, t) contains a non-finite value (NaN or inf)."
+NON_FINITE_DYNAMICS = (
     "jl.{} is not finite (NaN or inf) at this finite state: a user function (the "
     "Lagrangian, force, dissipation or a constraint) or its derivative is not finite "
     "there, e.g. the square root or logarithm of a negative number."
 )
 
 
-def _finite(q: Array, qd: Array, t: Array) -> BoolScalar:
+def is_finite_state(q: Array, qd: Array, t: Array) -> BoolScalar:
     return jnp.all(jnp.isfinite(q)) & jnp.all(jnp.isfinite(qd)) & jnp.isfinite(t)
 
 
 def _check_finite(x: Array, q: Array, qd: Array, t: Array) -> Array:
-    return eqx.error_if(x, ~_finite(q, qd, t), _NON_FINITE_STATE)
+    return eqx.error_if(x, ~is_finite_state(q, qd, t), NON_FINITE_STATE)

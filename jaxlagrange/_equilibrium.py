@@ -16,11 +16,11 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 import optimistix as optx
 
-from ._constraints import _contact_tolerance, _dynamics, _num_bilateral
+from ._constraints import contact_tolerance, dynamics, num_bilateral
 from ._custom_types import Array, Float, ScalarLike, VectorLike
 from ._errors import first_error
-from ._linearize import _check_system
-from ._system import LagrangianSystem, _as_state
+from ._linearize import check_system
+from ._system import LagrangianSystem, as_state
 from ._validate import check_finite, check_finite_params, check_tolerance
 
 
@@ -39,7 +39,7 @@ _NO_CONTACT_SET = (
 def _static_residual(q, args):
     system, t, active = args
     qd = jnp.zeros_like(q)
-    qdd = _dynamics(system, q, qd, t, active=active).accelerations
+    qdd = dynamics(system, q, qd, t, active=active).accelerations
     parts = [qdd]
     if system.holonomic is not None:
         parts.append(system._holonomic(q, t))
@@ -72,10 +72,10 @@ def _solve(system, q_guess, t, active, rtol, atol, max_steps):
 
 def _contact_changes(system, q, t, active) -> tuple[Array, Array]:
     """The contacts that pull (λ < 0) and the free ones that are violated (h < 0)."""
-    offset = _num_bilateral(system, q, q, t)
-    lam = _dynamics(system, q, jnp.zeros_like(q), t, active=active).multipliers
+    offset = num_bilateral(system, q, q, t)
+    lam = dynamics(system, q, jnp.zeros_like(q), t, active=active).multipliers
     h = system._unilateral(q, t)
-    tol = _contact_tolerance(q.dtype) * (1 + jnp.max(jnp.abs(q)))
+    tol = contact_tolerance(q.dtype) * (1 + jnp.max(jnp.abs(q)))
     return active & (lam[offset:] < 0), ~active & (h < -tol)
 
 
@@ -155,8 +155,8 @@ def equilibrium(
     jl.equilibrium(system, jnp.array([0.3]))  # [0.]
     ```
     """
-    _check_system(system)
-    q_guess, _, t = _as_state(
+    check_system(system)
+    q_guess, _, t = as_state(
         q_guess, jnp.zeros_like(jnp.asarray(q_guess)), t, where="q_guess"
     )
     rtol = check_tolerance("rtol", rtol)

@@ -14,13 +14,13 @@ import jax.numpy as jnp
 import optimistix as optx
 
 from . import _friction
-from ._constraints import _contact_tolerance, _dynamics
+from ._constraints import contact_tolerance, dynamics
 from ._custom_types import Array
 from ._options import VectorFieldArgs
-from ._segment import _split
+from ._segment import split
 
 
-def _event_values(t, y, args: VectorFieldArgs, offset: int) -> Array:
+def event_values(t, y, args: VectorFieldArgs, offset: int) -> Array:
     """The event functions, positive while nothing happens: (u,), or (2u,) with
     friction (the normal ones, then the tangential ones of `_friction`).
 
@@ -31,8 +31,8 @@ def _event_values(t, y, args: VectorFieldArgs, offset: int) -> Array:
     solver step jumps over.
     """
     system, active, modes, start = args.system, args.active, args.modes, args.start
-    q, qd = _split(y)
-    dyn = _dynamics(
+    q, qd = split(y)
+    dyn = dynamics(
         system, q, qd, t, active=active, baumgarte=args.baumgarte, modes=modes
     )
     h = system._unilateral(q, t)
@@ -48,8 +48,8 @@ def _event_values(t, y, args: VectorFieldArgs, offset: int) -> Array:
     return jnp.concatenate([values, tangential])
 
 
-def _condition(offset: int):
-    """The one event function: the least of `_event_values`.
+def event_condition(offset: int):
+    """The one event function: the least of `event_values`.
 
     Its first root is the first root of any of them, so that of two events in
     one solver step the earlier is located, whichever constraint it concerns.
@@ -57,21 +57,21 @@ def _condition(offset: int):
 
     def condition(t, y, args, **kwargs):
         del kwargs
-        return jnp.min(_event_values(t, y, args, offset))
+        return jnp.min(event_values(t, y, args, offset))
 
     return condition
 
 
-def _initial_slip(system, q, qd, t, modes) -> Array:
+def initial_slip_of(system, q, qd, t, modes) -> Array:
     if system.slip is None:
         return jnp.zeros(modes.direction.shape, q.dtype)
     return _friction.initial_slip(system, q, qd, t, modes)
 
 
-def _initial_conditions(system, q, qd, t) -> Array:
+def initial_conditions(system, q, qd, t) -> Array:
     """The free event functions at the segment start: h, or ḣ where h ≈ 0."""
     h, rate = jax.jvp(system._unilateral, (q, t), (qd, jnp.ones_like(t)))
-    return jnp.where(h > _contact_tolerance(q.dtype), h, rate)
+    return jnp.where(h > contact_tolerance(q.dtype), h, rate)
 
 
 class _TimeNewton(optx.AbstractRootFinder):
@@ -127,7 +127,7 @@ class _TimeNewton(optx.AbstractRootFinder):
         return y, aux, {}
 
 
-def _root_finder(dtype) -> optx.AbstractRootFinder:
+def event_root_finder(dtype) -> optx.AbstractRootFinder:
     # Newton converges quadratically, so the event time ends far more accurate
     # than this tolerance on its last step.
     tol = float(jnp.finfo(dtype).eps) ** (2 / 3)

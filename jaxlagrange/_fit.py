@@ -24,17 +24,17 @@ from jax.flatten_util import ravel_pytree
 from ._custom_types import Array, Params, ScalarLike
 from ._fit_loss import (
     Observations,
-    _as_data,
-    _check_params,
-    _layout,
     _options,
+    as_data,
+    check_params,
+    layout_of,
 )
 from ._fit_problem import (
-    _check_guess,
-    _check_weight,
-    _encode,
-    _mask,
-    _Problem,
+    Problem,
+    check_guess,
+    check_weight,
+    encode,
+    mask,
 )
 from ._fit_quality import (
     quality,
@@ -44,13 +44,13 @@ from ._fit_quality import (
 )
 from ._fit_solvers import (
     _check_finite,
-    _covariance,
-    _covariance_setup,
-    _jacobian_mode,
-    _optax_loop,
-    _optimistix_solve,
-    _strong,
+    covariance_of,
+    covariance_setup,
+    jacobian_mode,
+    optax_loop,
+    optimistix_solve,
     solver_message,
+    strong,
 )
 from ._system import LagrangianSystem
 
@@ -250,7 +250,7 @@ def fit(
         return _best_of(
             system,
             data,
-            start_params(starts, _check_params(system, params)),
+            start_params(starts, check_params(system, params)),
             dict(
                 optimizer=optimizer,
                 steps=steps,
@@ -269,13 +269,13 @@ def fit(
             ),
         )
     single = isinstance(data, Observations)
-    data = _as_data(data)
-    params = _check_params(system, params)
-    continuity_weight = _check_weight(continuity_weight)
+    data = as_data(data)
+    params = check_params(system, params)
+    continuity_weight = check_weight(continuity_weight)
     if not (isinstance(steps, int) and steps >= 1):
         raise ValueError(f"`steps` must be a positive integer, got {steps!r}.")
     explicit = trainable is not None and trainable is not True
-    trainable = _mask(True if trainable is None else trainable, params, "trainable")
+    trainable = mask(True if trainable is None else trainable, params, "trainable")
     integers = [
         jtu.keystr(path)
         for (path, x), t in zip(
@@ -291,8 +291,8 @@ def fit(
     trainable = jtu.tree_map(
         lambda t, x: t and eqx.is_inexact_array(x), trainable, params
     )
-    _check_guess(system, params, data)
-    positive = _mask(False if positive is None else positive, params, "positive")
+    check_guess(system, params, data)
+    positive = mask(False if positive is None else positive, params, "positive")
     for (path, x), t, p in zip(
         jtu.tree_leaves_with_path(params),
         jtu.tree_leaves(trainable),
@@ -309,8 +309,8 @@ def fit(
         raise ValueError(
             f"nothing to fit: no trainable params{hint} and fit_initial_state=False."
         )
-    layouts = [_layout(d, segments) for d in data]
-    problem = _Problem(
+    layouts = [layout_of(d, segments) for d in data]
+    problem = Problem(
         system,
         eqx.filter(params, trainable, inverse=True),
         positive,
@@ -321,7 +321,7 @@ def fit(
         _options(adjoint, solver, rtol, atol, max_steps),
     )
     theta = (
-        _encode(params, trainable, positive),
+        encode(params, trainable, positive),
         [
             layout.starts if fit_initial_state else tuple(x[1:] for x in layout.starts)
             for layout in layouts
@@ -329,13 +329,13 @@ def fit(
     )
     if optimizer is None:
         optimizer = optx.LevenbergMarquardt(rtol=1e-10, atol=1e-10)
-    theta = _strong(theta)
+    theta = strong(theta)
     start = time.perf_counter()
-    setup = _covariance_setup(theta, problem, trainable, positive, data)
+    setup = covariance_setup(theta, problem, trainable, positive, data)
     covariance = None
     if isinstance(optimizer, (optx.AbstractLeastSquaresSolver, optx.AbstractMinimiser)):
         size = ravel_pytree(eqx.filter(theta, eqx.is_array))[0].shape[0]
-        mode = _jacobian_mode(jacobian, size)
+        mode = jacobian_mode(jacobian, size)
         # A minimiser takes the gradient of the scalar loss, and Dogleg the
         # gradient Jᵀr: both transpose the Jacobian, which needs reverse mode.
         if isinstance(optimizer, (optx.AbstractMinimiser, optx.Dogleg)):
@@ -352,7 +352,7 @@ def fit(
                 problem,
                 _options(adjoint, solver, rtol, atol, max_steps),
             )
-        theta, losses, last, codes, code, count, gauss_newton = _optimistix_solve(
+        theta, losses, last, codes, code, count, gauss_newton = optimistix_solve(
             theta, problem, optimizer, steps, mode, setup
         )
         count = int(count)
@@ -369,7 +369,7 @@ def fit(
         converged = int(code) == 0
         solver_result = solver_message(int(code))
     elif isinstance(optimizer, optax.GradientTransformation):
-        theta, losses, converged = _optax_loop(
+        theta, losses, converged = optax_loop(
             theta, problem, optimizer, steps, progress, max_steps, start
         )
         count = steps
@@ -382,7 +382,7 @@ def fit(
         )
 
     if covariance is None:  # the optax path, or past _COVARIANCE_MAX
-        covariance = _covariance(theta, problem, setup)
+        covariance = covariance_of(theta, problem, setup)
     final, chi, covariance, raw, dead = covariance
     system_fit, segment_starts = problem.unpack(theta)
     fitted = system_fit.params

@@ -26,7 +26,7 @@ import numpy as np
 from ._custom_types import Array, Float, Params, ScalarLike
 from ._results import SUCCESSFUL, code_of
 from ._simulate import simulate
-from ._system import LagrangianSystem, _to_leaf
+from ._system import LagrangianSystem, to_leaf
 
 
 def _known(x) -> np.ndarray | None:
@@ -161,7 +161,7 @@ class _Layout(eqx.Module):
     starts: tuple[Array, Array]  # (K, n) each: the data's state at segment starts
 
 
-def _layout(obs: Observations, segments: int) -> _Layout:
+def layout_of(obs: Observations, segments: int) -> _Layout:
     ts, q = np.asarray(obs.ts), np.asarray(obs.q)
     qd = None if obs.qd is None else np.asarray(obs.qd)
     T, n = q.shape
@@ -275,7 +275,7 @@ def _residuals(system, layouts, starts, continuity_weight, options):
     return residual, jnp.sum(data**2), codes, raw
 
 
-def _objective(system, layouts, starts, continuity_weight, options):
+def objective(system, layouts, starts, continuity_weight, options):
     """The fit loss, and the result code of every solve."""
     residual, _, codes, _ = _residuals(
         system, layouts, starts, continuity_weight, options
@@ -297,7 +297,7 @@ def _options(adjoint, solver, rtol, atol, max_steps) -> dict[str, Any]:
     )
 
 
-def _as_data(data) -> list[Observations]:
+def as_data(data) -> list[Observations]:
     if isinstance(data, Observations):
         data = [data]
     elif not (
@@ -317,14 +317,14 @@ def _as_data(data) -> list[Observations]:
     return list(data)
 
 
-def _check_params(system: LagrangianSystem, params) -> Params:
+def check_params(system: LagrangianSystem, params) -> Params:
     if not isinstance(system, LagrangianSystem):
         raise ValueError(
             f"`system` must be a jl.LagrangianSystem, got {type(system).__name__}."
         )
     if params is None:
         return system.params
-    params = jtu.tree_map(_to_leaf, params)
+    params = jtu.tree_map(to_leaf, params)
     expected, got = jtu.tree_structure(system.params), jtu.tree_structure(params)
     if expected != got:
         raise ValueError(
@@ -383,9 +383,9 @@ def fit_loss(
     grad = jax.grad(lambda p: jl.fit_loss(eqx.tree_at(lambda s: s.params, system, p), data))
     ```
     """
-    data = _as_data(data)
-    layouts = [_layout(d, segments) for d in data]
+    data = as_data(data)
+    layouts = [layout_of(d, segments) for d in data]
     if starts is None:
         starts = [layout.starts for layout in layouts]
     options = _options(adjoint, solver, rtol, atol, max_steps)
-    return _objective(system, layouts, list(starts), continuity_weight, options)[0]
+    return objective(system, layouts, list(starts), continuity_weight, options)[0]

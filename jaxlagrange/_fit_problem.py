@@ -13,7 +13,7 @@ import numpy as np
 
 from ._custom_types import Params
 from ._eom import mass_matrix
-from ._fit_loss import _objective, _residuals
+from ._fit_loss import _residuals, objective
 from ._system import LagrangianSystem
 
 
@@ -23,7 +23,7 @@ def _bool_leaf(x) -> bool:
     return bool(x)
 
 
-def _mask(spec, params, name: str) -> Params:
+def mask(spec, params, name: str) -> Params:
     """A pytree of bools with the structure of `params`, from `spec`."""
     if isinstance(spec, bool):
         return jtu.tree_map(lambda _: spec, params)
@@ -60,7 +60,7 @@ def _mask(spec, params, name: str) -> Params:
         ) from None
 
 
-def _encode(params, trainable, positive) -> Params:
+def encode(params, trainable, positive) -> Params:
     """The unconstrained unknowns: trainable leaves, positive ones as logarithms."""
     return jtu.tree_map(
         lambda x, t, p: (jnp.log(x) if p else x) if t else None,
@@ -80,7 +80,7 @@ def _decode(unknowns, fixed, positive) -> Params:
     return eqx.combine(values, fixed)
 
 
-class _Problem(eqx.Module):
+class Problem(eqx.Module):
     """Everything the loss needs besides the unknowns."""
 
     system: LagrangianSystem
@@ -114,7 +114,7 @@ class _Problem(eqx.Module):
 
     def loss(self, theta):
         system, starts = self.unpack(theta)
-        return _objective(
+        return objective(
             system, self.layouts, starts, self.continuity_weight, self.options
         )
 
@@ -125,7 +125,7 @@ class _Problem(eqx.Module):
         )
 
 
-def _check_weight(weight) -> Any:
+def check_weight(weight) -> Any:
     value = np.asarray(weight) if not isinstance(weight, jax.core.Tracer) else None
     if value is not None and not (
         value.shape == ()
@@ -139,7 +139,7 @@ def _check_weight(weight) -> Any:
     return weight
 
 
-def _check_guess(system: LagrangianSystem, params, data) -> None:
+def check_guess(system: LagrangianSystem, params, data) -> None:
     """Name a non-finite starting guess or data that do not fit the system."""
     for path, x in jtu.tree_leaves_with_path(params):
         if eqx.is_inexact_array(x) and not np.all(np.isfinite(np.asarray(x))):

@@ -22,10 +22,10 @@ from jax.flatten_util import ravel_pytree
 from ._custom_types import Array
 from ._progress import progress_bar
 from ._results import code_of, messages_of
-from ._trajectory import _messages
+from ._trajectory import result_messages
 
 
-def _strong(tree):
+def strong(tree):
     # Weakly typed leaves (from Python floats, or optax's initial states) become
     # strongly typed after one step, which would compile the step a second time.
     return jtu.tree_map(
@@ -52,7 +52,7 @@ def _step(theta, opt_state, problem, optimizer):
     return theta, opt_state, loss, codes, _all_finite(grads), largest
 
 
-def _jacobian_mode(jacobian: str, size: int) -> str:
+def jacobian_mode(jacobian: str, size: int) -> str:
     if jacobian not in ("auto", "forward", "reverse"):
         raise ValueError(
             f"`jacobian` must be 'auto', 'forward' or 'reverse', got {jacobian!r}."
@@ -110,7 +110,7 @@ def _iterate(fn, solver, y0, steps: int, options: dict):
 
 
 @eqx.filter_jit
-def _optimistix_solve(theta, problem, optimizer, steps, mode, setup):
+def optimistix_solve(theta, problem, optimizer, steps, mode, setup):
     arrays, static = eqx.partition(theta, eqx.is_array)
 
     def residuals(y, _):
@@ -145,9 +145,9 @@ def solver_message(code: int) -> str:
     return f"optimistix result {code}"
 
 
-def _optax_loop(theta, problem, optimizer, steps, progress, max_steps, start):
+def optax_loop(theta, problem, optimizer, steps, progress, max_steps, start):
     optimizer = optax.with_extra_args_support(optimizer)
-    opt_state = _strong(optimizer.init(eqx.filter(theta, eqx.is_array)))
+    opt_state = strong(optimizer.init(eqx.filter(theta, eqx.is_array)))
     losses = np.empty(steps)
     bar = progress_bar(steps, enabled=progress, unit="step")
     try:
@@ -216,7 +216,7 @@ def _gauss_newton(theta, problem, sigma_given: bool, logs: tuple):
 _covariance_jit = eqx.filter_jit(_gauss_newton)
 
 
-def _covariance_setup(theta, problem, trainable, positive, data):
+def covariance_setup(theta, problem, trainable, positive, data):
     """What `_gauss_newton` needs besides theta, or None past `_COVARIANCE_MAX`."""
     size = ravel_pytree(eqx.filter(theta, eqx.is_array))[0].shape[0]
     if size > _COVARIANCE_MAX:
@@ -237,7 +237,7 @@ def _covariance_setup(theta, problem, trainable, positive, data):
     return forward, sigma_given, tuple(bool(x) for x in np.asarray(logs))
 
 
-def _covariance(theta, problem, setup):
+def covariance_of(theta, problem, setup):
     """`_gauss_newton` at `theta`; past `_COVARIANCE_MAX` the covariance is NaN."""
     if setup is None:
         r, chi, _, raw = _residuals_jit(theta, problem)
@@ -266,7 +266,7 @@ def _check_finite(loss, grad_finite, codes, k, steps, losses, max_steps) -> None
     codes = np.asarray(codes)
     failed = codes != 0
     if failed.any():
-        message = _messages(max_steps)[int(codes[failed][0])]
+        message = result_messages(max_steps)[int(codes[failed][0])]
         cause = f": {int(failed.sum())} of {codes.size} solves failed. {message}"
     else:
         cause = "."

@@ -31,11 +31,11 @@ import jax.numpy as jnp
 
 from ._constraints import (
     Modes,
-    _contact_tolerance,
-    _dynamics,
-    _friction_coefficients,
-    _num_bilateral,
     constraint_values,
+    contact_tolerance,
+    dynamics,
+    friction_coefficients,
+    num_bilateral,
 )
 from ._custom_types import Array
 from ._system import LagrangianSystem
@@ -52,7 +52,7 @@ def stop_slips(
     if system.slip is None:
         return modes
     s = system._slip(q, qd, t)
-    stopped = ~modes.stick & (jnp.abs(s) <= _contact_tolerance(q.dtype)) & ~keep
+    stopped = ~modes.stick & (jnp.abs(s) <= contact_tolerance(q.dtype)) & ~keep
     return Modes(modes.stick | stopped, jnp.where(stopped, 0.0, modes.direction))
 
 
@@ -75,7 +75,7 @@ def friction_values(
     contact that starts slipping at s ≈ 0 does not trigger at once (`initial` at
     t_s). Free: +inf (never triggers).
     """
-    _, mu_s = _friction_coefficients(system, active.shape[0], q.dtype)
+    _, mu_s = friction_coefficients(system, active.shape[0], q.dtype)
     limit = mu_s * normal - jnp.abs(friction)
     s = system._slip(q, qd, t)
     later = t > start
@@ -89,7 +89,7 @@ def friction_values(
 def initial_slip(system: LagrangianSystem, q: Array, qd: Array, t: Array, modes):
     """The slipping event functions at the segment start: σ s, at least √eps."""
     s = system._slip(q, qd, t)
-    return jnp.maximum(modes.direction * s, _contact_tolerance(q.dtype))
+    return jnp.maximum(modes.direction * s, contact_tolerance(q.dtype))
 
 
 # The friction modes at a state.
@@ -105,7 +105,7 @@ def slip_modes(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Modes
     if system.slip is None:
         return no_modes(system._unilateral(q, t).shape[0], q.dtype)
     s = system._slip(q, qd, t)
-    stick = jnp.abs(s) <= _contact_tolerance(q.dtype)
+    stick = jnp.abs(s) <= contact_tolerance(q.dtype)
     return Modes(stick, jnp.where(stick, 0.0, jnp.sign(s)).astype(q.dtype))
 
 
@@ -124,20 +124,20 @@ def settle(
     switch, 2u sweeps in all, so that any chain of u releases and u slips settles.
     """
     u = active.shape[0]
-    offset = _num_bilateral(system, q, qd, t)
+    offset = num_bilateral(system, q, qd, t)
     # Loops, not Python unrolling: one traced copy of the dynamics for any u.
     if system.slip is None:
 
         def release(_, active):
-            lam = _dynamics(system, q, qd, t, active=active).multipliers[offset:]
+            lam = dynamics(system, q, qd, t, active=active).multipliers[offset:]
             return active & (lam >= 0)
 
         return jax.lax.fori_loop(0, u, release, active), modes
-    _, mu_s = _friction_coefficients(system, u, q.dtype)
+    _, mu_s = friction_coefficients(system, u, q.dtype)
 
     def sweep(_, state):
         active, modes = state
-        dyn = _dynamics(system, q, qd, t, active=active, modes=modes)
+        dyn = dynamics(system, q, qd, t, active=active, modes=modes)
         normal = dyn.multipliers[offset:]
         release = active & (normal < 0)
         exceed = active & modes.stick & ~release
@@ -159,6 +159,6 @@ def contact_modes(system: LagrangianSystem, q: Array, qd: Array, t: Array):
     where λ_N < 0.
     """
     values = constraint_values(system, q, qd, t)
-    tol = _contact_tolerance(q.dtype)
+    tol = contact_tolerance(q.dtype)
     candidates = (values.unilateral <= tol) & (values.unilateral_rate <= tol)
     return settle(system, q, qd, t, candidates, slip_modes(system, q, qd, t))

@@ -11,8 +11,8 @@ shrink (or, with a fixed step, at once), and remembers the failed step;
 
 The probes trace the dynamics (and M's factor) once more, which costs as much
 compile time as the solve's own vector field, for a program that only runs
-after a failure. The solve therefore returns a `_Stop` record (the failed step
-and the state it started from) with a provisional code, and `_diagnosed` names
+after a failure. The solve therefore returns a `Stop` record (the failed step
+and the state it started from) with a provisional code, and `diagnosed` names
 the cause afterwards: on the host, with a small program compiled on demand,
 when the solve's result is a concrete value; inside the caller's program, under
 a `lax.cond` on the failure, when `simulate` is itself traced (`jit`, `vmap`,
@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import jax.tree_util as jtu
 
-from ._constraints import _dynamics
+from ._constraints import dynamics
 from ._custom_types import Array, BoolScalar
 from ._trajectory import RESULTS
 
@@ -110,7 +110,7 @@ class _AdaptiveGuard(_AbstractGuard, diffrax.AbstractAdaptiveStepSizeController)
         return self.controller.norm
 
 
-def _guard(controller: diffrax.AbstractStepSizeController) -> _AbstractGuard:
+def guard_for(controller: diffrax.AbstractStepSizeController) -> _AbstractGuard:
     if isinstance(controller, diffrax.AbstractAdaptiveStepSizeController):
         return _AdaptiveGuard(controller)
     return _FixedGuard(controller)
@@ -120,7 +120,7 @@ def _guard(controller: diffrax.AbstractStepSizeController) -> _AbstractGuard:
 _PROBES = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.25, 1.5)
 
 
-class _Stop(NamedTuple):
+class Stop(NamedTuple):
     """Where a solve stopped, for `_diagnose`; `stopped` False: it did not."""
 
     stopped: BoolScalar  # the guard stopped the solve (the step could not shrink)
@@ -133,25 +133,25 @@ class _Stop(NamedTuple):
     modes: Any  # their friction modes (None: no friction)
 
 
-def _provisional(failed_finite) -> RESULTS:
+def provisional(failed_finite) -> RESULTS:
     """The code of a stopped solve before `_diagnose` looks at the dynamics."""
     return RESULTS.where(
         failed_finite, RESULTS.step_size_collapsed, RESULTS.non_finite_state
     )
 
 
-class _Failure(eqx.Module):
-    """What `_diagnose` needs besides the `_Stop`: the system and the start."""
+class Failure(eqx.Module):
+    """What `_diagnose` needs besides the `Stop`: the system and the start."""
 
     system: Any
     q0: Array
     qd0: Array
     t0: Array
     baumgarte: Any
-    stop: _Stop
+    stop: Stop
 
 
-def _diagnose(failure: _Failure) -> RESULTS:
+def _diagnose(failure: Failure) -> RESULTS:
     """Name the cause of a stopped solve from the probes along the failed step."""
     system, stop = failure.system, failure.stop
     q0, qd0, t0 = failure.q0, failure.qd0, failure.t0
@@ -168,7 +168,7 @@ def _diagnose(failure: _Failure) -> RESULTS:
     qds = qd + s[:, None] * qdd
 
     def probe(q, qd, t):
-        return _dynamics(
+        return dynamics(
             system, q, qd, t, active=active, baumgarte=baumgarte, modes=modes
         )
 
@@ -182,7 +182,7 @@ def _diagnose(failure: _Failure) -> RESULTS:
     bad = probes.singular_mass | probes.singular_constraints | nonfinite
     first = jnp.argmax(bad)
 
-    result = _provisional(stop.failed_finite)
+    result = provisional(stop.failed_finite)
     result = RESULTS.where(nearly_singular, RESULTS.singular_mass_matrix, result)
     result = RESULTS.where(nonfinite[first], RESULTS.non_finite_state, result)
     result = RESULTS.where(
@@ -197,7 +197,7 @@ def _diagnose(failure: _Failure) -> RESULTS:
 _diagnose_on_host = eqx.filter_jit(_diagnose)
 
 
-def _diagnosed(traj, failure: _Failure | None):
+def diagnosed(traj, failure: Failure | None):
     """`traj` with the cause of a stopped solve named (see the module docstring)."""
     if failure is None:
         return traj
@@ -208,7 +208,7 @@ def _diagnosed(traj, failure: _Failure | None):
         cause = jax.lax.cond(
             stopped,
             lambda d: _diagnose(eqx.combine(d, static)),
-            lambda d: _provisional(d.stop.failed_finite),
+            lambda d: provisional(d.stop.failed_finite),
             dynamic,
         )
     elif bool(stopped):

@@ -48,24 +48,24 @@ import jax.numpy as jnp
 from . import _friction
 from ._constraints import (
     Modes,
-    _contact_tolerance,
-    _dynamics,
-    _num_bilateral,
-    _num_unilateral,
     contact_set,
+    contact_tolerance,
+    dynamics,
+    num_bilateral,
+    num_unilateral,
 )
 from ._custom_types import Array, BoolScalar
 from ._event_functions import (
-    _condition,
-    _event_values,
-    _initial_conditions,
-    _initial_slip,
-    _root_finder,
+    event_condition,
+    event_root_finder,
+    event_values,
+    initial_conditions,
+    initial_slip_of,
 )
-from ._guard import _Stop
-from ._impulse import _impulse
+from ._guard import Stop
+from ._impulse import impulse_jump
 from ._options import SimulateOptions, VectorFieldArgs
-from ._segment import SavedStates, _Segment, _solve_segment, finish, masked_start
+from ._segment import SavedStates, Segment, finish, masked_start, solve_segment
 from ._system import LagrangianSystem
 from ._trajectory import (
     EVENT_IMPACT,
@@ -112,7 +112,7 @@ class _Carry(NamedTuple):
     saved: SavedStates  # the states at the save times, with their contacts and modes
     events: _Events
     stats: Array  # (3,) steps, accepted, rejected
-    stopped: BoolScalar  # the guard stopped the last segment (see `_guard._Stop`)
+    stopped: BoolScalar  # the guard stopped the last segment (see `_guard.Stop`)
     failed_dt: Array
     failed_finite: BoolScalar
 
@@ -140,11 +140,11 @@ def _rebound(system, q, qd, t, active, modes, row, restitution, rest):
     def rate(q, qd, t):
         return jax.jvp(system._unilateral, (q, t), (qd, one))[1]
 
-    qdd = _dynamics(system, q, qd, t, active=active, modes=modes).accelerations
+    qdd = dynamics(system, q, qd, t, active=active, modes=modes).accelerations
     hd, hdd = (x[row] for x in jax.jvp(rate, (q, qd, t), (qd, qdd, one)))
     rebound = -restitution[row] * hd
     pull = jnp.maximum(-hdd, 0.0)
-    low = (rebound <= _contact_tolerance(q.dtype)) | (rebound**2 <= 2 * pull * rest)
+    low = (rebound <= contact_tolerance(q.dtype)) | (rebound**2 <= 2 * pull * rest)
     return jnp.where(low, 0.0, rebound)
 
 
@@ -153,7 +153,7 @@ def _select(flag, a, b):
 
 
 def _jump(system, q, qd, t, active, modes, index, restitution, rest):
-    """The state just after event `index` of `_event_values`.
+    """The state just after event `index` of `event_values`.
 
     Returns the velocities, the contacts and their modes afterwards, the event's
     constraint and kind, and whether an impulse failed.
@@ -169,7 +169,7 @@ def _jump(system, q, qd, t, active, modes, index, restitution, rest):
     # impulse is frictionless; the modes afterwards follow the slip velocities.
     rebound = _rebound(system, q, qd, t, active, modes, row, restitution, rest)
     target = jnp.where(onehot, rebound, 0.0)
-    impact = _impulse(system, q, qd, t, jnp.zeros_like(q), active | onehot, target)
+    impact = impulse_jump(system, q, qd, t, jnp.zeros_like(q), active | onehot, target)
     bounced = onehot & (rebound > 0)
     after = _friction.slip_modes(system, q, impact.velocities, t)
     contacts = _settle(
@@ -183,7 +183,7 @@ def _jump(system, q, qd, t, active, modes, index, restitution, rest):
     if system.slip is not None:
         # A friction switch: a sticking contact slips against its friction force;
         # a slipping one whose slip stopped is tried as sticking.
-        friction = _dynamics(system, q, qd, t, active=active, modes=modes).friction
+        friction = dynamics(system, q, qd, t, active=active, modes=modes).friction
         stuck = modes.stick[row]
         trial = Modes(
             jnp.where(onehot, ~stuck, modes.stick),
@@ -207,10 +207,10 @@ def _jump(system, q, qd, t, active, modes, index, restitution, rest):
 def _context(system, q0, qd0, t0, t1, ts, options: SimulateOptions) -> _Context:
     """The event function, the restitution and the multipliers' layout."""
     dtype = q0.dtype
-    u = _num_unilateral(system, q0, t0)
-    offset = _num_bilateral(system, q0, qd0, t0)
+    u = num_unilateral(system, q0, t0)
+    offset = num_bilateral(system, q0, qd0, t0)
     event = diffrax.Event(
-        _condition(offset), root_finder=_root_finder(dtype), direction=False
+        event_condition(offset), root_finder=event_root_finder(dtype), direction=False
     )
     restitution = _restitution(system, u, dtype)
     return _Context(system, t1, ts, options, event, restitution, offset)
@@ -261,12 +261,12 @@ def _segment_args(ctx: _Context, carry: _Carry, start: Array) -> VectorFieldArgs
         carry.active,
         carry.modes,
         start,
-        _initial_conditions(system, q, qd, start),
-        _initial_slip(system, q, qd, start, carry.modes),
+        initial_conditions(system, q, qd, start),
+        initial_slip_of(system, q, qd, start, carry.modes),
     )
 
 
-def _save(carry: _Carry, seg: _Segment) -> SavedStates:
+def _save(carry: _Carry, seg: Segment) -> SavedStates:
     """The save times that this segment reached first, filled in."""
     old = carry.saved
     new = seg.reached & ~old.filled & ~carry.done
@@ -291,14 +291,14 @@ def _record(events: _Events, record, t, row, kind, max_events: int) -> _Events:
     )
 
 
-def _event(ctx: _Context, carry: _Carry, seg: _Segment, args: VectorFieldArgs):
+def _event(ctx: _Context, carry: _Carry, seg: Segment, args: VectorFieldArgs):
     """The end of a segment as an event: its result, whether the event is
     recorded, the state after the jump, and the event's constraint and kind."""
     is_event = seg.result == RESULTS.event_occurred
     result = RESULTS.where(is_event, RESULTS.successful, seg.result)
     # The event is the one of the event functions that reached zero.
     y_end = jnp.concatenate([seg.q_end, seg.qd_end])
-    index = jnp.argmin(_event_values(seg.t_end, y_end, args, ctx.offset))
+    index = jnp.argmin(event_values(seg.t_end, y_end, args, ctx.offset))
     jump = _jump(
         ctx.system,
         seg.q_end,
@@ -325,7 +325,7 @@ def _step(ctx: _Context, carry: _Carry) -> _Carry:
     args = _segment_args(ctx, carry, start)
     y0 = (carry.q, carry.qd)
     ts = jnp.clip(ctx.ts, start, ctx.t1)
-    seg = _solve_segment(args, y0, start, ctx.t1, ts, ctx.options, ctx.event)
+    seg = solve_segment(args, y0, start, ctx.t1, ts, ctx.options, ctx.event)
     result, record, after, row, kind = _event(ctx, carry, seg, args)
     qd_next, active_next, modes_next = after
     go_on = record & (result == RESULTS.successful)
@@ -356,12 +356,12 @@ def _step(ctx: _Context, carry: _Carry) -> _Carry:
 
 
 @eqx.filter_jit
-def _hybrid_solve(
+def hybrid_solve(
     system, q0, qd0, t0, t1, ts, options: SimulateOptions
-) -> tuple[Trajectory, _Stop]:
+) -> tuple[Trajectory, Stop]:
     """`simulate` for a system with unilateral constraints: segments between events.
 
-    Returns the trajectory and where its last segment stopped, as `_smooth_solve`.
+    Returns the trajectory and where its last segment stopped, as `smooth_solve`.
     """
     ctx = _context(system, q0, qd0, t0, t1, ts, options)
     finite, q0, qd0 = masked_start(q0, qd0)
@@ -380,7 +380,7 @@ def _hybrid_solve(
         "max_steps": options.max_steps,
     }
     # A failed segment leaves the carry at its last accepted state and contacts.
-    stop = _Stop(
+    stop = Stop(
         final.stopped,
         final.q,
         final.qd,

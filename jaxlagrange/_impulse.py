@@ -20,17 +20,17 @@ import jax.numpy as jnp
 
 from ._coefficients import checked_values
 from ._constraints import (
-    _SINGULAR_CONSTRAINTS,
-    _num_bilateral,
+    SINGULAR_CONSTRAINTS,
     contact_set,
+    num_bilateral,
     velocity_rates,
     velocity_rows,
 )
 from ._custom_types import Array, BoolScalar, ScalarLike, Vector, VectorLike
-from ._eom import _NON_FINITE_STATE, _SINGULAR_MASS, _finite
+from ._eom import NON_FINITE_STATE, SINGULAR_MASS, is_finite_state
 from ._errors import first_error
 from ._mass import Rows
-from ._system import LagrangianSystem, _as_state
+from ._system import LagrangianSystem, as_state
 
 
 class _Impulse(NamedTuple):
@@ -51,7 +51,7 @@ def _release(solve, contact: Array, bilateral: int) -> Array:
     return jax.lax.fori_loop(0, contact.shape[0], sweep, contact)
 
 
-def _impulse(
+def impulse_jump(
     system: LagrangianSystem,
     q: Array,
     qd: Array,
@@ -72,7 +72,7 @@ def _impulse(
         return _Impulse(qd + jump, contact, singular_mass, jnp.array(False))
     rows = velocity_rows(system, q, qd, t)
     kkt = factor.constrain(Rows(rows), impulse)
-    bilateral = _num_bilateral(system, q, qd, t)
+    bilateral = num_bilateral(system, q, qd, t)
     wanted = jnp.concatenate([jnp.zeros(bilateral, q.dtype), target])
     wanted = wanted - velocity_rates(system, q, qd, t)
     ones = jnp.ones(bilateral, bool)
@@ -95,13 +95,16 @@ def _checked_impulse(system, q, qd, t, impulse):
     else:
         contact = contact_set(system, q, qd, t)
     target = jnp.zeros(contact.shape, q.dtype)
-    out = _impulse(system, q, qd, t, impulse, contact, target)
+    out = impulse_jump(system, q, qd, t, impulse, contact, target)
     return first_error(
         out.velocities,
         [
-            (~(_finite(q, qd, t) & jnp.all(jnp.isfinite(impulse))), _NON_FINITE_STATE),
-            (out.singular_mass, _SINGULAR_MASS),
-            (out.singular_constraints, _SINGULAR_CONSTRAINTS),
+            (
+                ~(is_finite_state(q, qd, t) & jnp.all(jnp.isfinite(impulse))),
+                NON_FINITE_STATE,
+            ),
+            (out.singular_mass, SINGULAR_MASS),
+            (out.singular_constraints, SINGULAR_CONSTRAINTS),
         ],
     )
 
@@ -151,7 +154,7 @@ def apply_impulse(
     jl.apply_impulse(pendulum, q, qd, 0.0, jnp.array([2.0, 5.0]))  # [2.0, 0.0]
     ```
     """
-    q, qd, t = _as_state(q, qd, t)
+    q, qd, t = as_state(q, qd, t)
     impulse = jnp.asarray(impulse)
     if impulse.shape != q.shape:
         raise ValueError(

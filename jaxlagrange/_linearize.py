@@ -25,7 +25,7 @@ import jax.tree_util as jtu
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from ._constraints import _dynamics, _position_rows, contact_set
+from ._constraints import contact_set, dynamics, position_rows
 from ._custom_types import Array, Float, ScalarLike, VectorLike
 from ._mass import (
     Rows,
@@ -35,7 +35,7 @@ from ._mass import (
     solve_lower,
     solve_upper_t,
 )
-from ._system import LagrangianSystem, _as_state
+from ._system import LagrangianSystem, as_state
 from ._validate import check_finite, check_finite_params
 
 
@@ -54,7 +54,7 @@ class Linearization(eqx.Module):
     B: Float[Array, "s p"]
 
 
-def _check_system(system) -> None:
+def check_system(system) -> None:
     if not isinstance(system, LagrangianSystem):
         raise ValueError(
             f"`system` must be a jaxlagrange.LagrangianSystem, got {type(system).__name__}."
@@ -202,7 +202,7 @@ def _linearize(system, q, qd, t, coordinates, velocities, mask):
             jac = jax.jacfwd(residual)(zero)  # exact: affine in the velocities
             vd = -_solve_dependent(jac, residual(zero), "velocities", "velocities")
             vv = base.at[dep].set(vd)
-        qdd = _dynamics(sys, qq, vv, t, active=active).accelerations
+        qdd = dynamics(sys, qq, vv, t, active=active).accelerations
         return jnp.concatenate([vv[ci], qdd[vi]])
 
     ci, vi = np.array(coordinates, dtype=int), np.array(velocities, dtype=int)
@@ -266,8 +266,8 @@ def linearize(
     jnp.linalg.eigvals(lin.A)  # ±i √(g/l)
     ```
     """
-    _check_system(system)
-    q, qd, t = _as_state(q, qd, t)
+    check_system(system)
+    q, qd, t = as_state(q, qd, t)
     point = {"q": q, "qd": qd, "t": t}
     q = check_finite_params(system.params, check_finite(point, q))
     n = q.shape[0]
@@ -309,7 +309,7 @@ def _normal_modes(system, q, t):
         residual, _ = factor.solve(f)
     else:
         # The equilibrium multipliers: M q̈ = f + Gᵀλ with G q̈ = −b.
-        jac, b, _, _ = _position_rows(system._holonomic, q, qd, t)
+        jac, b, _, _ = position_rows(system._holonomic, q, qd, t)
         kkt = factor.constrain(Rows(lambda v: jac @ v, jac), f)
         lam, _ = kkt.multipliers(-b)
         residual, _ = kkt.solution(lam)
@@ -399,8 +399,8 @@ def normal_modes(
     omega2, modes = jl.normal_modes(system, jnp.zeros(2))  # (g/l)(2 ∓ √2)
     ```
     """
-    _check_system(system)
-    q, _, t = _as_state(q, jnp.zeros_like(jnp.asarray(q)), t)
+    check_system(system)
+    q, _, t = as_state(q, jnp.zeros_like(jnp.asarray(q)), t)
     inputs = {"q": q, "t": t}
     q = check_finite_params(system.params, check_finite(inputs, q))
     omega2, modes, residual = _normal_modes(system, q, t)

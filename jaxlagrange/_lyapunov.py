@@ -4,9 +4,9 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
-from ._constraints import _dynamics
+from ._constraints import dynamics
 from ._custom_types import Scalar, ScalarLike, VectorLike
-from ._system import LagrangianSystem, _as_state
+from ._system import LagrangianSystem, as_state
 from ._trajectory import RESULTS
 
 
@@ -18,7 +18,7 @@ def _vector_field(t, y, system):
     q, qd, uq, uqd, _ = y
 
     def acceleration(q, qd):
-        return _dynamics(system, q, qd, t).accelerations
+        return dynamics(system, q, qd, t).accelerations
 
     _, duqd = jax.jvp(acceleration, (q, qd), (uq, uqd))
     qdd = acceleration(q, qd)
@@ -66,7 +66,7 @@ def finite_time_lyapunov(
     lam = jl.finite_time_lyapunov(system, jnp.array([2.0, 2.0]), qd0, t1=50.0)
     ```
     """
-    q0, qd0, t0 = _as_state(q0, qd0, t0, where="q0")
+    q0, qd0, t0 = as_state(q0, qd0, t0, where="q0")
     dtype = q0.dtype
     t1 = jnp.asarray(t1, dtype)
     n = q0.shape[0]

@@ -40,7 +40,7 @@ class SimulateOptions(eqx.Module):
     """
 
     solver: diffrax.AbstractSolver  # wrapped in `ProjectedSolver` where it projects
-    # The user's or the default PIDController; each solve wraps it in `_guard`.
+    # The user's or the default PIDController; each solve wraps it in `guard_for`.
     stepsize_controller: diffrax.AbstractStepSizeController
     adjoint: diffrax.AbstractAdjoint
     progress_meter: diffrax.AbstractProgressMeter

@@ -11,14 +11,14 @@ from typing import Any
 import numpy as np
 
 
-def _figure(width: float, height: float):
+def new_figure(width: float, height: float):
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(width, height), layout="constrained")
     return fig
 
 
-def _with(label: str, unit: str | None) -> str:
+def with_unit(label: str, unit: str | None) -> str:
     """`θ₁ [rad]`, or the bare label without a unit."""
     return f"{label} [{unit}]" if unit else label
 
@@ -36,16 +36,16 @@ def _motion_axes(fig, positions: np.ndarray, unit: str | None = None):
             (ax.set_xlim, ax.set_ylim, ax.set_zlim), centre, strict=True
         ):
             set_lim(c - half, c + half)
-        ax.set_xlabel(_with("x", unit))
-        ax.set_ylabel(_with("y", unit))
-        ax.set_zlabel(_with("z", unit))
+        ax.set_xlabel(with_unit("x", unit))
+        ax.set_ylabel(with_unit("y", unit))
+        ax.set_zlabel(with_unit("z", unit))
     else:
         ax = fig.add_subplot()
         ax.set_aspect("equal")
         ax.set_xlim(centre[0] - half, centre[0] + half)
         ax.set_ylim(centre[1] - half, centre[1] + half)
-        ax.set_xlabel(_with("x", unit))
-        ax.set_ylabel(_with("y", unit))
+        ax.set_xlabel(with_unit("x", unit))
+        ax.set_ylabel(with_unit("y", unit))
     return ax
 
 
@@ -98,7 +98,7 @@ def motion(
             f"`names` must have one entry per point ({k}), got {len(names)}."
         )
     names = [f"point {j + 1}" for j in range(k)] if names is None else list(names)
-    fig = _figure(5.5, 5.0)
+    fig = new_figure(5.5, 5.0)
     ax = _motion_axes(fig, positions, unit)
     for j in range(k):
         still = np.ptp(positions[:, j], axis=0).max() == 0  # a fixed pivot

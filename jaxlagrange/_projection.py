@@ -40,7 +40,7 @@ from ._custom_types import Array, ArrayLike, BoolScalar, ScalarLike, Vector, Vec
 from ._errors import first_error
 from ._mass import Rows
 from ._options import VectorFieldArgs
-from ._system import LagrangianSystem, _as_state
+from ._system import LagrangianSystem, as_state
 
 
 def has_equality_constraints(system: LagrangianSystem) -> bool:
@@ -128,10 +128,10 @@ class _ProjectedInterpolation(diffrax.AbstractLocalInterpolation):
     def evaluate(self, t0, t1=None, left=True):
         if t1 is not None:
             return self.evaluate(t1, left=left) - self.evaluate(t0, left=left)
-        return _project_state(self.system, self.inner.evaluate(t0, left=left), t0)
+        return project_state(self.system, self.inner.evaluate(t0, left=left), t0)
 
 
-def _project_state(system: LagrangianSystem, y, t):
+def project_state(system: LagrangianSystem, y, t):
     # y = [q; q̇], the flat state of `simulate`.
     n = y.shape[0] // 2
     q, qd = y[:n], y[n:]
@@ -211,7 +211,7 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
         )
         if forward:
             system = args.system
-            y1 = _project_state(system, y1, t1)
+            y1 = project_state(system, y1, t1)
             dense_info = dict(dense_info, **{_SYSTEM: system})
         return y1, y_error, dense_info, solver_state, result
 
@@ -430,7 +430,7 @@ def project_initial_state(
     traj = jl.simulate(system, q0, qd0, t1=10.0)
     ```
     """
-    q0, qd0, t0 = _as_state(q0, qd0, t0, where="q0")
+    q0, qd0, t0 = as_state(q0, qd0, t0, where="q0")
     if not has_equality_constraints(system):
         return q0, qd0
     return _project_initial(system, q0, qd0, t0)

@@ -12,14 +12,14 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ._constraints import _dynamics
+from ._constraints import dynamics
 from ._custom_types import Array
-from ._guard import _all_finite, _guard, _provisional, _Stop
+from ._guard import Stop, _all_finite, guard_for, provisional
 from ._options import SimulateOptions, VectorFieldArgs
 from ._trajectory import RESULTS, Trajectory, without_events
 
 
-def _split(y: Array) -> tuple[Array, Array]:
+def split(y: Array) -> tuple[Array, Array]:
     """(q, q̇) from the integrated state y = [q; q̇]."""
     n = y.shape[-1] // 2
     return y[..., :n], y[..., n:]
@@ -28,8 +28,8 @@ def _split(y: Array) -> tuple[Array, Array]:
 def _vector_field(t, y, args: VectorFieldArgs):
     # The state is one flat vector y = [q; q̇]: diffrax's step, error norm and
     # interpolation are then single array operations instead of one per leaf.
-    q, qd = _split(y)
-    dyn = _dynamics(
+    q, qd = split(y)
+    dyn = dynamics(
         args.system,
         q,
         qd,
@@ -39,12 +39,12 @@ def _vector_field(t, y, args: VectorFieldArgs):
         modes=args.modes,
     )
     bad = dyn.singular_mass | dyn.singular_constraints
-    # A NaN step is rejected by the guard; the cause is found by `_diagnosed`.
+    # A NaN step is rejected by the guard; the cause is found by `diagnosed`.
     qdd = jnp.where(bad, jnp.nan, dyn.accelerations)
     return jnp.concatenate([qd, qdd])
 
 
-class _Segment(NamedTuple):
+class Segment(NamedTuple):
     ts: Array  # (T,) the save times; only those `reached` are meaningful
     q: Array  # (T, n)
     qd: Array  # (T, n)
@@ -55,12 +55,12 @@ class _Segment(NamedTuple):
     result: RESULTS  # diffrax's, with a stopped solve's provisional code
     stats: dict[str, Any]
     event_mask: Any
-    stopped: Array  # the guard stopped the solve: `_diagnosed` names the cause
+    stopped: Array  # the guard stopped the solve: `diagnosed` names the cause
     failed_dt: Array
     failed_finite: Array
 
 
-def _solve_segment(
+def solve_segment(
     args: VectorFieldArgs,
     y0: tuple[Array, Array],
     start: Array,
@@ -68,7 +68,7 @@ def _solve_segment(
     ts: Array | None,
     options: SimulateOptions,
     event: diffrax.Event | None = None,
-) -> _Segment:
+) -> Segment:
     """Integrate from `y0` = (q, qd) at `start` to t1, or to the first event.
 
     `ts` are the save times (None: t1 only, which avoids interpolating on every
@@ -83,7 +83,7 @@ def _solve_segment(
         y0=jnp.concatenate(y0),
         args=args,
         saveat=diffrax.SaveAt(ts=ts, t1=True, controller_state=True),
-        stepsize_controller=_guard(options.stepsize_controller),
+        stepsize_controller=guard_for(options.stepsize_controller),
         adjoint=options.adjoint,
         event=event,
         max_steps=options.max_steps,
@@ -93,19 +93,19 @@ def _solve_segment(
     if ts is None:
         last = 0
         reached = sol.ts == t1
-        saved_ts, (q, qd) = sol.ts, _split(sol.ys)
+        saved_ts, (q, qd) = sol.ts, split(sol.ys)
     else:
         # The end of the segment follows the save times that were reached.
         last = jnp.sum(jnp.isfinite(sol.ts)) - 1
         reached = jnp.arange(ts.shape[0]) < last
-        saved_ts, (q, qd) = sol.ts[:-1], _split(sol.ys[:-1])
+        saved_ts, (q, qd) = sol.ts[:-1], split(sol.ys[:-1])
     t_end = sol.ts[last]
-    q_end, qd_end = _split(sol.ys[last])
+    q_end, qd_end = split(sol.ys[last])
     result = RESULTS.promote(sol.result)
     guard = sol.controller_state
     stopped = (result == RESULTS.dt_min_reached) & (guard.failed_dt != 0)
-    result = RESULTS.where(stopped, _provisional(guard.failed_finite), result)
-    return _Segment(
+    result = RESULTS.where(stopped, provisional(guard.failed_finite), result)
+    return Segment(
         saved_ts,
         q,
         qd,
@@ -146,7 +146,7 @@ def _saved_forces(system, baumgarte, t0, saved: SavedStates, reached):
     """The multipliers (and friction forces, None without friction) at the save times."""
 
     def at(q, qd, t, active, modes):
-        dyn = _dynamics(
+        dyn = dynamics(
             system, q, qd, t, active=active, baumgarte=baumgarte, modes=modes
         )
         return dyn.multipliers, dyn.friction
@@ -171,11 +171,11 @@ def finish(
     result,
     t_end,
     stats,
-    stop: _Stop,
+    stop: Stop,
     baumgarte,
     events: dict[str, Array] | None = None,
-) -> tuple[Trajectory, _Stop]:
-    """The `Trajectory` of a solve, and where it stopped (for `_diagnosed`).
+) -> tuple[Trajectory, Stop]:
+    """The `Trajectory` of a solve, and where it stopped (for `diagnosed`).
 
     `events`: the event record of a hybrid solve (None: a smooth one).
     """
@@ -215,21 +215,21 @@ def finish(
 
 
 @eqx.filter_jit
-def _smooth_solve(
+def smooth_solve(
     system, q0, qd0, t0, t1, ts, options: SimulateOptions
-) -> tuple[Trajectory, _Stop]:
+) -> tuple[Trajectory, Stop]:
     """`simulate` for a system without unilateral constraints: one segment.
 
     Returns the trajectory (a stopped solve with its provisional code) and where
-    it stopped, for `_diagnosed`.
+    it stopped, for `diagnosed`.
     """
     finite, q0, qd0 = masked_start(q0, qd0)
     args = VectorFieldArgs(system, options.baumgarte)
-    seg = _solve_segment(
+    seg = solve_segment(
         args, (q0, qd0), t0, t1, None if options.t1_only else ts, options
     )
     saved = SavedStates(seg.ts, seg.q, seg.qd, seg.reached, None, None)
-    stop = _Stop(
+    stop = Stop(
         seg.stopped,
         seg.q_end,
         seg.qd_end,

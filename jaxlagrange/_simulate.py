@@ -12,17 +12,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._custom_types import Array, ArrayLike, Float, ScalarLike, VectorLike
-from ._guard import _all_finite, _diagnosed, _Failure
-from ._hybrid import _hybrid_solve
+from ._guard import Failure, _all_finite, diagnosed
+from ._hybrid import hybrid_solve
 from ._options import SimulateOptions, check_max_events
 from ._projection import ProjectedSolver, check_initial_state, has_equality_constraints
-from ._segment import _smooth_solve
+from ._segment import smooth_solve
 from ._system import LagrangianSystem, checked_values
 from ._trajectory import (
     RESULTS as RESULTS,
     Trajectory,
     _known,
-    _raise_on_failure,
+    raise_on_failure,
 )
 from ._validate import (
     as_real,
@@ -34,7 +34,7 @@ from ._validate import (
 from ._variational import VariationalMidpoint, variational_simulate
 
 
-def _check_tolerance(name: str, value) -> Array:
+def check_tolerance(name: str, value) -> Array:
     value = as_real(name, value)
     known = _known(value)
     if value.shape != () or not (
@@ -54,7 +54,7 @@ def _check_tolerance(name: str, value) -> Array:
     return eqx.error_if(value, bad, message.format("a value that is not"))
 
 
-def _check_times(t0, t1, saveat, dtype) -> tuple[Array, Array, Array]:
+def check_times(t0, t1, saveat, dtype) -> tuple[Array, Array, Array]:
     t0, t1 = as_real("t0", t0), as_real("t1", t1)
     if saveat is not None:
         saveat = as_real("saveat", saveat)
@@ -253,7 +253,7 @@ def simulate(
     traj.q.shape  # (101, 1)
     ```
     """
-    traj, failure, max_events = _simulate(
+    traj, failure, max_events = simulate_checked(
         system,
         q0,
         qd0,
@@ -272,13 +272,13 @@ def simulate(
         max_events=max_events,
         throw=throw,
     )
-    traj = _diagnosed(traj, failure)
+    traj = diagnosed(traj, failure)
     if throw:
-        return _raise_on_failure(traj, max_steps, t1, max_events)
+        return raise_on_failure(traj, max_steps, t1, max_events)
     return traj
 
 
-def _simulate(
+def simulate_checked(
     system,
     q0,
     qd0,
@@ -297,11 +297,11 @@ def _simulate(
     progress_meter=None,
     max_events=64,
     throw=True,
-) -> tuple[Trajectory, _Failure | None, int | None]:
+) -> tuple[Trajectory, Failure | None, int | None]:
     """`simulate` without naming the cause of a stopped solve.
 
     Returns the trajectory (a stopped solve with its provisional code), what
-    `_guard._diagnosed` needs to name the cause (None: nothing can stop), and
+    `_guard.diagnosed` needs to name the cause (None: nothing can stop), and
     `max_events` as checked (None without unilateral constraints). The command
     line compiles this and diagnoses a failure afterwards, on demand.
     """
@@ -334,9 +334,9 @@ def _simulate(
     q0_in, qd0_in = q0, qd0
     q0, qd0 = _as_initial_state(q0, qd0)
     dtype = q0.dtype
-    t0, t1, ts = _check_times(t0, t1, saveat, dtype)
-    rtol = _check_tolerance("rtol", default_tolerance(dtype) if rtol is None else rtol)
-    atol = _check_tolerance("atol", default_tolerance(dtype) if atol is None else atol)
+    t0, t1, ts = check_times(t0, t1, saveat, dtype)
+    rtol = check_tolerance("rtol", default_tolerance(dtype) if rtol is None else rtol)
+    atol = check_tolerance("atol", default_tolerance(dtype) if atol is None else atol)
     check_precision("rtol", rtol, dtype)
     check_output_size(ts.shape[0], q0.shape[0], 0, dtype)
 
@@ -387,9 +387,9 @@ def _simulate(
         max_events=check_max_events(max_events) if hybrid else None,
         t1_only=saveat is None,
     )
-    solve = _hybrid_solve if options.hybrid else _smooth_solve
+    solve = hybrid_solve if options.hybrid else smooth_solve
     traj, stop = solve(system, q0, qd0, t0, t1, ts, options)
-    failure = _Failure(system, q0, qd0, t0, baumgarte, stop)
+    failure = Failure(system, q0, qd0, t0, baumgarte, stop)
     return traj, failure, options.max_events
 
 

@@ -38,12 +38,12 @@ from typing import Any
 import numpy as np
 
 from ._store_verify import (
-    _CHECKSUM_FORM,
-    _MANIFEST,
-    _checksum,
-    _open,
-    _zarr,
+    CHECKSUM_FORM,
+    MANIFEST,
     bad_chunks,
+    checksum,
+    import_zarr,
+    open_root,
     open_store as open_store,
 )
 
@@ -133,7 +133,7 @@ class ChunkedStore:
             raise
 
     def _setup(self, size, chunk_size, inputs, outputs, attrs, writer) -> None:
-        zarr = _zarr()
+        zarr = import_zarr()
         self.size = size
         self.chunk_size = chunk_size
         self.num_chunks = -(-size // chunk_size)
@@ -141,9 +141,9 @@ class ChunkedStore:
         self.key = fingerprint(inputs, chunk_size, dict(attrs))
         existing = None
         if (self.path / "zarr.json").exists():
-            existing = _open(zarr, self.path, "r+" if writer else "r")
-        if existing is not None and _MANIFEST in existing.attrs:
-            self.manifest = dict(existing.attrs[_MANIFEST])
+            existing = open_root(zarr, self.path, "r+" if writer else "r")
+        if existing is not None and MANIFEST in existing.attrs:
+            self.manifest = dict(existing.attrs[MANIFEST])
             if self.manifest.get("fingerprint") != self.key:
                 raise ValueError(
                     f"The store {str(self.path)!r} holds a different sweep "
@@ -187,7 +187,7 @@ class ChunkedStore:
             "chunk_size": chunk_size,
             "num_chunks": self.num_chunks,
             "completed": [],
-            "checksum_form": _CHECKSUM_FORM,
+            "checksum_form": CHECKSUM_FORM,
             "input_checksums": {},
         }
         if not writer:
@@ -220,7 +220,7 @@ class ChunkedStore:
         self.group = group
         for chunk in range(self.num_chunks):
             self._write_inputs(inputs, chunk)
-        group.attrs[_MANIFEST] = self.manifest
+        group.attrs[MANIFEST] = self.manifest
         if self.path.exists():
             self.path.rmdir()  # empty, checked above
         os.rename(staging, self.path)
@@ -247,7 +247,7 @@ class ChunkedStore:
                 a = self.group[f"inputs/{name}"]
                 values[name] = np.asarray(x[start:stop]).astype(a.dtype, copy=False)
                 a[start:stop] = values[name]
-        self.manifest.setdefault("input_checksums", {})[str(chunk)] = _checksum(values)
+        self.manifest.setdefault("input_checksums", {})[str(chunk)] = checksum(values)
 
     def _restore_inputs(self, inputs: Mapping[str, Any]) -> set[int]:
         """The chunks whose stored inputs differ from `inputs` (those of this
@@ -257,8 +257,8 @@ class ChunkedStore:
             start, stop = self.bounds(chunk)
             try:
                 same = all(
-                    _checksum({0: self.group[f"inputs/{name}"][start:stop]})
-                    == _checksum(
+                    checksum({0: self.group[f"inputs/{name}"][start:stop]})
+                    == checksum(
                         {
                             0: np.asarray(x[start:stop]).astype(
                                 self.group[f"inputs/{name}"].dtype, copy=False
@@ -286,13 +286,13 @@ class ChunkedStore:
                 self.group[f"outputs/{name}"][start:stop] = value
         self.manifest["completed"] = sorted(self.completed | {chunk})
         sums = dict(self.manifest.get("checksums", {}))
-        sums[str(chunk)] = _checksum(outputs, self._canonical)
+        sums[str(chunk)] = checksum(outputs, self._canonical)
         self.manifest["checksums"] = sums
         self._write_manifest()
 
     @property
     def _canonical(self) -> bool:
-        return self.manifest.get("checksum_form") == _CHECKSUM_FORM
+        return self.manifest.get("checksum_form") == CHECKSUM_FORM
 
     def finish(self) -> None:
         """Mark a store whose chunks are all written complete; a sweep that ends
@@ -314,7 +314,7 @@ class ChunkedStore:
         self.close()
 
     def _write_manifest(self) -> None:
-        self.group.attrs[_MANIFEST] = self.manifest
+        self.group.attrs[MANIFEST] = self.manifest
 
     def _remove_temporaries(self) -> None:
         # Left by a process killed mid-write.
@@ -335,13 +335,13 @@ def _fill(dtype) -> Any:
 def _every_chunk():
     # Chunks equal to the fill value are written too (the setting is read when
     # an array is opened, so the arrays are opened inside it).
-    return _zarr().config.set({"array.write_empty_chunks": True})
+    return import_zarr().config.set({"array.write_empty_chunks": True})
 
 
 def _difference(stored: Mapping[str, Any], attrs: Mapping[str, Any]) -> str:
     """What differs between a store's description and a sweep's, in words."""
     new = json.loads(json.dumps(dict(attrs), default=repr))
-    old = {k: v for k, v in stored.items() if k != _MANIFEST}
+    old = {k: v for k, v in stored.items() if k != MANIFEST}
     keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     if keys:
         return f"it differs in: {', '.join(keys)}"

@@ -12,20 +12,20 @@ from typing import Any
 import numpy as np
 
 
-_MANIFEST = "manifest"
+MANIFEST = "manifest"
 # Checksums over the canonical form (all NaN as +NaN); stores without this key
 # hashed the raw bytes, and may lack the files of chunks equal to the fill value.
-_CHECKSUM_FORM = "canonical-nan/1"
+CHECKSUM_FORM = "canonical-nan/1"
 
 
-def _zarr():
+def import_zarr():
     # Imported on first use: most sessions never write a sweep store.
     import zarr
 
     return zarr
 
 
-def _open(zarr, path: Path, mode: str):
+def open_root(zarr, path: Path, mode: str):
     """Open the store's root group, naming a corrupted metadata file."""
     try:
         return zarr.open_group(path, mode=mode)
@@ -48,7 +48,7 @@ def _canonical_nan(value: np.ndarray) -> np.ndarray:
     return value
 
 
-def _checksum(arrays: Mapping[Any, Any], canonical: bool = True) -> str:
+def checksum(arrays: Mapping[Any, Any], canonical: bool = True) -> str:
     h = hashlib.sha256()
     for name in sorted(arrays):
         value = np.asarray(arrays[name])
@@ -77,7 +77,7 @@ def bad_chunks(
     whose files are gone, and (with `inputs`) the chunks whose stored inputs do
     not match theirs."""
     sums = manifest.get("checksums", {})
-    canonical = manifest.get("checksum_form") == _CHECKSUM_FORM
+    canonical = manifest.get("checksum_form") == CHECKSUM_FORM
     names = list(group["outputs"].array_keys())
     bad = set()
     for chunk in manifest.get("completed", []):
@@ -91,7 +91,7 @@ def bad_chunks(
             )
             if ok and expected is not None:  # None: written before checksums
                 values = {n: group[f"outputs/{n}"][start:stop] for n in names}
-                ok = _checksum(values, canonical) == expected
+                ok = checksum(values, canonical) == expected
         except Exception:  # a truncated or undecodable chunk file
             ok = False
         if not ok:
@@ -103,7 +103,7 @@ def bad_chunks(
             start, stop = bounds(int(chunk))
             try:
                 values = {n: group[f"inputs/{n}"][start:stop] for n in input_names}
-                ok = _checksum(values) == expected
+                ok = checksum(values) == expected
             except Exception:
                 ok = False
             if not ok:
@@ -143,8 +143,8 @@ def open_store(
     altered on disk (rerun the sweep to recompute them), the chunks never
     computed of an incomplete store, and naming corrupted metadata.
     """
-    group = _open(_zarr(), Path(path), "r")
-    manifest = group.attrs.get(_MANIFEST)
+    group = open_root(import_zarr(), Path(path), "r")
+    manifest = group.attrs.get(MANIFEST)
     if manifest is None:
         return group
     size, chunk_size = manifest["size"], manifest["chunk_size"]

@@ -10,14 +10,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._batch import _devices, _sharded_map
+from ._batch import devices_of, sharded_map
 from ._batch_inputs import (
-    _batch_size,
-    _check_options,
-    _check_state,
-    _merge,
-    _override,
+    batch_size,
+    check_options,
+    check_state,
     joined_options,
+    merge,
+    override,
     split_options,
 )
 from ._custom_types import Array, Params
@@ -27,7 +27,7 @@ from ._progress import progress_bar
 from ._results import code_of
 from ._simulate import simulate
 from ._store import ChunkedStore, open_store
-from ._sweep_identity import _SYSTEM_FUNCTIONS, _code_digest, _describe
+from ._sweep_identity import SYSTEM_FUNCTIONS, _describe, code_digest
 from ._system import LagrangianSystem
 from ._trajectory import Trajectory
 
@@ -170,7 +170,7 @@ def sweep(
                 name: jnp.asarray(_pad_rows(np.asarray(x[start:stop]), chunk_size))
                 for name, x in inputs.items()
             }
-            out = _sharded_map(_apply, batched, fn, chunk_size, devices, kernel)
+            out = sharded_map(_apply, batched, fn, chunk_size, devices, kernel)
             out = {k: np.asarray(v)[: stop - start] for k, v in out.items()}
             chunked.write(chunk, out)
             bar.update()
@@ -229,7 +229,7 @@ class _SimulateMember(eqx.Module):
             if k != "q0" and k != "qd0"
         }
         if params:
-            params = _merge(system.params, _unflatten_params(params))
+            params = merge(system.params, _unflatten_params(params))
             system = eqx.tree_at(lambda s: s.params, system, params)
         options = joined_options(self.options, self.static_options)
         traj = simulate(system, member["q0"], member["qd0"], throw=False, **options)
@@ -262,7 +262,7 @@ class _SimulateMember(eqx.Module):
 
 
 def _kernel_for(system, options, devices):
-    kernel = choose_kernel("auto", system, options, _devices(devices), 128)
+    kernel = choose_kernel("auto", system, options, devices_of(devices), 128)
     return None if kernel is None else _SweepKernel(kernel(()))
 
 
@@ -336,17 +336,17 @@ def simulate_sweep(
     final = group["outputs/q"][:, -1]
     ```
     """
-    _check_options(simulate_options, "simulate_sweep")
+    check_options(simulate_options, "simulate_sweep")
     q0, qd0 = (
         np.asarray(q0) if np.ndim(q0) < 2 else q0,
         np.asarray(qd0) if np.ndim(qd0) < 2 else qd0,
     )
-    _check_state(q0, "q0")
-    _check_state(qd0, "qd0")
+    check_state(q0, "q0")
+    check_state(qd0, "qd0")
     if params is not None and not system.has_params:
         raise ValueError("`params` was given but the system has no params.")
     flat = {} if params is None else _flatten_params(params)
-    size = _batch_size(
+    size = batch_size(
         jax.ShapeDtypeStruct(q0.shape, q0.dtype),
         jax.ShapeDtypeStruct(qd0.shape, qd0.dtype),
         {
@@ -362,7 +362,7 @@ def simulate_sweep(
     if params is not None:
         # Shapes and keys only: checked on the first member.
         first = jax.tree.map(lambda v: np.asarray(v[:1]), _unflatten_params(flat))
-        _override(system.params, first, 1)
+        override(system.params, first, 1)
     n = q0.shape[-1]
     dtype = np.result_type(_dtype(q0), _dtype(qd0), float)
     inputs = {
@@ -385,9 +385,9 @@ def simulate_sweep(
         },
         "observe": _describe(observe),
         # The functions' code: a script edited between two runs is a new sweep.
-        "code": _code_digest(
+        "code": code_digest(
             [
-                *(getattr(system, name) for name in _SYSTEM_FUNCTIONS),
+                *(getattr(system, name) for name in SYSTEM_FUNCTIONS),
                 observe,
             ]
         ),
@@ -403,7 +403,7 @@ def simulate_sweep(
     )
 
 
-class _SweepMember(eqx.Module):
+class SweepMember(eqx.Module):
     """One member of `jaxlagrange sweep`: `simulate` (its energies) and optionally
     `finite_time_lyapunov`, with swept initial states and scalar params.
 
@@ -427,7 +427,7 @@ class _SweepMember(eqx.Module):
         self.lyapunov = lyapunov
 
     def __call__(self, inputs: dict[str, Array]) -> dict[str, Array]:
-        from ._eom import _energy as energy
+        from ._eom import energy_unchecked as energy
         from ._lyapunov import finite_time_lyapunov
 
         system = self.system
@@ -463,7 +463,7 @@ class _SweepMember(eqx.Module):
         return _kernel_for(self.system, self.kernel_options(), devices)
 
     def kernel_outputs(self, traj: Trajectory, params) -> dict[str, Array]:
-        from ._eom import _energy as energy
+        from ._eom import energy_unchecked as energy
 
         def energies(q, qd, ts, params):
             system = self.system

@@ -10,7 +10,7 @@ import equinox as eqx
 import numpy as np
 
 
-_SYSTEM_FUNCTIONS = (
+SYSTEM_FUNCTIONS = (
     "lagrangian",
     "force",
     "dissipation",
@@ -33,7 +33,7 @@ def _describe(x: Any) -> Any:
     return eqx.tree_pformat(x, short_arrays=False)
 
 
-def _code_digest(fns: Sequence[Any]) -> str:
+def code_digest(fns: Sequence[Any]) -> str:
     """A SHA-256 of the code of Python functions (their bytecode, names and
     constants, nested functions, and the numbers, arrays and functions they
     close over or read from their module): editing a function, or a constant it

@@ -27,7 +27,7 @@ _SIGNATURES = {
 }
 
 
-def _to_leaf(x: Any) -> Any:
+def to_leaf(x: Any) -> Any:
     # Python and NumPy numbers become JAX floats, so that they are differentiable
     # leaves; everything else (arrays, activation functions of an MLP, ...) is kept.
     if isinstance(x, bool):
@@ -160,17 +160,17 @@ class LagrangianSystem(eqx.Module):
     ):
         self.lagrangian = lagrangian
         self.has_params = params is not None
-        self.params = jax.tree_util.tree_map(_to_leaf, params)
+        self.params = jax.tree_util.tree_map(to_leaf, params)
         self.force = force
         self.dissipation = dissipation
         self.holonomic = holonomic
         self.nonholonomic = nonholonomic
         self.unilateral = unilateral
-        self.restitution = _to_leaf(restitution)
+        self.restitution = to_leaf(restitution)
         self.slip = slip
-        self.friction = _to_leaf(friction)
+        self.friction = to_leaf(friction)
         self.static_friction = (
-            self.friction if static_friction is None else _to_leaf(static_friction)
+            self.friction if static_friction is None else to_leaf(static_friction)
         )
         check_mass_solver(mass_solver, mass_preconditioner)
         self.mass_solver = mass_solver
@@ -341,7 +341,7 @@ class LagrangianSystem(eqx.Module):
         )
 
 
-def _as_state(q, qd, t, where: str = "q") -> tuple[Array, Array, Array]:
+def as_state(q, qd, t, where: str = "q") -> tuple[Array, Array, Array]:
     """Check and convert a state `(q, qd, t)` to arrays of one floating dtype."""
     q = jnp.asarray(q)
     qd = jnp.asarray(qd)

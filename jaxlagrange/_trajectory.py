@@ -107,7 +107,7 @@ _THROW_FALSE = (
 )
 
 
-def _messages(max_steps: int, max_events: int | None = None) -> list[str]:
+def result_messages(max_steps: int, max_events: int | None = None) -> list[str]:
     """The message of each result code, indexed by its value.
 
     `max_events` (None: not known) goes into the message of too many events."""
@@ -126,12 +126,12 @@ def _messages(max_steps: int, max_events: int | None = None) -> list[str]:
     return messages
 
 
-def _raise_on_failure(
+def raise_on_failure(
     traj: Trajectory, max_steps: int, t1: ScalarLike, max_events: int | None = None
 ) -> Trajectory:
     code = _known(code_of(traj.result))
     failed = traj.result != RESULTS.successful
-    messages = _messages(max_steps, max_events)
+    messages = result_messages(max_steps, max_events)
     if code is None:
         # Under jit or vmap: a runtime error, without the time reached.
         messages = [m + "\n" + _THROW_FALSE if m else m for m in messages]

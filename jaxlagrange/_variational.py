@@ -29,9 +29,9 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 import numpy as np
 
-from ._constraints import _dynamics
+from ._constraints import dynamics
 from ._custom_types import Array, BoolScalar
-from ._eom import _unconstrained
+from ._eom import unconstrained
 from ._system import LagrangianSystem
 from ._trajectory import RESULTS, Trajectory, without_events
 
@@ -348,7 +348,7 @@ def _variational_solve(
     if system.holonomic is not None:
         safe_q = jnp.where(reached[:, None], out.qs, 0.0)
         safe_v = jnp.where(reached[:, None], out.vs, 0.0)
-        dyn = jax.vmap(lambda q, v, t: _dynamics(system, q, v, t))(
+        dyn = jax.vmap(lambda q, v, t: dynamics(system, q, v, t))(
             safe_q, safe_v, jnp.where(reached, ts, t0)
         )
         multipliers = jnp.where(reached[:, None], dyn.multipliers, jnp.inf)
@@ -396,7 +396,7 @@ def _variational_jit(system, q0, qd0, t0, t1, ts, solver, dt0, max_steps):
     # The mass matrix at t0, checked as the other solvers check it (Cholesky, or
     # the system's `mass_solver`): M = 0 would otherwise fail as a non-finite
     # state, and L = V − T (M negative definite) would run silently.
-    singular = finite & _unconstrained(system, q0, qd0, t0)[1]
+    singular = finite & unconstrained(system, q0, qd0, t0)[1]
     t_final = jnp.where(finite & ~singular, t_final, t0)
     result = RESULTS.where(singular, RESULTS.singular_mass_matrix, result)
     stats = dict(

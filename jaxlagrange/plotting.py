@@ -13,10 +13,10 @@ import numpy as np
 # package: `jaxlagrange run` draws motion.gif from it in a worker process that
 # does not import JAX (see `_cli/_gif_worker.py`).
 from ._plotting_motion import (
-    _figure as _figure,
-    _with as _with,
     animation as animation,
     motion as motion,
+    new_figure as new_figure,
+    with_unit as with_unit,
 )
 
 
@@ -101,14 +101,14 @@ def coordinates(
     unit_list = _units(n, units)
     shared = unit_list[0] if unit_list and len(set(unit_list)) == 1 else None
     if unit_list and shared is None:
-        labels = [_with(a, u) for a, u in zip(labels, unit_list, strict=True)]
-    fig = _figure(8, 4.5)
+        labels = [with_unit(a, u) for a, u in zip(labels, unit_list, strict=True)]
+    fig = new_figure(8, 4.5)
     ax = fig.add_subplot()
     if n <= _MANY:
         for i in range(n):
             ax.plot(ts, q[:, i], label=labels[i], lw=1.2)
         ax.legend(loc="best", framealpha=0.85, ncols=min(n, 3))
-        ax.set_ylabel(_with("coordinate", shared))
+        ax.set_ylabel(with_unit("coordinate", shared))
         ax.grid(alpha=0.3)
     else:
         values, label = q, "value"
@@ -135,7 +135,7 @@ def coordinates(
         ax.set_yticks(range(0, n, step), labels[::step])
         ax.set_ylabel("coordinate")
         fig.colorbar(
-            image, ax=ax, label=_with(label, shared) if label == "value" else label
+            image, ax=ax, label=with_unit(label, shared) if label == "value" else label
         )
     ax.set_xlabel(_time_label(units))
     ax.set_xlim(ts[0], ts[-1])
@@ -172,7 +172,7 @@ def phase_portrait(
     unit_list = _units(n, units) or [None] * n
     k = min(n, max_panels)
     colour = np.arange(len(q)) if ts is None else np.asarray(ts)
-    fig = _figure(3.6 * k + 0.8, 3.8)
+    fig = new_figure(3.6 * k + 0.8, 3.8)
     axes = fig.subplots(1, k, squeeze=False)[0]
     for i, ax in enumerate(axes):
         ax.plot(q[:, i], qd[:, i], color="0.8", lw=0.6, zorder=1)
@@ -181,8 +181,8 @@ def phase_portrait(
         )
         ax.plot(q[0, i], qd[0, i], "o", color="crimson", ms=5, zorder=3, label="start")
         unit = unit_list[i]
-        ax.set_xlabel(_with(labels[i], unit))
-        ax.set_ylabel(_with(_rate(labels[i]), unit and f"{unit}/s"))
+        ax.set_xlabel(with_unit(labels[i], unit))
+        ax.set_ylabel(with_unit(_rate(labels[i]), unit and f"{unit}/s"))
         ax.grid(alpha=0.3)
     axes[0].legend(loc="best", framealpha=0.85)
     fig.colorbar(
@@ -217,13 +217,13 @@ def configuration(
     labels = _labels(q.shape[1], coordinates)
     unit_list = _units(q.shape[1], units) or [None] * q.shape[1]
     colour = np.arange(len(q)) if ts is None else np.asarray(ts)
-    fig = _figure(5.6, 5)
+    fig = new_figure(5.6, 5)
     ax = fig.add_subplot()
     ax.plot(q[:, 0], q[:, 1], color="0.8", lw=0.6, zorder=1)
     points = ax.scatter(q[:, 0], q[:, 1], c=colour, s=2, cmap="viridis", zorder=2)
     ax.plot(q[0, 0], q[0, 1], "o", color="crimson", ms=5, zorder=3, label="start")
-    ax.set_xlabel(_with(labels[0], unit_list[0]))
-    ax.set_ylabel(_with(labels[1], unit_list[1]))
+    ax.set_xlabel(with_unit(labels[0], unit_list[0]))
+    ax.set_ylabel(with_unit(labels[1], unit_list[1]))
     ax.grid(alpha=0.3)
     ax.legend(loc="best", framealpha=0.85)
     fig.colorbar(
@@ -253,7 +253,7 @@ def energy(
     **Returns:** a `matplotlib.figure.Figure`.
     """
     ts, energies = np.asarray(ts), np.asarray(energies)
-    fig = _figure(8, 4)
+    fig = new_figure(8, 4)
     ax = fig.add_subplot()
     e0 = energies[0]
     if conserved:
@@ -327,7 +327,7 @@ def sweep_map(
         if finite.size
         else (0.0, 1.0)
     )
-    fig = _figure(6.4, 5.4)
+    fig = new_figure(6.4, 5.4)
     ax = fig.add_subplot()
     x = np.asarray(axes[names[0]])
     if len(names) == 1:
@@ -383,7 +383,7 @@ def fit_comparison(
     ts, q, q_fit = np.asarray(ts), np.asarray(q), np.asarray(q_fit)
     n = min(q.shape[1], _MANY)
     labels = _labels(q.shape[1], coordinates)
-    fig = _figure(8, 1.2 + 3.3 * n)
+    fig = new_figure(8, 1.2 + 3.3 * n)
     grid = fig.add_gridspec(2 * n, 1, height_ratios=[2, 1] * n)
     axes, residual_axes = [], []
     for i in range(n):
@@ -421,7 +421,7 @@ def losses(losses: Any, *, title: str | None = None):
     **Returns:** a `matplotlib.figure.Figure`.
     """
     losses = np.asarray(losses)
-    fig = _figure(7, 4)
+    fig = new_figure(7, 4)
     ax = fig.add_subplot()
     ax.semilogy(np.arange(len(losses)), np.where(losses > 0, losses, np.nan), lw=1.3)
     ax.set_xlabel("optimizer step")

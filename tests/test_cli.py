@@ -165,7 +165,7 @@ def test_atomic_write(tmp_path, monkeypatch):
     path = tmp_path / "summary.json"
     _cli.atomic_write(path, b"old")
     assert path.read_bytes() == b"old"
-    assert oct(path.stat().st_mode & 0o777) == oct(0o666 & ~_cli._umask())
+    assert oct(path.stat().st_mode & 0o777) == oct(0o666 & ~_cli.current_umask())
 
     def interrupted(src, dst):
         raise KeyboardInterrupt

@@ -8,7 +8,7 @@ from helpers import degenerating_lagrangian
 
 import jaxlagrange as jl
 from jaxlagrange import _guard
-from jaxlagrange._simulate import _simulate
+from jaxlagrange._simulate import simulate_checked
 
 
 # M = diag(1, 1 − q₀) turns singular at q₀ = 1, reached at t = 1 from q₀ = 0.
@@ -49,7 +49,7 @@ def test_diagnosis_runs_only_after_a_failure(host_diagnoses):
     assert traj.result == jl.RESULTS.successful
     assert host_diagnoses == []
     # The solve alone gives the provisional code: the failed step was NaN.
-    raw, failure, _ = _simulate(system, q0, qd0, t1=3.0, **_OPTIONS)
+    raw, failure, _ = simulate_checked(system, q0, qd0, t1=3.0, **_OPTIONS)
     assert raw.result == jl.RESULTS.non_finite_state
     assert bool(failure.stop.stopped)
     # `simulate` names the cause, with a second program run on the failed state.
@@ -94,7 +94,7 @@ def test_the_solve_traces_no_probes():
         jax.make_jaxpr(lambda qd: fn(system, qd).q)(qd0)
         return len(traces)
 
-    deferred = count(lambda s, qd: _simulate(s, q0, qd, t1=3.0, **_OPTIONS)[0])
+    deferred = count(lambda s, qd: simulate_checked(s, q0, qd, t1=3.0, **_OPTIONS)[0])
     inline = count(lambda s, qd: jl.simulate(s, q0, qd, t1=3.0, throw=False))
     assert 0 < deferred < inline
 

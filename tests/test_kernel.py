@@ -24,7 +24,7 @@ from jaxlagrange._kernel._lanes import (
     to_lanes,
 )
 from jaxlagrange._options import VectorFieldArgs
-from jaxlagrange._projection import _project_state
+from jaxlagrange._projection import project_state
 from jaxlagrange._segment import _vector_field
 
 
@@ -75,7 +75,7 @@ def _member_functions(system, n):
         return _vector_field(t, y, VectorFieldArgs(with_params(leaves)))
 
     def project(t, y, leaves):
-        return _project_state(with_params(leaves), y, t)
+        return project_state(with_params(leaves), y, t)
 
     return leaves, field, project
 
@@ -465,7 +465,7 @@ def test_sweeps_reach_the_kernel(monkeypatch, tmp_path):
         progress=False,
         **options,
     )
-    swept = _sweep._SweepMember(system, ["g"], dict(options), False)
+    swept = _sweep.SweepMember(system, ["g"], dict(options), False)
     inputs = {"q0": q0, "qd0": np.zeros((3, 2)), "params/g": g["g"]}
     cli_plain = jl.sweep(swept, inputs, tmp_path / "cli_vmap.zarr", progress=False)
     monkeypatch.setattr(_sweep, "choose_kernel", force)

@@ -156,7 +156,7 @@ def test_a_constrained_solve_is_projected_once(monkeypatch, name):
         handed.append(options)
         raise _Handed
 
-    monkeypatch.setattr(_simulate, "_smooth_solve", smooth_solve)
+    monkeypatch.setattr(_simulate, "smooth_solve", smooth_solve)
     system, q0, qd0 = getattr(jl.systems, name)()
     with pytest.raises(_Handed):
         jl.simulate(system, q0, qd0, t1=1.0)

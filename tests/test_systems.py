@@ -23,7 +23,7 @@ _acceleration = jax.jit(jl.accelerations)
 _mass_matrix = jax.jit(jl.mass_matrix)
 
 
-def _simulate(ready, t1, saves=2, tol=1e-11, **kwargs):
+def simulate_checked(ready, t1, saves=2, tol=1e-11, **kwargs):
     system, q0, qd0 = ready
     ts = jnp.linspace(0.0, t1, saves)
     return jl.simulate(system, q0, qd0, t1=t1, saveat=ts, rtol=tol, atol=tol, **kwargs)
@@ -95,7 +95,7 @@ def test_pendulum_exact_period():
     ready = jl.systems.pendulum({"l": 1.3}, q0=[2.5], qd0=[0.0])
     # A large swing (2.5 rad): the period is 4 sqrt(l/g) K(sin²(θ₀/2)), not 2π sqrt(l/g).
     period = 4 * np.sqrt(1.3 / 9.81) * scipy.special.ellipk(np.sin(1.25) ** 2)
-    traj = _simulate(ready, period)
+    traj = simulate_checked(ready, period)
     assert jnp.allclose(traj.q[-1], 2.5, atol=1e-8)
     assert jnp.allclose(traj.qd[-1], 0.0, atol=1e-7)
 
@@ -167,7 +167,7 @@ def test_kepler_period_energy_angular_momentum():
     ready = jl.systems.kepler()
     system, q0, qd0 = ready
     period = 2 * np.pi * 2**1.5
-    traj = _simulate(ready, period, saves=201)
+    traj = simulate_checked(ready, period, saves=201)
     assert jnp.allclose(traj.q[-1], q0, atol=1e-8)
     assert jnp.allclose(traj.qd[-1], qd0, atol=1e-8)
     assert jnp.max(jnp.linalg.norm(traj.q, axis=1)) == pytest.approx(3.0, abs=1e-4)
@@ -225,7 +225,7 @@ def test_spring_chain_stays_in_a_normal_mode():
     mode = jl.systems.spring_chain(
         {"m": m, "k": k}, n=n, q0=0.3 * shape, qd0=np.zeros(n)
     )
-    traj = _simulate(mode, 10.0, saves=41)
+    traj = simulate_checked(mode, 10.0, saves=41)
     omega = _chain_frequencies(n, m, k)[1]
     closed = 0.3 * np.cos(omega * np.asarray(traj.ts))[:, None] * shape
     assert np.allclose(traj.q, closed, atol=1e-8)
@@ -264,7 +264,7 @@ def test_charged_particle_gyration_period():
     fields = {"m": 2.0, "charge": 1.5, "B": [0.0, 0.0, 4.0], "E": [0.2, 0.0, 0.0]}
     ready = jl.systems.charged_particle(fields, qd0=[0.3, -0.7, 0.1])
     period = 2 * np.pi / 3.0
-    traj = _simulate(ready, period, saves=3)
+    traj = simulate_checked(ready, period, saves=3)
     drift = np.array([0.0, -0.05, 0.0])
     shift = traj.q[-1] - traj.q[0]
     assert jnp.allclose(shift, period * (drift + np.array([0.0, 0.0, 0.1])), atol=1e-9)
@@ -282,7 +282,9 @@ def test_kapitza_equation_and_stable_inverted_pendulum():
     expected = -(9.81 - 0.05 * 30.0**2 * np.cos(30.0 * ts))[:, None] * np.sin(qs) / 0.7
     assert np.allclose(qdd, expected, rtol=1e-12)
     # A fast drive (a²ω² / (2gl) ≈ 5) holds it upright; a slow one (≈ 0.05) does not.
-    fast = _simulate(jl.systems.kapitza(), 3.0, saves=301, tol=1e-9)
+    fast = simulate_checked(jl.systems.kapitza(), 3.0, saves=301, tol=1e-9)
     assert jnp.max(jnp.abs(fast.q[:, 0] - jnp.pi)) < 0.35
-    slow = _simulate(jl.systems.kapitza({"omega": 10.0}), 3.0, saves=301, tol=1e-9)
+    slow = simulate_checked(
+        jl.systems.kapitza({"omega": 10.0}), 3.0, saves=301, tol=1e-9
+    )
     assert jnp.max(jnp.abs(slow.q[:, 0] - jnp.pi)) > 1.5

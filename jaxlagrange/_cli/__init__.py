@@ -39,8 +39,8 @@ from . import (
 from ._common import _one_line, compilation_cache
 from ._output import (
     CLIError as CLIError,
-    _umask as _umask,
     atomic_write as atomic_write,
+    current_umask as current_umask,
     json_bytes as json_bytes,
     npz_bytes as npz_bytes,
     output_dir as output_dir,

@@ -11,13 +11,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 
-def _enable_x64() -> None:
+def enable_x64() -> None:
     import jax
 
     jax.config.update("jax_enable_x64", True)
 
 
-def _progress_meter(show: bool):
+def progress_meter_for(show: bool):
     """diffrax's tqdm bar over the solve's time span, or none."""
     import diffrax
 
@@ -170,19 +170,19 @@ def errors_as_values() -> Iterator[None]:
         jax.clear_caches()
 
 
-def _say(args, message: str) -> None:
+def say(args, message: str) -> None:
     if not args.quiet:
         print(message, flush=True)
 
 
-def _result_message(result) -> str:
+def result_line(result) -> str:
     from .._trajectory import result_message
 
     # In NumPy: an eager JAX comparison is one more small program to compile.
     return result_message(result) or "successful"
 
 
-def _stats(stats: Mapping[str, Any]) -> dict[str, int]:
+def stats_line(stats: Mapping[str, Any]) -> dict[str, int]:
     return {k: int(np.asarray(v)) for k, v in stats.items()}
 
 

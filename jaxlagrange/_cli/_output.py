@@ -30,7 +30,7 @@ def atomic_write(path: str | Path, data: bytes) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private (0o600)
+        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes it private (0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -44,7 +44,7 @@ def atomic_write(path: str | Path, data: bytes) -> None:
         raise
 
 
-def _umask() -> int:
+def current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
@@ -274,7 +274,7 @@ def _listed(summary: bytes | None) -> list[str]:
     return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
 
-def _run_id() -> dict[str, Any]:
+def run_id() -> dict[str, Any]:
     """What names this run in its summary: when, and which process."""
     now = time.time()
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))

@@ -14,22 +14,22 @@ import numpy as np
 from .. import _config
 from .._config import ConfigError
 from ._common import (
-    _enable_x64,
     _one_line,
-    _say,
     add_device_argument,
     add_progress_arguments,
     choose_devices,
+    enable_x64,
     errors_as_values,
+    say,
     show_progress,
 )
 from ._output import (
     CLIError,
-    _run_id,
     json_bytes,
     npz_bytes,
     output_dir,
     png_bytes,
+    run_id,
     write_output_set,
 )
 
@@ -179,7 +179,7 @@ def _ready_system(config, paths, sigma):
 
 
 def _fit(args: argparse.Namespace) -> int:
-    _enable_x64()
+    enable_x64()
     import jax
 
     config = _config.load(args.config, _config.FIT_SCHEMA)
@@ -207,7 +207,7 @@ def _fit_on(args: argparse.Namespace, config) -> int:
     out = output_dir(out)
     plots = config["output"]["plots"] and not args.no_plots
 
-    _say(
+    say(
         args,
         f"jaxlagrange fit: {ready.name} to {len(data)} observed trajectory(ies), "
         f"optimizer {config['fit']['optimizer']} (at most {kwargs['steps']} steps)",
@@ -298,14 +298,14 @@ def _fit_on(args: argparse.Namespace, config) -> int:
         "simulate": dict(config["simulate"]),
         "wall_time_s": fit_s,
         "config": config["source"],
-        "run": _run_id(),
+        "run": run_id(),
         "versions": {"jaxlagrange": __version__, "jax": jax.__version__},
         "files": sorted([*files, "summary.json"]),
     }
     files["summary.json"] = json_bytes(summary)
     write_output_set(out, files)
     chi2 = "" if result.chi2_red is None else f", reduced χ² {result.chi2_red:.3g}"
-    _say(
+    say(
         args,
         f"loss {initial_loss:.3e} -> {result.loss:.3e} (RMS residual "
         f"{result.rms:.3g}, data spread {result.data_scale:.3g}{chi2}) in "

@@ -12,26 +12,26 @@ import numpy as np
 from .. import _config
 from ._common import (
     Timing,
-    _enable_x64,
     _one_line,
-    _progress_meter,
-    _result_message,
-    _say,
-    _stats,
     add_device_argument,
     add_progress_arguments,
     cache_hits,
     choose_devices,
+    enable_x64,
     errors_as_values,
+    progress_meter_for,
+    result_line,
+    say,
+    stats_line,
 )
 from ._gif_worker import GifWorker
 from ._output import (
     CLIError,
-    _run_id,
     json_bytes,
     npz_bytes,
     output_dir,
     png_bytes,
+    run_id,
     write_output_set,
 )
 
@@ -102,7 +102,7 @@ def _energy_along(system, ts, q, qd):
     import jax
     import jax.numpy as jnp
 
-    from .._eom import _energy as energy
+    from .._eom import energy_unchecked as energy
 
     def time_derivatives(q, qd, t):
         parts = [jax.grad(system._lagrangian, argnums=2)(q, qd, t)[None]]
@@ -141,8 +141,8 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool = False):
     import jax
     import jax.numpy as jnp
 
-    from .._guard import _diagnosed
-    from .._simulate import _simulate
+    from .._guard import diagnosed
+    from .._simulate import simulate_checked
     from .._trajectory import result_name
 
     if ready.system.has_constraints:
@@ -154,10 +154,10 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool = False):
             check_initial_state(ready.system, ready.q0, ready.qd0, t0)
         except ValueError as e:
             raise CLIError(f"[initial] state of {ready.name!r}: {e}") from None
-    meter = _progress_meter(progress)
+    meter = progress_meter_for(progress)
     # The cause of a failure is named afterwards, by a program compiled only then.
     run = eqx.filter_jit(
-        lambda system, q0, qd0: _simulate(
+        lambda system, q0, qd0: simulate_checked(
             system, q0, qd0, **kwargs, progress_meter=meter, throw=False
         )[:2]
     )
@@ -171,7 +171,7 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool = False):
     traj, failure = jax.block_until_ready(compiled(*ready))
     run_s = time.perf_counter() - compiled_at
     timing = Timing(traced - start, compiled_at - traced, hits[0] > 0, run_s)
-    traj = _diagnosed(traj, failure)
+    traj = diagnosed(traj, failure)
     # Checked in NumPy: an eager JAX comparison is one more small compile.
     name = result_name(traj)
     if name != "successful":
@@ -181,7 +181,7 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool = False):
                 f"max_steps (now {kwargs['max_steps']}) or loosen rtol/atol"
             )
         else:
-            message = _result_message(traj.result).rstrip(".")
+            message = result_line(traj.result).rstrip(".")
         raise CLIError(
             f"simulation of {ready.name!r} failed at t = {float(traj.t_final):.6g} "
             f"(t1 = {float(kwargs['t1']):.6g}): {message}"
@@ -318,7 +318,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.show_config:
         print(_config.DEFAULT_CONFIG, end="")
         return 0
-    _enable_x64()
+    enable_x64()
     import jax
 
     config = _config.load(args.config)
@@ -353,7 +353,7 @@ def _run_solve(args, config, device, ready, kwargs, out, plots, animation) -> in
 
     from .. import __version__
 
-    _say(
+    say(
         args,
         f"jaxlagrange run: {ready.name}, t = {kwargs['t0']} .. {kwargs['t1']} on "
         f"{device.platform}",
@@ -383,7 +383,7 @@ def _run_solve(args, config, device, ready, kwargs, out, plots, animation) -> in
         "options": config["system"]["options"],
         "initial": {"q": ready.q0, "qd": ready.qd0},
         "simulate": dict(config["simulate"]),
-        "result": _result_message(traj.result),
+        "result": result_line(traj.result),
         "t_final": float(traj.t_final),
         "energy": {
             "conserved": conserved,
@@ -392,12 +392,12 @@ def _run_solve(args, config, device, ready, kwargs, out, plots, animation) -> in
             "max_abs_drift": drift,
             "max_rel_drift": relative,
         },
-        "stats": _stats(traj.stats),
+        "stats": stats_line(traj.stats),
         **events,
         "device": device.platform,
         "wall_time_s": timing.summary(),
         "config": config["source"],
-        "run": _run_id(),
+        "run": run_id(),
         "versions": {"jaxlagrange": __version__, "jax": jax.__version__},
     }
     # The result first: the data and the summary as one set, then the line.
@@ -406,7 +406,7 @@ def _run_solve(args, config, device, ready, kwargs, out, plots, animation) -> in
         drift_text = f"relative energy drift {relative:.2e}"
     else:
         drift_text = f"energy change {drift:.2e}"
-    _say(
+    say(
         args,
         f"{summary['stats']['num_steps']} steps in {timing.run:.2f} s "
         f"({timing.line()}), {drift_text}; wrote {out}/",
@@ -417,7 +417,7 @@ def _run_solve(args, config, device, ready, kwargs, out, plots, animation) -> in
         figures = _figures(ready, traj, energies, conserved, animation, _warn)
         summary["wall_time_s"]["figures"] = time.perf_counter() - start
         _write(out, {**files, **figures}, summary)
-        _say(
+        say(
             args,
             f"{len(figures)} figures in {summary['wall_time_s']['figures']:.2f} s",
         )

@@ -11,13 +11,13 @@ import numpy as np
 
 from .. import _config
 from ._common import (
-    _enable_x64,
-    _say,
     add_device_argument,
     add_progress_arguments,
     choose_devices,
     device_name,
+    enable_x64,
     errors_as_values,
+    say,
     show_progress,
 )
 from ._output import CLIError, json_bytes, output_dir, png_bytes, write_output_set
@@ -36,7 +36,7 @@ def _sweep_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    _enable_x64()
+    enable_x64()
     import jax
 
     config = _config.load(args.config, _config.SWEEP_SCHEMA)
@@ -49,7 +49,7 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
     import jax
 
     from .. import __version__, plotting
-    from .._sweep import _SweepMember, sweep
+    from .._sweep import SweepMember, sweep
 
     ready = _config.ready_system(config)
     kwargs = _config.simulate_kwargs(config)
@@ -75,7 +75,7 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
         else:
             swept_params.append(name)
             inputs[f"params/{name}"] = v
-    member = _SweepMember(ready.system, swept_params, kwargs, section["lyapunov"])
+    member = SweepMember(ready.system, swept_params, kwargs, section["lyapunov"])
     attrs = {
         "kind": "jaxlagrange sweep",
         "system": ready.name,
@@ -97,7 +97,7 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
             "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
         }
         _check_system_file(store, attrs["system_file"])
-    _say(
+    say(
         args,
         f"jaxlagrange sweep: {ready.name}, {size} members ({section['sampling']} "
         f"{' x '.join(map(str, grid_shape))}) on {device_name(devices)}, "
@@ -185,7 +185,7 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
         }
     files["summary.json"] = json_bytes(summary)
     write_output_set(out, files)
-    _say(
+    say(
         args,
         f"{size} members in {wall:.1f} s, {int(failed.sum())} failed; wrote {out}/",
     )

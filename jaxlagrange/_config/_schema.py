@@ -29,11 +29,11 @@ class Key:
     check: Callable[[Any], str | None] | None = None
 
 
-def _positive(x):
+def positive_or_reason(x):
     return None if x > 0 else f"must be > 0, got {x!r}"
 
 
-def _at_least(n):
+def at_least(n):
     return lambda x: None if x >= n else f"must be >= {n}, got {x!r}"
 
 
@@ -54,7 +54,7 @@ def _all_finite(x):
     return math.isfinite(x)
 
 
-def _type_error(kind, value) -> str | None:
+def type_error(kind, value) -> str | None:
     if kind is float:
         ok = _is_number(value) and math.isfinite(value)
         expected = "a finite number"
@@ -77,11 +77,11 @@ def _type_error(kind, value) -> str | None:
         expected = "a table"
     elif kind == "numbers":
         if not isinstance(value, dict):
-            return f"must be a table, got {_toml_type(value)}"
+            return f"must be a table, got {toml_type(value)}"
         for k, v in value.items():
             if not _is_numbers(v):
                 return (
-                    f"{k!r} must be a number or a list of numbers, got {_toml_type(v)}"
+                    f"{k!r} must be a number or a list of numbers, got {toml_type(v)}"
                 )
             if not _all_finite(v):  # TOML has nan and inf
                 return f"{k!r} must be a finite number (or a list of them), got {v!r}"
@@ -90,10 +90,10 @@ def _type_error(kind, value) -> str | None:
         return None
     else:
         raise AssertionError(kind)
-    return None if ok else f"must be {expected}, got {_toml_type(value)} {value!r}"
+    return None if ok else f"must be {expected}, got {toml_type(value)} {value!r}"
 
 
-def _toml_type(value) -> str:
+def toml_type(value) -> str:
     for kind, name in (
         (bool, "a boolean"),
         (int, "an integer"),
@@ -107,7 +107,7 @@ def _toml_type(value) -> str:
     return type(value).__name__
 
 
-def _valid(names) -> str:
+def valid_names(names) -> str:
     return ", ".join(sorted(names))
 
 
@@ -126,7 +126,7 @@ def check(
         if section not in schema:
             raise ConfigError(
                 f"{source}: unknown section [{section}]; valid sections: "
-                f"{_valid(f'[{s}]' for s in schema)}"
+                f"{valid_names(f'[{s}]' for s in schema)}"
             )
     for section, keys in schema.items():
         given = document.get(section, {})
@@ -136,7 +136,7 @@ def check(
             if key not in keys:
                 raise ConfigError(
                     f"{source}: unknown key {key!r} in [{section}]; valid keys: "
-                    f"{_valid(keys)}"
+                    f"{valid_names(keys)}"
                 )
         values = {}
         for key, spec in keys.items():
@@ -147,7 +147,7 @@ def check(
                 values[key] = spec.default
                 continue
             value = given[key]
-            problem = _type_error(spec.kind, value)
+            problem = type_error(spec.kind, value)
             if problem is None and spec.check is not None:
                 problem = spec.check(value)
             if problem is not None:

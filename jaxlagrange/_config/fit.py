@@ -8,7 +8,14 @@ from typing import Any
 
 import diffrax
 
-from ._schema import ConfigError, Key, _at_least, _positive, _toml_type, _valid
+from ._schema import (
+    ConfigError,
+    Key,
+    at_least,
+    positive_or_reason,
+    toml_type,
+    valid_names,
+)
 from .run import RUN_SCHEMA, solver
 
 
@@ -29,7 +36,7 @@ def _one_of(options):
 def _names(x):
     if isinstance(x, list) and all(isinstance(s, str) for s in x):
         return None
-    return f"must be a list of param names, got {_toml_type(x)} {x!r}"
+    return f"must be a list of param names, got {toml_type(x)} {x!r}"
 
 
 def _paths(x):
@@ -37,7 +44,7 @@ def _paths(x):
         isinstance(x, list) and x and all(isinstance(s, str) for s in x)
     ):
         return None
-    return f"must be a path or a list of paths, got {_toml_type(x)} {x!r}"
+    return f"must be a path or a list of paths, got {toml_type(x)} {x!r}"
 
 
 FIT_SCHEMA: dict[str, dict[str, Key]] = {
@@ -49,16 +56,16 @@ FIT_SCHEMA: dict[str, dict[str, Key]] = {
     },
     "fit": {
         "data": Key("any", check=_paths),
-        "steps": Key(int, 500, _at_least(1)),
+        "steps": Key(int, 500, at_least(1)),
         "optimizer": Key(str, "lm", _one_of(FIT_OPTIMIZERS)),
         "jacobian": Key(str, "auto", _one_of(FIT_JACOBIANS)),
-        "learning_rate": Key(float, None, _positive),
+        "learning_rate": Key(float, None, positive_or_reason),
         "trainable": Key("any", None, _names),
         "positive": Key("any", [], _names),
         "fit_initial_state": Key(bool, False),
-        "segments": Key(int, 1, _at_least(1)),
-        "continuity_weight": Key(float, 1.0, _positive),
-        "sigma": Key(float, None, _positive),
+        "segments": Key(int, 1, at_least(1)),
+        "continuity_weight": Key(float, 1.0, positive_or_reason),
+        "sigma": Key(float, None, positive_or_reason),
         "starts": Key("numbers", {}),
         "adjoint": Key(str, "recursive_checkpoint", _one_of(FIT_ADJOINTS)),
         "device": RUN_SCHEMA["run"]["device"],
@@ -128,7 +135,7 @@ def fit_kwargs(config: Mapping[str, Any], ready) -> dict[str, Any]:
         if unknown:
             raise ConfigError(
                 f"{source}: [fit] {key}: unknown param {unknown[0]!r} for system "
-                f"{ready.name!r}; valid params: {_valid(params)}"
+                f"{ready.name!r}; valid params: {valid_names(params)}"
             )
     rate = section["learning_rate"]
     if section["optimizer"] != "adam" and rate is not None:
@@ -149,7 +156,7 @@ def fit_kwargs(config: Mapping[str, Any], ready) -> dict[str, Any]:
         if name not in params:
             raise ConfigError(
                 f"{source}: [fit] starts: unknown param {name!r} for system "
-                f"{ready.name!r}; valid params: {_valid(params)}"
+                f"{ready.name!r}; valid params: {valid_names(params)}"
             )
         if not (isinstance(values, list) and values) or any(
             isinstance(v, list) for v in values

@@ -14,11 +14,11 @@ from .._validate import check_output_size
 from ._schema import (
     ConfigError,
     Key,
-    _at_least,
-    _positive,
-    _type_error,
-    _valid,
+    at_least,
     check,
+    positive_or_reason,
+    type_error,
+    valid_names,
 )
 from .user import user_system
 
@@ -72,11 +72,11 @@ RUN_SCHEMA: dict[str, dict[str, Key]] = {
     "simulate": {
         "t0": Key(float, 0.0),
         "t1": Key(float, 10.0),
-        "saves": Key(int, 1001, _at_least(2)),
+        "saves": Key(int, 1001, at_least(2)),
         "solver": Key(str, "Tsit5", _known_solver),
-        "rtol": Key(float, 1e-8, _positive),
-        "atol": Key(float, 1e-8, _positive),
-        "max_steps": Key(int, 100_000, _at_least(1)),
+        "rtol": Key(float, 1e-8, positive_or_reason),
+        "atol": Key(float, 1e-8, positive_or_reason),
+        "max_steps": Key(int, 100_000, at_least(1)),
     },
     "output": {
         "dir": Key(str, None),
@@ -153,14 +153,14 @@ def _options(config, factory) -> dict[str, Any]:
     options = config["system"]["options"]
     for key, value in options.items():
         if key not in valid:
-            listing = _valid(valid) if valid else "none"
+            listing = valid_names(valid) if valid else "none"
             raise ConfigError(
                 f"{source}: [system] options: unknown option {key!r} for system "
                 f"{name!r}; valid options: {listing}"
             )
         default = valid[key]
         if default is not None and default is not inspect.Parameter.empty:
-            problem = _type_error(type(default), value)
+            problem = type_error(type(default), value)
             if problem is not None:
                 raise ConfigError(f"{source}: [system] options: {key}: {problem}")
     return dict(options)

@@ -5,7 +5,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from ._schema import ConfigError, Key, _at_least, _type_error
+from ._schema import ConfigError, Key, at_least, type_error
 from .run import RUN_SCHEMA
 
 
@@ -16,7 +16,7 @@ SWEEP_SAMPLINGS = ("grid", "random")
 SWEEP_SCHEMA: dict[str, dict[str, Key]] = {
     **{k: v for k, v in RUN_SCHEMA.items() if k != "run"},
     # A sweep keeps few saves per member by default: t0 and t1.
-    "simulate": {**RUN_SCHEMA["simulate"], "saves": Key(int, 2, _at_least(2))},
+    "simulate": {**RUN_SCHEMA["simulate"], "saves": Key(int, 2, at_least(2))},
     "sweep": {
         "sampling": Key(
             str,
@@ -28,8 +28,8 @@ SWEEP_SCHEMA: dict[str, dict[str, Key]] = {
             ),
         ),
         "axes": Key("table"),
-        "size": Key(int, None, _at_least(1)),
-        "chunk_size": Key(int, 4096, _at_least(1)),
+        "size": Key(int, None, at_least(1)),
+        "chunk_size": Key(int, 4096, at_least(1)),
         "seed": Key(int, 0),
         "lyapunov": Key(bool, False),
         "device": RUN_SCHEMA["run"]["device"],
@@ -64,13 +64,13 @@ def _axis_targets(ready) -> list[str]:
 def _check_domain(config, ready, name: str, axis, where: str) -> None:
     """The checks `run` applies to a ready system's param, at both ends of an
     axis (the valid values of every param are an interval)."""
-    from ..systems._registry import _check_physical
+    from ..systems._registry import check_physical
 
     if config["system"]["name"] is None:
         return  # a user's system: its params' valid values are its own affair
     for end in ("min", "max"):
         try:
-            _check_physical(ready.name, name, jnp.asarray(float(axis[end])))
+            check_physical(ready.name, name, jnp.asarray(float(axis[end])))
         except ValueError as e:
             raise ConfigError(
                 f"{where}: {end} = {float(axis[end])!r} is outside the valid values: "
@@ -120,9 +120,9 @@ def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]
             if key not in axis:
                 raise ConfigError(f"{where} {name}: {key} is required")
             kind = int if key == "num" else float
-            problem = _type_error(kind, axis[key])
+            problem = type_error(kind, axis[key])
             if problem is None and key == "num":
-                problem = _at_least(1)(axis[key])
+                problem = at_least(1)(axis[key])
             if problem is not None:
                 raise ConfigError(f"{where} {name}: {key} {problem}")
         if not axis["max"] >= axis["min"]:

@@ -16,14 +16,14 @@ import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 
-from .._constraints import _dynamics
+from .._constraints import dynamics
 from .._projection import (
-    _project_state,
     check_initial_state,
     has_equality_constraints,
+    project_state,
 )
 from .._results import item_of
-from .._simulate import _check_times, _check_tolerance
+from .._simulate import check_times, check_tolerance
 from .._system import LagrangianSystem
 from .._trajectory import Trajectory, without_events
 from .._validate import check_precision, default_tolerance
@@ -120,7 +120,7 @@ def _problem(system, n, leaves, tree, dtype, num_saves, controller, options, blo
         return f
 
     def rhs(sys, t, y, gains):
-        dyn = _dynamics(sys, y[:n], y[n:], t, baumgarte=gains)
+        dyn = dynamics(sys, y[:n], y[n:], t, baumgarte=gains)
         qdd = jnp.where(
             dyn.singular_mass | dyn.singular_constraints, jnp.nan, dyn.accelerations
         )
@@ -149,7 +149,7 @@ def _problem(system, n, leaves, tree, dtype, num_saves, controller, options, blo
     project_fn = None
     if projected:
         project_fn = LaneFunction(
-            member(lambda sys, t, y, gains: _project_state(sys, y, t)), *example
+            member(lambda sys, t, y, gains: project_state(sys, y, t)), *example
         )
     return KernelProblem(
         rhs=rhs_fn,
@@ -191,15 +191,15 @@ def simulate_kernel(
     size, n = q0.shape
     dtype = jnp.result_type(q0.dtype, qd0.dtype, float)
     q0, qd0 = q0.astype(dtype), qd0.astype(dtype)
-    t0, t1, ts = _check_times(
+    t0, t1, ts = check_times(
         options.get("t0", 0.0), options["t1"], options.get("saveat"), dtype
     )
     # None (the default): the tolerance follows the dtype, as in `simulate`.
     tolerance = default_tolerance(dtype)
     rtol = options.get("rtol")
     atol = options.get("atol")
-    rtol = _check_tolerance("rtol", tolerance if rtol is None else rtol)
-    atol = _check_tolerance("atol", tolerance if atol is None else atol)
+    rtol = check_tolerance("rtol", tolerance if rtol is None else rtol)
+    atol = check_tolerance("atol", tolerance if atol is None else atol)
     if options.get("stepsize_controller") is not None and controller.adaptive:
         rtol = jnp.asarray(options["stepsize_controller"].rtol)
         atol = jnp.asarray(options["stepsize_controller"].atol)
@@ -258,7 +258,7 @@ def _trajectory(system, tree, params, ys, t_final, codes, ts, t0, options):
 
         def multipliers(q, qd, t, leaves):
             sys = _with_params(system, tree, leaves)
-            return _dynamics(sys, q, qd, t, baumgarte=baumgarte).multipliers
+            return dynamics(sys, q, qd, t, baumgarte=baumgarte).multipliers
 
         leaves = [] if tree is None else jax.tree.leaves(params)
         lam = jax.vmap(

@@ -13,11 +13,11 @@ import jax.numpy as jnp
 import numpy as np
 
 
-def _is_const(x) -> bool:
+def is_const(x) -> bool:
     return isinstance(x, (np.generic, np.ndarray))
 
 
-def _const_array(value, dtype=None) -> np.ndarray:
+def const_array(value, dtype=None) -> np.ndarray:
     """A value known at trace time as an object array of NumPy scalars."""
     value = np.asarray(value, dtype=dtype)
     out = np.empty(value.shape, dtype=object)
@@ -26,7 +26,7 @@ def _const_array(value, dtype=None) -> np.ndarray:
     return out
 
 
-def _eager(prim, args, params):
+def eager(prim, args, params):
     with jax.ensure_compile_time_eval():
         out = prim.bind(*[jnp.asarray(a) for a in args], **params)
     if prim.multiple_results:
@@ -34,7 +34,7 @@ def _eager(prim, args, params):
     return np.asarray(out)
 
 
-def _numpy_movement(name, operands, params) -> list[np.ndarray] | None:
+def numpy_movement(name, operands, params) -> list[np.ndarray] | None:
     """The common data-movement primitives on object arrays, or None."""
     x = operands[0]
     if name == "broadcast_in_dim":
@@ -122,7 +122,7 @@ _NUMPY = {
 }
 
 
-def _numpy_elementwise(name, values, params, dtype):
+def numpy_elementwise(name, values, params, dtype):
     """A known elementwise result by NumPy (no XLA compilation), or None."""
     if name in _NUMPY and not (name in ("and", "or", "not") and dtype != np.bool_):
         with np.errstate(all="ignore"):
@@ -147,17 +147,17 @@ def _numpy_elementwise(name, values, params, dtype):
     return None
 
 
-def _dtype_of(element, default):
+def dtype_of(element, default):
     if element is None:
         return np.dtype(default)
-    return np.asarray(element).dtype if _is_const(element) else np.dtype(element.dtype)
+    return np.asarray(element).dtype if is_const(element) else np.dtype(element.dtype)
 
 
-def _fold(name: str, elements) -> Any:
+def fold(name: str, elements) -> Any:
     """x·1, x + 0, x − 0, x·0 and a select with a known predicate, or None."""
     if name in ("mul", "add", "add_any", "sub", "div") and len(elements) == 2:
         a, b = elements
-        ka, kb = _is_const(a), _is_const(b)
+        ka, kb = is_const(a), is_const(b)
         lane = b if ka else a
         const = a if ka else b
         if ka == kb:
@@ -172,6 +172,6 @@ def _fold(name: str, elements) -> Any:
             return lane
         if name in ("sub", "div") and kb and const == (0 if name == "sub" else 1):
             return lane
-    if name == "select_n" and _is_const(elements[0]):
+    if name == "select_n" and is_const(elements[0]):
         return elements[1 + int(elements[0])]
     return None

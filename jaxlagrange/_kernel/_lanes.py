@@ -25,13 +25,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._known import (
-    _const_array,
-    _dtype_of,
-    _eager,
-    _fold,
-    _is_const,
-    _numpy_elementwise,
-    _numpy_movement,
+    const_array,
+    dtype_of,
+    eager,
+    fold,
+    is_const,
+    numpy_elementwise,
+    numpy_movement,
 )
 
 
@@ -99,7 +99,7 @@ class _Evaluator:
 
     # One element: a NumPy scalar (known) or a lane array.
     def lane(self, x, dtype):
-        if _is_const(x):
+        if is_const(x):
             key = ("full", np.dtype(dtype).str, np.asarray(x).item())
             if key not in self.memo:
                 self.memo[key] = jnp.full(self.lane_shape, x, dtype)
@@ -108,7 +108,7 @@ class _Evaluator:
 
     def _key(self, prim, elements, params):
         def element(e):
-            if _is_const(e):
+            if is_const(e):
                 return ("c", np.asarray(e).dtype.str, np.asarray(e).item())
             return ("l", id(e))
 
@@ -120,23 +120,23 @@ class _Evaluator:
         return key
 
     def apply(self, prim, elements: Sequence[Any], params) -> Any:
-        if all(_is_const(e) for e in elements):
+        if all(is_const(e) for e in elements):
             dtype = np.result_type(*[np.asarray(e).dtype for e in elements[-1:]])
             if prim.name == "select_n":
                 return elements[1 + int(elements[0])]
             if prim.name in ("eq", "ne", "lt", "le", "gt", "ge", "is_finite"):
                 dtype = np.bool_
-            out = _numpy_elementwise(prim.name, elements, params, dtype)
+            out = numpy_elementwise(prim.name, elements, params, dtype)
             if out is not None:
                 return out[()]
-            return _eager(prim, elements, params)[()]
-        folded = _fold(prim.name, elements)
+            return eager(prim, elements, params)[()]
+        folded = fold(prim.name, elements)
         if folded is not None:
             return folded
         key = self._key(prim, elements, params)
         if key is not None and key in self.memo:
             return self.memo[key]
-        dtypes = [np.asarray(e).dtype if _is_const(e) else e.dtype for e in elements]
+        dtypes = [np.asarray(e).dtype if is_const(e) else e.dtype for e in elements]
         out = prim.bind(
             *[self.lane(e, d) for e, d in zip(elements, dtypes, strict=True)], **params
         )
@@ -161,14 +161,14 @@ class _Evaluator:
 
         def read(v):
             if isinstance(v, jcore.Literal):
-                return _const_array(v.val, v.aval.dtype)
+                return const_array(v.val, v.aval.dtype)
             return env[v]
 
         for v, c in zip(jaxpr.constvars, consts, strict=True):
             env[v] = (
                 c
                 if isinstance(c, np.ndarray) and c.dtype == object
-                else (_const_array(c))
+                else (const_array(c))
             )
         for v, a in zip(jaxpr.invars, args, strict=True):
             env[v] = a
@@ -184,7 +184,7 @@ class _Evaluator:
         prim, params = eqn.primitive, eqn.params
         name = prim.name
         known = all(
-            all(_is_const(e) for e in o.flat) for o in operands
+            all(is_const(e) for e in o.flat) for o in operands
         ) and name not in ("platform_index",)
         if known and not any(k in params for k in _CALLS + ("branches",)):
             vals = [
@@ -195,15 +195,15 @@ class _Evaluator:
             ]
             out = None
             if len(eqn.outvars) == 1:
-                out = _numpy_elementwise(name, vals, params, eqn.outvars[0].aval.dtype)
+                out = numpy_elementwise(name, vals, params, eqn.outvars[0].aval.dtype)
             if out is None and name in _MOVEMENT:
-                moved = _numpy_movement(name, operands, params)
+                moved = numpy_movement(name, operands, params)
                 if moved is not None:
                     return moved
             if out is None:
-                out = _eager(prim, vals, params)
+                out = eager(prim, vals, params)
             outs = out if prim.multiple_results else [out]
-            return [_const_array(o) for o in outs]
+            return [const_array(o) for o in outs]
         if name in _ELEMENTWISE:
             return [self.elementwise(prim, operands, params)]
         if name in _MOVEMENT:
@@ -224,7 +224,7 @@ class _Evaluator:
             if key in params:
                 inner = params[key]
                 if isinstance(inner, jcore.ClosedJaxpr):
-                    consts = [_const_array(c) for c in inner.consts]
+                    consts = [const_array(c) for c in inner.consts]
                     inner = inner.jaxpr
                 else:
                     consts = []
@@ -238,7 +238,7 @@ class _Evaluator:
         )
 
     def movement(self, prim, operands, params, data):
-        moved = _numpy_movement(prim.name, operands, params)
+        moved = numpy_movement(prim.name, operands, params)
         if moved is not None:
             return moved
         pool: list[Any] = []
@@ -249,7 +249,7 @@ class _Evaluator:
                 pool.extend(o.flat)
                 id_args.append(ids.reshape(o.shape))
             else:
-                if not all(_is_const(e) for e in o.flat):
+                if not all(is_const(e) for e in o.flat):
                     raise UnsupportedPrimitiveError(
                         f"The fused ensemble kernel needs the indices of {prim.name!r} "
                         "at trace time; here they depend on the state or params."
@@ -264,7 +264,7 @@ class _Evaluator:
         params = dict(params)
         if prim.name == "gather" and "fill_value" in params:
             params["fill_value"] = None
-        out = _eager(prim, id_args, params)
+        out = eager(prim, id_args, params)
         outs = out if prim.multiple_results else [out]
         results = []
         for ids in outs:
@@ -319,7 +319,7 @@ class _Evaluator:
                     acc = None
                     for k in range(nk):
                         term = self.binary(jax.lax.mul_p, a[bi, i, k], b[bi, k, j])
-                        if _is_const(term) and term == 0:
+                        if is_const(term) and term == 0:
                             continue
                         acc = (
                             term
@@ -328,7 +328,7 @@ class _Evaluator:
                         )
                     if acc is None:
                         acc = np.zeros(
-                            (), _dtype_of(a[bi, i, 0] if nk else None, dtype)
+                            (), dtype_of(a[bi, i, 0] if nk else None, dtype)
                         )[()]
                     out[bi, i, j] = acc
         shape = (
@@ -344,7 +344,7 @@ class _Evaluator:
                     [out],
                     {"new_dtype": dtype, "weak_type": False, "sharding": None},
                 )
-                if any(_dtype_of(e, None) != np.dtype(dtype) for e in out.flat)
+                if any(dtype_of(e, None) != np.dtype(dtype) for e in out.flat)
                 else out
             )
         return out
@@ -353,13 +353,13 @@ class _Evaluator:
         index, *args = operands
         branches = params["branches"]
         (idx,) = index.flat
-        if _is_const(idx):
+        if is_const(idx):
             branch = branches[int(idx)]
             return self.eval_jaxpr(
-                branch.jaxpr, [_const_array(c) for c in branch.consts], args
+                branch.jaxpr, [const_array(c) for c in branch.consts], args
             )
         results = [
-            self.eval_jaxpr(b.jaxpr, [_const_array(c) for c in b.consts], args)
+            self.eval_jaxpr(b.jaxpr, [const_array(c) for c in b.consts], args)
             for b in branches
         ]
         outs = []
@@ -385,10 +385,10 @@ class _Evaluator:
         cj, bj = params["cond_jaxpr"], params["body_jaxpr"]
         for _ in range(100_000):
             (pred,) = self.eval_jaxpr(
-                cj.jaxpr, [_const_array(c) for c in cj.consts], [*cconsts, *carry]
+                cj.jaxpr, [const_array(c) for c in cj.consts], [*cconsts, *carry]
             )
             (p,) = pred.flat
-            if not _is_const(p):
+            if not is_const(p):
                 raise UnsupportedPrimitiveError(
                     "The fused ensemble kernel cannot evaluate a 'while' loop whose "
                     "stopping test depends on the state or params (e.g. an iterative "
@@ -397,7 +397,7 @@ class _Evaluator:
             if not bool(p):
                 return carry
             carry = self.eval_jaxpr(
-                bj.jaxpr, [_const_array(c) for c in bj.consts], [*bconsts, *carry]
+                bj.jaxpr, [const_array(c) for c in bj.consts], [*bconsts, *carry]
             )
         raise UnsupportedPrimitiveError("A 'while' loop ran over 100 000 iterations.")
 
@@ -415,7 +415,7 @@ class _Evaluator:
         for i in steps:
             out = self.eval_jaxpr(
                 body.jaxpr,
-                [_const_array(c) for c in body.consts],
+                [const_array(c) for c in body.consts],
                 [*consts, *carry, *[x[i, ...] for x in xs]],
             )
             carry, ys_steps[i] = out[:ncarry], out[ncarry:]
@@ -451,10 +451,10 @@ class LaneFunction:
 
     def __call__(self, *lane_args):
         leaves = self.in_tree.flatten_up_to(lane_args)
-        (first,) = [e for leaf in leaves for e in leaf.flat if not _is_const(e)][:1]
+        (first,) = [e for leaf in leaves for e in leaf.flat if not is_const(e)][:1]
         evaluator = _Evaluator(first.shape)
         outs = evaluator.eval_jaxpr(
-            self.jaxpr, [_const_array(c) for c in self.consts], leaves
+            self.jaxpr, [const_array(c) for c in self.consts], leaves
         )
         return jax.tree.unflatten(self.out_tree, outs)
 
@@ -471,7 +471,7 @@ def to_lanes(x: jax.Array) -> np.ndarray:
 def from_lanes(lanes: np.ndarray, block: int, dtype) -> jax.Array:
     """The inverse of `to_lanes` (known elements are broadcast)."""
     flat = [
-        jnp.full((block,), e, dtype) if _is_const(e) else e.astype(dtype)
+        jnp.full((block,), e, dtype) if is_const(e) else e.astype(dtype)
         for e in lanes.flat
     ]
     if not flat:

@@ -2,7 +2,7 @@
 
 One program integrates a block of members, one lane each, with the state and the
 stages held as (block,) vectors: the right-hand side is the member's vector
-field (`_dynamics`: constraint forces, forces, dissipation, time dependence and
+field (`dynamics`: constraint forces, forces, dissipation, time dependence and
 params included) traced once and evaluated lane by lane (`_lanes`). Each lane
 has its own step size, its own error control and its own stopping; a program
 runs while any of its lanes is still going.
@@ -38,7 +38,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pl_triton
 
 from .._results import RESULTS, code_of
-from ._known import _is_const
+from ._known import is_const
 
 
 _TABLEAU = diffrax.Tsit5.tableau
@@ -140,8 +140,7 @@ def _all_finite(values):
 
 def _lanes_of(values, block, dtype):
     return [
-        jnp.full((block,), v, dtype) if _is_const(v) else v.astype(dtype)
-        for v in values
+        jnp.full((block,), v, dtype) if is_const(v) else v.astype(dtype) for v in values
     ]
 
 
@@ -187,7 +186,7 @@ def _kernel_body(problem: KernelProblem, dtype, bp: int):
                 args = (*args, as_obj(gains, (p.num_gains,)))
             ydot, sing_mass, sing_con = p.rhs(*args)
             flag = lambda v: (  # noqa: E731
-                jnp.full((block,), bool(v)) if _is_const(v) else v
+                jnp.full((block,), bool(v)) if is_const(v) else v
             )
             return (
                 _lanes_of(list(ydot.flat), block, dtype),

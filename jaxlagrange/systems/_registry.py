@@ -167,7 +167,7 @@ _POSITIVE = frozenset(
 _UNIT_INTERVAL = frozenset({"e"})
 
 
-def _check_physical(name: str, key: str, value: Array) -> None:
+def check_physical(name: str, key: str, value: Array) -> None:
     if isinstance(value, jax.core.Tracer):
         return  # traced (e.g. a batch of params): checked where it is concrete
     values = np.asarray(value)
@@ -201,7 +201,7 @@ def merge_params(
                 f"Parameter {key!r} of system {name!r} must have shape {expected}, "
                 f"got {value.shape}."
             )
-        _check_physical(name, key, value)
+        check_physical(name, key, value)
         merged[key] = value
     return merged
 

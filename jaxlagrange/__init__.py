@@ -13,9 +13,10 @@ from ._eom import (
     momenta as momenta,
 )
 from ._equilibrium import equilibrium as equilibrium
-from ._fit import FitResult as FitResult, fit as fit
-from ._fit_loss import Observations as Observations, fit_loss as fit_loss
+from ._fit._loss import Observations as Observations, fit_loss as fit_loss
+from ._fit._main import FitResult as FitResult, fit as fit
 from ._impulse import apply_impulse as apply_impulse
+from ._initial_state import project_initial_state as project_initial_state
 from ._linearize import (
     Linearization as Linearization,
     linearize as linearize,
@@ -23,7 +24,6 @@ from ._linearize import (
 )
 from ._lyapunov import finite_time_lyapunov as finite_time_lyapunov
 from ._neural import neural_lagrangian as neural_lagrangian
-from ._projection import project_initial_state as project_initial_state
 from ._simulate import simulate as simulate
 from ._store import open_store as open_store
 from ._sweep import simulate_sweep as simulate_sweep, sweep as sweep

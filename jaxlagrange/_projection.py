@@ -1,4 +1,5 @@
-"""Projection onto the constraint manifold: initial states, and drift control.
+"""Projection onto the constraint manifold (drift control, and the initial state
+of `_initial_state.py`).
 
 The holonomic constraints g(q, t) = 0 and the velocity constraints
 
@@ -33,21 +34,19 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from ._constraints import velocity_rates, velocity_rows
-from ._custom_types import Array, ArrayLike, BoolScalar, ScalarLike, Vector, VectorLike
-from ._errors import first_error
+from ._custom_types import Array, BoolScalar, ScalarLike
 from ._mass import Rows
 from ._options import VectorFieldArgs
-from ._system import LagrangianSystem, as_state
+from ._system import LagrangianSystem
 
 
 def has_equality_constraints(system: LagrangianSystem) -> bool:
     return system.holonomic is not None or system.nonholonomic is not None
 
 
-class _Metric:
+class Metric:
     """M at one state, the metric of both projections (the system's mass factor).
 
     A correction of least M-norm onto C Δ = −r is the KKT system of the
@@ -81,7 +80,7 @@ class _Metric:
         return self._correction(rows, residual)
 
 
-def _project(
+def project(
     system: LagrangianSystem, q: Array, qd: Array, t: Array, iterations: int
 ) -> tuple[Array, Array, BoolScalar]:
     """(q, q̇) projected onto the manifold, and whether a projection was singular.
@@ -92,7 +91,7 @@ def _project(
     complement is singular the state is returned unchanged (the equations of
     motion report that failure by name).
     """
-    metric = _Metric(system, q, qd, t)
+    metric = Metric(system, q, qd, t)
     singular = metric.singular
     if system.holonomic is not None:
 
@@ -135,7 +134,7 @@ def project_state(system: LagrangianSystem, y, t):
     # y = [q; q̇], the flat state of `simulate`.
     n = y.shape[0] // 2
     q, qd = y[:n], y[n:]
-    q, qd, _ = _project(system, q, qd, jnp.asarray(t, q.dtype), _STEP_ITERATIONS)
+    q, qd, _ = project(system, q, qd, jnp.asarray(t, q.dtype), _STEP_ITERATIONS)
     return jnp.concatenate([q, qd])
 
 
@@ -217,220 +216,3 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
 
     def func(self, terms, t0, y0, args):
         return self.solver.func(terms, t0, y0, args)
-
-
-# The initial state: projection, and the consistency check of `simulate`.
-
-_INITIAL_ITERATIONS = 20
-
-
-class _Residuals(eqx.Module):
-    """How far an initial state is off its manifold, scaled to tolerance units."""
-
-    position: Array  # max |Δq| of one Gauss–Newton step / (1 + max |q|)
-    velocity: Array  # max |Δq̇| of the velocity projection / (1 + max |q̇|)
-    penetration: Array  # deepest h < 0, as a distance in q, / (1 + max |q|)
-    holonomic: Array  # max |g|, for the message
-    holonomic_rate: Array  # max |ġ|
-    nonholonomic: Array  # max |a|
-    singular_mass: BoolScalar
-    redundant: BoolScalar
-
-
-def _max_abs(x: Array | None, dtype) -> Array:
-    if x is None or x.size == 0:
-        return jnp.zeros((), dtype)
-    return jnp.max(jnp.abs(x))
-
-
-def _residuals(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> _Residuals:
-    dtype = q.dtype
-    zero = jnp.zeros((), dtype)
-    metric = _Metric(system, q, qd, t)
-    singular_mass = metric.singular
-    redundant = jnp.array(False)
-    position = velocity = penetration = zero
-    g = gd = a = None
-    q_scale = 1 + _max_abs(q, dtype)
-    qd_scale = 1 + _max_abs(qd, dtype)
-    if system.holonomic is not None:
-        g = system._holonomic(q, t)
-        one = jnp.ones((), dtype)
-        _, gd = jax.jvp(system._holonomic, (q, t), (qd, one))
-        dq, bad_mass, bad = metric.position_correction(system, q, t)
-        position = _max_abs(dq, dtype) / q_scale
-        singular_mass = singular_mass | bad_mass
-        redundant = redundant | bad
-    if system.nonholonomic is not None:
-        a = system._nonholonomic(q, qd, t)
-    if has_equality_constraints(system):
-        dqd, bad_mass, bad = metric.velocity_correction(system, q, qd, t)
-        velocity = _max_abs(dqd, dtype) / qd_scale
-        singular_mass = singular_mass | bad_mass
-        redundant = redundant | bad
-    if system.unilateral is not None:
-        h = system._unilateral(q, t)
-        if h.size:
-            jac = jax.jacfwd(system._unilateral)(q, t)
-            # −h/|∇h| is the depth below h = 0 to first order, in units of q.
-            gradient = jnp.sqrt(jnp.sum(jac**2, axis=1))
-            depth = jnp.where(h < 0, -h / jnp.where(gradient > 0, gradient, 1.0), 0.0)
-            penetration = jnp.max(depth) / q_scale
-    return _Residuals(
-        position,
-        velocity,
-        penetration,
-        _max_abs(g, dtype),
-        _max_abs(gd, dtype),
-        _max_abs(a, dtype),
-        singular_mass,
-        redundant,
-    )
-
-
-def _tolerance(dtype) -> float:
-    return float(np.sqrt(np.finfo(dtype).eps))
-
-
-_HINT = (
-    "Project it first with `q0, qd0 = jl.project_initial_state(system, q0, qd0, t0)`."
-)
-_OFF_POSITION = (
-    "The initial state is off the constraint manifold: the holonomic constraints "
-    "g(q0, t0) = 0 are violated (max |g| = {g}). " + _HINT
-)
-_OFF_VELOCITY = (
-    "The initial velocities violate the velocity constraints (max |dg/dt| = {gd}, "
-    "max |a| = {a} for G qd + ∂g/∂t = 0 and a(q0, qd0, t0) = 0). " + _HINT
-)
-_PENETRATING = (
-    "The initial state violates a unilateral constraint: h(q0, t0) < 0 (it must be "
-    "h >= 0). Start on or above the constraint surface."
-)
-_REDUNDANT_AT_T0 = (
-    "The constraints are redundant or degenerate at the initial state: the "
-    "constraint Jacobian C = [∂g/∂q; ∂a/∂qd] is rank-deficient at t0 "
-    "(RESULTS.redundant_constraints). Remove the redundant constraints."
-)
-_SINGULAR_MASS_AT_T0 = (
-    "The mass matrix ∂²L/∂qd² is singular or not positive definite at the initial "
-    "state (RESULTS.singular_mass_matrix)."
-)
-
-
-def _initial_checks(
-    r: _Residuals, tol: float, known: bool
-) -> list[tuple[ArrayLike, str]]:
-    """The failures of an initial state, each with its message, first first.
-
-    `known`: whether the residuals' values are known when the message is made
-    (not under jit)."""
-    if known:
-        g, gd, a = (
-            f"{float(x):.3g}" for x in (r.holonomic, r.holonomic_rate, r.nonholonomic)
-        )
-    else:
-        g = gd = a = "(not known under jit)"
-    return [
-        (r.singular_mass, _SINGULAR_MASS_AT_T0),
-        (r.redundant, _REDUNDANT_AT_T0),
-        (r.position > tol, _OFF_POSITION.format(g=g)),
-        (r.velocity > tol, _OFF_VELOCITY.format(gd=gd, a=a)),
-        (r.penetration > tol, _PENETRATING),
-    ]
-
-
-_initial_residuals = eqx.filter_jit(_residuals)
-
-
-def _is_known(tree) -> bool:
-    return not any(
-        isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(tree)
-    )
-
-
-def check_initial_state(
-    system: LagrangianSystem, q0: Array, qd0: Array, t0: Array
-) -> Array:
-    """`q0`, with an error if (q0, qd0) is not on its constraint manifold at t0.
-
-    Raises `ValueError` (with the residuals) when the values are known at trace
-    time, else attaches an `eqx.error_if` to the returned `q0`.
-    """
-    if not system.has_constraints:
-        return q0
-    r = _initial_residuals(system, q0, qd0, t0)
-    tol = _tolerance(q0.dtype)
-    if _is_known((system, q0, qd0, t0, r)):
-        # In NumPy: an eager JAX comparison is one more small program to compile.
-        r = jax.tree.map(np.asarray, r)
-        for failed, message in _initial_checks(r, tol, known=True):
-            if failed:
-                raise ValueError(message)
-        return q0
-    return first_error(q0, _initial_checks(r, tol, known=False))
-
-
-@eqx.filter_jit
-def _project_initial(system, q, qd, t):
-    q, qd, singular = _project(system, q, qd, t, _INITIAL_ITERATIONS)
-    r = _residuals(system, q, qd, t)
-    tol = _tolerance(q.dtype)
-    where = "jl.project_initial_state: "
-    return first_error(
-        (q, qd),
-        [
-            (r.singular_mass, where + _SINGULAR_MASS_AT_T0),
-            (r.redundant, where + _REDUNDANT_AT_T0),
-            (
-                r.position > tol,
-                where + "the Gauss–Newton iteration did not reach the manifold "
-                "g(q, t0) = 0 from this q0; start closer to it, or check that "
-                "g = 0 has a solution near q0.",
-            ),
-        ],
-    )
-
-
-def project_initial_state(
-    system: LagrangianSystem, q0: VectorLike, qd0: VectorLike, t0: ScalarLike = 0.0
-) -> tuple[Vector, Vector]:
-    """Move an initial state onto the constraint manifold at t0.
-
-    The positions are projected onto g(q, t0) = 0 by Gauss–Newton steps of least
-    mass-matrix norm, Δq = −M⁻¹Gᵀ(GM⁻¹Gᵀ)⁻¹g (20 iterations; a converged iteration
-    stays put), then the velocities onto G q̇ + ∂g/∂t = 0 and A q̇ + a₀ = 0 by the
-    correction of least kinetic energy. The mass-matrix metric makes the result
-    independent of the units of the coordinates. Unilateral constraints h ≥ 0 are
-    inequalities and are not touched. Differentiable with respect to the state and
-    the system's params.
-
-    **Arguments:**
-
-    - `system`: the `LagrangianSystem`.
-    - `q0`, `qd0`: the initial state, shape (n,).
-    - `t0`: the initial time (rheonomic constraints depend on it).
-
-    **Returns:** the projected `(q0, qd0)`.
-
-    **Raises:** an error (also under `jax.jit`) when the iteration does not reach
-    the manifold, when the constraints are redundant at the state, or when the mass
-    matrix is singular there.
-
-    **Example:**
-
-    ```python
-    import jax.numpy as jnp
-    import jaxlagrange as jl
-
-    system, _, _ = jl.systems.cartesian_pendulum()
-    q0, qd0 = jl.project_initial_state(
-        system, jnp.array([0.9, -0.5]), jnp.array([1.0, 1.0])
-    )  # now |q0| = l and q0 · qd0 = 0
-    traj = jl.simulate(system, q0, qd0, t1=10.0)
-    ```
-    """
-    q0, qd0, t0 = as_state(q0, qd0, t0, where="q0")
-    if not has_equality_constraints(system):
-        return q0, qd0
-    return _project_initial(system, q0, qd0, t0)

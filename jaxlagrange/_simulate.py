@@ -14,8 +14,9 @@ import numpy as np
 from ._custom_types import Array, ArrayLike, Float, ScalarLike, VectorLike
 from ._guard import Failure, _all_finite, diagnosed
 from ._hybrid import hybrid_solve
+from ._initial_state import check_initial_state
 from ._options import SimulateOptions, check_max_events
-from ._projection import ProjectedSolver, check_initial_state, has_equality_constraints
+from ._projection import ProjectedSolver, has_equality_constraints
 from ._segment import smooth_solve
 from ._system import LagrangianSystem, checked_values
 from ._trajectory import (

@@ -80,7 +80,7 @@ def load_observations(
     **Raises:** `CLIError` naming the file for a missing or unreadable file, missing
     arrays or columns, and data that `Observations` rejects.
     """
-    from .._fit_loss import Observations
+    from .._fit._loss import Observations
 
     name = str(path)
     if not path.is_file():
@@ -192,7 +192,7 @@ def _fit_on(args: argparse.Namespace, config) -> int:
     import jax
 
     from .. import __version__
-    from .._fit import fit
+    from .._fit._main import fit
     from .._simulate import simulate
 
     paths = _config.data_paths(config)

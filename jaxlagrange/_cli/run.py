@@ -147,7 +147,7 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool = False):
 
     if ready.system.has_constraints:
         # Eagerly, for a one-line error (under the compiled run it is a runtime one).
-        from .._projection import check_initial_state
+        from .._initial_state import check_initial_state
 
         t0 = jnp.asarray(kwargs.get("t0", 0.0), ready.q0.dtype)
         try:

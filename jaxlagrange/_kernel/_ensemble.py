@@ -17,11 +17,8 @@ import numpy as np
 import optimistix as optx
 
 from .._constraints import dynamics
-from .._projection import (
-    check_initial_state,
-    has_equality_constraints,
-    project_state,
-)
+from .._initial_state import check_initial_state
+from .._projection import has_equality_constraints, project_state
 from .._results import item_of
 from .._simulate import check_times, check_tolerance
 from .._system import LagrangianSystem

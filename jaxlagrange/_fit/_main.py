@@ -4,7 +4,7 @@ The optimizer sees an unconstrained vector of unknowns: the trainable params
 (positive ones as their logarithm, so that a step can never make a mass or a
 length negative) and the starting state of every shooting segment but the held
 first one. By default Levenberg–Marquardt solves the least-squares problem on
-the residuals; the solve loops and the covariance are in `_fit_solvers.py`.
+the residuals; the solve loops and the covariance are in `_solvers.py`.
 """
 
 import time
@@ -21,28 +21,29 @@ import optax
 import optimistix as optx
 from jax.flatten_util import ravel_pytree
 
-from ._custom_types import Array, Params, ScalarLike
-from ._fit_loss import (
+from .._custom_types import Array, Params, ScalarLike
+from .._system import LagrangianSystem
+from ._loss import (
     Observations,
     _options,
     as_data,
     check_params,
     layout_of,
 )
-from ._fit_problem import (
+from ._problem import (
     Problem,
     check_guess,
     check_weight,
     encode,
     mask,
 )
-from ._fit_quality import (
+from ._quality import (
     quality,
     start_params,
     unidentifiable,
     warn_unidentifiable,
 )
-from ._fit_solvers import (
+from ._solvers import (
     _check_finite,
     covariance_of,
     covariance_setup,
@@ -52,7 +53,6 @@ from ._fit_solvers import (
     solver_message,
     strong,
 )
-from ._system import LagrangianSystem
 
 
 class FitResult(eqx.Module):

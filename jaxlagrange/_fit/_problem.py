@@ -11,10 +11,10 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 import numpy as np
 
-from ._custom_types import Params
-from ._eom import mass_matrix
-from ._fit_loss import _residuals, objective
-from ._system import LagrangianSystem
+from .._custom_types import Params
+from .._eom import mass_matrix
+from .._system import LagrangianSystem
+from ._loss import _residuals, objective
 
 
 def _bool_leaf(x) -> bool:

@@ -23,10 +23,10 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 import numpy as np
 
-from ._custom_types import Array, Float, Params, ScalarLike
-from ._results import SUCCESSFUL, code_of
-from ._simulate import simulate
-from ._system import LagrangianSystem, to_leaf
+from .._custom_types import Array, Float, Params, ScalarLike
+from .._results import SUCCESSFUL, code_of
+from .._simulate import simulate
+from .._system import LagrangianSystem, to_leaf
 
 
 def _known(x) -> np.ndarray | None:

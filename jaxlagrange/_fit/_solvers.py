@@ -19,10 +19,10 @@ import optax
 import optimistix as optx
 from jax.flatten_util import ravel_pytree
 
-from ._custom_types import Array
-from ._progress import progress_bar
-from ._results import code_of, messages_of
-from ._trajectory import result_messages
+from .._custom_types import Array
+from .._progress import progress_bar
+from .._results import code_of, messages_of
+from .._trajectory import result_messages
 
 
 def strong(tree):

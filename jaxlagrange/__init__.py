@@ -26,7 +26,8 @@ from ._lyapunov import finite_time_lyapunov as finite_time_lyapunov
 from ._neural import neural_lagrangian as neural_lagrangian
 from ._simulate import simulate as simulate
 from ._store import open_store as open_store
-from ._sweep import simulate_sweep as simulate_sweep, sweep as sweep
+from ._sweep import sweep as sweep
+from ._sweep_simulate import simulate_sweep as simulate_sweep
 from ._system import LagrangianSystem as LagrangianSystem
 from ._trajectory import (
     EVENT_IMPACT as EVENT_IMPACT,

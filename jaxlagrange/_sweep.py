@@ -1,35 +1,19 @@
-"""`sweep` and `simulate_sweep`: batches larger than memory, streamed to a Zarr store."""
+"""`sweep`: batches larger than memory, streamed to a Zarr store (`simulate_sweep`
+in `_sweep_simulate.py`)."""
 
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._batch import devices_of, sharded_map
-from ._batch_inputs import (
-    batch_size,
-    check_options,
-    check_state,
-    joined_options,
-    merge,
-    override,
-    split_options,
-)
-from ._custom_types import Array, Params
-from ._kernel._backend import broadcast_params, choose_kernel
-from ._kernel._ensemble import simulate_kernel
+from ._batch import sharded_map
+from ._custom_types import Array
 from ._progress import progress_bar
-from ._results import code_of
-from ._simulate import simulate
 from ._store import ChunkedStore, open_store
-from ._sweep_identity import SYSTEM_FUNCTIONS, _describe, code_digest
-from ._system import LagrangianSystem
-from ._trajectory import Trajectory
 
 
 def _barrier(name: str) -> None:
@@ -128,7 +112,8 @@ def sweep(
         raise ValueError("The batch is empty (batch size 0).")
     chunk_size = min(chunk_size, size)
     member = {
-        name: jax.ShapeDtypeStruct(x.shape[1:], _dtype(x)) for name, x in inputs.items()
+        name: jax.ShapeDtypeStruct(x.shape[1:], dtype_of(x))
+        for name, x in inputs.items()
     }
     shapes = jax.eval_shape(fn, member)
     if not isinstance(shapes, Mapping) or not all(isinstance(k, str) for k in shapes):
@@ -182,297 +167,8 @@ def sweep(
     return open_store(store)
 
 
-def _dtype(x) -> np.dtype:
+def dtype_of(x) -> np.dtype:
     dtype = np.dtype(x.dtype)
     if np.issubdtype(dtype, np.floating) and not jax.config.read("jax_enable_x64"):
         return np.dtype(np.float32)
     return dtype
-
-
-def _flatten_params(params: Params) -> dict[str, Any]:
-    if not isinstance(params, Mapping):
-        raise ValueError(
-            "`simulate_sweep` takes `params` as a dict (of dicts) of arrays, got "
-            f"{type(params).__name__}; use `sweep` for other pytrees."
-        )
-    flat = {}
-    for key, value in params.items():
-        if isinstance(value, Mapping):
-            flat.update({f"{key}/{k}": v for k, v in _flatten_params(value).items()})
-        else:
-            flat[str(key)] = value
-    return flat
-
-
-def _unflatten_params(flat: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for path, value in flat.items():
-        *parents, leaf = path.split("/")
-        node = out
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
-    return out
-
-
-class _SimulateMember(eqx.Module):
-    system: LagrangianSystem
-    options: Any
-    static_options: Any = eqx.field(static=True)
-    observe: Callable | None = eqx.field(static=True)
-
-    def __call__(self, member: dict[str, Array]) -> dict[str, Array]:
-        system = self.system
-        params = {
-            k[len("params/") :]: v
-            for k, v in member.items()
-            if k != "q0" and k != "qd0"
-        }
-        if params:
-            params = merge(system.params, _unflatten_params(params))
-            system = eqx.tree_at(lambda s: s.params, system, params)
-        options = joined_options(self.options, self.static_options)
-        traj = simulate(system, member["q0"], member["qd0"], throw=False, **options)
-        out = (
-            {"q": traj.q, "qd": traj.qd} if self.observe is None else self.observe(traj)
-        )
-        if not isinstance(out, Mapping):
-            raise ValueError(
-                f"`observe` must return a dict of arrays keyed by name, got {type(out)}."
-            )
-        for reserved in ("result", "t_final"):
-            if reserved in out:
-                raise ValueError(
-                    f"`observe` may not return the reserved key {reserved!r}."
-                )
-        return {**out, "result": code_of(traj.result), "t_final": traj.t_final}
-
-    # The fused kernel's share of the work (`_SweepKernel`).
-    def kernel_options(self) -> dict[str, Any]:
-        return joined_options(self.options, self.static_options)
-
-    def batch_kernel(self, devices):
-        return _kernel_for(self.system, self.kernel_options(), devices)
-
-    def kernel_outputs(self, traj: Trajectory, params) -> dict[str, Array]:
-        del params
-        if self.observe is None:
-            return {"q": traj.q, "qd": traj.qd}
-        return jax.vmap(self.observe)(traj)
-
-
-def _kernel_for(system, options, devices):
-    kernel = choose_kernel("auto", system, options, devices_of(devices), 128)
-    return None if kernel is None else _SweepKernel(kernel(()))
-
-
-class _SweepKernel(eqx.Module):
-    """A chunk of a simulate sweep in the fused kernel; `member` is the sweep's
-    per-member function (its system, options and outputs)."""
-
-    batch: Any = eqx.field(static=True)  # a `KernelBatch`
-
-    def __call__(self, batched, member):
-        options = member.kernel_options()
-        q0, qd0 = batched["q0"], batched["qd0"]
-        swept = {k[len("params/") :]: v for k, v in batched.items() if "/" in k}
-        system = member.system
-        params = None
-        if system.has_params:
-            new = _unflatten_params(swept) if swept else None
-            params = broadcast_params(system.params, new, q0.shape[0])
-        traj = simulate_kernel(
-            system,
-            q0,
-            qd0,
-            params,
-            options,
-            block_size=self.batch.block_size,
-            interpret=self.batch.interpret,
-        )
-        out = member.kernel_outputs(traj, params)
-        return {**out, "result": code_of(traj.result), "t_final": traj.t_final}
-
-
-def simulate_sweep(
-    system: LagrangianSystem,
-    q0: Any,
-    qd0: Any,
-    *,
-    store: str | os.PathLike,
-    params: Params = None,
-    observe: Callable[[Trajectory], dict[str, Array]] | None = None,
-    chunk_size: int = 1024,
-    devices: Sequence[jax.Device] | None = None,
-    progress: bool = True,
-    **simulate_options: Any,
-):
-    """`simulate_batch` for batches larger than memory: chunked, streamed to disk.
-
-    The arguments are those of `simulate_batch`, and the chunking, store and resume
-    behaviour that of `sweep`. Per member the store holds `outputs/q` and
-    `outputs/qd` (or whatever `observe` returns), `outputs/result` (the
-    `jl.RESULTS` code, 0 on success, named by `jl.result_name`; failed members do
-    not stop the sweep) and `outputs/t_final`; the inputs are under `inputs/q0`,
-    `inputs/qd0` and `inputs/params/<key>`.
-
-    **Arguments:**
-
-    - `system`, `q0`, `qd0`, `params`, `devices`, `**simulate_options`: as in
-        `simulate_batch`; batched inputs may be NumPy memmaps or Zarr arrays.
-        `params` must be a dict (of dicts) of arrays.
-    - `store`: the store directory.
-    - `observe`: `observe(traj) -> dict[str, array]`, what to keep of each member's
-        `Trajectory` (e.g. only the final energy); default `q` and `qd`.
-    - `chunk_size`, `progress`: as in `sweep`.
-
-    **Returns:** the store as a read-only `zarr.Group`.
-
-    **Example:**
-
-    ```python
-    group = jl.simulate_sweep(pendulum, q0s, jnp.zeros(1), store="amp.zarr",
-                              t1=10.0, chunk_size=4096)
-    final = group["outputs/q"][:, -1]
-    ```
-    """
-    check_options(simulate_options, "simulate_sweep")
-    q0, qd0 = (
-        np.asarray(q0) if np.ndim(q0) < 2 else q0,
-        np.asarray(qd0) if np.ndim(qd0) < 2 else qd0,
-    )
-    check_state(q0, "q0")
-    check_state(qd0, "qd0")
-    if params is not None and not system.has_params:
-        raise ValueError("`params` was given but the system has no params.")
-    flat = {} if params is None else _flatten_params(params)
-    size = batch_size(
-        jax.ShapeDtypeStruct(q0.shape, q0.dtype),
-        jax.ShapeDtypeStruct(qd0.shape, qd0.dtype),
-        {
-            k: jax.ShapeDtypeStruct(np.shape(v), np.asarray(v[:1]).dtype)
-            for k, v in flat.items()
-        },
-    )
-    if q0.shape[-1] != qd0.shape[-1]:
-        raise ValueError(
-            f"q0 and qd0 must have the same number of coordinates, got q0 {q0.shape} "
-            f"and qd0 {qd0.shape}."
-        )
-    if params is not None:
-        # Shapes and keys only: checked on the first member.
-        first = jax.tree.map(lambda v: np.asarray(v[:1]), _unflatten_params(flat))
-        override(system.params, first, 1)
-    n = q0.shape[-1]
-    dtype = np.result_type(_dtype(q0), _dtype(qd0), float)
-    inputs = {
-        "q0": q0
-        if np.ndim(q0) == 2
-        else np.broadcast_to(np.asarray(q0, dtype), (size, n)),
-        "qd0": qd0
-        if np.ndim(qd0) == 2
-        else np.broadcast_to(np.asarray(qd0, dtype), (size, n)),
-        **{f"params/{k}": v for k, v in flat.items()},
-    }
-    dyn_options, static_options = split_options(simulate_options)
-    fn = _SimulateMember(system, dyn_options, static_options, observe)
-    attrs = {
-        "kind": "simulate_sweep",
-        "system": _describe(system),
-        "simulate_options": {
-            k: _describe(v)
-            for k, v in joined_options(dyn_options, static_options).items()
-        },
-        "observe": _describe(observe),
-        # The functions' code: a script edited between two runs is a new sweep.
-        "code": code_digest(
-            [
-                *(getattr(system, name) for name in SYSTEM_FUNCTIONS),
-                observe,
-            ]
-        ),
-    }
-    return sweep(
-        fn,
-        inputs,
-        store,
-        chunk_size=chunk_size,
-        devices=devices,
-        progress=progress,
-        attrs=attrs,
-    )
-
-
-class SweepMember(eqx.Module):
-    """One member of `jaxlagrange sweep`: `simulate` (its energies) and optionally
-    `finite_time_lyapunov`, with swept initial states and scalar params.
-
-    A pytree whose non-array parts compare by value, so that two sweeps of one
-    config in a process share one compilation.
-    """
-
-    system: LagrangianSystem
-    saveat: Array
-    options: tuple = eqx.field(static=True)
-    swept_params: tuple = eqx.field(static=True)
-    lyapunov: bool = eqx.field(static=True)
-
-    def __init__(self, system, swept_params, simulate_kwargs, lyapunov):
-        self.system = system
-        self.saveat = simulate_kwargs["saveat"]
-        self.options = tuple(
-            sorted((k, v) for k, v in simulate_kwargs.items() if k != "saveat")
-        )
-        self.swept_params = tuple(swept_params)
-        self.lyapunov = lyapunov
-
-    def __call__(self, inputs: dict[str, Array]) -> dict[str, Array]:
-        from ._eom import energy_unchecked as energy
-        from ._lyapunov import finite_time_lyapunov
-
-        system = self.system
-        if self.swept_params:
-            params = dict(system.params)
-            params.update({k: inputs[f"params/{k}"] for k in self.swept_params})
-            system = eqx.tree_at(lambda s: s.params, system, params)
-        q0, qd0 = inputs["q0"], inputs["qd0"]
-        options = dict(self.options)
-        traj = simulate(system, q0, qd0, saveat=self.saveat, **options, throw=False)
-        energies = jax.vmap(energy, in_axes=(None, 0, 0, 0))(
-            system, traj.q, traj.qd, traj.ts
-        )
-        out = {
-            "q": traj.q,
-            "qd": traj.qd,
-            "energy": energies,
-            "result": code_of(traj.result),
-            "t_final": traj.t_final,
-        }
-        if self.lyapunov:
-            out["lyapunov"] = finite_time_lyapunov(
-                system, q0, qd0, **options, throw=False
-            )
-        return out
-
-    def kernel_options(self):
-        return {**dict(self.options), "saveat": self.saveat}
-
-    def batch_kernel(self, devices):
-        if self.lyapunov:
-            return None
-        return _kernel_for(self.system, self.kernel_options(), devices)
-
-    def kernel_outputs(self, traj: Trajectory, params) -> dict[str, Array]:
-        from ._eom import energy_unchecked as energy
-
-        def energies(q, qd, ts, params):
-            system = self.system
-            if params is not None:
-                system = eqx.tree_at(lambda s: s.params, system, params)
-            return jax.vmap(energy, in_axes=(None, 0, 0, 0))(system, q, qd, ts)
-
-        return {
-            "q": traj.q,
-            "qd": traj.qd,
-            "energy": jax.vmap(energies)(traj.q, traj.qd, traj.ts, params),
-        }

@@ -443,7 +443,7 @@ def test_lowers_to_triton(name, loop, monkeypatch):
 
 def test_sweeps_reach_the_kernel(monkeypatch, tmp_path):
     # "auto" picks the kernel on a GPU only: force it (in interpret mode) here.
-    from jaxlagrange import _sweep
+    from jaxlagrange import _sweep_simulate as _sweep
     from jaxlagrange._kernel._backend import KernelBatch
 
     calls = []

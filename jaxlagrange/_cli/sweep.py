@@ -49,7 +49,8 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
     import jax
 
     from .. import __version__, plotting
-    from .._sweep import SweepMember, sweep
+    from .._sweep import sweep
+    from .._sweep_simulate import SweepMember
 
     ready = _config.ready_system(config)
     kwargs = _config.simulate_kwargs(config)

@@ -11,6 +11,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
+from ._coefficients import checked_values
 from ._custom_types import Array, ArrayLike, Float, ScalarLike, VectorLike
 from ._guard import Failure, _all_finite, diagnosed
 from ._hybrid import hybrid_solve
@@ -18,7 +19,7 @@ from ._initial_state import check_initial_state
 from ._options import SimulateOptions, check_max_events
 from ._projection import ProjectedSolver, has_equality_constraints
 from ._segment import smooth_solve
-from ._system import LagrangianSystem, checked_values
+from ._system import LagrangianSystem
 from ._trajectory import (
     RESULTS as RESULTS,
     Trajectory,

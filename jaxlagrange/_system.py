@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import lineax as lx
 import numpy as np
 
-from ._coefficients import check_friction, checked_values as checked_values
+from ._coefficients import check_friction
 from ._custom_types import Array, Params, UserFunction
 from ._mass import AbstractMassStrategy, check_mass_solver, mass_strategy
 

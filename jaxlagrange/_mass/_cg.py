@@ -112,6 +112,3 @@ class ConjugateGradientMass(LineaxMass):
     """`lineax.CG` as the mass solver, run by `conjugate_gradient` (see above)."""
 
     factor_cls = CGFactor
-
-    def __init__(self, solver: lx.CG):
-        super().__init__(solver)

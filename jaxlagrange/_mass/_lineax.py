@@ -213,9 +213,6 @@ class LineaxFactor(AbstractMassFactor):
         )
 
     def solve(self, b):
-        if b.ndim == 2:
-            x, failed = jax.vmap(self.solve, in_axes=1, out_axes=(1, 0))(b)
-            return x, jnp.any(failed)
         return self.solve_operator(self.operator, b, self.options, self.state)
 
     def solve_schur(self, schur, residual, symmetric):

@@ -88,7 +88,7 @@ class AbstractMassFactor(eqx.Module):
 
     @abc.abstractmethod
     def solve(self, b: Array) -> tuple[Array, BoolScalar]:
-        """x = M⁻¹b for b of shape (n,) or (n, k), and whether the solve failed.
+        """x = M⁻¹b for b of shape (n,), and whether the solve failed.
 
         A non-finite b is never flagged: it propagates, to be reported as
         non-finite dynamics and not as a singular M.

@@ -106,7 +106,7 @@ def _iterate(fn, solver, y0, steps: int, options: dict):
     )
     state = eqx.combine(dynamic, static)
     y, _, _ = solver.postprocess(fn, y, aux, None, options, state, tags, result)
-    return y, losses, count, result
+    return y, losses, count, result, state
 
 
 @eqx.filter_jit
@@ -121,17 +121,77 @@ def optimistix_solve(theta, problem, optimizer, steps, mode, setup):
         value, codes = problem.loss(eqx.combine(y, static))
         return value, (codes, value)
 
-    if isinstance(optimizer, optx.AbstractLeastSquaresSolver):
+    # A Gauss–Newton solver in forward mode evaluates the Jacobian J at every step;
+    # `_with_jacobian` hands the J of its last accepted point back in the state, so
+    # the loss and the covariance at the solution cost no second copy of the solves.
+    reuse = mode == "fwd" and isinstance(optimizer, optx.AbstractGaussNewton)
+    if reuse:
+        fn, options = _with_jacobian(problem, static), {"jac": mode}
+    elif isinstance(optimizer, optx.AbstractLeastSquaresSolver):
         fn, options = residuals, {"jac": mode}
     else:
         fn, options = loss, {}
-    value, losses, count, result = _iterate(fn, optimizer, arrays, steps, options)
-    final, (codes, _) = loss(value, None)
+    value, losses, count, result, state = _iterate(
+        fn, optimizer, arrays, steps, options
+    )
     theta = eqx.combine(value, static)
-    # The covariance in the same program: one compilation instead of two.
-    gauss_newton = None if setup is None else _gauss_newton(theta, *setup)
+    if reuse:
+        # The state's residuals and aux belong to the accepted point, `value`.
+        r = state.f_info.residual
+        codes, _, jac, chi, raw = state.aux
+        codes, final = codes.astype(jnp.int32), jnp.sum(r**2)
+        gauss_newton = None
+        if setup is not None:
+            _, sigma_given, logs = setup
+            flat = ravel_pytree(value)[0]
+            gauss_newton = _covariance(
+                jac, r, chi, raw, flat, problem.total, sigma_given, logs
+            )
+    else:
+        final, (codes, _) = loss(value, None)
+        # The covariance in the same program: one compilation instead of two.
+        gauss_newton = None if setup is None else _gauss_newton(theta, *setup)
     code = code_of(result)
     return theta, losses, final, codes, code, count, gauss_newton
+
+
+def _with_jacobian(problem, static):
+    """The residual function of `optimistix_solve` for a Gauss–Newton solver in
+    forward mode, as (r, (codes, Σr², J, χ²/N, raw)). Its custom JVP forms J by
+    `jax.jacfwd` beside r and answers a tangent t with J t, so that the solver's
+    linearization is J itself (the same forward-mode Jacobian it would form from
+    the solves' own JVP), and J at the solver's last accepted point comes back in
+    its state's aux. `evaluate` is jitted so that its trace is shared by every
+    use (the primal, the solver's `init` and its `step`)."""
+
+    @jax.jit
+    def evaluate(y):
+        flat, unravel = ravel_pytree(y)
+
+        def pieces(x):
+            r, chi, codes, raw = problem.residuals(eqx.combine(unravel(x), static))
+            # Codes as floats: a custom JVP's integer outputs need float0 tangents.
+            return r, (r, codes.astype(r.dtype), chi, raw)
+
+        jac, (r, codes, chi, raw) = jax.jacfwd(pieces, has_aux=True)(flat)
+        return r, codes, jac, chi, raw
+
+    @jax.custom_jvp
+    def core(y):
+        return evaluate(y)
+
+    @core.defjvp
+    def _(primals, tangents):
+        out = evaluate(primals[0])
+        jac = out[2]
+        tangent = jac @ ravel_pytree(tangents[0])[0]
+        return out, (tangent, *(jnp.zeros_like(x) for x in out[1:]))
+
+    def fn(y, _):
+        r, codes, jac, chi, raw = core(y)
+        return r, (codes, jnp.sum(r**2), jac, chi, raw)
+
+    return fn
 
 
 def solver_message(code: int) -> str:
@@ -188,10 +248,15 @@ def _gauss_newton(theta, problem, sigma_given: bool, logs: tuple):
         return r, (r, chi, raw)
 
     jac, (r, chi, raw) = jax.jacfwd(residuals, has_aux=True)(flat)
+    return _covariance(jac, r, chi, raw, flat, problem.total, sigma_given, logs)
+
+
+def _covariance(jac, r, chi, raw, flat, total, sigma_given: bool, logs: tuple):
+    """`_gauss_newton`'s outputs from the Jacobian `jac` of the residuals `r` with
+    respect to the flattened unknowns `flat`."""
     size = flat.shape[0]
     # Residuals are scaled by 1/√N (N the summed weights): JᵀJ is 1/N of the
     # usual normal matrix, and χ² = N · chi.
-    total = problem.total
     gram = total * (jac.T @ jac)
     dof = jnp.maximum(total - size, 1.0)
     variance = jnp.where(sigma_given, 1.0, total * chi / dof)

@@ -312,13 +312,14 @@ def test_run_reports_the_events_of_a_bouncing_ball(tmp_path, capsys):
 
 def test_second_run_loads_the_compiled_solve_from_the_cache(tmp_path):
     # JAX's persistent compilation cache, on in a directory of the test's own:
-    # the first run writes the compiled solve, the second loads it (no new
-    # entries). Only a program without host callbacks can be loaded, so this
-    # also checks that the run's solve has none.
+    # the first run writes the traced solve (programs/, `_programs`) and its
+    # compiled program, the second loads both (no new entries, the same
+    # result). Only a program without host callbacks can be kept or loaded, so
+    # this also checks that the run's solve has none.
     cache = tmp_path / "cache"
     env = {**os.environ, "JAXLAGRANGE_CACHE_DIR": str(cache)}
     args = ("run", "configs/pendulum.toml", "--quiet", "--no-plots")
-    entries = []
+    entries, results = [], []
     for _ in range(2):
         proc = subprocess.run(
             [sys.executable, "-m", "jaxlagrange", *args, "--out", str(tmp_path / "o")],
@@ -329,9 +330,12 @@ def test_second_run_loads_the_compiled_solve_from_the_cache(tmp_path):
             timeout=600,
         )
         assert proc.returncode == 0, proc.stderr
-        entries.append(sorted(p.name for p in cache.iterdir()))
-    assert any(name.startswith("jit__lambda") for name in entries[0])
+        entries.append(sorted(str(p.relative_to(cache)) for p in cache.rglob("*")))
+        results.append(np.load(tmp_path / "o" / "trajectory.npz")["q"])
+    assert len([name for name in entries[0] if name.endswith(".jlx")]) == 1
+    assert any(name.startswith("jit_call") for name in entries[0])
     assert entries[1] == entries[0]
+    np.testing.assert_array_equal(results[1], results[0])
 
 
 def test_progress_shows_on_a_terminal_or_when_asked(monkeypatch):

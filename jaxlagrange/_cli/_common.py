@@ -134,6 +134,95 @@ def compilation_cache() -> Path | None:
     return path
 
 
+def kept_programs(config: Mapping[str, Any] | None):
+    """`_programs.kept_programs` in the compilation cache's directory (a no-op
+    without the cache or without a `config`).
+
+    The key's context is the resolved `config` and the source of every module
+    imported from outside the Python installation: the user's system file and
+    the local modules it imports (call it once they are imported), so that an
+    edit to any of them traces the program anew.
+    """
+    import json
+
+    import jax
+
+    from .._programs import kept_programs as keep
+
+    directory = jax.config.jax_compilation_cache_dir
+    if config is None or not directory or not jax.config.jax_enable_compilation_cache:
+        return keep(None, "")
+    try:
+        context = json.dumps(config, sort_keys=True, default=repr) + _local_sources()
+        if config.get("system", {}).get("file") is not None:
+            from .._config.user import system_file
+
+            context += system_file(config).read_text()
+    except (OSError, ValueError, KeyError):
+        return keep(None, "")  # a source that cannot be read: trace as usual
+    return keep(Path(directory), context)
+
+
+def _local_sources() -> str:
+    """The paths and contents of the imported modules outside the Python
+    installation (its standard library and site-packages)."""
+    import hashlib
+
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix}
+    installed = tuple(
+        os.path.join(p, "") for p in prefixes | {os.path.realpath(p) for p in prefixes}
+    )
+    digest = hashlib.sha256()
+    files = set()
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if file and file.endswith(".py") and not file.startswith(installed):
+            path = os.path.realpath(file)
+            if not path.startswith(installed):
+                files.add(path)
+    for path in sorted(files):
+        digest.update(path.encode() + b"\0" + Path(path).read_bytes())
+    return digest.hexdigest()
+
+
+def simulate_program(**kwargs):
+    """`simulate_checked(system, q0, qd0, throw=False, **kwargs)` as a function of
+    (system, q0, qd0, **more kwargs) with plain containers out, for `_programs` (the structures
+    of equinox Modules cannot be stored): the trajectory's fields with its
+    result code, and what the diagnosis of a failure needs. The cause of a
+    failure is named afterwards, by `trajectory_from`, by a program compiled only
+    then."""
+    import dataclasses
+
+    from .._results import code_of
+    from .._simulate import simulate_checked
+
+    def program(system, q0, qd0, **more):
+        options = {**kwargs, **more}
+        traj, failure = simulate_checked(system, q0, qd0, **options, throw=False)[:2]
+        fields = {f.name: getattr(traj, f.name) for f in dataclasses.fields(traj)}
+        fields["result"] = code_of(traj.result)
+        if failure is None:
+            return fields, None
+        start = (failure.q0, failure.qd0, failure.t0, failure.baumgarte)
+        return fields, (*start, failure.stop)
+
+    return program
+
+
+def trajectory_from(system, out):
+    """The `Trajectory` of a `simulate_program`'s output, its failure named."""
+    from .._guard import Failure, diagnosed
+    from .._results import item_of
+    from .._trajectory import Trajectory
+
+    fields, failure = out
+    traj = Trajectory(**{**fields, "result": item_of(fields["result"])})
+    if failure is None:
+        return traj
+    return diagnosed(traj, Failure(system, *failure))
+
+
 @contextlib.contextmanager
 def errors_as_values() -> Iterator[None]:
     """Trace equinox's runtime checks as NaN outputs instead of host callbacks.

@@ -20,8 +20,11 @@ from ._common import (
     choose_devices,
     enable_x64,
     errors_as_values,
+    kept_programs,
     say,
     show_progress,
+    simulate_program,
+    trajectory_from,
 )
 from ._output import (
     CLIError,
@@ -190,10 +193,10 @@ def _fit(args: argparse.Namespace) -> int:
 
 def _fit_on(args: argparse.Namespace, config) -> int:
     import jax
+    import jax.numpy as jnp
 
-    from .. import __version__
+    from .. import __version__, _programs
     from .._fit._main import fit
-    from .._simulate import simulate
 
     paths = _config.data_paths(config)
     initial, sigma = config["initial"], config["fit"]["sigma"]
@@ -217,7 +220,11 @@ def _fit_on(args: argparse.Namespace, config) -> int:
         # Runtime checks as values, so that the compiled fit can come from the
         # persistent cache; a failure shows as a non-finite loss, which `fit`
         # reports (FloatingPointError).
-        with errors_as_values(), warnings.catch_warnings(record=True) as issued:
+        with (
+            errors_as_values(),
+            kept_programs(config),
+            warnings.catch_warnings(record=True) as issued,
+        ):
             warnings.simplefilter("always")
             result = fit(ready.system, data, progress=show_progress(args), **kwargs)
     except FloatingPointError as e:
@@ -234,22 +241,28 @@ def _fit_on(args: argparse.Namespace, config) -> int:
     initial_loss = float(result.losses[0]) if len(result.losses) else result.loss
 
     arrays = {}
+    program = simulate_program(
+        solver=kwargs["solver"],
+        rtol=kwargs["rtol"],
+        atol=kwargs["atol"],
+        max_steps=kwargs["max_steps"],
+    )
     for i, (obs, q0, qd0) in enumerate(zip(data, result.q0, result.qd0, strict=True)):
         # Checks as values here too: with host callbacks this solve (1.2 s of
         # compile for configs/fit_pendulum.toml) was compiled on every run.
-        with errors_as_values():
-            traj = simulate(
+        with errors_as_values(), kept_programs(config):
+            traj = trajectory_from(
                 result.system,
-                q0,
-                qd0,
-                t0=obs.ts[0],
-                t1=obs.ts[-1],
-                saveat=obs.ts,
-                solver=kwargs["solver"],
-                rtol=kwargs["rtol"],
-                atol=kwargs["atol"],
-                max_steps=kwargs["max_steps"],
-                throw=False,
+                _programs.call(
+                    "fit.simulate",
+                    lambda s, q0, qd0, ts: program(
+                        s, q0, qd0, t0=ts[0], t1=ts[-1], saveat=ts
+                    ),
+                    result.system,
+                    q0,
+                    qd0,
+                    jnp.asarray(obs.ts),
+                ),
             )
         arrays.update({f"ts_{i}": obs.ts, f"q_{i}": obs.q, f"q_fit_{i}": traj.q})
     losses = "step,loss\n" + "".join(

@@ -19,10 +19,13 @@ from ._common import (
     choose_devices,
     enable_x64,
     errors_as_values,
+    kept_programs,
     progress_meter_for,
     result_line,
     say,
+    simulate_program,
     stats_line,
+    trajectory_from,
 )
 from ._gif_worker import GifWorker
 from ._output import (
@@ -125,12 +128,13 @@ def _energy_along(system, ts, q, qd):
     return energies, bool(autonomous) and not forced
 
 
-def solve(ready, kwargs: Mapping[str, Any], *, progress: bool = False):
+def solve(ready, kwargs: Mapping[str, Any], *, progress: bool = False, config=None):
     """`jl.simulate(*ready, **kwargs)`, compiled ahead of time and timed.
 
     Without `progress` the compiled program has no host callbacks, so JAX's
     persistent compilation cache (when on) serves it to the next run; diffrax's
-    tqdm progress meter is one.
+    tqdm progress meter is one. With the cache on and a `config`, the traced
+    program is kept there too (`_programs`), and a repeated run skips the trace.
 
     **Returns:** `(trajectory, timing)`, a `Timing`.
 
@@ -141,8 +145,7 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool = False):
     import jax
     import jax.numpy as jnp
 
-    from .._guard import diagnosed
-    from .._simulate import simulate_checked
+    from .._programs import lower
     from .._trajectory import result_name
 
     if ready.system.has_constraints:
@@ -154,24 +157,20 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool = False):
             check_initial_state(ready.system, ready.q0, ready.qd0, t0)
         except ValueError as e:
             raise CLIError(f"[initial] state of {ready.name!r}: {e}") from None
-    meter = progress_meter_for(progress)
-    # The cause of a failure is named afterwards, by a program compiled only then.
-    run = eqx.filter_jit(
-        lambda system, q0, qd0: simulate_checked(
-            system, q0, qd0, **kwargs, progress_meter=meter, throw=False
-        )[:2]
-    )
+    program = simulate_program(**kwargs, progress_meter=progress_meter_for(progress))
     start = time.perf_counter()
-    with errors_as_values():
-        lowered = run.lower(*ready)
+    # A progress bar is a host callback: such a program is not kept.
+    with errors_as_values(), kept_programs(None if progress else config):
+        lowered, unflatten = lower("run.solve", program, *ready)
         traced = time.perf_counter()
         with cache_hits() as hits:
             compiled = lowered.compile()
     compiled_at = time.perf_counter()
-    traj, failure = jax.block_until_ready(compiled(*ready))
+    flat = jax.tree_util.tree_leaves(eqx.filter(tuple(ready), eqx.is_array))
+    out = unflatten(jax.block_until_ready(compiled(*flat)))
     run_s = time.perf_counter() - compiled_at
     timing = Timing(traced - start, compiled_at - traced, hits[0] > 0, run_s)
-    traj = diagnosed(traj, failure)
+    traj = trajectory_from(ready.system, out)
     # Checked in NumPy: an eager JAX comparison is one more small compile.
     name = result_name(traj)
     if name != "successful":
@@ -358,7 +357,9 @@ def _run_solve(args, config, device, ready, kwargs, out, plots, animation) -> in
         f"jaxlagrange run: {ready.name}, t = {kwargs['t0']} .. {kwargs['t1']} on "
         f"{device.platform}",
     )
-    traj, timing = solve(ready, kwargs, progress=args.progress and not args.quiet)
+    traj, timing = solve(
+        ready, kwargs, progress=args.progress and not args.quiet, config=config
+    )
     energies, conserved = _energy_along(ready.system, traj.ts, traj.q, traj.qd)
     energies = np.asarray(energies)
     e0 = float(energies[0])

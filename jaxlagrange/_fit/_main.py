@@ -21,6 +21,7 @@ import optax
 import optimistix as optx
 from jax.flatten_util import ravel_pytree
 
+from .. import _programs
 from .._custom_types import Array, Params, ScalarLike
 from .._system import LagrangianSystem
 from ._loss import (
@@ -352,8 +353,9 @@ def fit(
                 problem,
                 _options(adjoint, solver, rtol, atol, max_steps),
             )
-        theta, losses, last, codes, code, count, gauss_newton = optimistix_solve(
-            theta, problem, optimizer, steps, mode, setup
+        # One traced program: kept between runs of the command line (`_programs`).
+        theta, losses, last, codes, code, count, gauss_newton = _programs.call(
+            "fit.solve", optimistix_solve, theta, problem, optimizer, steps, mode, setup
         )
         count = int(count)
         losses = np.asarray(losses)[:count]

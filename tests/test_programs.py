@@ -1,0 +1,173 @@
+"""Traced programs kept on disk between runs of the command line (`_programs`)."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxlagrange as jl
+from jaxlagrange import _programs
+from jaxlagrange._cli._common import (
+    errors_as_values,
+    simulate_program,
+    trajectory_from,
+)
+
+
+def _counted(scale, cos=False):
+    traces = []
+
+    def fn(x, options):
+        traces.append(1)  # Python runs only while the function is traced
+        return {"y": jnp.sin(x) * scale, "n": options["n"] + jnp.sum(x)}
+
+    def other(x, options):  # the same name, other code
+        traces.append(1)
+        return {"y": jnp.cos(x) * scale, "n": options["n"] + jnp.sum(x)}
+
+    return (other if cos else fn), traces
+
+
+def _entries(tmp_path):
+    folder = tmp_path / "programs"
+    return sorted(folder.iterdir()) if folder.exists() else []
+
+
+def test_outside_a_store_call_is_the_function():
+    fn, traces = _counted(2.0)
+    out = _programs.call("f", fn, jnp.arange(3.0), {"n": 1.0})
+    np.testing.assert_allclose(out["y"], 2.0 * np.sin(np.arange(3.0)), rtol=1e-15)
+    assert len(traces) == 1
+
+
+def test_a_kept_program_is_loaded_instead_of_traced(tmp_path):
+    x, options = jnp.arange(3.0), {"n": jnp.asarray(1.0)}
+    expected = {"y": 2.0 * np.sin(np.arange(3.0)), "n": 4.0}
+    fn, traces = _counted(2.0)
+    with _programs.kept_programs(tmp_path, "context"):
+        first = _programs.call("f", fn, x, options)
+    assert len(traces) == 1 and len(_entries(tmp_path)) == 1
+    fn, traces = _counted(2.0)  # a new process's function: same source
+    with _programs.kept_programs(tmp_path, "context"):
+        second = _programs.call("f", fn, x, options)
+    assert traces == []  # loaded, not traced
+    for out in (first, second):
+        assert set(out) == {"y", "n"}
+        np.testing.assert_allclose(out["y"], expected["y"], rtol=1e-15)
+        np.testing.assert_allclose(out["n"], expected["n"], rtol=1e-15)
+    assert len(_entries(tmp_path)) == 1
+
+
+def test_what_determines_a_program_is_in_its_key(tmp_path):
+    x = jnp.arange(3.0)
+    # (The values a function closes over are the caller's to put in the
+    # context or the name: the command line's closures come from its config.)
+    cases = [
+        ("context", "f", False, x, 1.0),
+        ("another config", "f", False, x, 1.0),  # the command line's context
+        ("context", "g", False, x, 1.0),  # the program's name
+        ("context", "f", True, x, 1.0),  # the function's code
+        ("context", "f", False, jnp.arange(4.0), 1.0),  # a shape
+        ("context", "f", False, x.astype(jnp.float32), 1.0),  # a dtype
+        ("context", "f", False, x, 5),  # a static argument's value
+    ]
+    for i, (context, name, cos, arg, n) in enumerate(cases):
+        fn, traces = _counted(2.0, cos)
+        with _programs.kept_programs(tmp_path, context):
+            out = _programs.call(name, fn, arg, {"n": n})
+        assert len(traces) == 1, cases[i]
+        assert len(_entries(tmp_path)) == i + 1, cases[i]
+        wave = np.cos if cos else np.sin
+        np.testing.assert_allclose(out["y"], 2.0 * wave(np.asarray(arg)), rtol=1e-6)
+        np.testing.assert_allclose(out["n"], n + np.sum(np.asarray(arg)), rtol=1e-6)
+
+
+def test_a_damaged_entry_is_traced_and_written_again(tmp_path):
+    x, options = jnp.arange(3.0), {"n": jnp.asarray(1.0)}
+    with _programs.kept_programs(tmp_path, "context"):
+        _programs.call("f", _counted(2.0)[0], x, options)
+    (entry,) = _entries(tmp_path)
+    entry.write_bytes(b"not a program")
+    fn, traces = _counted(2.0)
+    with _programs.kept_programs(tmp_path, "context"):
+        out = _programs.call("f", fn, x, options)
+    assert len(traces) >= 1
+    np.testing.assert_allclose(out["y"], 2.0 * np.sin(np.arange(3.0)), rtol=1e-15)
+    assert _entries(tmp_path) == [entry] and entry.read_bytes() != b"not a program"
+
+
+def test_programs_that_cannot_be_kept_run_as_usual(tmp_path):
+    # A host callback (JAX cannot serialize it), and an output structure that
+    # cannot be stored (an equinox Module): run, not kept.
+    def with_callback(x):
+        return jax.pure_callback(
+            lambda v: np.cos(v), jax.ShapeDtypeStruct(x.shape, x.dtype), x
+        )
+
+    class Box(eqx.Module):
+        value: jax.Array
+
+    with _programs.kept_programs(tmp_path, "context"):
+        out = _programs.call("callback", with_callback, jnp.arange(3.0))
+        box = _programs.call("module", lambda x: Box(2 * x), jnp.arange(3.0))
+    np.testing.assert_allclose(out, np.cos(np.arange(3.0)), rtol=1e-15)
+    assert isinstance(box, Box)
+    np.testing.assert_allclose(box.value, 2 * np.arange(3.0), rtol=1e-15)
+    assert _entries(tmp_path) == []
+
+
+def test_kept_simulation_names_its_failure_like_simulate(tmp_path):
+    # The command line's solve, kept: the same trajectory as jl.simulate, and a
+    # failure still named by the diagnosis (a program compiled afterwards).
+    def lagrangian(q, qd, t, params):
+        # M = 1 - q² turns singular at q = 1, which the motion reaches.
+        return 0.5 * (1.0 - q[0] ** 2) * qd[0] ** 2 + params["f"] * q[0]
+
+    system = jl.LagrangianSystem(lagrangian, params={"f": 1.0})
+    options = dict(t1=3.0, saveat=jnp.linspace(0.0, 3.0, 7), rtol=1e-10, atol=1e-10)
+    q0, qd0 = jnp.array([0.0]), jnp.array([0.0])
+    expected = jl.simulate(system, q0, qd0, throw=False, **options)
+    assert jl.result_name(expected) == "singular_mass_matrix"
+    for _ in range(2):
+        # equinox's checks as values: a program with host callbacks is not kept.
+        with errors_as_values(), _programs.kept_programs(tmp_path, "context"):
+            out = _programs.call("solve", simulate_program(**options), system, q0, qd0)
+        traj = trajectory_from(system, out)
+        assert jl.result_name(traj) == "singular_mass_matrix"
+        np.testing.assert_array_equal(traj.q, expected.q)
+        np.testing.assert_array_equal(traj.t_final, expected.t_final)
+    assert len(_entries(tmp_path)) == 1
+
+
+@pytest.mark.parametrize("edit", ["system file", "helper module"])
+def test_cli_traces_again_after_an_edit_to_the_users_code(tmp_path, edit, capsys):
+    from jaxlagrange._cli._common import kept_programs
+
+    helper = tmp_path / "helper_force_7d2.py"
+    helper.write_text("FORCE = 1.0\n")
+    (tmp_path / "mysystem.py").write_text(
+        "import helper_force_7d2\n"
+        "def lagrangian(q, qd, t, params):\n"
+        "    return 0.5 * qd[0] ** 2 - 0.5 * q[0] ** 2\n"
+    )
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(tmp_path))
+    try:
+        importlib.import_module("helper_force_7d2")
+        config = {"system": {"file": str(tmp_path / "mysystem.py")}, "source": "x"}
+        jax.config.update("jax_compilation_cache_dir", str(tmp_path / "cache"))
+        contexts = []
+        for version in (1, 2):
+            if version == 2:
+                target = helper if edit == "helper module" else tmp_path / "mysystem.py"
+                target.write_text(target.read_text() + "# edited\n")
+            with kept_programs(config):
+                contexts.append(_programs._STORE.get().context)
+        assert contexts[0] != contexts[1]
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("helper_force_7d2", None)
+        jax.config.update("jax_compilation_cache_dir", None)

@@ -11,14 +11,15 @@ Two problems, each with 10 multiple-shooting segments and rtol = atol = 1e-10:
   m₁ = l₁ = 1 and g fixed) from 10 s of its motion (1001 samples, from
   θ = (1.0, 1.5) at rest).
 
-- jaxlagrange: `jl.fit` with its defaults (Levenberg–Marquardt, forward-mode
-  Jacobians) in a fresh Python process: import, compile and solve, then a second
-  fit in the same (warm) process. Run once as a library call with an empty JAX
-  persistent compilation cache, and once as `jaxlagrange fit` runs it (equinox's
-  runtime checks traced as values, see `jaxlagrange._cli._common`) with the
-  cache filled by an earlier process: what a second `jaxlagrange fit` of the
-  same problem sees. (As a library call the program carries equinox's host
-  callbacks, which JAX does not load from its cache.)
+- jaxlagrange, as a user runs it: `jaxlagrange fit config.toml` (the problem as
+  a config; its figures written too) in a fresh process, first with an empty
+  cache directory (`JAXLAGRANGE_CACHE_DIR`), then again with the cache the
+  first left: JAX's compiled programs and jaxlagrange's kept traced programs
+  (what a second `jaxlagrange fit` of the same problem sees). Wall time of the
+  process, from its start to its exit.
+- jaxlagrange as a library: `jl.fit` with its defaults (Levenberg–Marquardt,
+  forward-mode Jacobians) in a fresh Python process without any cache: import,
+  compile and solve, then a second fit in the same (warm) process.
 - SymPy + SciPy: `LagrangesMethod` + `lambdify` for the equations of motion,
   `solve_ivp(method="DOP853")` per segment and `least_squares(method="lm")` over
   the params and the segment starts, in a fresh process.
@@ -34,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -75,22 +77,16 @@ print(json.dumps({}))
 JL = """
 import time
 start = time.perf_counter()
-import contextlib
 import jax
 jax.config.update("jax_enable_x64", True)
-if CACHE:
-    jax.config.update("jax_compilation_cache_dir", CACHE)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 import numpy as np, jaxlagrange as jl
-from jaxlagrange._cli._common import errors_as_values
 imported = time.perf_counter()
 data = np.load(PATH)
 system, _, _ = jl.systems.make(SYSTEM, params={**FIXED, **GUESS})
 obs = jl.Observations(data["ts"], data["q"], data["qd"])
 def run():
-    with errors_as_values() if AS_CLI else contextlib.nullcontext():
-        return jl.fit(system, obs, trainable=set(GUESS), positive=set(GUESS),
-                      segments=SEGMENTS, rtol=1e-10, atol=1e-10)
+    return jl.fit(system, obs, trainable=set(GUESS), positive=set(GUESS),
+                  segments=SEGMENTS, rtol=1e-10, atol=1e-10)
 result = run()
 first = time.perf_counter()
 again = run()
@@ -101,6 +97,49 @@ print(json.dumps(dict(import_s=imported - start, fit_s=first - imported,
                       stderr={k: float(result.stderr[k]) for k in GUESS},
                       steps=result.steps)))
 """
+
+CONFIG = """\
+[system]
+name = "{SYSTEM}"
+params = {{ {PARAMS} }}
+
+[fit]
+data = "{PATH}"
+trainable = {TRAINABLE}
+positive = {TRAINABLE}
+segments = {SEGMENTS}
+
+[simulate]
+rtol = 1e-10
+atol = 1e-10
+"""
+
+
+def cli(config: str, cache: str, out: str, names) -> dict:
+    """`jaxlagrange fit config` in a fresh process: its wall time and result."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAXLAGRANGE_CACHE_DIR": cache}
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "jaxlagrange", "fit", config, "--quiet", "--out", out],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-3000:])
+    with open(os.path.join(out, "params.json")) as f:
+        fitted = json.load(f)
+    with open(os.path.join(out, "summary.json")) as f:
+        steps = json.load(f)["solver_steps"]
+    return dict(
+        total_s=wall,
+        steps=steps,
+        params={k: fitted[k] for k in names},
+        stderr={k: fitted[f"{k}_stderr"] for k in names},
+    )
+
 
 SCIPY = """
 import time
@@ -190,21 +229,33 @@ def bench(name: str, repeats: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "data.npz")
         fresh(MAKE_DATA, PATH=path, **problem)
-        cache = os.path.join(tmp, "jax-cache")
-        cold, warm, scipy = [], [], []
-        for _ in range(repeats):
+        config = os.path.join(tmp, "fit.toml")
+        params = {**problem["FIXED"], **problem["GUESS"]}
+        with open(config, "w") as f:
+            f.write(
+                CONFIG.format(
+                    SYSTEM=problem["SYSTEM"],
+                    PARAMS=", ".join(f"{k} = {v!r}" for k, v in params.items()),
+                    PATH=path,
+                    TRAINABLE=json.dumps(sorted(problem["GUESS"])),
+                    SEGMENTS=SEGMENTS,
+                )
+            )
+        out = os.path.join(tmp, "out")
+        first, second, library, scipy = [], [], [], []
+        for r in range(repeats):
             # Interleaved, so that a busy machine slows every variant alike.
-            cold.append(fresh(JL, PATH=path, CACHE="", AS_CLI=False, **problem))
-            fresh(JL, PATH=path, CACHE=cache, AS_CLI=True, **problem)  # fills it
-            warm.append(fresh(JL, PATH=path, CACHE=cache, AS_CLI=True, **problem))
+            cache = os.path.join(tmp, f"cache_{r}")
+            first.append(cli(config, cache, out, problem["GUESS"]))
+            second.append(cli(config, cache, out, problem["GUESS"]))
+            library.append(fresh(JL, PATH=path, **problem))
             scipy.append(fresh(SCIPY, PATH=path, **problem))
-            for f in Path(cache).glob("*"):
-                f.unlink()
     true = problem["TRUE"]
     s = median(scipy, "total_s")
     print(
         f"\n{name}: {', '.join(true)} from {problem['GUESS']}, {SEGMENTS} segments, "
-        f"{SAMPLES} samples over {problem['T1']} s; median of {repeats} fresh processes"
+        f"{SAMPLES} samples over {problem['T1']} s; median of {repeats} fresh "
+        f"processes, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}"
     )
     print(
         f"SymPy + SciPy: {s:.2f} s end to end (import {median(scipy, 'import_s'):.2f}"
@@ -213,19 +264,24 @@ def bench(name: str, repeats: int) -> None:
         f"{_params(scipy[0], true)}"
     )
     for label, runs in (
-        ("jaxlagrange jl.fit, empty compile cache", cold),
-        ("jaxlagrange as `jaxlagrange fit`, warm compile cache", warm),
+        ("`jaxlagrange fit`, empty cache", first),
+        ("`jaxlagrange fit` again, cache warm", second),
     ):
         t = median(runs, "total_s")
         print(
-            f"{label}: {t:.2f} s end to end (import {median(runs, 'import_s'):.2f}, "
-            f"compile + solve {median(runs, 'fit_s'):.2f} s, {runs[0]['steps']} "
-            f"LM steps), {_params(runs[0], true)}: {s / t:.2f}× SymPy + SciPy"
+            f"{label}: {t:.2f} s end to end ({runs[0]['steps']} LM steps), "
+            f"{_params(runs[0], true)}: {s / t:.2f}× SymPy + SciPy"
         )
-    second = median(cold, "second_fit_s")
+    t = median(library, "total_s")
     print(
-        f"a second fit in the same process: {second:.2f} s: "
-        f"{median(scipy, 'fit_s') / second:.1f}× SciPy's least_squares alone"
+        f"`jl.fit` from Python, no cache: {t:.2f} s end to end (import "
+        f"{median(library, 'import_s'):.2f}, compile + solve "
+        f"{median(library, 'fit_s'):.2f} s): {s / t:.2f}× SymPy + SciPy"
+    )
+    again = median(library, "second_fit_s")
+    print(
+        f"a second `jl.fit` in the same process: {again:.2f} s: "
+        f"{median(scipy, 'fit_s') / again:.1f}× SciPy's least_squares alone"
     )
 
 

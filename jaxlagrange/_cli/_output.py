@@ -306,3 +306,12 @@ def _jsonable(obj: Any) -> Any:
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     return obj
+
+
+def write_with_summary(
+    out, files: Mapping[str, bytes], summary: dict[str, Any]
+) -> None:
+    """`write_output_set` of `files` and `summary.json`, the summary listing the
+    set's files (under "files")."""
+    summary["files"] = sorted([*files, "summary.json"])
+    write_output_set(out, {**files, "summary.json": json_bytes(summary)})

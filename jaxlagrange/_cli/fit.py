@@ -3,6 +3,7 @@
 import argparse
 import os
 import sys
+import threading
 import time
 import warnings
 import zipfile
@@ -20,6 +21,7 @@ from ._common import (
     choose_devices,
     enable_x64,
     errors_as_values,
+    import_plotting,
     kept_programs,
     say,
     show_progress,
@@ -33,7 +35,7 @@ from ._output import (
     output_dir,
     png_bytes,
     run_id,
-    write_output_set,
+    write_with_summary,
 )
 
 
@@ -209,6 +211,9 @@ def _fit_on(args: argparse.Namespace, config) -> int:
     )
     out = output_dir(out)
     plots = config["output"]["plots"] and not args.no_plots
+    if plots:
+        # Import the plotting libraries while XLA compiles (it releases the GIL).
+        threading.Thread(target=import_plotting, daemon=True).start()
 
     say(
         args,
@@ -273,19 +278,6 @@ def _fit_on(args: argparse.Namespace, config) -> int:
         "losses.csv": losses.encode(),
         "fit.npz": npz_bytes(**arrays),
     }
-    if plots:
-        from .. import plotting
-
-        files["fit.png"] = png_bytes(
-            plotting.fit_comparison(
-                arrays["ts_0"],
-                arrays["q_0"],
-                arrays["q_fit_0"],
-                ready.coordinates,
-                title=f"{ready.name}: observed ({paths[0].name}) and fitted",
-            )
-        )
-        files["loss.png"] = png_bytes(plotting.losses(result.losses))
     summary = {
         "system": ready.name,
         "data": [str(p) for p in paths],
@@ -313,10 +305,9 @@ def _fit_on(args: argparse.Namespace, config) -> int:
         "config": config["source"],
         "run": run_id(),
         "versions": {"jaxlagrange": __version__, "jax": jax.__version__},
-        "files": sorted([*files, "summary.json"]),
     }
-    files["summary.json"] = json_bytes(summary)
-    write_output_set(out, files)
+    # The result first: the data and the summary as one set, then the line.
+    write_with_summary(out, files, summary)
     chi2 = "" if result.chi2_red is None else f", reduced χ² {result.chi2_red:.3g}"
     say(
         args,
@@ -325,4 +316,20 @@ def _fit_on(args: argparse.Namespace, config) -> int:
         f"{result.steps} solver steps, {fit_s:.1f} s; solver: {result.solver_result}"
         f"{'; POOR FIT (see the warning)' if result.warning else ''}; wrote {out}/",
     )
+    if plots:
+        # The figures then join the set: a second, whole set with them in it.
+        from .. import plotting
+
+        figures = {
+            "fit.png": plotting.fit_comparison(
+                arrays["ts_0"],
+                arrays["q_0"],
+                arrays["q_fit_0"],
+                ready.coordinates,
+                title=f"{ready.name}: observed ({paths[0].name}) and fitted",
+            ),
+            "loss.png": plotting.losses(result.losses),
+        }
+        files.update({name: png_bytes(fig) for name, fig in figures.items()})
+        write_with_summary(out, files, summary)
     return 0

@@ -19,6 +19,7 @@ from ._common import (
     choose_devices,
     enable_x64,
     errors_as_values,
+    import_plotting,
     kept_programs,
     progress_meter_for,
     result_line,
@@ -30,12 +31,11 @@ from ._common import (
 from ._gif_worker import GifWorker
 from ._output import (
     CLIError,
-    json_bytes,
     npz_bytes,
     output_dir,
     png_bytes,
     run_id,
-    write_output_set,
+    write_with_summary,
 )
 
 
@@ -278,15 +278,6 @@ def _figures(ready, traj, energies, conserved: bool, animation, warn):
     return files
 
 
-def _import_plotting() -> None:
-    try:
-        import matplotlib.backends.backend_agg  # noqa: F401
-        import matplotlib.figure  # noqa: F401
-        import PIL.Image  # noqa: F401
-    except Exception:
-        pass  # the figures' own imports report it
-
-
 def _positions(ready, traj) -> np.ndarray:
     """The system's points along the trajectory, (T, k, d), checked."""
     import equinox as eqx
@@ -337,7 +328,7 @@ def _run_on(args: argparse.Namespace, config, device) -> int:
     if plots:
         # Import the plotting libraries while XLA compiles (it releases the GIL),
         # and start the GIF's worker process.
-        threading.Thread(target=_import_plotting, daemon=True).start()
+        threading.Thread(target=import_plotting, daemon=True).start()
         if animation and ready.points is not None:
             animation = GifWorker()
     try:
@@ -402,7 +393,7 @@ def _run_solve(args, config, device, ready, kwargs, out, plots, animation) -> in
         "versions": {"jaxlagrange": __version__, "jax": jax.__version__},
     }
     # The result first: the data and the summary as one set, then the line.
-    _write(out, files, summary)
+    write_with_summary(out, files, summary)
     if conserved and relative is not None:
         drift_text = f"relative energy drift {relative:.2e}"
     else:
@@ -417,17 +408,12 @@ def _run_solve(args, config, device, ready, kwargs, out, plots, animation) -> in
         start = time.perf_counter()
         figures = _figures(ready, traj, energies, conserved, animation, _warn)
         summary["wall_time_s"]["figures"] = time.perf_counter() - start
-        _write(out, {**files, **figures}, summary)
+        write_with_summary(out, {**files, **figures}, summary)
         say(
             args,
             f"{len(figures)} figures in {summary['wall_time_s']['figures']:.2f} s",
         )
     return 0
-
-
-def _write(out, files: dict[str, bytes], summary: dict[str, Any]) -> None:
-    summary["files"] = sorted([*files, "summary.json"])
-    write_output_set(out, {**files, "summary.json": json_bytes(summary)})
 
 
 def _warn(message: str) -> None:

@@ -112,7 +112,8 @@ class _Store:
 
     def load_or_export(self, name, fn, flat_fn, static, flat, out_tree):
         """The kept `(Exported, output structure)`, exported and written if it
-        is not there yet; None if it cannot be kept."""
+        is not there yet (used, but not written, if its output structure cannot
+        be stored); None if it cannot be exported."""
         path = self.directory / f"{self._key(name, fn, static, flat)}.jlx"
         try:
             with open(path, "rb") as f:
@@ -126,13 +127,15 @@ class _Store:
             exported = jax.export.export(jax.jit(flat_fn), disabled_checks=_ANY_CALL)(
                 *flat
             )
-            structure = out_tree[-1]
-            if pickle.loads(pickle.dumps(structure)) != structure:
-                return None  # e.g. equinox Modules, whose structures do not pickle
-            blob = pickle.dumps({"exported": exported.serialize(), "tree": structure})
         except Exception:
             return None  # host callbacks, unserializable custom calls, ...
-        _write_atomically(path, blob)
+        structure = out_tree[-1]
+        try:
+            if pickle.loads(pickle.dumps(structure)) == structure:
+                blob = {"exported": exported.serialize(), "tree": structure}
+                _write_atomically(path, pickle.dumps(blob))
+        except Exception:
+            pass  # e.g. equinox Modules, whose structures do not pickle: not kept
         return exported, structure
 
     def _key(self, name, fn, static, flat) -> str:

@@ -108,11 +108,18 @@ def test_programs_that_cannot_be_kept_run_as_usual(tmp_path):
     class Box(eqx.Module):
         value: jax.Array
 
+    traces = []
+
+    def boxed(x):
+        traces.append(1)
+        return Box(2 * x)
+
     with _programs.kept_programs(tmp_path, "context"):
         out = _programs.call("callback", with_callback, jnp.arange(3.0))
-        box = _programs.call("module", lambda x: Box(2 * x), jnp.arange(3.0))
+        box = _programs.call("module", boxed, jnp.arange(3.0))
     np.testing.assert_allclose(out, np.cos(np.arange(3.0)), rtol=1e-15)
     assert isinstance(box, Box)
+    assert len(traces) == 1  # the exported program is used, just not kept
     np.testing.assert_allclose(box.value, 2 * np.arange(3.0), rtol=1e-15)
     assert _entries(tmp_path) == []
 

@@ -95,13 +95,9 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _energy_along(system, ts, q, qd):
-    """The Jacobi integral along (ts, q, qd), and whether it is conserved there.
-
-    It is not when there are forces or dissipation, inelastic impacts (a
-    restitution below 1), nor when L or a constraint depends on t explicitly
-    somewhere on the trajectory.
-    """
-    import equinox as eqx
+    """The Jacobi integral along (ts, q, qd), and whether the Lagrangian and the
+    constraints are free of t there (traced: `solve` evaluates it inside its
+    program, see `_conserved`)."""
     import jax
     import jax.numpy as jnp
 
@@ -115,20 +111,29 @@ def _energy_along(system, ts, q, qd):
             parts.append(jax.jacfwd(system._nonholonomic, argnums=2)(q, qd, t))
         return jnp.concatenate(parts)
 
-    @eqx.filter_jit
-    def along(ts, q, qd):
-        energies = jax.vmap(energy, in_axes=(None, 0, 0, 0))(system, q, qd, ts)
-        rates = jax.vmap(time_derivatives)(q, qd, ts)
-        return energies, jnp.all(rates == 0)
+    energies = jax.vmap(energy, in_axes=(None, 0, 0, 0))(system, q, qd, ts)
+    rates = jax.vmap(time_derivatives)(q, qd, ts)
+    return energies, jnp.all(rates == 0)
 
-    energies, autonomous = along(ts, q, qd)
+
+def _conserved(system, autonomous) -> bool:
+    """Whether the Jacobi integral is conserved: it is not when there are forces
+    or dissipation, inelastic impacts (a restitution below 1), nor when L or a
+    constraint depends on t explicitly somewhere on the trajectory."""
     forced = system.force is not None or system.dissipation is not None
     if system.unilateral is not None:
         forced = forced or not bool(np.all(np.asarray(system.restitution) == 1))
-    return energies, bool(autonomous) and not forced
+    return bool(autonomous) and not forced
 
 
-def solve(ready, kwargs: Mapping[str, Any], *, progress: bool = False, config=None):
+def solve(
+    ready,
+    kwargs: Mapping[str, Any],
+    *,
+    progress: bool = False,
+    config=None,
+    along=None,
+):
     """`jl.simulate(*ready, **kwargs)`, compiled ahead of time and timed.
 
     Without `progress` the compiled program has no host callbacks, so JAX's
@@ -136,7 +141,9 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool = False, config=No
     tqdm progress meter is one. With the cache on and a `config`, the traced
     program is kept there too (`_programs`), and a repeated run skips the trace.
 
-    **Returns:** `(trajectory, timing)`, a `Timing`.
+    **Returns:** `(trajectory, timing)`, a `Timing`; with `along`, a function
+    of (system, ts, q, qd), also its value on the trajectory, evaluated in the
+    same program: `(trajectory, timing, value)`.
 
     **Raises:** `CLIError` naming the failure and the time reached, or a
     non-finite saved state.
@@ -157,7 +164,14 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool = False, config=No
             check_initial_state(ready.system, ready.q0, ready.qd0, t0)
         except ValueError as e:
             raise CLIError(f"[initial] state of {ready.name!r}: {e}") from None
-    program = simulate_program(**kwargs, progress_meter=progress_meter_for(progress))
+    solve_only = simulate_program(**kwargs, progress_meter=progress_meter_for(progress))
+
+    def program(system, q0, qd0):
+        fields, failure = solve_only(system, q0, qd0)
+        if along is None:
+            return fields, failure, None
+        return fields, failure, along(system, fields["ts"], fields["q"], fields["qd"])
+
     start = time.perf_counter()
     # A progress bar is a host callback: such a program is not kept.
     with errors_as_values(), kept_programs(None if progress else config):
@@ -170,7 +184,7 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool = False, config=No
     out = unflatten(jax.block_until_ready(compiled(*flat)))
     run_s = time.perf_counter() - compiled_at
     timing = Timing(traced - start, compiled_at - traced, hits[0] > 0, run_s)
-    traj = trajectory_from(ready.system, out)
+    traj = trajectory_from(ready.system, out[:2])
     # Checked in NumPy: an eager JAX comparison is one more small compile.
     name = result_name(traj)
     if name != "successful":
@@ -191,7 +205,7 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool = False, config=No
             f"simulation of {ready.name!r} returned a non-finite state (NaN or inf) "
             "without a failure code; run it from Python with jl.simulate to see why"
         )
-    return traj, timing
+    return (traj, timing) if along is None else (traj, timing, out[2])
 
 
 def _events(traj) -> list[dict[str, Any]]:
@@ -348,10 +362,14 @@ def _run_solve(args, config, device, ready, kwargs, out, plots, animation) -> in
         f"jaxlagrange run: {ready.name}, t = {kwargs['t0']} .. {kwargs['t1']} on "
         f"{device.platform}",
     )
-    traj, timing = solve(
-        ready, kwargs, progress=args.progress and not args.quiet, config=config
+    traj, timing, (energies, autonomous) = solve(
+        ready,
+        kwargs,
+        progress=args.progress and not args.quiet,
+        config=config,
+        along=_energy_along,
     )
-    energies, conserved = _energy_along(ready.system, traj.ts, traj.q, traj.qd)
+    conserved = _conserved(ready.system, autonomous)
     energies = np.asarray(energies)
     e0 = float(energies[0])
     drift = float(np.max(np.abs(energies - e0)))

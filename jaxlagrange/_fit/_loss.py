@@ -202,15 +202,17 @@ def layout_of(obs: Observations, segments: int) -> _Layout:
         start_q[0] = np.asarray(obs.q0)
     if obs.qd0 is not None:
         start_qd[0] = np.asarray(obs.qd0)
+    # NumPy arrays: the programs take them as inputs, and the fit's eager steps
+    # (segment starts, totals) then cost no small compiles of their own.
     return _Layout(
-        jnp.asarray(seg_ts),
-        jnp.asarray(q[clipped]),
-        None if qd is None else jnp.asarray(qd[clipped]),
-        jnp.asarray(weight),
-        jnp.asarray(total),
-        jnp.asarray(1.0 / sigma**2),
-        jnp.asarray(bounds[1:] - bounds[:-1]),
-        (jnp.asarray(start_q), jnp.asarray(start_qd)),
+        seg_ts,
+        q[clipped],
+        None if qd is None else qd[clipped],
+        weight,
+        np.asarray(total),
+        1.0 / sigma**2,
+        bounds[1:] - bounds[:-1],
+        (start_q, start_qd),
     )
 
 

@@ -14,12 +14,11 @@ from typing import Any
 
 import diffrax
 import equinox as eqx
-import jax.numpy as jnp
+import jax
 import jax.tree_util as jtu
 import numpy as np
 import optax
 import optimistix as optx
-from jax.flatten_util import ravel_pytree
 
 from .. import _programs
 from .._custom_types import Array, Params, ScalarLike
@@ -52,7 +51,9 @@ from ._solvers import (
     optax_loop,
     optimistix_solve,
     solver_message,
+    standard_errors,
     strong,
+    unknowns,
 )
 
 
@@ -318,7 +319,9 @@ def fit(
         layouts,
         [(layout.starts[0][0], layout.starts[1][0]) for layout in layouts],
         fit_initial_state,
-        jnp.asarray(continuity_weight),
+        continuity_weight
+        if isinstance(continuity_weight, jax.core.Tracer)
+        else np.asarray(continuity_weight, float),
         _options(adjoint, solver, rtol, atol, max_steps),
     )
     theta = (
@@ -335,8 +338,7 @@ def fit(
     setup = covariance_setup(theta, problem, trainable, positive, data)
     covariance = None
     if isinstance(optimizer, (optx.AbstractLeastSquaresSolver, optx.AbstractMinimiser)):
-        size = ravel_pytree(eqx.filter(theta, eqx.is_array))[0].shape[0]
-        mode = jacobian_mode(jacobian, size)
+        mode = jacobian_mode(jacobian, unknowns(theta))
         # A minimiser takes the gradient of the scalar loss, and Dogleg the
         # gradient Jᵀr: both transpose the Jacobian, which needs reverse mode.
         if isinstance(optimizer, (optx.AbstractMinimiser, optx.Dogleg)):
@@ -353,9 +355,20 @@ def fit(
                 problem,
                 _options(adjoint, solver, rtol, atol, max_steps),
             )
-        # One traced program: kept between runs of the command line (`_programs`).
-        theta, losses, last, codes, code, count, gauss_newton = _programs.call(
-            "fit.solve", optimistix_solve, theta, problem, optimizer, steps, mode, setup
+        # One traced program, the decoding of its result in it: no eager steps
+        # (each a small compile) after it. Kept between runs of the command line.
+        (theta, losses, last, codes, code, count, gauss_newton), decoded = (
+            _programs.call(
+                "fit.solve",
+                _solve_and_decode,
+                theta,
+                problem,
+                optimizer,
+                steps,
+                mode,
+                setup,
+                trainable,
+            )
         )
         count = int(count)
         losses = np.asarray(losses)[:count]
@@ -385,26 +398,17 @@ def fit(
 
     if covariance is None:  # the optax path, or past _COVARIANCE_MAX
         covariance = covariance_of(theta, problem, setup)
+        decoded = _decode_result(theta, problem, covariance, trainable)
     final, chi, covariance, raw, dead = covariance
-    system_fit, segment_starts = problem.unpack(theta)
-    fitted = system_fit.params
-    q0 = [q[0] for q, _ in segment_starts]
-    qd0 = [qd[0] for _, qd in segment_starts]
+    fitted, segment_starts, firsts, stderr = decoded
+    system_fit = eqx.tree_at(lambda s: s.params, problem.system, fitted)
+    q0 = [q for q, _ in firsts]
+    qd0 = [qd for _, qd in firsts]
     trained = eqx.filter(fitted, trainable)
-    size = ravel_pytree(eqx.filter(theta, eqx.is_array))[0].shape[0]
-    misfit = quality(data, layouts, chi, raw, problem.total, size)
+    misfit = quality(data, layouts, chi, raw, problem.total, unknowns(theta))
     if misfit.warning is not None:
         warnings.warn(misfit.warning, UserWarning, stacklevel=2)
     warn_unidentifiable(unidentifiable(trained, dead))
-    _, unflatten = ravel_pytree(trained)
-    stderr = unflatten(jnp.sqrt(jnp.clip(jnp.diagonal(covariance), 0.0)))
-    stderr = eqx.combine(
-        stderr,
-        jtu.tree_map(
-            lambda x: jnp.zeros_like(x) if eqx.is_array(x) else None,
-            eqx.filter(fitted, trainable, inverse=True),
-        ),
-    )
     return FitResult(
         fitted,
         system_fit,
@@ -423,6 +427,25 @@ def fit(
         misfit.data_scale,
         misfit.warning,
     )
+
+
+@eqx.filter_jit
+def _solve_and_decode(theta, problem, optimizer, steps, mode, setup, trainable):
+    """`optimistix_solve`, and `_decode_result` of its result (when it has the
+    covariance) in the same program."""
+    out = optimistix_solve(theta, problem, optimizer, steps, mode, setup)
+    gauss_newton = out[-1]
+    if gauss_newton is None:
+        return out, None
+    return out, _decode_result(out[0], problem, gauss_newton, trainable)
+
+
+def _decode_result(theta, problem, gauss_newton, trainable):
+    """The fitted params, the segment starts, each trajectory's initial state
+    and the params' standard errors."""
+    fitted, starts = problem.decoded(theta)
+    firsts = [(q[0], qd[0]) for q, qd in starts]
+    return fitted, starts, firsts, standard_errors(gauss_newton[2], fitted, trainable)
 
 
 def _best_of(system, data, starts, options) -> FitResult:

@@ -63,11 +63,16 @@ def mask(spec, params, name: str) -> Params:
 def encode(params, trainable, positive) -> Params:
     """The unconstrained unknowns: trainable leaves, positive ones as logarithms."""
     return jtu.tree_map(
-        lambda x, t, p: (jnp.log(x) if p else x) if t else None,
+        lambda x, t, p: (_log(x) if p else x) if t else None,
         params,
         trainable,
         positive,
     )
+
+
+def _log(x):
+    # A concrete guess in NumPy: an eager jnp.log is one more small compile.
+    return jnp.log(x) if isinstance(x, jax.core.Tracer) else np.log(np.asarray(x))
 
 
 def _decode(unknowns, fixed, positive) -> Params:
@@ -99,18 +104,22 @@ class Problem(eqx.Module):
             layout.total * (1 if layout.qd is None else 2) for layout in self.layouts
         )
 
-    def unpack(self, theta):
-        """The system with the decoded params, and the segment starts."""
+    def decoded(self, theta):
+        """The params, and the segment starts of each observed trajectory."""
         unknowns, starts = theta
         params = _decode(unknowns, self.fixed, self.positive)
-        system = eqx.tree_at(lambda s: s.params, self.system, params)
         if not self.fit_initial_state:
             # The held initial state is not an unknown: only the later segments'.
             starts = [
                 (jnp.concatenate([q0[None], q]), jnp.concatenate([qd0[None], qd]))
                 for (q, qd), (q0, qd0) in zip(starts, self.initial, strict=True)
             ]
-        return system, starts
+        return params, starts
+
+    def unpack(self, theta):
+        """The system with the decoded params, and the segment starts."""
+        params, starts = self.decoded(theta)
+        return eqx.tree_at(lambda s: s.params, self.system, params), starts
 
     def loss(self, theta):
         system, starts = self.unpack(theta)
@@ -150,9 +159,10 @@ def check_guess(system: LagrangianSystem, params, data) -> None:
     obs = data[0]
     n = obs.q.shape[1]
     guess = eqx.tree_at(lambda s: s.params, system, params)
-    qd = obs.qd[0] if obs.qd is not None else jnp.zeros(n)
+    q = np.asarray(obs.q)[0]
+    qd = np.asarray(obs.qd)[0] if obs.qd is not None else np.zeros(n)
     try:
-        mass = np.asarray(mass_matrix(guess, obs.q[0], qd, obs.ts[0]))
+        mass = np.asarray(mass_matrix(guess, q, qd, np.asarray(obs.ts)[0]))
         np.linalg.cholesky(mass)
         good = bool(np.all(np.isfinite(mass)))
     except (np.linalg.LinAlgError, ValueError, TypeError, IndexError):

@@ -29,7 +29,11 @@ def strong(tree):
     # Weakly typed leaves (from Python floats, or optax's initial states) become
     # strongly typed after one step, which would compile the step a second time.
     return jtu.tree_map(
-        lambda x: jax.lax.convert_element_type(x, x.dtype) if eqx.is_array(x) else x,
+        lambda x: (
+            jax.lax.convert_element_type(x, x.dtype)
+            if isinstance(x, jax.Array) and x.weak_type
+            else x
+        ),
         tree,
     )
 
@@ -281,19 +285,44 @@ def _covariance(jac, r, chi, raw, flat, total, sigma_given: bool, logs: tuple):
 _covariance_jit = eqx.filter_jit(_gauss_newton)
 
 
+def unknowns(theta) -> int:
+    """The number of unknowns: the size of `ravel_pytree` of theta's arrays."""
+    return sum(
+        int(np.size(x)) for x in jtu.tree_leaves(eqx.filter(theta, eqx.is_array))
+    )
+
+
+def standard_errors(covariance, fitted, trainable):
+    """The standard error of each param, from the covariance of the trained ones
+    (in `ravel_pytree` order): zero for params held fixed."""
+    trained = eqx.filter(fitted, trainable)
+    _, unflatten = ravel_pytree(trained)
+    stderr = unflatten(jnp.sqrt(jnp.clip(jnp.diagonal(covariance), 0.0)))
+    return eqx.combine(
+        stderr,
+        jtu.tree_map(
+            lambda x: jnp.zeros_like(x) if eqx.is_array(x) else None,
+            eqx.filter(fitted, trainable, inverse=True),
+        ),
+    )
+
+
 def covariance_setup(theta, problem, trainable, positive, data):
     """What `_gauss_newton` needs besides theta, or None past `_COVARIANCE_MAX`."""
-    size = ravel_pytree(eqx.filter(theta, eqx.is_array))[0].shape[0]
-    if size > _COVARIANCE_MAX:
+    if unknowns(theta) > _COVARIANCE_MAX:
         return None
-    logs = ravel_pytree(
-        jtu.tree_map(
-            lambda t, pos, x: jnp.full(jnp.shape(x), bool(pos)) if t else None,
-            trainable,
-            positive,
-            problem.system.params,
+    # In NumPy (an eager ravel_pytree is a few small compiles), in its order.
+    logs = [
+        np.full(np.shape(x), bool(pos)).ravel()
+        for t, pos, x in zip(
+            jtu.tree_leaves(trainable),
+            jtu.tree_leaves(positive),
+            jtu.tree_leaves(problem.system.params),
+            strict=True,
         )
-    )[0]
+        if t
+    ]
+    logs = np.concatenate(logs) if logs else np.zeros(0, bool)
     sigma_given = all(d.sigma is not None for d in data)
     # The Jacobian is taken in forward mode, whatever the fit's adjoint.
     forward = eqx.tree_at(
@@ -306,7 +335,7 @@ def covariance_of(theta, problem, setup):
     """`_gauss_newton` at `theta`; past `_COVARIANCE_MAX` the covariance is NaN."""
     if setup is None:
         r, chi, _, raw = _residuals_jit(theta, problem)
-        p = ravel_pytree(eqx.filter(theta[0], eqx.is_array))[0].shape[0]
+        p = unknowns(theta[0])
         nan = jnp.full((p, p), jnp.nan)
         return jnp.sum(r**2), chi, nan, raw, jnp.zeros(p, bool)
     return _covariance_jit(theta, *setup)

@@ -214,7 +214,10 @@ def simulate(
         in contact after finitely many (a ball dropped from 1 m with e = 0.8:
         41). With events, `max_steps` applies to each solve between two events.
     - `throw`: raise on failure. With `throw=False` check `Trajectory.result`; under
-        `vmap` every member then has its own result and `t_final`.
+        `vmap` every member then has its own result and `t_final`. (Naming the
+        cause of a failure probes the dynamics: under `vmap` those probes are part
+        of the program and run for every member; `jl.simulate_batch` runs them
+        afterwards, for the failed members only.)
 
     **Returns:** a `Trajectory`.
 

@@ -213,11 +213,12 @@ def _shard_mapped_bwd(residuals, cotangents, perturbed, dyn, fn, static, mesh, k
 
 def _member_vjp(out, cotangents, dyn, fn, static, constrain):
     """The gradients of the batched solve, member by member on the vmap path."""
-    # Symbolic zeros (None) of inexact outputs become zeros; others stay None.
+    # Symbolic zeros (None) of inexact outputs become zeros; others stay None
+    # (also those of outputs that are None, such as a member's unused `Stop` fields).
     cotangents = jax.tree.map(
         lambda o, c: (
             jnp.zeros(o.shape, o.dtype)
-            if c is None and jnp.issubdtype(o.dtype, jnp.inexact)
+            if c is None and o is not None and jnp.issubdtype(o.dtype, jnp.inexact)
             else c
         ),
         out,

@@ -21,7 +21,9 @@ is a select, which runs the probes for every member on every call: the
 library's own batched programs (`simulate_batch`, sweeps) therefore return each
 member's `Stop` beside its provisional code, and `name_causes` diagnoses the
 stopped members afterwards, likewise on the host when the batch was computed
-eagerly and in the caller's program when it is traced.
+eagerly and in the caller's program when it is traced. `fit`'s loss does not
+diagnose at all; a failed fit names the cause with a diagnosed evaluation of
+its residuals (`_fit._problem.Problem.named_codes`).
 """
 
 from typing import Any, NamedTuple

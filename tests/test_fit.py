@@ -464,3 +464,22 @@ def test_a_failed_fit_names_the_cause_found_afterwards(monkeypatch):
     ):
         jl.fit(system, data, optimizer=optax.adam(5.0), steps=5)
     assert len(calls) >= 1
+
+
+def _vanishing_mass(q, qd, t, params):
+    return 0.5 * (1.0 - q[0] / params["a"]) * qd[0] ** 2 - 0.5 * q[0] ** 2
+
+
+def test_a_failed_least_squares_fit_names_the_cause():
+    # From the guess a = 0.5 the motion reaches q = a, where M = 1 − q/a vanishes,
+    # at t < 1.5: the first loss is inf, and the error names the singular mass
+    # matrix (the loss's program alone gives the provisional code).
+    system = jl.LagrangianSystem(_vanishing_mass, params={"a": 0.5})
+    ts = jnp.linspace(0.0, 1.5, 11)
+    data = jl.Observations(ts, jnp.sin(ts)[:, None], q0=jnp.zeros(1), qd0=jnp.ones(1))
+    with pytest.raises(
+        FloatingPointError,
+        match=r"the loss is not finite \(inf\) after the last step of \d+: 1 of 1 "
+        r"solves failed\. The mass matrix ∂²L/∂qd² became singular",
+    ):
+        jl.fit(system, data, steps=5)

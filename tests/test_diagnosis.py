@@ -4,6 +4,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from helpers import degenerating_lagrangian
 
@@ -214,3 +215,55 @@ def test_a_traced_batch_names_the_causes_in_its_program(diagnoses):
     (_, result), _ = jax.value_and_grad(run, argnums=1, has_aux=True)(_MIXED_QD0, 0.01)
     assert jl.result_name(result).tolist() == _MIXED_NAMES
     assert len(diagnoses) > traced
+
+
+# Fits: the loss's programs give provisional codes; a failed fit names the cause.
+
+
+def _mass_lagrangian(q, qd, t, params):
+    return 0.5 * params["m"] * qd[0] ** 2 - 0.5 * q[0] ** 2
+
+
+def test_a_failed_fit_names_the_cause_found_afterwards(diagnoses):
+    # The data need m = 0.25 (ω = 2): the first Adam step moves m by -lr = -5, from
+    # 1 to -4, where the mass matrix is not positive definite. The loss's program
+    # gives the provisional code (a NaN step); the diagnosed evaluation, compiled
+    # only after the failure, names the singular mass matrix.
+    # A new function: no compiled program of an earlier test can hide a trace.
+    system = jl.LagrangianSystem(
+        lambda q, qd, t, p: _mass_lagrangian(q, qd, t, p), params={"m": 1.0}
+    )
+    ts = jnp.linspace(0.0, 1.0, 11)
+    data = jl.Observations(
+        ts, jnp.cos(2.0 * ts)[:, None], q0=jnp.ones(1), qd0=jnp.zeros(1)
+    )
+    with pytest.warns(UserWarning, match="poor fit"):
+        ok = jl.fit(system, data, optimizer=optax.adam(1e-2), steps=2)
+    assert np.isfinite(ok.loss)
+    assert diagnoses == []  # the fit's programs hold no diagnosis
+    with pytest.raises(
+        FloatingPointError,
+        match=r"the loss is not finite \(inf\) at step 1 of 5: 1 of 1 solves failed\. "
+        r"The mass matrix ∂²L/∂qd² became singular",
+    ):
+        jl.fit(system, data, optimizer=optax.adam(5.0), steps=5)
+    assert len(diagnoses) >= 1
+
+
+def _vanishing_mass(q, qd, t, params):
+    return 0.5 * (1.0 - q[0] / params["a"]) * qd[0] ** 2 - 0.5 * q[0] ** 2
+
+
+def test_a_failed_least_squares_fit_names_the_cause():
+    # From the guess a = 0.5 the motion reaches q = a, where M = 1 − q/a vanishes,
+    # at t < 1.5: the first loss is inf, and the error names the singular mass
+    # matrix (the loss's program alone gives the provisional code).
+    system = jl.LagrangianSystem(_vanishing_mass, params={"a": 0.5})
+    ts = jnp.linspace(0.0, 1.5, 11)
+    data = jl.Observations(ts, jnp.sin(ts)[:, None], q0=jnp.zeros(1), qd0=jnp.ones(1))
+    with pytest.raises(
+        FloatingPointError,
+        match=r"the loss is not finite \(inf\) after the last step of \d+: 1 of 1 "
+        r"solves failed\. The mass matrix ∂²L/∂qd² became singular",
+    ):
+        jl.fit(system, data, steps=5)

@@ -19,10 +19,11 @@ from ._batch_inputs import (
     split_options,
 )
 from ._custom_types import Array, Bool, Params
+from ._guard import name_causes, without_system
 from ._kernel._backend import check_backend, choose_kernel
 from ._kernel._lanes import UnsupportedPrimitiveError
-from ._results import MESSAGES, code_of
-from ._simulate import simulate
+from ._results import MESSAGES, code_of, item_of
+from ._simulate import simulate, simulate_checked
 from ._system import LagrangianSystem
 from ._trajectory import RESULTS, Trajectory
 
@@ -212,11 +213,12 @@ def _shard_mapped_bwd(residuals, cotangents, perturbed, dyn, fn, static, mesh, k
 
 def _member_vjp(out, cotangents, dyn, fn, static, constrain):
     """The gradients of the batched solve, member by member on the vmap path."""
-    # Symbolic zeros (None) of inexact outputs become zeros; others stay None.
+    # Symbolic zeros (None) of inexact outputs become zeros; others stay None
+    # (also those of outputs that are None, such as a member's unused `Stop` fields).
     cotangents = jax.tree.map(
         lambda o, c: (
             jnp.zeros(o.shape, o.dtype)
-            if c is None and jnp.issubdtype(o.dtype, jnp.inexact)
+            if c is None and o is not None and jnp.issubdtype(o.dtype, jnp.inexact)
             else c
         ),
         out,
@@ -382,35 +384,67 @@ def simulate_batch(
     shared = (system, q0 if q0.ndim == 1 else None, qd0 if qd0.ndim == 1 else None)
     dyn_options, static_options = split_options(simulate_options)
     shared = (shared, dyn_options)
-    fn = _Member(static_options)
+    # Without the kernel, each member's solve returns its provisional code and
+    # where it stopped; the causes are named afterwards (`_named`).
+    deferred = _Member(static_options, defer=True)
     kernel = choose_kernel(
         backend, system, simulate_options, devices_of(devices), block_size
     )
     if kernel is None:
-        traj = sharded_map(fn, batched, shared, size, devices)
-    elif backend == "kernel":
-        traj = sharded_map(fn, batched, shared, size, devices, kernel(static_options))
+        out = sharded_map(deferred, batched, shared, size, devices)
+        traj = _named(out, batched, system)
     else:
-        try:
+        # The kernel names its causes itself; `fn` gives its gradients.
+        fn = _Member(static_options)
+        if backend == "kernel":
             traj = sharded_map(
                 fn, batched, shared, size, devices, kernel(static_options)
             )
-        except UnsupportedPrimitiveError:
-            traj = sharded_map(fn, batched, shared, size, devices)
+        else:
+            try:
+                traj = sharded_map(
+                    fn, batched, shared, size, devices, kernel(static_options)
+                )
+            except UnsupportedPrimitiveError:
+                out = sharded_map(deferred, batched, shared, size, devices)
+                traj = _named(out, batched, system)
     return _raise_if_failed(traj) if throw else traj
 
 
+def _member_system(system: LagrangianSystem, params) -> LagrangianSystem:
+    """The system of a member with batched `params` (None: the system's own)."""
+    if params is None:
+        return system
+    params = merge(system.params, params)
+    return eqx.tree_at(lambda s: s.params, system, params)
+
+
+def _named(out, batched, system) -> Trajectory:
+    """The batch's trajectory, with the causes of its stopped members named."""
+    traj, failures = out
+    codes = name_causes(
+        code_of(traj.result), failures, _member_system, system, batched["params"]
+    )
+    return eqx.tree_at(lambda tr: tr.result, traj, item_of(codes))
+
+
 class _Member(eqx.Module):
-    """One member of a batch: `simulate` with its initial state and params."""
+    """One member of a batch: `simulate` with its initial state and params.
+
+    `defer`: return the trajectory with a stopped solve's provisional code, and
+    where it stopped (`_guard.without_system`), for `_guard.name_causes`.
+    """
 
     static_options: Any = eqx.field(static=True)
+    defer: bool = eqx.field(static=True, default=False)
 
     def __call__(self, batched, shared):
         (system, q0, qd0), dyn_options = shared
         options = joined_options(dyn_options, self.static_options)
         q0 = batched["q0"] if batched["q0"] is not None else q0
         qd0 = batched["qd0"] if batched["qd0"] is not None else qd0
-        if batched["params"] is not None:
-            params = merge(system.params, batched["params"])
-            system = eqx.tree_at(lambda s: s.params, system, params)
-        return simulate(system, q0, qd0, throw=False, **options)
+        system = _member_system(system, batched["params"])
+        if not self.defer:
+            return simulate(system, q0, qd0, throw=False, **options)
+        traj, failure, _ = simulate_checked(system, q0, qd0, throw=False, **options)
+        return traj, without_system(failure)

@@ -16,7 +16,14 @@ and the state it started from) with a provisional code, and `diagnosed` names
 the cause afterwards: on the host, with a small program compiled on demand,
 when the solve's result is a concrete value; inside the caller's program, under
 a `lax.cond` on the failure, when `simulate` is itself traced (`jit`, `vmap`,
-`grad`), so that the codes are the named ones there too.
+`grad`), so that the codes are the named ones there too. Under `vmap` that cond
+is a select, which runs the probes for every member on every call: the
+library's own batched programs (`simulate_batch`, sweeps) therefore return each
+member's `Stop` beside its provisional code, and `name_causes` diagnoses the
+stopped members afterwards, likewise on the host when the batch was computed
+eagerly and in the caller's program when it is traced. `fit`'s loss does not
+diagnose at all; a failed fit names the cause with a diagnosed evaluation of
+its residuals (`_fit._problem.Problem.named_codes`).
 """
 
 from typing import Any, NamedTuple
@@ -26,9 +33,11 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.tree_util as jtu
+import numpy as np
 
 from ._constraints import dynamics
 from ._custom_types import Array, BoolScalar
+from ._results import code_of
 from ._trajectory import RESULTS
 
 
@@ -197,20 +206,25 @@ def _diagnose(failure: Failure) -> RESULTS:
 _diagnose_on_host = eqx.filter_jit(_diagnose)
 
 
+def _traced_cause(failure: Failure) -> RESULTS:
+    """The cause inside the caller's program: diagnosed only if it stopped."""
+    # The cause is an integer code: keep autodiff from tracing through it.
+    dynamic, static = eqx.partition(_no_gradient(failure)[0], eqx.is_array)
+    return jax.lax.cond(
+        failure.stop.stopped,
+        lambda d: _diagnose(eqx.combine(d, static)),
+        lambda d: provisional(d.stop.failed_finite),
+        dynamic,
+    )
+
+
 def diagnosed(traj, failure: Failure | None):
     """`traj` with the cause of a stopped solve named (see the module docstring)."""
     if failure is None:
         return traj
     stopped = failure.stop.stopped
     if isinstance(stopped, jax.core.Tracer):
-        # The cause is an integer code: keep autodiff from tracing through it.
-        dynamic, static = eqx.partition(_no_gradient(failure)[0], eqx.is_array)
-        cause = jax.lax.cond(
-            stopped,
-            lambda d: _diagnose(eqx.combine(d, static)),
-            lambda d: provisional(d.stop.failed_finite),
-            dynamic,
-        )
+        cause = _traced_cause(failure)
     elif bool(stopped):
         cause = _diagnose_on_host(failure)
     else:
@@ -222,3 +236,67 @@ def diagnosed(traj, failure: Failure | None):
 def _no_gradient(*trees):
     stop = lambda x: jax.lax.stop_gradient(x) if eqx.is_array(x) else x  # noqa: E731
     return jtu.tree_map(stop, trees)
+
+
+def without_system(failure: Failure | None) -> Failure | None:
+    """`failure` without its system, all arrays: what a batch member returns for
+    `name_causes`, which rebuilds each member's system from the batch's inputs."""
+    if failure is None:
+        return None
+    return Failure(
+        None, failure.q0, failure.qd0, failure.t0, failure.baumgarte, failure.stop
+    )
+
+
+def _member_failure(system_of, shared, inputs, failure: Failure) -> Failure:
+    """A member's `without_system` failure with its system rebuilt."""
+    system = system_of(shared, inputs)
+    return Failure(
+        system, failure.q0, failure.qd0, failure.t0, failure.baumgarte, failure.stop
+    )
+
+
+@eqx.filter_jit
+def _diagnose_members(system_of, shared, inputs, failures: Failure):
+    # Compiled only when a member stopped: once per system and padded count.
+    def cause(inputs, failure):
+        return _diagnose(_member_failure(system_of, shared, inputs, failure))
+
+    return code_of(jax.vmap(cause)(inputs, failures))
+
+
+def name_causes(codes, failures: Failure | None, system_of, shared, inputs):
+    """The integer result `codes` of a batch, the causes of stopped members named.
+
+    `failures`: the members' `without_system(failure)`, with a leading batch axis
+    (None: nothing can stop); `system_of(shared, inputs)` rebuilds a member's system
+    from the `shared` inputs and its row of the batched `inputs`. Computed
+    eagerly, the batch's own program holds no diagnosis: the stopped members are
+    diagnosed here, by a second small program compiled on the first failure.
+    Traced (the batch under the caller's `jit` or `grad`), the diagnosis joins the
+    caller's program under a `lax.cond`, as in `simulate`.
+    """
+    if failures is None:
+        return codes
+    stopped = failures.stop.stopped
+    leaves = jtu.tree_leaves((codes, failures, shared, inputs))
+    if any(isinstance(x, jax.core.Tracer) for x in leaves):
+
+        def one(inputs, failure):
+            failure = _member_failure(system_of, shared, inputs, failure)
+            return code_of(_traced_cause(failure))
+
+        return jnp.where(stopped, jax.vmap(one)(inputs, failures), codes)
+    index = np.flatnonzero(np.asarray(stopped))
+    if index.size == 0:
+        return codes
+    # Padded to a power of two (repeating a stopped member): few compilations.
+    size = 1 << (index.size - 1).bit_length()
+    rows = np.concatenate([index, np.repeat(index[:1], size - index.size)])
+    take = lambda x: jnp.asarray(np.asarray(x)[rows]) if eqx.is_array(x) else x  # noqa: E731
+    causes = _diagnose_members(
+        system_of, shared, jtu.tree_map(take, inputs), jtu.tree_map(take, failures)
+    )
+    named = np.array(codes)
+    named[index] = np.asarray(causes)[: index.size]
+    return jnp.asarray(named)

@@ -214,7 +214,10 @@ def simulate(
         in contact after finitely many (a ball dropped from 1 m with e = 0.8:
         41). With events, `max_steps` applies to each solve between two events.
     - `throw`: raise on failure. With `throw=False` check `Trajectory.result`; under
-        `vmap` every member then has its own result and `t_final`.
+        `vmap` every member then has its own result and `t_final`. (Naming the
+        cause of a failure probes the dynamics: under `vmap` those probes are part
+        of the program and run for every member; `jl.simulate_batch` runs them
+        afterwards, for the failed members only.)
 
     **Returns:** a `Trajectory`.
 
@@ -289,8 +292,8 @@ def simulate_checked(
     t1,
     saveat=None,
     solver=None,
-    rtol=1e-8,
-    atol=1e-8,
+    rtol=None,
+    atol=None,
     dt0=None,
     stepsize_controller=None,
     max_steps=100_000,

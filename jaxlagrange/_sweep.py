@@ -115,7 +115,14 @@ def sweep(
         name: jax.ShapeDtypeStruct(x.shape[1:], dtype_of(x))
         for name, x in inputs.items()
     }
-    shapes = jax.eval_shape(fn, member)
+    # A member that can defer naming the causes of failed solves returns, beside
+    # its outputs, where each stopped; they are named after the chunk, by
+    # `fn.named` (see `_guard.name_causes`), so its program holds no diagnosis.
+    deferring = fn.deferring() if hasattr(fn, "deferring") else None
+    if deferring is None:
+        shapes = jax.eval_shape(fn, member)
+    else:
+        shapes = jax.eval_shape(deferring, member)[0]
     if not isinstance(shapes, Mapping) or not all(isinstance(k, str) for k in shapes):
         raise ValueError(
             f"`fn` must return a dict of arrays keyed by name, got {type(shapes)}."
@@ -155,7 +162,11 @@ def sweep(
                 name: jnp.asarray(_pad_rows(np.asarray(x[start:stop]), chunk_size))
                 for name, x in inputs.items()
             }
-            out = sharded_map(_apply, batched, fn, chunk_size, devices, kernel)
+            if kernel is None and deferring is not None:
+                out = sharded_map(_apply, batched, deferring, chunk_size, devices)
+                out = fn.named(*out, batched)
+            else:
+                out = sharded_map(_apply, batched, fn, chunk_size, devices, kernel)
             out = {k: np.asarray(v)[: stop - start] for k, v in out.items()}
             chunked.write(chunk, out)
             bar.update()

@@ -19,10 +19,11 @@ from ._batch_inputs import (
     split_options,
 )
 from ._custom_types import Array, Params
+from ._guard import name_causes, without_system
 from ._kernel._backend import broadcast_params, choose_kernel
 from ._kernel._ensemble import simulate_kernel
 from ._results import code_of
-from ._simulate import simulate
+from ._simulate import simulate, simulate_checked
 from ._sweep import dtype_of, sweep
 from ._sweep_identity import SYSTEM_FUNCTIONS, _describe, code_digest
 from ._system import LagrangianSystem
@@ -55,13 +56,31 @@ def _unflatten_params(flat: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _solve(member, system, q0, qd0, **options):
+    """`simulate(..., throw=False)`; for a `defer`-ing member, the trajectory with
+    a stopped solve's provisional code, and where it stopped (`named`)."""
+    if not member.defer:
+        return simulate(system, q0, qd0, throw=False, **options), None
+    traj, failure, _ = simulate_checked(system, q0, qd0, throw=False, **options)
+    return traj, without_system(failure)
+
+
+def _named(member, out, failures, batched):
+    """A chunk's outputs, with the causes of its stopped solves named."""
+    codes = name_causes(
+        out["result"], failures, type(member).system_for, member, batched
+    )
+    return {**out, "result": codes}
+
+
 class _SimulateMember(eqx.Module):
     system: LagrangianSystem
     options: Any
     static_options: Any = eqx.field(static=True)
     observe: Callable | None = eqx.field(static=True)
+    defer: bool = eqx.field(static=True, default=False)
 
-    def __call__(self, member: dict[str, Array]) -> dict[str, Array]:
+    def system_for(self, member: dict[str, Array]) -> LagrangianSystem:
         system = self.system
         params = {
             k[len("params/") :]: v
@@ -71,8 +90,12 @@ class _SimulateMember(eqx.Module):
         if params:
             params = merge(system.params, _unflatten_params(params))
             system = eqx.tree_at(lambda s: s.params, system, params)
+        return system
+
+    def __call__(self, member: dict[str, Array]):
+        system = self.system_for(member)
         options = joined_options(self.options, self.static_options)
-        traj = simulate(system, member["q0"], member["qd0"], throw=False, **options)
+        traj, failure = _solve(self, system, member["q0"], member["qd0"], **options)
         out = (
             {"q": traj.q, "qd": traj.qd} if self.observe is None else self.observe(traj)
         )
@@ -85,7 +108,17 @@ class _SimulateMember(eqx.Module):
                 raise ValueError(
                     f"`observe` may not return the reserved key {reserved!r}."
                 )
-        return {**out, "result": code_of(traj.result), "t_final": traj.t_final}
+        out = {**out, "result": code_of(traj.result), "t_final": traj.t_final}
+        return (out, failure) if self.defer else out
+
+    # `sweep` runs the member deferring the causes of stopped solves (`_named`).
+    def deferring(self):
+        return _SimulateMember(
+            self.system, self.options, self.static_options, self.observe, True
+        )
+
+    def named(self, out, failures, batched):
+        return _named(self, out, failures, batched)
 
     # The fused kernel's share of the work (`_SweepKernel`).
     def kernel_options(self) -> dict[str, Any]:
@@ -256,8 +289,9 @@ class SweepMember(eqx.Module):
     options: tuple = eqx.field(static=True)
     swept_params: tuple = eqx.field(static=True)
     lyapunov: bool = eqx.field(static=True)
+    defer: bool = eqx.field(static=True)
 
-    def __init__(self, system, swept_params, simulate_kwargs, lyapunov):
+    def __init__(self, system, swept_params, simulate_kwargs, lyapunov, defer=False):
         self.system = system
         self.saveat = simulate_kwargs["saveat"]
         self.options = tuple(
@@ -265,19 +299,24 @@ class SweepMember(eqx.Module):
         )
         self.swept_params = tuple(swept_params)
         self.lyapunov = lyapunov
+        self.defer = defer
 
-    def __call__(self, inputs: dict[str, Array]) -> dict[str, Array]:
-        from ._eom import energy_unchecked as energy
-        from ._lyapunov import finite_time_lyapunov
-
+    def system_for(self, inputs: dict[str, Array]) -> LagrangianSystem:
         system = self.system
         if self.swept_params:
             params = dict(system.params)
             params.update({k: inputs[f"params/{k}"] for k in self.swept_params})
             system = eqx.tree_at(lambda s: s.params, system, params)
+        return system
+
+    def __call__(self, inputs: dict[str, Array]):
+        from ._eom import energy_unchecked as energy
+        from ._lyapunov import finite_time_lyapunov
+
+        system = self.system_for(inputs)
         q0, qd0 = inputs["q0"], inputs["qd0"]
         options = dict(self.options)
-        traj = simulate(system, q0, qd0, saveat=self.saveat, **options, throw=False)
+        traj, failure = _solve(self, system, q0, qd0, saveat=self.saveat, **options)
         energies = jax.vmap(energy, in_axes=(None, 0, 0, 0))(
             system, traj.q, traj.qd, traj.ts
         )
@@ -292,7 +331,14 @@ class SweepMember(eqx.Module):
             out["lyapunov"] = finite_time_lyapunov(
                 system, q0, qd0, **options, throw=False
             )
-        return out
+        return (out, failure) if self.defer else out
+
+    def deferring(self):
+        kwargs = {**dict(self.options), "saveat": self.saveat}
+        return SweepMember(self.system, self.swept_params, kwargs, self.lyapunov, True)
+
+    def named(self, out, failures, batched):
+        return _named(self, out, failures, batched)
 
     def kernel_options(self):
         return {**dict(self.options), "saveat": self.saveat}

@@ -1,8 +1,10 @@
 """The cause of a stopped solve is named on demand, outside the solve's program."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from helpers import degenerating_lagrangian
 
@@ -121,3 +123,147 @@ def test_the_command_line_names_the_cause(tmp_path, capsys):
         "jaxlagrange run: error: simulation of 'degenerating' failed at t = 1 "
         "(t1 = 3): The mass matrix ∂²L/∂qd² became singular"
     )
+
+
+# Batches: the vmapped solve returns provisional codes and where each member
+# stopped; the stopped members alone are diagnosed, by a second program.
+
+
+def _mixed_lagrangian(q, qd, t, params):
+    # M = 1 − q turns singular at q = 1 (from q = 0 moving up at 1: t ≈ 0.67);
+    # V = k (q + 1)^{3/2} is NaN below q = −1 (moving down at 3: t ≈ 0.41).
+    return 0.5 * (1.0 - q[0]) * qd[0] ** 2 - params["k"] * (q[0] + 1.0) ** 1.5
+
+
+_MIXED_NAMES = ["singular_mass_matrix", "non_finite_state", "successful"]
+_MIXED_QD0 = jnp.array([[1.0], [-3.0], [0.0]])
+
+
+@pytest.fixture
+def diagnoses(monkeypatch):
+    calls = []
+    diagnose = _guard._diagnose
+
+    def counted(failure):
+        calls.append(failure)
+        return diagnose(failure)
+
+    monkeypatch.setattr(_guard, "_diagnose", counted)
+    return calls
+
+
+def test_a_batch_diagnoses_only_after_a_failure(diagnoses):
+    # A new system: no compiled program of an earlier test can hide a trace.
+    system = jl.LagrangianSystem(
+        lambda q, qd, t, p: _mixed_lagrangian(q, qd, t, p), params={"k": 0.01}
+    )
+    ok = jl.simulate_batch(
+        system, jnp.zeros((3, 1)), jnp.array([[0.0], [0.1], [-0.1]]), t1=0.5
+    )
+    assert not jl.failed(ok).any()
+    assert diagnoses == []  # the batch's program holds no diagnosis
+    traj = jl.simulate_batch(system, jnp.zeros((3, 1)), _MIXED_QD0, t1=1.0, throw=False)
+    assert jl.result_name(traj).tolist() == _MIXED_NAMES
+    assert len(diagnoses) >= 1
+    np.testing.assert_allclose(traj.t_final[2], 1.0, rtol=1e-12)
+    assert 0.6 < traj.t_final[0] < 0.7 and 0.35 < traj.t_final[1] < 0.45
+    # Members are diagnosed on their own state: the same causes one by one.
+    for i, name in enumerate(_MIXED_NAMES):
+        alone = jl.simulate(system, jnp.zeros(1), _MIXED_QD0[i], t1=1.0, throw=False)
+        assert jl.result_name(alone) == name
+        np.testing.assert_allclose(alone.t_final, traj.t_final[i], rtol=1e-12)
+    # The provisional code alone would not name the singular mass matrix.
+    with pytest.raises(
+        eqx.EquinoxRuntimeError,
+        match=r"`simulate_batch`: a member failed: The mass matrix ∂²L/∂qd² became singular",
+    ):
+        jl.simulate_batch(system, jnp.zeros((3, 1)), _MIXED_QD0, t1=1.0)
+
+
+def test_a_batch_with_params_names_each_member():
+    # Batched params: each member's system is rebuilt with its own params for the
+    # diagnosis (k = 0 never reaches the NaN; k = 40 pulls it below q = −1).
+    system = jl.LagrangianSystem(_mixed_lagrangian, params={"k": 0.01})
+    traj = jl.simulate_batch(
+        system,
+        jnp.zeros(1),
+        jnp.array([[1.0], [-0.5], [-0.5]]),
+        params={"k": jnp.array([0.0, 40.0, 0.0])},
+        t1=1.0,
+        throw=False,
+    )
+    assert jl.result_name(traj).tolist() == _MIXED_NAMES
+
+
+def test_a_traced_batch_names_the_causes_in_its_program(diagnoses):
+    system = jl.LagrangianSystem(
+        lambda q, qd, t, p: _mixed_lagrangian(q, qd, t, p), params={"k": 0.01}
+    )
+    q0 = jnp.zeros((3, 1))
+
+    def run(qd0, k):
+        s = jl.LagrangianSystem(system.lagrangian, params={"k": k})
+        traj = jl.simulate_batch(s, q0, qd0, t1=1.0, throw=False)
+        # The loss of the member that reaches t1; the codes as aux.
+        return jnp.sum(traj.q[2] ** 2), traj.result
+
+    jitted = jax.jit(run)(_MIXED_QD0, 0.01)[1]
+    assert jl.result_name(jitted).tolist() == _MIXED_NAMES
+    traced = len(diagnoses)
+    assert traced >= 1  # under jit the diagnosis is traced into the program
+    # Under grad (the batch's outputs are tracers) likewise.
+    (_, result), _ = jax.value_and_grad(run, argnums=1, has_aux=True)(_MIXED_QD0, 0.01)
+    assert jl.result_name(result).tolist() == _MIXED_NAMES
+    assert len(diagnoses) > traced
+
+
+# Fits: the loss's programs give provisional codes; a failed fit names the cause.
+
+
+def _mass_lagrangian(q, qd, t, params):
+    return 0.5 * params["m"] * qd[0] ** 2 - 0.5 * q[0] ** 2
+
+
+def test_a_failed_fit_names_the_cause_found_afterwards(diagnoses):
+    # The data need m = 0.25 (ω = 2): the first Adam step moves m by -lr = -5, from
+    # 1 to -4, where the mass matrix is not positive definite. The loss's program
+    # gives the provisional code (a NaN step); the diagnosed evaluation, compiled
+    # only after the failure, names the singular mass matrix.
+    # A new function: no compiled program of an earlier test can hide a trace.
+    system = jl.LagrangianSystem(
+        lambda q, qd, t, p: _mass_lagrangian(q, qd, t, p), params={"m": 1.0}
+    )
+    ts = jnp.linspace(0.0, 1.0, 11)
+    data = jl.Observations(
+        ts, jnp.cos(2.0 * ts)[:, None], q0=jnp.ones(1), qd0=jnp.zeros(1)
+    )
+    with pytest.warns(UserWarning, match="poor fit"):
+        ok = jl.fit(system, data, optimizer=optax.adam(1e-2), steps=2)
+    assert np.isfinite(ok.loss)
+    assert diagnoses == []  # the fit's programs hold no diagnosis
+    with pytest.raises(
+        FloatingPointError,
+        match=r"the loss is not finite \(inf\) at step 1 of 5: 1 of 1 solves failed\. "
+        r"The mass matrix ∂²L/∂qd² became singular",
+    ):
+        jl.fit(system, data, optimizer=optax.adam(5.0), steps=5)
+    assert len(diagnoses) >= 1
+
+
+def _vanishing_mass(q, qd, t, params):
+    return 0.5 * (1.0 - q[0] / params["a"]) * qd[0] ** 2 - 0.5 * q[0] ** 2
+
+
+def test_a_failed_least_squares_fit_names_the_cause():
+    # From the guess a = 0.5 the motion reaches q = a, where M = 1 − q/a vanishes,
+    # at t < 1.5: the first loss is inf, and the error names the singular mass
+    # matrix (the loss's program alone gives the provisional code).
+    system = jl.LagrangianSystem(_vanishing_mass, params={"a": 0.5})
+    ts = jnp.linspace(0.0, 1.5, 11)
+    data = jl.Observations(ts, jnp.sin(ts)[:, None], q0=jnp.zeros(1), qd0=jnp.ones(1))
+    with pytest.raises(
+        FloatingPointError,
+        match=r"the loss is not finite \(inf\) after the last step of \d+: 1 of 1 "
+        r"solves failed\. The mass matrix ∂²L/∂qd² became singular",
+    ):
+        jl.fit(system, data, steps=5)

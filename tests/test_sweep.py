@@ -285,3 +285,60 @@ def test_random_sampling_is_seeded_and_in_range(tmp_path):
     assert -1 <= values["qd[1]"].min() and values["qd[1]"].max() <= 1
     # Uniform: the mean within 4 standard errors of the midpoint.
     assert abs(values["qd[1]"].mean()) < 4 * (2 / np.sqrt(12)) / np.sqrt(1000)
+
+
+def _mixed_lagrangian(q, qd, t, params):
+    # M = 1 − q turns singular at q = 1; V = k (q + 1)^{3/2} is NaN below q = −1.
+    return 0.5 * (1.0 - q[0]) * qd[0] ** 2 - params["k"] * (q[0] + 1.0) ** 1.5
+
+
+def test_a_sweep_names_the_cause_of_each_failed_member(tmp_path, monkeypatch):
+    from jaxlagrange import _guard
+    from jaxlagrange._sweep_simulate import SweepMember
+
+    calls = []
+    diagnose = _guard._diagnose
+
+    def counted(failure):
+        calls.append(failure)
+        return diagnose(failure)
+
+    monkeypatch.setattr(_guard, "_diagnose", counted)
+    # A new function: no compiled program of an earlier test can hide a trace.
+    system = jl.LagrangianSystem(
+        lambda q, qd, t, p: _mixed_lagrangian(q, qd, t, p), params={"k": 0.0}
+    )
+    qd0 = np.array([[-0.5], [-0.5], [-0.5], [1.0], [-0.5]])
+    k = np.array([0.0, 0.0, 40.0, 0.0, 0.0])
+    names = ["successful"] * 2 + ["non_finite_state", "singular_mass_matrix"]
+    names += ["successful"]
+    saveat = jnp.linspace(0.0, 1.0, 3)
+    # Chunks of 2: the first has no failure, and no diagnosis is traced for it.
+    options = dict(chunk_size=2, progress=False, t1=1.0, saveat=saveat)
+    first = jl.simulate_sweep(
+        system,
+        np.zeros((2, 1)),
+        qd0[:2],
+        params={"k": k[:2]},
+        store=tmp_path / "ok.zarr",
+        **options,
+    )
+    np.testing.assert_array_equal(first["outputs/result"][...], 0)
+    assert calls == []
+    group = jl.simulate_sweep(
+        system,
+        np.zeros((5, 1)),
+        qd0,
+        params={"k": k},
+        store=tmp_path / "s.zarr",
+        **options,
+    )
+    assert jl.result_name(group["outputs/result"][...]).tolist() == names
+    assert len(calls) >= 1
+    t_final = group["outputs/t_final"][...]
+    assert 0.6 < t_final[3] < 0.7 and t_final[2] < 1.0
+    # The command line's member (energies along the solve) alike.
+    member = SweepMember(system, ["k"], {"t1": 1.0, "saveat": saveat}, False)
+    inputs = {"q0": np.zeros((5, 1)), "qd0": qd0, "params/k": k}
+    cli = jl.sweep(member, inputs, tmp_path / "cli.zarr", chunk_size=2, progress=False)
+    assert jl.result_name(cli["outputs/result"][...]).tolist() == names

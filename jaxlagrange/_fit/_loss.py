@@ -25,7 +25,7 @@ import numpy as np
 
 from .._custom_types import Array, Float, Params, ScalarLike
 from .._results import SUCCESSFUL, code_of
-from .._simulate import simulate
+from .._simulate import simulate, simulate_checked
 from .._system import LagrangianSystem, to_leaf
 
 
@@ -216,21 +216,24 @@ def layout_of(obs: Observations, segments: int) -> _Layout:
     )
 
 
-def _pieces(system, layout: _Layout, starts, options):
+def _pieces(system, layout: _Layout, starts, options, diagnose: bool):
     """The weighted residuals of one observed trajectory and its continuity gaps.
 
     Returns (residuals, gaps, total, count, result codes, raw): the data residuals
     √w (q̂ − q)/σ (and of q̇), whose squares sum to the misfit; the gaps
     (x̂_end − x_start)/σ between consecutive segments; the summed weights of the
     observed quantities; the number of gap entries; and Σ w (q̂ − q)², the
-    coordinates' misfit in the data's units.
+    coordinates' misfit in the data's units. Without `diagnose` a stopped solve
+    has its provisional code (`_guard.provisional`): the loss's program then
+    holds no diagnosis, which a failed fit runs afterwards (`Problem.named_codes`).
     """
     q0s, qd0s = starts
 
     def solve(q0, qd0, ts):
-        return simulate(
-            system, q0, qd0, t0=ts[0], t1=ts[-1], saveat=ts, throw=False, **options
-        )
+        kwargs = dict(t0=ts[0], t1=ts[-1], saveat=ts, throw=False, **options)
+        if diagnose:
+            return simulate(system, q0, qd0, **kwargs)
+        return simulate_checked(system, q0, qd0, **kwargs)[0]
 
     traj = jax.vmap(solve)(q0s, qd0s, layout.ts)
     root = jnp.sqrt(layout.weight)
@@ -252,16 +255,17 @@ def _pieces(system, layout: _Layout, starts, options):
     return residuals, gaps, total, count, code, raw
 
 
-def _residuals(system, layouts, starts, continuity_weight, options):
+def _residuals(system, layouts, starts, continuity_weight, options, diagnose=False):
     """The residual vector r with Σ r² = the fit loss; its data part's squared sum
-    over the summed weights; the result code of every solve; and the summed
-    weighted squared misfit of the coordinates in the data's units."""
+    over the summed weights; the result code of every solve (`diagnose`: the
+    causes of stopped solves named, see `_pieces`); and the summed weighted
+    squared misfit of the coordinates in the data's units."""
     data, gaps, codes = [], [], []
     total = 0.0
     count = 0
     raw = 0.0
     for layout, start in zip(layouts, starts, strict=True):
-        r, g, t, k, code, misfit = _pieces(system, layout, start, options)
+        r, g, t, k, code, misfit = _pieces(system, layout, start, options, diagnose)
         data += r
         gaps += g
         total, count, raw = total + t, count + k, raw + misfit

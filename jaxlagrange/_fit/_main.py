@@ -10,6 +10,7 @@ the residuals; the solve loops and the covariance are in `_solvers.py`.
 import time
 import warnings
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import diffrax
@@ -378,7 +379,8 @@ def fit(
                 f"{time.perf_counter() - start:.1f} s (compile included)",
                 flush=True,
             )
-        _check_finite(float(last), True, codes, count, count, losses, max_steps)
+        named = partial(problem.named_codes, theta, codes)
+        _check_finite(float(last), True, named, count, count, losses, max_steps)
         if gauss_newton is not None:
             covariance = gauss_newton
         converged = int(code) == 0

@@ -13,7 +13,9 @@ import numpy as np
 
 from .._custom_types import Params
 from .._eom import mass_matrix
+from .._results import code_of
 from .._system import LagrangianSystem
+from .._trajectory import RESULTS
 from ._loss import _residuals, objective
 
 
@@ -127,11 +129,37 @@ class Problem(eqx.Module):
             system, self.layouts, starts, self.continuity_weight, self.options
         )
 
-    def residuals(self, theta):
+    def residuals(self, theta, diagnose: bool = False):
         system, starts = self.unpack(theta)
         return _residuals(
-            system, self.layouts, starts, self.continuity_weight, self.options
+            system,
+            self.layouts,
+            starts,
+            self.continuity_weight,
+            self.options,
+            diagnose,
         )
+
+    def named_codes(self, theta, codes) -> np.ndarray:
+        """The result `codes` of the solves at `theta` (from `loss` or
+        `residuals`), with the causes of stopped solves named: by a diagnosed
+        evaluation of the residuals, compiled only on this failure path."""
+        codes = np.asarray(codes)
+        if not np.isin(codes, _PROVISIONAL).any():
+            return codes
+        return np.asarray(_diagnosed_codes(theta, self))
+
+
+# The codes of a stopped solve before its diagnosis (`_guard.provisional`).
+_PROVISIONAL = [
+    int(code_of(RESULTS.step_size_collapsed)),
+    int(code_of(RESULTS.non_finite_state)),
+]
+
+
+@eqx.filter_jit
+def _diagnosed_codes(theta, problem: Problem):
+    return problem.residuals(theta, diagnose=True)[2]
 
 
 def check_weight(weight) -> Any:

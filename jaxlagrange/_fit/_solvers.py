@@ -8,6 +8,7 @@ non-finite loss is stopped at once, naming the step.
 
 import sys
 import time
+from functools import partial
 
 import diffrax
 import equinox as eqx
@@ -226,7 +227,8 @@ def optax_loop(theta, problem, optimizer, steps, progress, max_steps, start):
                     f"{time.perf_counter() - start:.1f} s",
                     file=sys.stderr,
                 )
-            _check_finite(loss, bool(grad_finite), codes, k, steps, losses, max_steps)
+            named = partial(problem.named_codes, theta, codes)
+            _check_finite(loss, bool(grad_finite), named, k, steps, losses, max_steps)
             losses[k] = loss
             theta, opt_state = new_theta, new_state
             bar.set_postfix(loss=f"{loss:.4e}", refresh=False)
@@ -234,7 +236,8 @@ def optax_loop(theta, problem, optimizer, steps, progress, max_steps, start):
     finally:
         bar.close()
     final, codes, _, gradient = _step(theta, opt_state, problem, optimizer)[2:]
-    _check_finite(float(final), True, codes, steps, steps, losses, max_steps)
+    named = partial(problem.named_codes, theta, codes)
+    _check_finite(float(final), True, named, steps, steps, losses, max_steps)
     return theta, losses, bool(gradient <= 1e-6)
 
 
@@ -353,8 +356,12 @@ def _residuals_jit(theta, problem):
 
 
 def _check_finite(loss, grad_finite, codes, k, steps, losses, max_steps) -> None:
+    """Raise if the loss or its gradient is not finite; `codes`: the result codes
+    of the solves, or a function that names them (run only on failure)."""
     if np.isfinite(loss) and grad_finite:
         return
+    if callable(codes):
+        codes = codes()
     what = "loss" if not np.isfinite(loss) else "gradient of the loss"
     where = f"at step {k}" if k < steps else "after the last step"
     codes = np.asarray(codes)

@@ -229,3 +229,37 @@ def test_example_fit_config():
     assert data.resolve() == ROOT / "out" / "pendulum" / "trajectory.npz"
     run = _config.load(ROOT / "configs" / "pendulum.toml")
     assert run["output"]["dir"] is None  # so `run` writes out/pendulum
+
+
+def test_second_fit_loads_its_traced_programs(tmp_path):
+    # The fit's solve and the fitted trajectory's simulate are kept (programs/)
+    # with their compiled programs: a second run adds no entry and gives the
+    # same result.
+    np.savez(tmp_path / "data.npz", ts=TS, q=Q, qd=QD)
+    config = CONFIG.replace('steps = 30\noptimizer = "lbfgs"\n', "")
+    (tmp_path / "fit.toml").write_text(config)
+    cache = tmp_path / "cache"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "JAX_PLATFORMS": "cpu",
+        "JAXLAGRANGE_CACHE_DIR": str(cache),
+    }
+    entries, params = [], []
+    for _ in range(2):
+        proc = subprocess.run(
+            [sys.executable, "-m", "jaxlagrange", "fit", "fit.toml", "--no-plots"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert proc.returncode == 0, proc.stderr
+        entries.append(sorted(str(p.relative_to(cache)) for p in cache.rglob("*")))
+        params.append(
+            json.loads((tmp_path / "out" / "fit_pendulum" / "params.json").read_text())
+        )
+    assert len([name for name in entries[0] if name.endswith(".jlx")]) == 2
+    assert entries[1] == entries[0]
+    assert params[1] == params[0] and params[0]["l"] == pytest.approx(2.0, rel=1e-8)

@@ -151,14 +151,15 @@ class Observations(eqx.Module):
 class _Layout(eqx.Module):
     """One observed trajectory cut into K segments of m + 1 save times each."""
 
-    ts: Array  # (K, m + 1), padded past each segment's end by tiny steps
-    q: Array  # (K, m + 1, n)
-    qd: Array | None  # (K, m + 1, n)
-    weight: Array  # (K, m + 1, n): weights / sigma², 0 on padding and shared ends
-    total: Array  # the sum of the weights (without 1 / sigma²) over the residuals
-    scale: Array  # (n,): 1 / sigma², for the continuity penalty
-    ends: Array  # (K,) index of each segment's last real save time
-    starts: tuple[Array, Array]  # (K, n) each: the data's state at segment starts
+    # NumPy arrays (see `layout_of`).
+    ts: np.ndarray  # (K, m + 1), padded past each segment's end by tiny steps
+    q: np.ndarray  # (K, m + 1, n)
+    qd: np.ndarray | None  # (K, m + 1, n)
+    weight: np.ndarray  # (K, m + 1, n): weights / sigma², 0 on padding, shared ends
+    total: np.ndarray  # the sum of the weights (without 1 / sigma²) over residuals
+    scale: np.ndarray  # (n,): 1 / sigma², for the continuity penalty
+    ends: np.ndarray  # (K,) index of each segment's last real save time
+    starts: tuple[np.ndarray, np.ndarray]  # (K, n) each: the data's segment starts
 
 
 def layout_of(obs: Observations, segments: int) -> _Layout:

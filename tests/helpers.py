@@ -162,3 +162,17 @@ def oscillator(m=1.0, k=1.0, **system_options):
 
 def degenerating_lagrangian(q, qd, t):
     return 0.5 * qd[0] ** 2 + 0.5 * (1 - q[0]) * qd[1] ** 2
+
+
+def counting(monkeypatch, module, name):
+    """Wrap `module.name` so that its calls are recorded: the list of their
+    first arguments (e.g. how often `_guard._diagnose` is traced)."""
+    calls = []
+    original = getattr(module, name)
+
+    def counted(first, *args, **kwargs):
+        calls.append(first)
+        return original(first, *args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from helpers import degenerating_lagrangian
+from helpers import counting, degenerating_lagrangian
 
 import jaxlagrange as jl
 from jaxlagrange import _guard
@@ -34,15 +34,7 @@ _OPTIONS = dict(
 
 @pytest.fixture
 def host_diagnoses(monkeypatch):
-    calls = []
-    diagnose = _guard._diagnose_on_host
-
-    def counted(failure):
-        calls.append(failure)
-        return diagnose(failure)
-
-    monkeypatch.setattr(_guard, "_diagnose_on_host", counted)
-    return calls
+    return counting(monkeypatch, _guard, "_diagnose_on_host")
 
 
 def test_diagnosis_runs_only_after_a_failure(host_diagnoses):
@@ -141,15 +133,7 @@ _MIXED_QD0 = jnp.array([[1.0], [-3.0], [0.0]])
 
 @pytest.fixture
 def diagnoses(monkeypatch):
-    calls = []
-    diagnose = _guard._diagnose
-
-    def counted(failure):
-        calls.append(failure)
-        return diagnose(failure)
-
-    monkeypatch.setattr(_guard, "_diagnose", counted)
-    return calls
+    return counting(monkeypatch, _guard, "_diagnose")
 
 
 def test_a_batch_diagnoses_only_after_a_failure(diagnoses):

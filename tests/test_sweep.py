@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import zarr
-from helpers import unit_pendulum
+from helpers import counting, unit_pendulum
 
 import jaxlagrange as jl  # noqa: E402
 from jaxlagrange import _config  # noqa: E402
@@ -296,14 +296,7 @@ def test_a_sweep_names_the_cause_of_each_failed_member(tmp_path, monkeypatch):
     from jaxlagrange import _guard
     from jaxlagrange._sweep_simulate import SweepMember
 
-    calls = []
-    diagnose = _guard._diagnose
-
-    def counted(failure):
-        calls.append(failure)
-        return diagnose(failure)
-
-    monkeypatch.setattr(_guard, "_diagnose", counted)
+    calls = counting(monkeypatch, _guard, "_diagnose")
     # A new function: no compiled program of an earlier test can hide a trace.
     system = jl.LagrangianSystem(
         lambda q, qd, t, p: _mixed_lagrangian(q, qd, t, p), params={"k": 0.0}

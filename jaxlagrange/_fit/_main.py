@@ -48,11 +48,11 @@ from ._solvers import (
     _check_finite,
     covariance_of,
     covariance_setup,
+    decode_result,
     jacobian_mode,
     optax_loop,
-    optimistix_solve,
+    solve_and_decode,
     solver_message,
-    standard_errors,
     strong,
     unknowns,
 )
@@ -361,7 +361,7 @@ def fit(
         (theta, losses, last, codes, code, count, gauss_newton), decoded = (
             _programs.call(
                 "fit.solve",
-                _solve_and_decode,
+                solve_and_decode,
                 theta,
                 problem,
                 optimizer,
@@ -400,7 +400,7 @@ def fit(
 
     if covariance is None:  # the optax path, or past _COVARIANCE_MAX
         covariance = covariance_of(theta, problem, setup)
-        decoded = _decode_result(theta, problem, covariance, trainable)
+        decoded = decode_result(theta, problem, covariance, trainable)
     final, chi, covariance, raw, dead = covariance
     fitted, segment_starts, firsts, stderr = decoded
     system_fit = eqx.tree_at(lambda s: s.params, problem.system, fitted)
@@ -429,25 +429,6 @@ def fit(
         misfit.data_scale,
         misfit.warning,
     )
-
-
-@eqx.filter_jit
-def _solve_and_decode(theta, problem, optimizer, steps, mode, setup, trainable):
-    """`optimistix_solve`, and `_decode_result` of its result (when it has the
-    covariance) in the same program."""
-    out = optimistix_solve(theta, problem, optimizer, steps, mode, setup)
-    gauss_newton = out[-1]
-    if gauss_newton is None:
-        return out, None
-    return out, _decode_result(out[0], problem, gauss_newton, trainable)
-
-
-def _decode_result(theta, problem, gauss_newton, trainable):
-    """The fitted params, the segment starts, each trajectory's initial state
-    and the params' standard errors."""
-    fitted, starts = problem.decoded(theta)
-    firsts = [(q[0], qd[0]) for q, qd in starts]
-    return fitted, starts, firsts, standard_errors(gauss_newton[2], fitted, trainable)
 
 
 def _best_of(system, data, starts, options) -> FitResult:

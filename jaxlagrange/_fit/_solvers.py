@@ -199,6 +199,25 @@ def _with_jacobian(problem, static):
     return fn
 
 
+@eqx.filter_jit
+def solve_and_decode(theta, problem, optimizer, steps, mode, setup, trainable):
+    """`optimistix_solve`, and `decode_result` of its result (when it has the
+    covariance) in the same program."""
+    out = optimistix_solve(theta, problem, optimizer, steps, mode, setup)
+    gauss_newton = out[-1]
+    if gauss_newton is None:
+        return out, None
+    return out, decode_result(out[0], problem, gauss_newton, trainable)
+
+
+def decode_result(theta, problem, gauss_newton, trainable):
+    """The fitted params, the segment starts, each trajectory's initial state
+    and the params' standard errors."""
+    fitted, starts = problem.decoded(theta)
+    firsts = [(q[0], qd[0]) for q, qd in starts]
+    return fitted, starts, firsts, standard_errors(gauss_newton[2], fitted, trainable)
+
+
 def solver_message(code: int) -> str:
     """The optimistix result `code` in one line ("successful" for 0)."""
     messages = messages_of(optx.RESULTS)

@@ -117,6 +117,10 @@ class _Store:
         path = self.directory / f"{self._key(name, fn, static, flat)}.jlx"
         try:
             with open(path, "rb") as f:
+                # Unpickled only if it is the user's own and no one else's to write.
+                st = os.fstat(f.fileno())
+                if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+                    raise PermissionError(path)
                 entry = pickle.load(f)
             return jax.export.deserialize(bytearray(entry["exported"])), entry["tree"]
         except Exception:  # absent, unreadable or stale: export it again

@@ -97,6 +97,20 @@ def test_a_damaged_entry_is_traced_and_written_again(tmp_path):
     assert _entries(tmp_path) == [entry] and entry.read_bytes() != b"not a program"
 
 
+def test_an_entry_others_may_write_is_not_loaded(tmp_path):
+    x, options = jnp.arange(3.0), {"n": jnp.asarray(1.0)}
+    with _programs.kept_programs(tmp_path, "context"):
+        _programs.call("f", _counted(2.0)[0], x, options)
+    (entry,) = _entries(tmp_path)
+    entry.chmod(0o666)
+    fn, traces = _counted(2.0)
+    with _programs.kept_programs(tmp_path, "context"):
+        out = _programs.call("f", fn, x, options)
+    assert len(traces) == 1  # traced, not loaded; and written again, privately
+    np.testing.assert_allclose(out["y"], 2.0 * np.sin(np.arange(3.0)), rtol=1e-15)
+    assert entry.stat().st_mode & 0o077 == 0
+
+
 def test_programs_that_cannot_be_kept_run_as_usual(tmp_path):
     # A host callback (JAX cannot serialize it), and an output structure that
     # cannot be stored (an equinox Module): run, not kept.

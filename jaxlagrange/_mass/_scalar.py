@@ -1,0 +1,151 @@
+"""One state's equations of motion as scalar code: no small arrays inside.
+
+Autodiff of L builds q̈ from (n,)-shaped values: reverse mode writes each
+partial derivative into a vector by a pad and sums the pads, the tangents of
+the mass matrix are an (n, n) identity, and the unrolled solve slices M apart
+again. Under `jax.vmap` every such value becomes a (batch, n) array, and XLA
+cuts the program into many loops at the pads and slices, recomputing a shared
+sin(q₁ − q₂) in each loop that needs it: the double pendulum's q̈ compiled to
+11 loop fusions with 8 transcendentals, against one fusion with 4 for the
+hand-written code, and ran 2× slower.
+
+`scalar_form(fn, *args)` traces `fn` for one state to a jaxpr and evaluates it
+with every (n,)-shaped value held as n separate scalars (the lane evaluator of
+the ensemble kernel, `_kernel._lanes`, with lanes of shape ()): the data
+movement (pads, slices, concatenations, transposes) is resolved at trace time,
+values known at trace time (the tangent basis) are folded (x·1 = x, x + 0 = x,
+x·0 = 0), and a subexpression computed twice is emitted once. What reaches XLA
+is elementwise arithmetic on scalars, which `vmap` turns into one loop over
+the batch, as for the hand-written code.
+
+Primitives with no scalar form (a loop whose length depends on the state, a
+custom derivative rule, a `cond` on a traced predicate, ...) are bound as they
+are, on operands assembled into arrays, so that their semantics (and their
+derivative rules, for a `jax.grad` through q̈) are kept. A program too large to
+write out scalar by scalar (`MAX_SCALAR_OPS`) is left to the caller's array
+form (`scalar_form` returns None).
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._kernel._known import const_array, is_const
+from .._kernel._lanes import UnsupportedPrimitiveError, _Evaluator
+
+
+# The most scalar operations `scalar_form` writes out (the size of the traced
+# program, counted in elements); a larger program keeps its array form.
+MAX_SCALAR_OPS = 20_000
+
+# Bound whole: their derivative rules (custom_jvp, custom_vjp) or their size
+# (loops) are theirs to keep.
+_BOUND = frozenset(
+    """custom_jvp_call custom_vjp_call custom_vjp_call_jaxpr custom_lin while scan
+    platform_index""".split()
+)
+
+_CALL_KEYS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
+
+
+def _elements(x) -> np.ndarray:
+    """An array as an object array of its scalars (NumPy scalars if known)."""
+    if not isinstance(x, jax.core.Tracer):
+        return const_array(np.asarray(x))
+    x = jnp.asarray(x)
+    out = np.empty(x.shape, dtype=object)
+    for index in np.ndindex(x.shape):
+        out[index] = x[index] if x.ndim else x
+    return out
+
+
+def _assemble(elements: np.ndarray, aval) -> jax.Array:
+    """The inverse of `_elements`, for a value of shape and dtype `aval`."""
+    if elements.size == 0:
+        return jnp.zeros(aval.shape, aval.dtype)
+    flat = [jnp.asarray(e, aval.dtype) for e in elements.flat]
+    if not aval.shape:
+        return flat[0]
+    return jnp.stack(flat).reshape(aval.shape)
+
+
+class _ScalarEvaluator(_Evaluator):
+    """The lane evaluator on scalars, binding what has no scalar form as is."""
+
+    def __init__(self):
+        super().__init__(())
+
+    def eqn(self, eqn, operands):
+        name = eqn.primitive.name
+        known = all(is_const(e) for o in operands for e in o.flat)
+        if name in _BOUND and not known:
+            return self.bound(eqn, operands)
+        if name == "cond" and not is_const(operands[0].flat[0]):
+            # Both branches and a select would differentiate the branch not
+            # taken too (NaN gradients of a guarded sqrt): keep the cond.
+            return self.bound(eqn, operands)
+        try:
+            return super().eqn(eqn, operands)
+        except UnsupportedPrimitiveError:
+            return self.bound(eqn, operands)
+
+    def bound(self, eqn, operands):
+        arrays = [
+            _assemble(o, v.aval) for o, v in zip(operands, eqn.invars, strict=True)
+        ]
+        params = eqn.primitive.get_bind_params(eqn.params)
+        outs = eqn.primitive.bind(*arrays, **params)
+        if not eqn.primitive.multiple_results:
+            outs = [outs]
+        return [_elements(o) for o in outs]
+
+
+def _size(jaxpr) -> int:
+    """Scalar operations of a jaxpr written out (calls inlined, loops bound)."""
+    total = 0
+    for eqn in jaxpr.eqns:
+        total += sum(int(np.prod(v.aval.shape)) for v in eqn.outvars)
+        if eqn.primitive.name in _BOUND:
+            continue
+        for key in _CALL_KEYS:
+            inner = eqn.params.get(key)
+            if inner is not None:
+                total += _size(getattr(inner, "jaxpr", inner))
+        for branch in eqn.params.get("branches", ()):
+            total += _size(branch.jaxpr)
+    return total
+
+
+def scalar_form(fn: Callable, *args: Any) -> Any:
+    """`fn(*args)` for one state, evaluated as scalar code; None if too large.
+
+    **Arguments:**
+
+    - `fn`: a function of a pytree of arrays returning a pytree of arrays.
+    - `*args`: its arguments (tracers of an enclosing `jit`, `vmap` or `grad`
+      included).
+
+    **Returns:** what `fn(*args)` returns, equal to rounding (sums may be
+    associated differently), or None when the traced program has more than
+    `MAX_SCALAR_OPS` scalar operations.
+    """
+    flat, tree = jax.tree.flatten(args)
+
+    def flat_fn(*flat):
+        return fn(*jax.tree.unflatten(tree, flat))
+
+    closed, out_shape = jax.make_jaxpr(flat_fn, return_shape=True)(*flat)
+    if _size(closed.jaxpr) > MAX_SCALAR_OPS:
+        return None
+    evaluator = _ScalarEvaluator()
+    outs = evaluator.eval_jaxpr(
+        closed.jaxpr,
+        [_elements(c) for c in closed.consts],
+        [_elements(x) for x in flat],
+    )
+    out_leaves, out_tree = jax.tree.flatten(out_shape)
+    arrays = [_assemble(o, s) for o, s in zip(outs, out_leaves, strict=True)]
+    return jax.tree.unflatten(out_tree, arrays)

@@ -285,3 +285,43 @@ def test_singular_mass_is_flagged_and_raised():
     assert bool(singular) and bool(singular_array) and bool(jnp.all(jnp.isfinite(x)))
     with pytest.raises(Exception, match="mass matrix"):
         jax.jit(jl.accelerations)(system, *state)
+
+
+def _singular_or_not_finite(q, qd, t):
+    # M = diag(q₀², 1): singular where q₀ = 0; ∂L/∂q₁ is NaN where q₁ < 0.
+    return 0.5 * (q[0] * qd[0]) ** 2 + 0.5 * qd[1] ** 2 - jnp.sqrt(q[1])
+
+
+@pytest.mark.parametrize(
+    "members, match",
+    [
+        ([[1.0, 1.0], [0.0, 1.0], [1.0, -1.0], [jnp.nan, 1.0]], "The state"),
+        ([[1.0, 1.0], [1.0, -1.0], [0.0, 1.0]], "mass matrix"),
+        ([[1.0, 1.0], [1.0, -1.0]], "is not finite"),
+    ],
+)
+def test_checks_under_vmap_keep_their_priority(members, match):
+    # The state is checked before q̈, M and the finiteness of q̈ after: the
+    # message is still that of the most basic failure in the batch.
+    system = jl.LagrangianSystem(_singular_or_not_finite)
+    batched = jax.jit(jax.vmap(jl.accelerations, in_axes=(None, 0, 0, None)))
+    q = jnp.asarray(members)
+    np.testing.assert_allclose(
+        batched(system, q[:1], jnp.ones((1, 2)), 0.0), [[-1.0, -0.5]], rtol=1e-14
+    )
+    with pytest.raises(RuntimeError, match=match):
+        batched(system, q, jnp.ones_like(q), 0.0)
+
+
+def test_checked_accelerations_keep_the_batch_layout():
+    # XLA passes a checked q̈ of shape (batch, n) to the check in (n, batch)
+    # order unless told otherwise, and then computes each coordinate's share of
+    # the transcendentals apart: twice the time. The check adds one cosine (M's
+    # pivots for the singular test) to the four of the double pendulum.
+    system = jl.systems.make("double_pendulum").system
+    q = jnp.ones((64, 2))
+    batched = jax.vmap(jl.accelerations, in_axes=(None, 0, 0, None))
+    text = jax.jit(batched).lower(system, q, q, 0.0).compile().as_text()
+    entry = text[text.index("\nENTRY") :]
+    assert re.search(r"f64\[64,2\]\{0,1\}", entry) is None
+    assert len(re.findall(r"= \S+ (?:sine|cosine)\(", text)) <= 5

@@ -83,6 +83,15 @@ class _ScalarEvaluator(_Evaluator):
         known = all(is_const(e) for o in operands for e in o.flat)
         if name in _BOUND and not known:
             return self.bound(eqn, operands)
+        if name == "unstack" and not known:
+            moved = np.moveaxis(operands[0], eqn.params["axis"], 0)
+            pieces = []
+            for i in range(moved.shape[0]):
+                piece = np.empty(moved.shape[1:], dtype=object)
+                for index in np.ndindex(piece.shape):
+                    piece[index] = moved[(i, *index)]
+                pieces.append(piece)
+            return pieces
         if name == "cond" and not is_const(operands[0].flat[0]):
             # Both branches and a select would differentiate the branch not
             # taken too (NaN gradients of a guarded sqrt): keep the cond.

@@ -342,3 +342,23 @@ def test_unstack_is_written_out():
     jaxpr = jax.make_jaxpr(lambda *s: strategy.accelerations(system, *s))(*STATE)
     names = {eqn.primitive.name for eqn in jaxpr.jaxpr.eqns}
     assert "unstack" not in names and "dot_general" not in names
+
+
+def test_reverse_mode_through_written_out_products():
+    # dot_general and reductions become scalar products and sums; the products
+    # carry `mul`'s params, so that their transpose (jax.grad) works.
+    def lagrangian(q, qd, t, p):
+        inertia = jnp.array([[2.0, 0.3], [0.3, 1.0]]) * p["m"]
+        return 0.5 * qd @ inertia @ qd - jnp.sum(p["k"] * jnp.cos(q))
+
+    params = {"m": jnp.asarray(1.5), "k": jnp.array([1.0, 2.0])}
+
+    def loss(params, scalar):
+        system = jl.LagrangianSystem(lagrangian, params=params)
+        strategy = DenseCholesky(scalar=scalar)
+        return jnp.sum(strategy.accelerations(system, *STATE)[0] ** 2)
+
+    grads = jax.grad(loss)(params, True)
+    expected = jax.grad(loss)(params, False)
+    for key in params:
+        assert_close(grads[key], expected[key], 1e-11)

@@ -101,6 +101,14 @@ class _ScalarEvaluator(_Evaluator):
         except UnsupportedPrimitiveError:
             return self.bound(eqn, operands)
 
+    def apply(self, prim, elements, params):
+        # The lane evaluator binds the products of dot_general, reductions and
+        # cumulative products with no params; `mul`'s transpose rule needs its
+        # `out_dtype` (the kernel never differentiates, a `jax.grad` here does).
+        if prim is jax.lax.mul_p and "out_dtype" not in params:
+            params = {**params, "out_dtype": None}
+        return super().apply(prim, elements, params)
+
     def bound(self, eqn, operands):
         arrays = [
             _assemble(o, v.aval) for o, v in zip(operands, eqn.invars, strict=True)

@@ -115,10 +115,10 @@ class DenseCholesky(AbstractMassStrategy):
     n = `unroll` (under `vmap` XLA fuses it with the rest of the equations into
     one loop, where a LAPACK call is one batched custom call per state).
 
-    With `scalar` (the default), the unconstrained q̈ up to n = `unroll` is
-    evaluated as scalar code throughout (`_scalar.scalar_form`), the autodiff
-    of L included; the ensemble kernel, which does the same lane by lane, turns
-    it off."""
+    With `scalar` (the default), q̈ up to n = `unroll` (with the multipliers,
+    where there are constraints) is evaluated as scalar code throughout
+    (`_scalar.scalar_form`), the autodiff of L included; the ensemble kernel,
+    which does the same lane by lane, turns it off."""
 
     unroll: int = eqx.field(static=True, default=UNROLL_MAX)
     scalar: bool = eqx.field(static=True, default=True)
@@ -131,12 +131,14 @@ class DenseCholesky(AbstractMassStrategy):
         return DenseFactor(out.mass, self.unroll), out.forcing
 
     def accelerations(self, system, q, qd, t) -> tuple[Array, BoolScalar]:
-        if self.scalar and q.shape[0] <= self.unroll:
-            # The system's params (traced or not) enter the jaxpr as constants.
-            out = scalar_form(functools.partial(self._solve, system), q, qd, t)
-            if out is not None:
-                return out
-        return self._solve(system, q, qd, t)
+        out = self.scalar_form(self._solve, q.shape[0], system, q, qd, t)
+        return self._solve(system, q, qd, t) if out is None else out
+
+    def scalar_form(self, fn, n, system, *args):
+        if not (self.scalar and n <= self.unroll):
+            return None
+        # The system's params (traced or not) enter the jaxpr as constants.
+        return scalar_form(functools.partial(fn, system), *args)
 
     def _solve(self, system, q, qd, t) -> tuple[Array, BoolScalar]:
         out = terms(system, q, qd, t)

@@ -132,6 +132,12 @@ class AbstractMassStrategy(eqx.Module):
         x, failed = factor.solve(f)
         return x, factor.singular | failed
 
+    def scalar_form(self, fn: Callable, n: int, system, *args) -> Any:
+        """`fn(system, *args)` for one state of n coordinates written out as
+        scalar code (`_scalar.scalar_form`), or None where this strategy keeps
+        the array form (the caller then calls `fn` itself)."""
+        return None
+
     def lanes(self, size: int) -> "AbstractMassStrategy | None":
         """This strategy as scalar code without library calls up to `size`
         equations (for the fused ensemble kernel), or None if it has none."""

@@ -25,9 +25,6 @@ def _checked(system, q, qd, t) -> Dynamics:
 @eqx.filter_jit
 def _checked_dynamics(system, q, qd, t) -> Dynamics:
     system = checked_values(system)
-    # The most basic failure names the error (also the most basic in a batch):
-    # a non-finite state, checked on the state itself, before q̈ is computed.
-    q, qd, t = first_error((q, qd, t), [(~is_finite_state(q, qd, t), NON_FINITE_STATE)])
     if system.slip is not None:
         active, modes = contact_modes(system, q, qd, t)
         dyn = dynamics(system, q, qd, t, active=active, modes=modes)
@@ -42,9 +39,11 @@ def _checked_dynamics(system, q, qd, t) -> Dynamics:
     # (sin(q₁ − q₂), M's pivots) once for each: 1.6× the time of the checked
     # double pendulum's q̈ under jit(vmap).
     qdd = jnp.minimum(dyn.accelerations, q * 0 + jnp.inf)
+    # The most basic failure names the error (also the most basic in a batch).
     qdd, lam = first_error(
         (qdd, dyn.multipliers),
         [
+            (~is_finite_state(q, qd, t), NON_FINITE_STATE),
             (dyn.singular_mass, SINGULAR_MASS),
             (dyn.singular_constraints, SINGULAR_CONSTRAINTS),
             (~jnp.isfinite(qdd), NON_FINITE_DYNAMICS.format("accelerations")),

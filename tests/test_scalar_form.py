@@ -301,8 +301,8 @@ def _singular_or_not_finite(q, qd, t):
     ],
 )
 def test_checks_under_vmap_keep_their_priority(members, match):
-    # The state is checked before q̈, M and the finiteness of q̈ after: the
-    # message is still that of the most basic failure in the batch.
+    # One check, one reduction over the batch: the message is that of the most
+    # basic failure in the batch.
     system = jl.LagrangianSystem(_singular_or_not_finite)
     batched = jax.jit(jax.vmap(jl.accelerations, in_axes=(None, 0, 0, None)))
     q = jnp.asarray(members)

@@ -12,6 +12,9 @@ diagnosis, linearize and the variational integrator) goes through it:
     lam, singular = kkt.multipliers(target, mask)              # (C M⁻¹ Dᵀ) λ = ...
     qdd, failed = kkt.solution(lam)                            # M⁻¹(f + Dᵀλ)
 
+A strategy may also evaluate one state's equations of motion as scalar code
+(`scalar_form`: the dense strategy does for small n, see `_scalar.py`).
+
 As in lineax, a factor is made once per state (`init`) and solves many times.
 The constrained solve is the Schur complement of the KKT system
 

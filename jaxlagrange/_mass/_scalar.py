@@ -105,7 +105,9 @@ class _ScalarEvaluator(_Evaluator):
             return self.bound(eqn, operands)
         try:
             return super().eqn(eqn, operands)
-        except UnsupportedPrimitiveError:
+        except (UnsupportedPrimitiveError, ValueError, TypeError):
+            # No scalar form (or one the lane evaluator gets wrong for these
+            # params, e.g. a gather's fill value): the primitive as it is.
             return self.bound(eqn, operands)
 
     def apply(self, prim, elements, params):

@@ -6,14 +6,15 @@ All ratios are measured in the same run, on the same machine:
 
 1. `jl.accelerations` for the double pendulum under `jit(vmap)` over 4096 states
    against the hand-written q̈ in JAX (M q̈ = f by Cramer's rule, four
-   transcendentals: the best reasonable hand-written version; target ≤ 1.5×);
-   also the same
-   equations without the value checks (singular mass matrix, non-finite state), to
-   show what the checks cost;
-2. the compiled HLO of each: fusions in the entry computation, transcendental ops
-   (sine, cosine, ...) and divides in the whole module;
-3. compile time (trace + lower + compile) of each;
-4. scaling with the number of coordinates on the moving-mirror cavity, N modes and
+   transcendentals: the best reasonable hand-written version; target ≤ 1.3×,
+   issue 26), twice: with the params traced (passed through `jit` as the
+   system's leaves) and with the constants written into L (and into the
+   hand-written code); also the same equations without the value checks
+   (singular mass matrix, non-finite state), to show what the checks cost;
+   each row with its compile time (trace + lower + compile) and its compiled
+   HLO: fusions in the entry computation, transcendental ops (sine, cosine,
+   ...) and divides in the whole module;
+2. scaling with the number of coordinates on the moving-mirror cavity, N modes and
    N + 1 coordinates, N = 4 ... 128: time per call of one state and of a batch,
    and per state.
 
@@ -116,15 +117,18 @@ def run_times(variants: dict, repeats: int) -> dict:
     return {name: (min(ts), float(np.median(ts))) for name, ts in times.items()}
 
 
+def lagrangian_constants(q, qd, t):
+    """The double pendulum with its constants written into L."""
+    return lagrangian(q, qd, t, PARAMS)
+
+
 def double_pendulum(states: int, repeats: int) -> tuple[float, str]:
-    system = jl.LagrangianSystem(lagrangian, params=PARAMS)
+    """Row 1 with the params traced, then with the constants in L; returns the
+    median ratio with traced params."""
     rng = np.random.default_rng(0)
     q = jnp.asarray(rng.uniform(-np.pi, np.pi, (states, 2)))
     qd = jnp.asarray(rng.uniform(-3.0, 3.0, (states, 2)))
     t = jnp.zeros(states)
-
-    def hand(system, q, qd, t):
-        return jax.vmap(hand_accelerations, in_axes=(0, 0, None))(q, qd, system.params)
 
     def library(system, q, qd, t):
         return jax.vmap(jl.accelerations, in_axes=(None, 0, 0, 0))(system, q, qd, t)
@@ -135,35 +139,50 @@ def double_pendulum(states: int, repeats: int) -> tuple[float, str]:
 
         return jax.vmap(one)(q, qd, t)
 
-    args = (system, q, qd, t)
-    compiled, compile_time = {}, {}
-    for name, fn in [("hand", hand), ("jl", library), ("jl unchecked", unchecked)]:
-        compiled[name], compile_time[name] = compile_timed(fn, *args)
-    error = np.abs(np.asarray(compiled["jl"](*args) - compiled["hand"](*args))).max()
-    times = run_times({name: (c, args) for name, c in compiled.items()}, repeats)
-    best_hand, median_hand = times["hand"]
+    def traced_hand(system, q, qd, t):
+        return jax.vmap(hand_accelerations, in_axes=(0, 0, None))(q, qd, system.params)
 
-    print(f"\n1. Double pendulum, jit(vmap) over {states} states (float64, CPU)")
-    print(f"   max |jl − hand| = {error:.1e}")
-    print(
-        f"   {'':13s} {'best':>9s} {'median':>9s} {'per state':>10s} "
-        f"{'ratio best':>10s} {'ratio median':>12s}  compile"
-    )
-    for name, (best, median) in times.items():
+    def constant_hand(system, q, qd, t):
+        return jax.vmap(hand_accelerations, in_axes=(0, 0, None))(q, qd, PARAMS)
+
+    cases = [
+        ("traced params", jl.LagrangianSystem(lagrangian, params=PARAMS), traced_hand),
+        ("constants in L", jl.LagrangianSystem(lagrangian_constants), constant_hand),
+    ]
+    ratios = {}
+    for label, system, hand in cases:
+        args = (system, q, qd, t)
+        compiled, compile_time = {}, {}
+        for name, fn in [("hand", hand), ("jl", library), ("jl unchecked", unchecked)]:
+            compiled[name], compile_time[name] = compile_timed(fn, *args)
+        error = np.abs(np.asarray(compiled["jl"](*args) - compiled["hand"](*args)))
+        times = run_times({name: (c, args) for name, c in compiled.items()}, repeats)
+        best_hand, median_hand = times["hand"]
+
         print(
-            f"   {name:13s} {best * 1e6:7.0f}us {median * 1e6:7.0f}us "
-            f"{best / states * 1e9:8.1f}ns {best / best_hand:10.2f} "
-            f"{median / median_hand:12.2f}  {compile_time[name]:.2f}s"
+            f"\n1. Double pendulum, {label}, jit(vmap) over {states} states "
+            f"(float64, CPU, median of {repeats} interleaved calls)"
         )
-    print("\n2. Compiled HLO")
-    for name, c in compiled.items():
-        print(f"   {name:13s} {hlo_stats(c)}")
-    median_jl = times["jl"][1]
+        print(f"   max |jl − hand| = {error.max():.1e}")
+        print(
+            f"   {'':13s} {'best':>9s} {'median':>9s} {'per state':>10s} "
+            f"{'ratio best':>10s} {'ratio median':>12s}  compile  HLO"
+        )
+        for name, (best, median) in times.items():
+            print(
+                f"   {name:13s} {best * 1e6:7.0f}us {median * 1e6:7.0f}us "
+                f"{median / states * 1e9:8.1f}ns {best / best_hand:10.2f} "
+                f"{median / median_hand:12.2f}  {compile_time[name]:5.2f}s  "
+                f"{hlo_stats(compiled[name])}"
+            )
+        ratios[label] = (times["jl"][1] / median_hand, times, median_hand)
+    ratio, times, median_hand = ratios["traced params"]
     detail = (
-        f"jl {median_jl * 1e6:.0f} us, hand {median_hand * 1e6:.0f} us (median of "
-        f"{repeats}), jl unchecked {times['jl unchecked'][1] * 1e6:.0f} us"
+        f"jl {times['jl'][1] * 1e6:.0f} us, hand {median_hand * 1e6:.0f} us (median "
+        f"of {repeats}), jl unchecked {times['jl unchecked'][1] * 1e6:.0f} us; "
+        f"constants in L {ratios['constants in L'][0]:.2f}x"
     )
-    return median_jl / median_hand, detail
+    return ratio, detail
 
 
 def double_pendulum_ratio(states: int, repeats: int) -> tuple[float, str]:
@@ -177,7 +196,7 @@ def double_pendulum_ratio(states: int, repeats: int) -> tuple[float, str]:
 
 def cavity(modes_list, batch: int, repeats: int) -> None:
     print(
-        f"\n3. Moving-mirror cavity, n = N + 1 coordinates: one state (jit) and "
+        f"\n2. Moving-mirror cavity, n = N + 1 coordinates: one state (jit) and "
         f"jit(vmap) over {batch} states"
     )
     print(

@@ -170,6 +170,16 @@ def dynamics(
         qdd, singular = unconstrained(system, q, qd, t)
         none = jnp.zeros((0,), q.dtype)
         return Dynamics(qdd, none, None, singular, jnp.array(False))
+    # The dense strategy writes small systems out as scalar code (`_mass/_scalar`).
+    out = system.mass_strategy.scalar_form(
+        _constrained_dynamics, q.shape[0], system, q, qd, t, active, baumgarte
+    )
+    if out is not None:
+        return out
+    return _constrained_dynamics(system, q, qd, t, active, baumgarte)
+
+
+def _constrained_dynamics(system, q, qd, t, active, baumgarte) -> Dynamics:
     factor, f = system.mass_strategy.terms(system, q, qd, t)
     rows, target, mask = _constraint_rows(system, q, qd, t, active, baumgarte)
     matrix = jnp.concatenate(rows)  # formed only where the strategy uses it

@@ -5,6 +5,7 @@ from collections.abc import Iterable
 
 import equinox as eqx
 import jax.numpy as jnp
+from equinox.internal import unvmap_max
 
 from ._custom_types import ArrayLike, Bool
 
@@ -22,11 +23,14 @@ def first_error(x, checks: Iterable[tuple[Bool[ArrayLike, "..."], str]]):
     checks = list(checks)
     if not checks:
         return x
-    failed = jnp.stack([jnp.any(condition) for condition, _ in checks])
-    any_failed = jnp.any(failed)
-    # Under vmap `branched_error_if` raises the message of the largest index in
-    # the batch: the first condition gets the largest, a member without a
-    # failure the least.
-    index = jnp.where(any_failed, len(checks) - 1 - jnp.argmax(failed), 0)
-    messages = [message for _, message in reversed(checks)]
-    return eqx.branched_error_if(x, any_failed, index, messages)
+    # Under vmap the message is that of the largest index in the batch: the first
+    # condition gets the largest, a member without a failure 0. The index is
+    # reduced over the batch once, here (`unvmap_max`), and the predicate read
+    # off it: one reduction over the batch rather than one for the predicate and
+    # one for the index.
+    index = jnp.zeros((), jnp.int32)
+    for i, (condition, _) in reversed(list(enumerate(checks))):
+        index = jnp.where(jnp.any(condition), len(checks) - i, index)
+    index = unvmap_max(index)
+    messages = ["", *(message for _, message in reversed(checks))]
+    return eqx.branched_error_if(x, index > 0, index, messages)

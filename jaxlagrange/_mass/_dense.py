@@ -11,6 +11,8 @@ Cholesky (D = C: it is YᵀY, symmetric positive definite for full-rank C) or LU
 regularized. The unconstrained q̈ takes LDLᵀ (`spd_solve`): no square root.
 """
 
+import functools
+
 import equinox as eqx
 import jax.numpy as jnp
 
@@ -23,6 +25,7 @@ from ._linalg import (
     solve_upper_t,
     spd_solve,
 )
+from ._scalar import scalar_form
 from ._strategy import (
     AbstractConstrained,
     AbstractMassFactor,
@@ -110,9 +113,15 @@ class DenseFactor(AbstractMassFactor):
 class DenseCholesky(AbstractMassStrategy):
     """M formed (with f, in one pass) and factored by Cholesky, scalar code up to
     n = `unroll` (under `vmap` XLA fuses it with the rest of the equations into
-    one loop, where a LAPACK call is one batched custom call per state)."""
+    one loop, where a LAPACK call is one batched custom call per state).
+
+    With `scalar` (the default), q̈ up to n = `unroll` (with the multipliers,
+    where there are constraints) is evaluated as scalar code throughout
+    (`_scalar.scalar_form`), the autodiff of L included; the ensemble kernel,
+    which does the same lane by lane, turns it off."""
 
     unroll: int = eqx.field(static=True, default=UNROLL_MAX)
+    scalar: bool = eqx.field(static=True, default=True)
 
     def factor(self, system, q, qd, t) -> DenseFactor:
         return DenseFactor(mass(system, q, qd, t), self.unroll)
@@ -122,8 +131,18 @@ class DenseCholesky(AbstractMassStrategy):
         return DenseFactor(out.mass, self.unroll), out.forcing
 
     def accelerations(self, system, q, qd, t) -> tuple[Array, BoolScalar]:
+        out = self.scalar_form(self._solve, q.shape[0], system, q, qd, t)
+        return self._solve(system, q, qd, t) if out is None else out
+
+    def scalar_form(self, fn, n, system, *args):
+        if not (self.scalar and n <= self.unroll):
+            return None
+        # The system's params (traced or not) enter the jaxpr as constants.
+        return scalar_form(functools.partial(fn, system), *args)
+
+    def _solve(self, system, q, qd, t) -> tuple[Array, BoolScalar]:
         out = terms(system, q, qd, t)
         return spd_solve(out.mass, out.forcing, self.unroll)
 
     def lanes(self, size: int) -> "DenseCholesky":
-        return DenseCholesky(max(self.unroll, size))
+        return DenseCholesky(max(self.unroll, size), scalar=False)

@@ -187,9 +187,9 @@ def _local_sources() -> str:
 
 def simulate_program(**kwargs):
     """`simulate_checked(system, q0, qd0, throw=False, **kwargs)` as a function of
-    (system, q0, qd0, **more kwargs) with plain containers out, for `_programs` (the structures
-    of equinox Modules cannot be stored): the trajectory's fields with its
-    result code, and what the diagnosis of a failure needs. The cause of a
+    (system, q0, qd0, **more kwargs) with plain containers out, for `_programs`
+    (the structures of equinox Modules cannot be stored): the trajectory's
+    fields with its result code, and what the diagnosis of a failure needs. The cause of a
     failure is named afterwards, by `trajectory_from`, by a program compiled only
     then."""
     import dataclasses

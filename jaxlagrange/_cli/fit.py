@@ -252,24 +252,27 @@ def _fit_on(args: argparse.Namespace, config) -> int:
         atol=kwargs["atol"],
         max_steps=kwargs["max_steps"],
     )
-    for i, (obs, q0, qd0) in enumerate(zip(data, result.q0, result.qd0, strict=True)):
-        # Checks as values here too: with host callbacks this solve (1.2 s of
-        # compile for configs/fit_pendulum.toml) was compiled on every run.
-        with errors_as_values(), kept_programs(config):
-            traj = trajectory_from(
+
+    def fitted_motion(system, q0, qd0, ts):
+        return program(system, q0, qd0, t0=ts[0], t1=ts[-1], saveat=ts)
+
+    # Checks as values here too: with host callbacks this solve (1.2 s of compile
+    # for configs/fit_pendulum.toml) was compiled on every run. One program serves
+    # every data file of the same length.
+    with errors_as_values(), kept_programs(config):
+        for i, (obs, q0, qd0) in enumerate(
+            zip(data, result.q0, result.qd0, strict=True)
+        ):
+            motion = _programs.call(
+                "fit.simulate",
+                fitted_motion,
                 result.system,
-                _programs.call(
-                    "fit.simulate",
-                    lambda s, q0, qd0, ts: program(
-                        s, q0, qd0, t0=ts[0], t1=ts[-1], saveat=ts
-                    ),
-                    result.system,
-                    q0,
-                    qd0,
-                    jnp.asarray(obs.ts),
-                ),
+                q0,
+                qd0,
+                jnp.asarray(obs.ts),
             )
-        arrays.update({f"ts_{i}": obs.ts, f"q_{i}": obs.q, f"q_fit_{i}": traj.q})
+            traj = trajectory_from(result.system, motion)
+            arrays.update({f"ts_{i}": obs.ts, f"q_{i}": obs.q, f"q_fit_{i}": traj.q})
     losses = "step,loss\n" + "".join(
         f"{k},{loss!r}\n" for k, loss in enumerate(result.losses.tolist())
     )

@@ -6,6 +6,7 @@ import jax.numpy as jnp
 
 from ._constraints import dynamics
 from ._custom_types import Scalar, ScalarLike, VectorLike
+from ._results import promote
 from ._system import LagrangianSystem, as_state
 from ._trajectory import RESULTS
 
@@ -85,7 +86,7 @@ def finite_time_lyapunov(
         max_steps=max_steps,
         throw=False,
     )
-    result = RESULTS.promote(sol.result)
+    result = promote(sol.result)
     log_growth = sol.ys[4][0]
     t_final = sol.ts[0]
     lam = log_growth / (t_final - t0)

@@ -120,3 +120,17 @@ MESSAGES: tuple[str, ...] = messages_of(RESULTS)
 
 SUCCESSFUL: int = int(code_of(RESULTS.successful))
 """The code of `RESULTS.successful`."""
+
+
+# diffrax's codes are the first of `RESULTS`, in its order (`tests/test_results.py`).
+_DIFFRAX_FIRST = messages_of(diffrax.RESULTS) == MESSAGES[: len(diffrax.RESULTS)]
+
+
+def promote(item) -> RESULTS:
+    """`RESULTS.promote(item)` of a `diffrax.RESULTS` item. Equinox's promotion
+    looks the code up in a table it puts on the device eagerly, compiling two
+    small programs on its first use in a process; diffrax's codes keep their
+    values in `RESULTS`."""
+    if not _DIFFRAX_FIRST:
+        return RESULTS.promote(item)
+    return item_of(code_of(item))

@@ -16,6 +16,7 @@ from ._constraints import dynamics
 from ._custom_types import Array
 from ._guard import Stop, _all_finite, guard_for, provisional
 from ._options import SimulateOptions, VectorFieldArgs
+from ._results import promote
 from ._trajectory import RESULTS, Trajectory, without_events
 
 
@@ -42,6 +43,9 @@ def _vector_field(t, y, args: VectorFieldArgs):
     # A NaN step is rejected by the guard; the cause is found by `diagnosed`.
     qdd = jnp.where(bad, jnp.nan, dyn.accelerations)
     return jnp.concatenate([qd, qdd])
+
+
+_jit_vector_field = jax.jit(_vector_field)
 
 
 class Segment(NamedTuple):
@@ -75,7 +79,7 @@ def solve_segment(
     step, a quarter of the run time of a small system).
     """
     sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(_vector_field),
+        diffrax.ODETerm(_jit_vector_field),
         options.solver,
         t0=start,
         t1=t1,
@@ -101,7 +105,7 @@ def solve_segment(
         saved_ts, (q, qd) = sol.ts[:-1], split(sol.ys[:-1])
     t_end = sol.ts[last]
     q_end, qd_end = split(sol.ys[last])
-    result = RESULTS.promote(sol.result)
+    result = promote(sol.result)
     guard = sol.controller_state
     stopped = (result == RESULTS.dt_min_reached) & (guard.failed_dt != 0)
     result = RESULTS.where(stopped, provisional(guard.failed_finite), result)

@@ -27,16 +27,26 @@ _SIGNATURES = {
 }
 
 
+def as_float(x: Any) -> Array:
+    """`jnp.asarray(x, dtype=float)`. Concrete values are converted by NumPy and
+    put on the device: an eager conversion by JAX (`jnp.asarray` of a NumPy array
+    included) compiles a small program on its first use, 10-20 ms each."""
+    if any(isinstance(leaf, jax.Array) for leaf in jax.tree.leaves(x)):
+        return jnp.asarray(x, dtype=float)
+    return jax.device_put(np.asarray(x, dtype=jnp.result_type(float)))
+
+
 def to_leaf(x: Any) -> Any:
     # Python and NumPy numbers become JAX floats, so that they are differentiable
     # leaves; everything else (arrays, activation functions of an MLP, ...) is kept.
     if isinstance(x, bool):
         return x
-    if isinstance(x, (int, float)):
-        return jnp.asarray(float(x))
+    if isinstance(x, (int, float)) or (
+        isinstance(x, (np.ndarray, np.generic)) and np.issubdtype(x.dtype, np.integer)
+    ):
+        return as_float(x)
     if isinstance(x, (np.ndarray, np.generic)):
-        x = jnp.asarray(x)
-        return x.astype(float) if jnp.issubdtype(x.dtype, jnp.integer) else x
+        return jax.device_put(x)
     return x
 
 

@@ -16,7 +16,14 @@ import pytest
 
 import jaxlagrange as jl
 from jaxlagrange._errors import first_error
-from jaxlagrange._results import MESSAGES, NAMES, code_of, item_of, messages_of
+from jaxlagrange._results import (
+    MESSAGES,
+    NAMES,
+    code_of,
+    item_of,
+    messages_of,
+    promote,
+)
 
 
 def _vanishing_mass(q, qd, t):
@@ -192,3 +199,15 @@ def test_accelerations_name_the_most_basic_failure_of_a_batch():
         accelerations(system, q, qd, 0.0)
     with pytest.raises(eqx.EquinoxRuntimeError, match="jl.accelerations is not finite"):
         accelerations(system, q[1:], qd[1:], 0.0)
+
+
+def test_promote_equals_equinox_promote():
+    # `promote` relabels diffrax's codes without equinox's eager table lookup.
+    codes = np.arange(len(diffrax.RESULTS), dtype=np.int32)
+    for code in codes:
+        item = item_of(code, diffrax.RESULTS)
+        assert int(code_of(promote(item))) == int(code_of(jl.RESULTS.promote(item)))
+        assert jl.RESULTS[promote(item)] == diffrax.RESULTS[item]
+    batched = jax.jit(lambda c: code_of(promote(item_of(c, diffrax.RESULTS))))(codes)
+    expected = code_of(jl.RESULTS.promote(item_of(jnp.asarray(codes), diffrax.RESULTS)))
+    np.testing.assert_array_equal(batched, expected)

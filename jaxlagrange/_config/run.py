@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import diffrax
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import systems as _systems
 from .._validate import check_output_size
@@ -238,7 +240,7 @@ def simulate_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
     return dict(
         t0=t0,
         t1=t1,
-        saveat=jnp.linspace(t0, t1, saves),
+        saveat=jax.device_put(np.linspace(t0, t1, saves, dtype=jnp.result_type(float))),
         solver=solver(section["solver"]),
         rtol=section["rtol"],
         atol=section["atol"],

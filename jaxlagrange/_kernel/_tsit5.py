@@ -34,8 +34,6 @@ import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import pallas as pl
-from jax.experimental.pallas import triton as pl_triton
 
 from .._results import RESULTS, code_of
 from ._known import is_const
@@ -145,6 +143,7 @@ def _lanes_of(values, block, dtype):
 
 
 def _kernel_body(problem: KernelProblem, dtype, bp: int):
+    from jax.experimental import pallas as pl  # on use: 30 ms of every import
     p = problem
     n2 = 2 * p.n
     block = p.block
@@ -375,6 +374,9 @@ def run(
     (B,), and the int32 result codes, steps, accepted and rejected steps (B,)
     each.
     """
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import triton as pl_triton
+
     dtype = y0.dtype
     size = y0.shape[0]
     block = problem.block

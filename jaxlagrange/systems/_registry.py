@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._custom_types import Array
-from .._system import LagrangianSystem
+from .._system import LagrangianSystem, as_float
 
 
 class ReadySystem(eqx.Module):
@@ -194,8 +194,8 @@ def merge_params(
         )
     merged = {}
     for key, default in defaults.items():
-        value = jnp.asarray(params.get(key, default), dtype=float)
-        expected = jnp.shape(jnp.asarray(default))
+        value = as_float(params.get(key, default))
+        expected = np.shape(default)
         if value.shape != expected:
             raise ValueError(
                 f"Parameter {key!r} of system {name!r} must have shape {expected}, "
@@ -225,9 +225,9 @@ def initial_state(
     name: str, q0: Any, qd0: Any, default_q0: Any, default_qd0: Any
 ) -> tuple[Array, Array]:
     """The initial state, defaults where None, with a shape check naming the system."""
-    q0 = jnp.asarray(default_q0 if q0 is None else q0, dtype=float)
-    qd0 = jnp.asarray(default_qd0 if qd0 is None else qd0, dtype=float)
-    expected = jnp.shape(jnp.asarray(default_q0))
+    q0 = as_float(default_q0 if q0 is None else q0)
+    qd0 = as_float(default_qd0 if qd0 is None else qd0)
+    expected = np.shape(default_q0)
     for label, x in (("q0", q0), ("qd0", qd0)):
         if x.shape != expected:
             raise ValueError(

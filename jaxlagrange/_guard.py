@@ -13,17 +13,15 @@ The probes trace the dynamics (and M's factor) once more, which costs as much
 compile time as the solve's own vector field, for a program that only runs
 after a failure. The solve therefore returns a `Stop` record (the failed step
 and the state it started from) with a provisional code, and `diagnosed` names
-the cause afterwards: on the host, with a small program compiled on demand,
-when the solve's result is a concrete value; inside the caller's program, under
-a `lax.cond` on the failure, when `simulate` is itself traced (`jit`, `vmap`,
-`grad`), so that the codes are the named ones there too. Under `vmap` that cond
-is a select, which runs the probes for every member on every call: the
-library's own batched programs (`simulate_batch`, sweeps) therefore return each
-member's `Stop` beside its provisional code, and `name_causes` diagnoses the
-stopped members afterwards, likewise on the host when the batch was computed
-eagerly and in the caller's program when it is traced. `fit`'s loss does not
-diagnose at all; a failed fit names the cause with a diagnosed evaluation of
-its residuals (`_fit._problem.Problem.named_codes`).
+the cause afterwards, by a small program compiled on demand: on the host when
+the solve's result is a concrete value, and, when `simulate` is itself traced
+(`jit`, `vmap`, `grad`), by a host callback under a `lax.cond` on whether any
+member stopped, so that the caller's codes are the named ones too without the
+probes in its program. The library's own batched programs (`simulate_batch`,
+sweeps) return each member's `Stop` beside its provisional code, and
+`name_causes` diagnoses the stopped members afterwards, likewise. `fit`'s loss
+does not diagnose at all; a failed fit names the cause with a diagnosed
+evaluation of its residuals (`_fit._problem.Problem.named_codes`).
 """
 
 from typing import Any, NamedTuple
@@ -34,10 +32,11 @@ import jax
 import jax.numpy as jnp
 import jax.tree_util as jtu
 import numpy as np
+from equinox.internal import unvmap_any
 
 from ._constraints import dynamics
 from ._custom_types import Array, BoolScalar
-from ._results import code_of
+from ._results import code_of, item_of
 from ._trajectory import RESULTS
 
 
@@ -205,17 +204,65 @@ def _diagnose(failure: Failure) -> RESULTS:
 # Compiled on the first failure of an eager `simulate`, not with every solve.
 _diagnose_on_host = eqx.filter_jit(_diagnose)
 
+# The stopped members of a traced solve, stacked (padded to a power of two).
+_diagnose_stacked = eqx.filter_jit(eqx.filter_vmap(lambda failure: _diagnose(failure)))
+
 
 def _traced_cause(failure: Failure) -> RESULTS:
-    """The cause inside the caller's program: diagnosed only if it stopped."""
+    """The cause inside the caller's program, named on the host if it stopped.
+
+    The program holds a host callback under a `lax.cond` on whether any member
+    stopped (`unvmap_any`: under `vmap` the predicate is the batch's, so the cond
+    stays a cond and the callback runs only after a failure). The callback
+    diagnoses the stopped members with `_diagnose_stacked`, on the CPU, compiled
+    on demand: the caller's program holds no probes (they doubled the compile
+    time of a `jax.jit(jax.vmap(simulate))`), and its codes are the named ones.
+    """
     # The cause is an integer code: keep autodiff from tracing through it.
-    dynamic, static = eqx.partition(_no_gradient(failure)[0], eqx.is_array)
-    return jax.lax.cond(
-        failure.stop.stopped,
-        lambda d: _diagnose(eqx.combine(d, static)),
-        lambda d: provisional(d.stop.failed_finite),
-        dynamic,
-    )
+    failure = _no_gradient(failure)[0]
+    dynamic, static = eqx.partition(failure, eqx.is_array)
+    leaves, treedef = jtu.tree_flatten(dynamic)
+    ndims = [jnp.ndim(x) for x in leaves]  # a member's, inside `vmap`
+    stopped = failure.stop.stopped
+    codes = code_of(provisional(failure.stop.failed_finite))
+
+    def on_host(stopped, codes, *leaves):
+        return _host_causes(stopped, codes, leaves, ndims, treedef, static)
+
+    def named():
+        shape = jax.ShapeDtypeStruct(jnp.shape(codes), codes.dtype)
+        return jax.pure_callback(
+            on_host, shape, stopped, codes, *leaves, vmap_method="expand_dims"
+        )
+
+    return item_of(jax.lax.cond(unvmap_any(stopped), named, lambda: codes))
+
+
+def _host_causes(stopped, codes, leaves, ndims, treedef, static) -> np.ndarray:
+    """`_traced_cause`'s callback: `codes` with the stopped members' causes named.
+
+    The arguments carry the batch's leading axes (size 1 where not batched)."""
+    leading = [
+        np.shape(x)[: np.ndim(x) - d] for x, d in zip(leaves, ndims, strict=True)
+    ]
+    batch = np.broadcast_shapes(np.shape(stopped), np.shape(codes), *leading)
+    named = np.array(np.broadcast_to(codes, batch)).reshape(-1)
+    index = np.flatnonzero(np.broadcast_to(stopped, batch))
+    if index.size:
+        # Padded to a power of two (repeating a stopped member): few compilations.
+        size = 1 << (index.size - 1).bit_length()
+        rows = np.concatenate([index, np.repeat(index[:1], size - index.size)])
+
+        def take(x, d):
+            member = np.shape(x)[np.ndim(x) - d :]
+            return np.broadcast_to(x, batch + member).reshape((-1, *member))[rows]
+
+        stacked = [take(x, d) for x, d in zip(leaves, ndims, strict=True)]
+        failures = eqx.combine(jtu.tree_unflatten(treedef, stacked), static)
+        with jax.default_device(jax.local_devices(backend="cpu")[0]):
+            causes = code_of(_diagnose_stacked(failures))
+        named[index] = np.asarray(causes)[: index.size]
+    return named.reshape(batch)
 
 
 def diagnosed(traj, failure: Failure | None):
@@ -273,8 +320,8 @@ def name_causes(codes, failures: Failure | None, system_of, shared, inputs):
     from the `shared` inputs and its row of the batched `inputs`. Computed
     eagerly, the batch's own program holds no diagnosis: the stopped members are
     diagnosed here, by a second small program compiled on the first failure.
-    Traced (the batch under the caller's `jit` or `grad`), the diagnosis joins the
-    caller's program under a `lax.cond`, as in `simulate`.
+    Traced (the batch under the caller's `jit` or `grad`), they are diagnosed
+    by a host callback in the caller's program, as in `simulate`.
     """
     if failures is None:
         return codes

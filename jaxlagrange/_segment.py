@@ -45,7 +45,9 @@ def _vector_field(t, y, args: VectorFieldArgs):
     return jnp.concatenate([qd, qdd])
 
 
-_jit_vector_field = jax.jit(_vector_field)
+# Traced once for the four places diffrax traces it (`filter_jit`: params may
+# hold functions, e.g. the activation of a neural Lagrangian).
+_jit_vector_field = eqx.filter_jit(_vector_field)
 
 
 class Segment(NamedTuple):

@@ -76,8 +76,9 @@ def _iterate(fn, solver, y0, steps: int, options: dict):
     """optimistix's solve loop (the solver's public init/step/terminate/postprocess,
     as `optx.least_squares` and `optx.minimise` run them), recording the loss that
     each step evaluated. `fn(y, args)` returns (residuals or loss, (codes, loss))."""
-    fn = eqx.filter_closure_convert(fn, y0, None)
-    f_struct, aux_struct = fn.out_struct  # pyright: ignore[reportFunctionMemberAccess]
+    # Not closure-converted (as `optx.least_squares` does): the solver's JVP of a
+    # converted `fn` would trace `_with_jacobian`'s solves a second time.
+    f_struct, aux_struct = eqx.filter_eval_shape(fn, y0, None)
     tags = frozenset()
     state = solver.init(fn, y0, None, options, f_struct, aux_struct, tags)
     dynamic, static = eqx.partition(state, eqx.is_array)
@@ -169,8 +170,14 @@ def _with_jacobian(problem, static):
     its state's aux. `evaluate` is jitted so that its trace is shared by every
     use (the primal, the solver's `init` and its `step`)."""
 
+    # The problem's arrays (the data: tracers of the solve's program) are
+    # arguments: a jitted function that closes over tracers is traced anew at
+    # every call, which would trace the solves twice.
+    arrays, rest = eqx.partition(problem, eqx.is_array)
+
     @jax.jit
-    def evaluate(y):
+    def evaluate(y, arrays):
+        problem = eqx.combine(arrays, rest)
         flat, unravel = ravel_pytree(y)
 
         def pieces(x):
@@ -183,11 +190,11 @@ def _with_jacobian(problem, static):
 
     @jax.custom_jvp
     def core(y):
-        return evaluate(y)
+        return evaluate(y, arrays)
 
     @core.defjvp
     def _(primals, tangents):
-        out = evaluate(primals[0])
+        out = evaluate(primals[0], arrays)
         jac = out[2]
         tangent = jac @ ravel_pytree(tangents[0])[0]
         return out, (tangent, *(jnp.zeros_like(x) for x in out[1:]))

@@ -8,8 +8,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import counting
 
 import jaxlagrange as jl
+from jaxlagrange import _segment
 from jaxlagrange._options import SimulateOptions, VectorFieldArgs
 from jaxlagrange._projection import ProjectedSolver
 from jaxlagrange._segment import _vector_field
@@ -60,16 +62,14 @@ def test_vector_field_args_default_to_the_free_motion():
     np.testing.assert_allclose(f[2:], expected, rtol=1e-13)
 
 
-def test_static_options_key_the_compilation_and_arrays_do_not():
-    # The Lagrangian is traced once per compilation of the solve; a second call
-    # with other times, tolerances and state reuses it, another max_steps does not.
-    traces = []
-
-    def lagrangian(q, qd, t, params):
-        traces.append(None)
-        return 0.5 * qd[0] ** 2 + params["g"] * jnp.cos(q[0])
-
-    system = jl.LagrangianSystem(lagrangian, params={"g": 9.81})
+def test_static_options_key_the_compilation_and_arrays_do_not(monkeypatch):
+    # The solve is traced once per compilation; a second call with other times,
+    # tolerances and state reuses it, another max_steps does not.
+    traces = counting(monkeypatch, _segment, "solve_segment")
+    system = jl.LagrangianSystem(
+        lambda q, qd, t, p: 0.5 * qd[0] ** 2 + p["g"] * jnp.cos(q[0]),
+        params={"g": 9.81},
+    )
 
     def run(**kwargs):
         kwargs = {"t1": 1.0, "rtol": 1e-8, "atol": 1e-8, "max_steps": 4096, **kwargs}

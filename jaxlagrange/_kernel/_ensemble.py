@@ -18,13 +18,13 @@ import optimistix as optx
 
 from .._constraints import dynamics
 from .._initial_state import check_initial_state
+from .._lanes import LaneFunction, UnsupportedPrimitiveError
 from .._projection import has_equality_constraints, project_state
 from .._results import item_of
 from .._simulate import check_times, check_tolerance
 from .._system import LagrangianSystem
 from .._trajectory import Trajectory, without_events
 from .._validate import check_precision, default_tolerance
-from ._lanes import LaneFunction, UnsupportedPrimitiveError
 from ._tsit5 import Controller, KernelProblem, run
 
 

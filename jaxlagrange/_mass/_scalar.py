@@ -10,9 +10,9 @@ sin(q₁ − q₂) in each loop that needs it: the double pendulum's q̈ compile
 hand-written code, and ran 2× slower.
 
 `scalar_form(fn, *args)` traces `fn` for one state to a jaxpr and evaluates it
-with every (n,)-shaped value held as n separate scalars (the lane evaluator of
-the ensemble kernel, `_kernel._lanes`, with lanes of shape ()): the data
-movement (pads, slices, concatenations, transposes) is resolved at trace time,
+with every (n,)-shaped value held as n separate scalars (the lane evaluator,
+`jaxlagrange/_lanes/`, with lanes of shape ()): the data movement (pads,
+slices, concatenations, transposes) is resolved at trace time,
 values known at trace time (the tangent basis) are folded (x·1 = x, x + 0 = x,
 x·0 = 0), and a subexpression computed twice is emitted once. What reaches XLA
 is elementwise arithmetic on scalars, which `vmap` turns into one loop over
@@ -21,9 +21,8 @@ up to `unroll` coordinates, unconstrained (`DenseCholesky.accelerations`) and
 constrained (the whole KKT solve, `_constraints.dynamics`); the compiled
 program is also smaller, so compiling takes less time than for the array form.
 
-The evaluator lives with the ensemble kernel (`_kernel/_lanes.py`, `_known.py`:
-modules that import nothing else from the package, so no import cycle); it
-could move to a neutral module of its own.
+The evaluator is shared with the ensemble kernel (`_kernel`, lanes of shape
+(block,)); it imports nothing else from the package, so no import cycle.
 
 Primitives with no scalar form (a loop whose length depends on the state, a
 custom derivative rule, a `cond` on a traced predicate, ...) are bound as they
@@ -42,8 +41,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._kernel._known import const_array, is_const
-from .._kernel._lanes import UnsupportedPrimitiveError, _Evaluator
+from .._lanes import UnsupportedPrimitiveError
+from .._lanes._evaluator import _Evaluator
+from .._lanes._known import const_array, is_const
 
 
 # The most scalar operations `scalar_form` writes out (the size of the traced

@@ -1,4 +1,4 @@
-"""Values known at trace time, for `_lanes`: NumPy scalars in object arrays.
+"""Values known at trace time, for the lane evaluator: NumPy scalars in object arrays.
 
 What the lane evaluator computes without emitting any operation: constants
 (literals, iotas, the tangent basis of the mass matrix), data movement

@@ -1,22 +1,15 @@
-"""Evaluate a traced function on lane vectors: elementwise arithmetic only.
+"""The lane evaluator: a jaxpr evaluated with each value an object array of lanes.
 
-A function of small arrays (one ensemble member's right-hand side) is traced to
-a jaxpr once; `LaneFunction` then evaluates that jaxpr with every value of shape
-`s` held as a NumPy object array of shape `s` whose elements are *lanes*: arrays
-of shape (block,), one entry per member. Each primitive becomes that primitive
-applied element by element, and the data movement of the jaxpr (slices, pads,
-concatenations, transposes, static gathers, broadcasts) becomes a rearrangement
-of the object array, decided at trace time. What a GPU kernel then sees is only
-elementwise arithmetic on (block,) vectors: no stacking, gathering or
-reshaping of registers, which Pallas's Triton lowering cannot do freely.
-
-Values known at trace time (the tangent basis of the mass matrix, literals,
-iotas) stay NumPy scalars and are folded: x·1 = x, x + 0 = x, x·0 = 0 (the last
-is exact for finite x; a non-finite state is reported by the kernel anyway).
+`_Evaluator(lane_shape)` applies each primitive element by element (`apply`,
+with common subexpressions emitted once and known values folded), resolves data
+movement at trace time (`movement`), and writes out reductions, `dot_general`,
+cumulative operations, `cond` (both branches and a select), and loops whose
+length is known at trace time. A primitive with no such form is an
+`UnsupportedPrimitiveError`; a subclass may bind it instead (the scalar form).
 """
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -427,53 +420,3 @@ class _Evaluator:
                 y[i, ...] = ys_steps[i][k]
             ys.append(y)
         return [*carry, *ys]
-
-
-class LaneFunction:
-    """`fn` traced once, then evaluable lane by lane.
-
-    **Arguments:**
-
-    - `fn`: a function of a pytree of arrays, returning a pytree of arrays.
-    - `*example_args`: arguments of the shapes and dtypes it will get (one member).
-
-    Calling it with the same pytree structure, each leaf an object array (shape of
-    the leaf) of (block,) lanes, returns the outputs in the same form.
-    """
-
-    def __init__(self, fn: Callable, *example_args):
-        closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*example_args)
-        self.jaxpr = closed.jaxpr
-        self.consts = [np.asarray(c) for c in closed.consts]
-        self.in_tree = jax.tree.structure(example_args)
-        self.out_shape = out_shape
-        self.out_tree = jax.tree.structure(out_shape)
-
-    def __call__(self, *lane_args):
-        leaves = self.in_tree.flatten_up_to(lane_args)
-        (first,) = [e for leaf in leaves for e in leaf.flat if not is_const(e)][:1]
-        evaluator = _Evaluator(first.shape)
-        outs = evaluator.eval_jaxpr(
-            self.jaxpr, [const_array(c) for c in self.consts], leaves
-        )
-        return jax.tree.unflatten(self.out_tree, outs)
-
-
-def to_lanes(x: jax.Array) -> np.ndarray:
-    """(block, *shape) array → object array of shape `shape` of (block,) lanes."""
-    shape = x.shape[1:]
-    out = np.empty(shape, dtype=object)
-    for index in np.ndindex(shape):
-        out[index] = x[(slice(None), *index)]
-    return out
-
-
-def from_lanes(lanes: np.ndarray, block: int, dtype) -> jax.Array:
-    """The inverse of `to_lanes` (known elements are broadcast)."""
-    flat = [
-        jnp.full((block,), e, dtype) if is_const(e) else e.astype(dtype)
-        for e in lanes.flat
-    ]
-    if not flat:
-        return jnp.zeros((block, *lanes.shape), dtype)
-    return jnp.stack(flat, axis=-1).reshape(block, *lanes.shape)

@@ -16,6 +16,7 @@ import jax
 import jax.extend.core as jcore
 import jax.numpy as jnp
 import numpy as np
+from jax.lax import GatherScatterMode
 
 from ._known import (
     const_array,
@@ -58,6 +59,7 @@ _MOVEMENT = {
     "concatenate": lambda n: list(range(n)),
     "stack": lambda n: list(range(n)),
     "split": lambda n: [0],
+    "unstack": lambda n: [0],
     "gather": lambda n: [0],
     "dynamic_slice": lambda n: [0],
     "dynamic_update_slice": lambda n: [0, 1],
@@ -71,6 +73,28 @@ _CUMULATIVE = {
     "cummax": jax.lax.max_p,
     "cummin": jax.lax.min_p,
 }
+
+# The params of a primitive the evaluator binds itself (the products and sums of
+# dot_general, reductions and cumulative operations): those a traced jaxpr has.
+# `mul`'s transpose rule reads its `out_dtype` (a `jax.grad` of the scalar
+# form), and equal params let such a product share the memo with the jaxpr's.
+_OWN_PARAMS = {"mul": {"out_dtype": None}}
+
+
+def _fill_value(value, dtype) -> np.generic:
+    """What a gather reads out of bounds: `value`, or `jax.lax.gather`'s default."""
+    dtype = np.dtype(dtype)
+    if value is None:
+        if np.issubdtype(dtype, np.inexact):
+            value = np.nan
+        elif np.issubdtype(dtype, np.signedinteger):
+            value = np.iinfo(dtype).min
+        elif np.issubdtype(dtype, np.unsignedinteger):
+            value = np.iinfo(dtype).max
+        else:
+            value = True
+    return np.asarray(value, dtype)[()]
+
 
 _REDUCTIONS = {
     "reduce_sum": jax.lax.add_p,
@@ -147,7 +171,7 @@ class _Evaluator:
         return out
 
     def binary(self, prim, a, b):
-        return self.apply(prim, [a, b], {})
+        return self.apply(prim, [a, b], _OWN_PARAMS.get(prim.name, {}))
 
     def eval_jaxpr(self, jaxpr: jcore.Jaxpr, consts, args) -> list[np.ndarray]:
         env: dict[Any, np.ndarray] = {}
@@ -200,7 +224,9 @@ class _Evaluator:
         if name in _ELEMENTWISE:
             return [self.elementwise(prim, operands, params)]
         if name in _MOVEMENT:
-            return self.movement(prim, operands, params, _MOVEMENT[name](len(operands)))
+            data = _MOVEMENT[name](len(operands))
+            dtype = eqn.invars[0].aval.dtype
+            return self.movement(prim, operands, params, data, dtype)
         if name in _REDUCTIONS:
             return [self.reduce(_REDUCTIONS[name], operands[0], params["axes"])]
         if name == "dot_general":
@@ -230,7 +256,8 @@ class _Evaluator:
             "projection of this system)."
         )
 
-    def movement(self, prim, operands, params, data):
+    def movement(self, prim, operands, params, data, dtype):
+        """Data movement applied to the elements' ids (`dtype`: the data's)."""
         moved = numpy_movement(prim.name, operands, params)
         if moved is not None:
             return moved
@@ -254,16 +281,19 @@ class _Evaluator:
                 )
         if prim.name == "pad":
             id_args[1] = np.asarray(id_args[1], np.int64)
-        params = dict(params)
-        if prim.name == "gather" and "fill_value" in params:
-            params["fill_value"] = None
+        fill = None
+        if prim.name == "gather" and params["mode"] == GatherScatterMode.FILL_OR_DROP:
+            # An index out of bounds reads the fill value: id -1 stands for it.
+            fill = _fill_value(params["fill_value"], dtype)
+            params = {**params, "fill_value": -1}
         out = eager(prim, id_args, params)
         outs = out if prim.multiple_results else [out]
         results = []
         for ids in outs:
             r = np.empty(ids.shape, dtype=object)
             for index in np.ndindex(ids.shape):
-                r[index] = pool[int(ids[index])]
+                i = int(ids[index])
+                r[index] = fill if i < 0 else pool[i]
             results.append(r)
         return results
 
@@ -288,7 +318,8 @@ class _Evaluator:
             if acc is None:
                 acc = moved[i, ...].copy()
             else:
-                acc = self.elementwise(prim, [acc, moved[i, ...]], {})
+                params = _OWN_PARAMS.get(prim.name, {})
+                acc = self.elementwise(prim, [acc, moved[i, ...]], params)
             out[i, ...] = acc
         return np.moveaxis(out, 0, axis)
 

@@ -72,6 +72,9 @@ def numpy_movement(name, operands, params) -> list[np.ndarray] | None:
         return [np.concatenate(operands, axis=params["dimension"])]
     if name == "stack":
         return [np.stack(operands, axis=params["axis"])]
+    if name == "unstack":
+        moved = np.moveaxis(x, params["axis"], 0)
+        return [moved[i, ...].copy() for i in range(moved.shape[0])]
     if name == "split":
         cuts = np.cumsum(params["sizes"])[:-1]
         return list(np.split(x, cuts, axis=params["axis"]))

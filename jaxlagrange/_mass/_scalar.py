@@ -111,15 +111,6 @@ class _ScalarEvaluator(_Evaluator):
         known = all(is_const(e) for o in operands for e in o.flat)
         if name in _BOUND and not known:
             return self.bound(eqn, operands)
-        if name == "unstack" and not known:
-            moved = np.moveaxis(operands[0], eqn.params["axis"], 0)
-            pieces = []
-            for i in range(moved.shape[0]):
-                piece = np.empty(moved.shape[1:], dtype=object)
-                for index in np.ndindex(piece.shape):
-                    piece[index] = moved[(i, *index)]
-                pieces.append(piece)
-            return pieces
         if name == "cond" and not is_const(operands[0].flat[0]):
             # Both branches and a select would differentiate the branch not
             # taken too (NaN gradients of a guarded sqrt): keep the cond.
@@ -127,17 +118,9 @@ class _ScalarEvaluator(_Evaluator):
         try:
             return super().eqn(eqn, operands)
         except (UnsupportedPrimitiveError, ValueError, TypeError):
-            # No scalar form (or one the lane evaluator gets wrong for these
-            # params, e.g. a gather's fill value): the primitive as it is.
+            # No scalar form (or params the lane evaluator does not take): the
+            # primitive as it is, which only the kernel cannot do.
             return self.bound(eqn, operands)
-
-    def apply(self, prim, elements, params):
-        # The lane evaluator binds the products of dot_general, reductions and
-        # cumulative products with no params; `mul`'s transpose rule needs its
-        # `out_dtype` (the kernel never differentiates, a `jax.grad` here does).
-        if prim is jax.lax.mul_p and "out_dtype" not in params:
-            params = {**params, "out_dtype": None}
-        return super().apply(prim, elements, params)
 
     def bound(self, eqn, operands):
         arrays = [

@@ -170,6 +170,51 @@ def test_gather_with_a_fill_value_in_a_lagrangian():
     assert_lanes_equal_vmap(fn, XS)
 
 
+SCATTERS = {
+    "set": lambda x: jnp.zeros(5).at[jnp.array([0, 3, 4])].set(x[0]),
+    "set_tril": lambda x: jnp.zeros((3, 3)).at[jnp.tril_indices(3, -1)].set(x[1]),
+    "add": lambda x: x[1].at[jnp.array([0, 2, 0, 1])].add(x.ravel()[:4]),
+    "add_dropped": lambda x: x[0].at[jnp.array([0, 5, 0])].add(x[1]),
+    "subtract": lambda x: x[0].at[jnp.array([1, 1])].subtract(x[1, :2]),
+    "multiply": lambda x: x[1].at[jnp.array([0, 1, 0])].multiply(x[0]),
+    "min": lambda x: x[1].at[jnp.array([2, 2, 0])].min(x[0]),
+    "max": lambda x: jnp.ones(2).at[jnp.array([1, 1, 0])].max(x[0]),
+    "rows": lambda x: jnp.zeros((4, 3)).at[jnp.array([3, 0])].add(x),
+}
+
+
+@pytest.mark.parametrize("name", SCATTERS)
+def test_scatters_at_known_indices(name):
+    # Each update is combined with the operand's element where it lands
+    # (repeated indices accumulate, out-of-bounds ones are dropped), and
+    # nothing is left of the scatter but that arithmetic.
+    fn = SCATTERS[name]
+    assert "scatter" in str(jax.make_jaxpr(fn)(XS[0]))
+    assert_lanes_equal_vmap(fn, XS)
+    names = {e.primitive.name for e in jax.make_jaxpr(_on_scalars(fn))(XS[0]).eqns}
+    assert not any("scatter" in n for n in names), names
+
+
+def test_tile_and_diagonal():
+    # jnp.diag of a matrix is platform-dependent code (`lax.platform_dependent`):
+    # its default branch is taken.
+    def fn(x):
+        return jnp.concatenate([jnp.tile(x[0], 2), jnp.diag(jnp.outer(x[1], x[0]))])
+
+    jaxpr = str(jax.make_jaxpr(fn)(XS[0]))
+    assert "tile" in jaxpr and "platform_index" in jaxpr
+    assert_lanes_equal_vmap(fn, XS)
+
+
+def test_platform_dependent_code_with_no_default():
+    def fn(x):
+        return jax.lax.platform_dependent(x, cpu=jnp.sin, cuda=jnp.sin)
+
+    lanes = LaneFunction(fn, XS[0])
+    with pytest.raises(UnsupportedPrimitiveError, match="no default branch"):
+        lanes(to_lanes(XS))
+
+
 def test_state_dependent_indices_are_unsupported():
     def fn(x):
         return x[0, jnp.argmax(x[1])][None]
@@ -200,6 +245,21 @@ def test_rigid_systems_in_the_kernel(name):
     kernel, vmap = both(
         system, jnp.stack([q0, q0]), qd0, block_size=2, t1=0.05, **TIGHT
     )
+    assert_close(kernel, vmap)
+
+
+def _indexed_lagrangian(q, qd, t, p):
+    # Fancy indexing in L: a gather, whose transpose in q̈ is a scatter-add.
+    inertia = jnp.zeros((2, 2)).at[jnp.diag_indices(2)].set(p["m"]) + 0.2
+    swapped = q[jnp.array([1, 0])]
+    return 0.5 * qd @ inertia @ qd - jnp.sum(p["k"] * (1 - jnp.cos(swapped)))
+
+
+def test_fancy_indexing_in_the_kernel():
+    params = {"m": jnp.array([1.0, 2.0]), "k": jnp.array([3.0, 1.0])}
+    system = jl.LagrangianSystem(_indexed_lagrangian, params=params)
+    q0 = jnp.array([[0.3, -0.2], [0.1, 0.5], [-0.4, 0.0]])
+    kernel, vmap = both(system, q0, jnp.zeros(2), block_size=2, t1=0.3, **TIGHT)
     assert_close(kernel, vmap)
 
 

@@ -22,13 +22,13 @@ iotas) stay NumPy scalars and are folded (`_known`): x·1 = x, x + 0 = x,
 x·0 = 0 (the last is exact for finite x; a non-finite state is reported by the
 kernel anyway).
 
-`_evaluator`: the evaluator. `_known`: values known at trace time. `_function`:
-`LaneFunction` and the lanes of a batched array.
+`_evaluator`: the evaluator. `_known`: values known at trace time. `_movement`:
+data movement. `_function`: `LaneFunction` and the lanes of a batched array.
 """
 
-from ._evaluator import UnsupportedPrimitiveError as UnsupportedPrimitiveError
 from ._function import (
     LaneFunction as LaneFunction,
     from_lanes as from_lanes,
     to_lanes as to_lanes,
 )
+from ._known import UnsupportedPrimitiveError as UnsupportedPrimitiveError

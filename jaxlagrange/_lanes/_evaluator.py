@@ -2,8 +2,9 @@
 
 `_Evaluator(lane_shape)` applies each primitive element by element (`apply`,
 with common subexpressions emitted once and known values folded), resolves data
-movement at trace time (`movement`), and writes out reductions, `dot_general`,
-cumulative operations, `cond` (both branches and a select), and loops whose
+movement at trace time (`_movement`), and writes out reductions, `dot_general`,
+cumulative operations, scatters at known indices, `cond` (both branches and a
+select; a platform-dependent one takes its default branch), and loops whose
 length is known at trace time. A primitive with no such form is an
 `UnsupportedPrimitiveError`; a subclass may bind it instead (the scalar form).
 """
@@ -16,22 +17,17 @@ import jax
 import jax.extend.core as jcore
 import jax.numpy as jnp
 import numpy as np
-from jax.lax import GatherScatterMode
 
 from ._known import (
+    UnsupportedPrimitiveError,
     const_array,
     dtype_of,
     eager,
     fold,
     is_const,
     numpy_elementwise,
-    numpy_movement,
 )
-
-
-class UnsupportedPrimitiveError(ValueError):
-    """The system's traced equations have no lane-wise form (a primitive, a loop
-    on the state, or a size the kernel does not take): `"auto"` uses vmap."""
+from ._movement import MOVEMENT, SCATTERS, move, numpy_movement, scatter_targets
 
 
 # Primitives applied element by element (their operands all have one shape).
@@ -43,27 +39,6 @@ _ELEMENTWISE = frozenset(
     select_n sign sin sinh sqrt square sub tan tanh xor copy copy_p
     stop_gradient optimization_barrier""".split()
 )
-
-# Pure data movement: output elements are copies of input elements (or of a
-# padding value), so the primitive is applied to the elements' ids at trace time.
-# Value: which operands are data (the others are indices, needed at trace time).
-_MOVEMENT = {
-    "broadcast_in_dim": lambda n: [0],
-    "reshape": lambda n: [0],
-    "squeeze": lambda n: [0],
-    "expand_dims": lambda n: [0],
-    "transpose": lambda n: [0],
-    "rev": lambda n: [0],
-    "slice": lambda n: [0],
-    "pad": lambda n: [0, 1],
-    "concatenate": lambda n: list(range(n)),
-    "stack": lambda n: list(range(n)),
-    "split": lambda n: [0],
-    "unstack": lambda n: [0],
-    "gather": lambda n: [0],
-    "dynamic_slice": lambda n: [0],
-    "dynamic_update_slice": lambda n: [0, 1],
-}
 
 _CALLS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
 
@@ -79,21 +54,6 @@ _CUMULATIVE = {
 # `mul`'s transpose rule reads its `out_dtype` (a `jax.grad` of the scalar
 # form), and equal params let such a product share the memo with the jaxpr's.
 _OWN_PARAMS = {"mul": {"out_dtype": None}}
-
-
-def _fill_value(value, dtype) -> np.generic:
-    """What a gather reads out of bounds: `value`, or `jax.lax.gather`'s default."""
-    dtype = np.dtype(dtype)
-    if value is None:
-        if np.issubdtype(dtype, np.inexact):
-            value = np.nan
-        elif np.issubdtype(dtype, np.signedinteger):
-            value = np.iinfo(dtype).min
-        elif np.issubdtype(dtype, np.unsignedinteger):
-            value = np.iinfo(dtype).max
-        else:
-            value = True
-    return np.asarray(value, dtype)[()]
 
 
 _REDUCTIONS = {
@@ -213,7 +173,7 @@ class _Evaluator:
             out = None
             if len(eqn.outvars) == 1:
                 out = numpy_elementwise(name, vals, params, eqn.outvars[0].aval.dtype)
-            if out is None and name in _MOVEMENT:
+            if out is None and name in MOVEMENT:
                 moved = numpy_movement(name, operands, params)
                 if moved is not None:
                     return moved
@@ -223,10 +183,13 @@ class _Evaluator:
             return [const_array(o) for o in outs]
         if name in _ELEMENTWISE:
             return [self.elementwise(prim, operands, params)]
-        if name in _MOVEMENT:
-            data = _MOVEMENT[name](len(operands))
-            dtype = eqn.invars[0].aval.dtype
-            return self.movement(prim, operands, params, data, dtype)
+        if name in MOVEMENT:
+            data = MOVEMENT[name](len(operands))
+            return move(prim, operands, params, data, eqn.invars[0].aval.dtype)
+        if name in SCATTERS:
+            return [self.scatter(name, *operands, params)]
+        if name == "platform_index":
+            return [const_array(self.platform_branch(params["platforms"]), np.int32)]
         if name in _REDUCTIONS:
             return [self.reduce(_REDUCTIONS[name], operands[0], params["axes"])]
         if name == "dot_general":
@@ -256,46 +219,29 @@ class _Evaluator:
             "projection of this system)."
         )
 
-    def movement(self, prim, operands, params, data, dtype):
-        """Data movement applied to the elements' ids (`dtype`: the data's)."""
-        moved = numpy_movement(prim.name, operands, params)
-        if moved is not None:
-            return moved
-        pool: list[Any] = []
-        id_args = []
-        for i, o in enumerate(operands):
-            if i in data:
-                ids = np.arange(len(pool), len(pool) + o.size, dtype=np.int64)
-                pool.extend(o.flat)
-                id_args.append(ids.reshape(o.shape))
-            else:
-                if not all(is_const(e) for e in o.flat):
-                    raise UnsupportedPrimitiveError(
-                        f"The fused ensemble kernel needs the indices of {prim.name!r} "
-                        "at trace time; here they depend on the state or params."
-                    )
-                id_args.append(
-                    np.asarray(list(o.flat))
-                    .reshape(o.shape)
-                    .astype(np.asarray(o.flat[0]).dtype if o.size else np.int64)
+    def scatter(self, name, operand, indices, updates, params):
+        targets = scatter_targets(name, operand.shape, indices, updates.shape, params)
+        combine = SCATTERS[name]
+        out = operand.copy().reshape(-1)
+        for target, update in zip(targets, updates.flat, strict=True):
+            if target >= 0:
+                out[target] = (
+                    update
+                    if combine is None
+                    else self.binary(combine, out[target], update)
                 )
-        if prim.name == "pad":
-            id_args[1] = np.asarray(id_args[1], np.int64)
-        fill = None
-        if prim.name == "gather" and params["mode"] == GatherScatterMode.FILL_OR_DROP:
-            # An index out of bounds reads the fill value: id -1 stands for it.
-            fill = _fill_value(params["fill_value"], dtype)
-            params = {**params, "fill_value": -1}
-        out = eager(prim, id_args, params)
-        outs = out if prim.multiple_results else [out]
-        results = []
-        for ids in outs:
-            r = np.empty(ids.shape, dtype=object)
-            for index in np.ndindex(ids.shape):
-                i = int(ids[index])
-                r[index] = fill if i < 0 else pool[i]
-            results.append(r)
-        return results
+        return out.reshape(operand.shape)
+
+    def platform_branch(self, platforms) -> int:
+        # `lax.platform_dependent` (jnp.diag's diagonal, for one): its branches
+        # compute the same; the default is the one for code that is neither
+        # Mosaic's nor any named platform's, as lane code is.
+        if None not in platforms:
+            raise UnsupportedPrimitiveError(
+                "The fused ensemble kernel cannot evaluate platform-dependent code "
+                f"with no default branch (branches for {platforms})."
+            )
+        return platforms.index(None)
 
     def reduce(self, prim, operand, axes):
         moved = np.moveaxis(operand, tuple(axes), tuple(range(len(axes))))

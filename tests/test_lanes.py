@@ -263,6 +263,18 @@ def test_fancy_indexing_in_the_kernel():
     assert_close(kernel, vmap)
 
 
+def test_neural_lagrangian_in_the_kernel():
+    # Its params are MLPs whose activation functions are leaves but no arrays:
+    # they are the system's own, not batched (the kernel raised a TypeError,
+    # which "auto" on a GPU did not catch).
+    system = jl.neural_lagrangian(2, key=jax.random.key(1), width=4, depth=1)
+    q0 = jnp.array([[0.3, -0.2], [0.1, 0.5]])
+    kernel, vmap = both(
+        system, q0, jnp.array([0.1, 0.2]), block_size=2, t1=0.1, **TIGHT
+    )
+    assert_close(kernel, vmap)
+
+
 def _sorted_oscillator(q, qd, t):
     # ½|q̇|² − ½|sort(q)|² = ½|q̇|² − ½|q|²: q(t) = q₀ cos t, but through a sort.
     return 0.5 * qd @ qd - 0.5 * jnp.sum(jnp.sort(q) ** 2)

@@ -5,6 +5,7 @@ of shape (block,)) and the scalar form (lanes of shape ()): its data movement
 the kernel, against the vmap backend (Pallas interpret mode on the CPU).
 """
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -273,6 +274,37 @@ def test_neural_lagrangian_in_the_kernel():
         system, q0, jnp.array([0.1, 0.2]), block_size=2, t1=0.1, **TIGHT
     )
     assert_close(kernel, vmap)
+
+
+def _lowered_for_cuda(system, n):
+    # No GPU here: lower for CUDA, which runs Pallas's Triton lowering rules on
+    # every primitive the lane evaluator emitted (as test_kernel.py does).
+    from jaxlagrange._kernel import _ensemble, _tsit5
+
+    leaves, tree = jax.tree.flatten(eqx.filter(system.params, eqx.is_array_like))
+    leaves = [jnp.asarray(leaf, float) for leaf in leaves]
+    controller = _ensemble.check_supported(system, {})
+    problem = _ensemble._problem(system, n, leaves, tree, float, 2, controller, {}, 128)
+
+    def run(y0, params, scalars):
+        return _tsit5.run(problem, y0, params, scalars, interpret=False)
+
+    width = sum(leaf.size for leaf in leaves)
+    args = (jnp.zeros((256, 2 * n)), jnp.zeros((256, width)), jnp.zeros(8))
+    return jax.jit(run).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+
+
+@pytest.mark.parametrize("name", ["heavy_top", "indexed", "neural"])
+def test_new_paths_lower_to_triton(name):
+    if name == "heavy_top":
+        system, n = jl.systems.heavy_top().system, 3
+    elif name == "indexed":
+        params = {"m": jnp.array([1.0, 2.0]), "k": jnp.array([3.0, 1.0])}
+        system, n = jl.LagrangianSystem(_indexed_lagrangian, params=params), 2
+    else:
+        system = jl.neural_lagrangian(2, key=jax.random.key(1), width=4, depth=1)
+        n = 2
+    assert "triton" in _lowered_for_cuda(system, n)
 
 
 def _sorted_oscillator(q, qd, t):

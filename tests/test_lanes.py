@@ -21,6 +21,7 @@ from jaxlagrange._lanes import (
 )
 from jaxlagrange._lanes._evaluator import _Evaluator
 from jaxlagrange._lanes._known import const_array
+from jaxlagrange._mass import _scalar
 
 
 def by_lanes(fn, xs):
@@ -330,3 +331,23 @@ def test_auto_falls_back_for_what_the_kernel_cannot_evaluate(monkeypatch):
     np.testing.assert_allclose(traj.q[:, -1], q0 * jnp.cos(0.1), rtol=0, atol=1e-9)
     vmap = jl.simulate_batch(system, q0, qd0, t1=0.1, backend="vmap", **TIGHT)
     np.testing.assert_array_equal(traj.q, vmap.q)
+
+
+def test_platform_dependent_code_in_the_scalar_form():
+    # jnp.diag's default branch (beside Mosaic's) is written out; code with a
+    # branch for a named platform keeps its cond, for XLA to choose.
+    def diagonal(x):
+        return jnp.diag(jnp.outer(x, x[::-1]))
+
+    def per_platform(x):
+        return jax.lax.platform_dependent(x, cpu=jnp.sin, default=jnp.cos)
+
+    x = jnp.array([0.3, -0.7, 1.1])
+    for fn, kept in ((diagonal, False), (per_platform, True)):
+        written = jax.jit(lambda x, fn=fn: _scalar.scalar_form(fn, x))
+        np.testing.assert_allclose(written(x), fn(x), rtol=0, atol=1e-15)
+        names = {
+            e.primitive.name
+            for e in jax.make_jaxpr(written)(x).eqns[0].params["jaxpr"].eqns
+        }
+        assert ("cond" in names) == kept, names

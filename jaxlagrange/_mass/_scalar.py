@@ -123,6 +123,14 @@ class _ScalarEvaluator(_Evaluator):
             # primitive as it is, which only the kernel cannot do.
             return self.bound(eqn, operands)
 
+    def platform_branch(self, platforms):
+        # Scalar code runs where XLA compiles it: a branch for a named platform
+        # may be the one, so the choice is left to XLA (bound); a default beside
+        # Pallas's Mosaic branch only (jnp.diag's) is the one.
+        if any(p is not None and set(p) != {"mosaic"} for p in platforms):
+            raise UnsupportedPrimitiveError("platform-dependent code")
+        return super().platform_branch(platforms)
+
     def bound(self, eqn, operands):
         arrays = [
             _assemble(o, v.aval) for o, v in zip(operands, eqn.invars, strict=True)

@@ -344,7 +344,7 @@ def lanes_on_cpu(batch=4096, repeats=30):
     vmapped, the traced q̈ evaluated on (B,) lane vectors (what the kernel runs),
     and the hand-written q̈ vmapped. Medians of interleaved runs."""
     from jaxlagrange._constraints import dynamics
-    from jaxlagrange._kernel._lanes import LaneFunction, from_lanes, to_lanes
+    from jaxlagrange._lanes import LaneFunction, from_lanes, to_lanes
 
     rng = np.random.default_rng(1)
     q = jnp.asarray(rng.uniform(-2, 2, (batch, 2)))

@@ -21,7 +21,7 @@ from ._batch_inputs import (
 from ._custom_types import Array, Bool, Params
 from ._guard import name_causes, without_system
 from ._kernel._backend import check_backend, choose_kernel
-from ._kernel._lanes import UnsupportedPrimitiveError
+from ._lanes import UnsupportedPrimitiveError
 from ._results import MESSAGES, code_of, item_of
 from ._simulate import simulate, simulate_checked
 from ._system import LagrangianSystem

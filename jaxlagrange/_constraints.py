@@ -165,6 +165,11 @@ def dynamics(
     Never raises on values: singularities are returned as flags.
     """
     if system.slip is not None:
+        out = system.mass_strategy.scalar_form(
+            _friction_dynamics, q.shape[0], system, q, qd, t, active, baumgarte, modes
+        )
+        if out is not None:
+            return out
         return _friction_dynamics(system, q, qd, t, active, baumgarte, modes)
     if not system.has_constraints:
         qdd, singular = unconstrained(system, q, qd, t)

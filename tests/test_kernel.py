@@ -17,7 +17,7 @@ from helpers import oscillator, unit_pendulum_lagrangian
 import jaxlagrange as jl
 from jaxlagrange._kernel._backend import choose_kernel
 from jaxlagrange._kernel._ensemble import simulate_kernel
-from jaxlagrange._kernel._lanes import (
+from jaxlagrange._lanes import (
     LaneFunction,
     UnsupportedPrimitiveError,
     from_lanes,

@@ -372,7 +372,7 @@ CONSTRAINED = [
 @pytest.mark.parametrize("name", CONSTRAINED)
 def test_constrained_dynamics_to_rounding(name):
     # The KKT solve (holonomic, nonholonomic, unilateral rows, Baumgarte terms)
-    # is written out with q̈; friction keeps its own path.
+    # is written out with q̈ (friction: test_scalar_friction.py).
     system, q0, qd0 = jl.systems.make(name)
     n = q0.shape[0]
     unroll = max(6, n)

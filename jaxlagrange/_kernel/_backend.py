@@ -81,11 +81,18 @@ class KernelBatch(eqx.Module):
 
 
 def broadcast_params(base: Params, new: Params, size: int) -> Params:
-    """Every member's params, (batch, *shape) leaves: `base` with `new` put in."""
+    """Every member's params, (batch, *shape) leaves: `base` with `new` put in.
+
+    A leaf that is no array (an MLP's activation function) is None here: the
+    kernel takes it from the system's params (`_ensemble._with_params`)."""
     if isinstance(new, Mapping) and isinstance(base, Mapping):
         return {k: broadcast_params(v, new.get(k), size) for k, v in base.items()}
     if new is not None:
         return new
-    return jax.tree.map(
-        lambda x: jnp.broadcast_to(jnp.asarray(x), (size, *jnp.shape(x))), base
-    )
+
+    def broadcast(x):
+        if not eqx.is_array_like(x):
+            return None
+        return jnp.broadcast_to(jnp.asarray(x), (size, *jnp.shape(x)))
+
+    return jax.tree.map(broadcast, base)

@@ -18,13 +18,13 @@ import optimistix as optx
 
 from .._constraints import dynamics
 from .._initial_state import check_initial_state
+from .._lanes import LaneFunction, UnsupportedPrimitiveError
 from .._projection import has_equality_constraints, project_state
 from .._results import item_of
 from .._simulate import check_times, check_tolerance
 from .._system import LagrangianSystem
 from .._trajectory import Trajectory, without_events
 from .._validate import check_precision, default_tolerance
-from ._lanes import LaneFunction, UnsupportedPrimitiveError
 from ._tsit5 import Controller, KernelProblem, run
 
 
@@ -101,7 +101,9 @@ def check_supported(system: LagrangianSystem, options: dict[str, Any]) -> Contro
 def _with_params(system, tree, leaves):
     if tree is None:
         return system
-    return eqx.tree_at(lambda s: s.params, system, jax.tree.unflatten(tree, leaves))
+    # The leaves are the params' arrays; what is no array is the system's own.
+    params = eqx.combine(jax.tree.unflatten(tree, leaves), system.params)
+    return eqx.tree_at(lambda s: s.params, system, params)
 
 
 def _problem(system, n, leaves, tree, dtype, num_saves, controller, options, block):
@@ -176,7 +178,8 @@ def simulate_kernel(
 ) -> Trajectory:
     """A vmapped `simulate(system, q0[i], qd0[i], **options)` with `params[i]`,
     computed by the fused kernel. `q0`, `qd0`: (B, n); `params`: the system's
-    params pytree with a leading batch axis on every leaf (None: no params)."""
+    params pytree with a leading batch axis on every array leaf, None for a leaf
+    that is no array (None: no params)."""
     controller = check_supported(system, options)
     max_steps = options.get("max_steps", 100_000)
     if (

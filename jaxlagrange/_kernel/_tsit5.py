@@ -3,7 +3,7 @@
 One program integrates a block of members, one lane each, with the state and the
 stages held as (block,) vectors: the right-hand side is the member's vector
 field (`dynamics`: constraint forces, forces, dissipation, time dependence and
-params included) traced once and evaluated lane by lane (`_lanes`). Each lane
+params included) traced once and evaluated lane by lane (`.._lanes`). Each lane
 has its own step size, its own error control and its own stopping; a program
 runs while any of its lanes is still going.
 
@@ -35,8 +35,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._lanes._known import is_const
 from .._results import RESULTS, code_of
-from ._known import is_const
 
 
 _TABLEAU = diffrax.Tsit5.tableau

@@ -21,6 +21,7 @@ from ._linalg import (
     UNROLL_MAX,
     cho_solve,
     cholesky,
+    lu_solve,
     solve_lower,
     solve_upper_t,
     spd_solve,
@@ -58,7 +59,7 @@ class DenseConstrained(AbstractConstrained):
             lam = cho_solve(chol.factor, residual, self.unroll)
             singular = chol.singular
         else:
-            lam = jnp.linalg.solve(schur, residual)
+            lam = lu_solve(schur, residual, self.unroll)
             finite = jnp.isfinite(lam)
             singular = ~jnp.all(finite)
             lam = jnp.where(finite, lam, 0.0)

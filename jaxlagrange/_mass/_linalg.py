@@ -1,4 +1,5 @@
-"""Factor and solve the SPD mass matrix, with a singularity flag.
+"""Factor and solve the SPD mass matrix, with a singularity flag (and, for
+friction's non-symmetric Schur complement, any square matrix: `lu_solve`).
 
 For small n the factorizations are unrolled into scalar arithmetic: under `vmap`
 XLA fuses them with the rest of the equations of motion into one loop, where a
@@ -144,3 +145,35 @@ def spd_solve(
     for inverse in inverse_pivots[1:]:
         singular = singular | (inverse == 0)
     return jnp.stack(x), singular
+
+
+def lu_solve(matrix: Array, b: Array, unroll: int = UNROLL_MAX) -> Array:
+    """Solve `matrix @ x = b`, (n, n) and (n,), for any square `matrix`.
+
+    Gaussian elimination with partial pivoting (the row of the largest |entry|,
+    the first of equals, as LAPACK), unrolled up to n = `unroll`; LAPACK past
+    it. A singular `matrix` gives a non-finite `x`, as `jnp.linalg.solve`.
+    """
+    n = matrix.shape[0]
+    if n > unroll:
+        return jnp.linalg.solve(matrix, b)
+    rows = [[matrix[i, j] for j in range(n)] + [b[i]] for i in range(n)]
+    for k in range(n):
+        for i in range(k + 1, n):
+            # Row k keeps the largest |a_ik| seen so far (the others' order is
+            # immaterial: each is eliminated by its own multiplier).
+            swap = jnp.abs(rows[i][k]) > jnp.abs(rows[k][k])
+            pairs = list(zip(rows[k][k:], rows[i][k:], strict=True))
+            rows[k][k:] = [jnp.where(swap, y, x) for x, y in pairs]
+            rows[i][k:] = [jnp.where(swap, x, y) for x, y in pairs]
+        for i in range(k + 1, n):
+            factor = rows[i][k] / rows[k][k]
+            rows[i] = [
+                None if j <= k else rows[i][j] - factor * rows[k][j]
+                for j in range(n + 1)
+            ]
+    x = [None] * n
+    for i in reversed(range(n)):
+        s = rows[i][n] - sum(rows[i][j] * x[j] for j in range(i + 1, n))
+        x[i] = s / rows[i][i]
+    return jnp.stack(x)

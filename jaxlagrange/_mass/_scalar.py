@@ -10,20 +10,20 @@ sin(q₁ − q₂) in each loop that needs it: the double pendulum's q̈ compile
 hand-written code, and ran 2× slower.
 
 `scalar_form(fn, *args)` traces `fn` for one state to a jaxpr and evaluates it
-with every (n,)-shaped value held as n separate scalars (the lane evaluator of
-the ensemble kernel, `_kernel._lanes`, with lanes of shape ()): the data
-movement (pads, slices, concatenations, transposes) is resolved at trace time,
-values known at trace time (the tangent basis) are folded (x·1 = x, x + 0 = x,
-x·0 = 0), and a subexpression computed twice is emitted once. What reaches XLA
-is elementwise arithmetic on scalars, which `vmap` turns into one loop over
-the batch, as for the hand-written code. The dense strategy uses it for q̈ of
-up to `unroll` coordinates, unconstrained (`DenseCholesky.accelerations`) and
-constrained (the whole KKT solve, `_constraints.dynamics`); the compiled
-program is also smaller, so compiling takes less time than for the array form.
+with every (n,)-shaped value held as n separate scalars (the lane evaluator,
+`jaxlagrange/_lanes/`, with lanes of shape ()): the data movement (pads,
+slices, concatenations, transposes, gathers and scatters at known indices) is
+resolved at trace time, values known at trace time (the tangent basis) are
+folded (x·1 = x, x + 0 = x, x·0 = 0), and a subexpression computed twice is
+emitted once. What reaches XLA is elementwise arithmetic on scalars, which
+`vmap` turns into one loop over the batch, as for the hand-written code. The
+dense strategy uses it for q̈ of up to `unroll` coordinates, unconstrained
+(`DenseCholesky.accelerations`) and constrained (the whole KKT solve,
+`_constraints.dynamics`, Coulomb friction's included); the compiled program is
+also smaller, so compiling takes less time than for the array form.
 
-The evaluator lives with the ensemble kernel (`_kernel/_lanes.py`, `_known.py`:
-modules that import nothing else from the package, so no import cycle); it
-could move to a neutral module of its own.
+The evaluator is shared with the ensemble kernel (`_kernel`, lanes of shape
+(block,)); it imports nothing else from the package, so no import cycle.
 
 Primitives with no scalar form (a loop whose length depends on the state, a
 custom derivative rule, a `cond` on a traced predicate, ...) are bound as they
@@ -42,8 +42,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._kernel._known import const_array, is_const
-from .._kernel._lanes import UnsupportedPrimitiveError, _Evaluator
+from .._lanes import UnsupportedPrimitiveError
+from .._lanes._evaluator import _Evaluator
+from .._lanes._known import const_array, is_const
 
 
 # The most scalar operations `scalar_form` writes out (the size of the traced
@@ -111,15 +112,6 @@ class _ScalarEvaluator(_Evaluator):
         known = all(is_const(e) for o in operands for e in o.flat)
         if name in _BOUND and not known:
             return self.bound(eqn, operands)
-        if name == "unstack" and not known:
-            moved = np.moveaxis(operands[0], eqn.params["axis"], 0)
-            pieces = []
-            for i in range(moved.shape[0]):
-                piece = np.empty(moved.shape[1:], dtype=object)
-                for index in np.ndindex(piece.shape):
-                    piece[index] = moved[(i, *index)]
-                pieces.append(piece)
-            return pieces
         if name == "cond" and not is_const(operands[0].flat[0]):
             # Both branches and a select would differentiate the branch not
             # taken too (NaN gradients of a guarded sqrt): keep the cond.
@@ -127,17 +119,17 @@ class _ScalarEvaluator(_Evaluator):
         try:
             return super().eqn(eqn, operands)
         except (UnsupportedPrimitiveError, ValueError, TypeError):
-            # No scalar form (or one the lane evaluator gets wrong for these
-            # params, e.g. a gather's fill value): the primitive as it is.
+            # No scalar form (or params the lane evaluator does not take): the
+            # primitive as it is, which only the kernel cannot do.
             return self.bound(eqn, operands)
 
-    def apply(self, prim, elements, params):
-        # The lane evaluator binds the products of dot_general, reductions and
-        # cumulative products with no params; `mul`'s transpose rule needs its
-        # `out_dtype` (the kernel never differentiates, a `jax.grad` here does).
-        if prim is jax.lax.mul_p and "out_dtype" not in params:
-            params = {**params, "out_dtype": None}
-        return super().apply(prim, elements, params)
+    def platform_branch(self, platforms):
+        # Scalar code runs where XLA compiles it: a branch for a named platform
+        # may be the one, so the choice is left to XLA (bound); a default beside
+        # Pallas's Mosaic branch only (jnp.diag's) is the one.
+        if any(p is not None and set(p) != {"mosaic"} for p in platforms):
+            raise UnsupportedPrimitiveError("platform-dependent code")
+        return super().platform_branch(platforms)
 
     def bound(self, eqn, operands):
         arrays = [

@@ -1,9 +1,9 @@
-"""Values known at trace time, for `_lanes`: NumPy scalars in object arrays.
+"""Values known at trace time, for the lane evaluator: NumPy scalars in object arrays.
 
 What the lane evaluator computes without emitting any operation: constants
-(literals, iotas, the tangent basis of the mass matrix), data movement
-(slices, pads, concatenations, broadcasts) as rearrangements of object arrays,
-and the folding of x·1, x + 0 and x·0.
+(literals, iotas, the tangent basis of the mass matrix), evaluated by NumPy or
+eagerly, and the folding of x·1, x + 0 and x·0. (Data movement is `_movement`.)
+Also the evaluator's error, `UnsupportedPrimitiveError`.
 """
 
 from typing import Any
@@ -11,6 +11,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+
+class UnsupportedPrimitiveError(ValueError):
+    """The system's traced equations have no lane-wise form (a primitive, a loop
+    on the state, or a size the kernel does not take): `"auto"` uses vmap."""
 
 
 def is_const(x) -> bool:
@@ -32,67 +37,6 @@ def eager(prim, args, params):
     if prim.multiple_results:
         return [np.asarray(o) for o in out]
     return np.asarray(out)
-
-
-def numpy_movement(name, operands, params) -> list[np.ndarray] | None:
-    """The common data-movement primitives on object arrays, or None."""
-    x = operands[0]
-    if name == "broadcast_in_dim":
-        shape, dims = params["shape"], params["broadcast_dimensions"]
-        expanded = [1] * len(shape)
-        for i, d in enumerate(dims):
-            expanded[d] = x.shape[i]
-        return [np.broadcast_to(x.reshape(expanded), shape).copy()]
-    if name == "reshape":
-        if params.get("dimensions") is not None:
-            return None
-        return [x.reshape(params["new_sizes"])]
-    if name == "squeeze":
-        return [
-            x.reshape(
-                [s for i, s in enumerate(x.shape) if i not in params["dimensions"]]
-            )
-        ]
-    if name == "expand_dims":
-        return [np.expand_dims(x, params["dimensions"])]
-    if name == "transpose":
-        return [np.transpose(x, params["permutation"])]
-    if name == "rev":
-        return [np.flip(x, params["dimensions"]).copy()]
-    if name == "slice":
-        strides = params["strides"] or (1,) * x.ndim
-        index = tuple(
-            slice(a, b, c)
-            for a, b, c in zip(
-                params["start_indices"], params["limit_indices"], strides, strict=True
-            )
-        )
-        return [x[index]]
-    if name == "concatenate":
-        return [np.concatenate(operands, axis=params["dimension"])]
-    if name == "stack":
-        return [np.stack(operands, axis=params["axis"])]
-    if name == "split":
-        cuts = np.cumsum(params["sizes"])[:-1]
-        return list(np.split(x, cuts, axis=params["axis"]))
-    if name == "pad":
-        config = params["padding_config"]
-        if any(lo < 0 or hi < 0 for lo, hi, _ in config):
-            return None
-        (value,) = operands[1].flat
-        shape = [
-            lo + hi + s + max(s - 1, 0) * interior
-            for (lo, hi, interior), s in zip(config, x.shape, strict=True)
-        ]
-        out = np.empty(shape, dtype=object)
-        out.fill(value)
-        index = tuple(
-            slice(lo, lo + s + max(s - 1, 0) * interior, interior + 1)
-            for (lo, _, interior), s in zip(config, x.shape, strict=True)
-        )
-        out[index] = x
-        return [out]
-    return None
 
 
 _NUMPY = {

@@ -1,22 +1,16 @@
-"""Evaluate a traced function on lane vectors: elementwise arithmetic only.
+"""The lane evaluator: a jaxpr evaluated with each value an object array of lanes.
 
-A function of small arrays (one ensemble member's right-hand side) is traced to
-a jaxpr once; `LaneFunction` then evaluates that jaxpr with every value of shape
-`s` held as a NumPy object array of shape `s` whose elements are *lanes*: arrays
-of shape (block,), one entry per member. Each primitive becomes that primitive
-applied element by element, and the data movement of the jaxpr (slices, pads,
-concatenations, transposes, static gathers, broadcasts) becomes a rearrangement
-of the object array, decided at trace time. What a GPU kernel then sees is only
-elementwise arithmetic on (block,) vectors: no stacking, gathering or
-reshaping of registers, which Pallas's Triton lowering cannot do freely.
-
-Values known at trace time (the tangent basis of the mass matrix, literals,
-iotas) stay NumPy scalars and are folded: x·1 = x, x + 0 = x, x·0 = 0 (the last
-is exact for finite x; a non-finite state is reported by the kernel anyway).
+`_Evaluator(lane_shape)` applies each primitive element by element (`apply`,
+with common subexpressions emitted once and known values folded), resolves data
+movement at trace time (`_movement`), and writes out reductions, `dot_general`,
+cumulative operations, scatters at known indices, `cond` (both branches and a
+select; a platform-dependent one takes its default branch), and loops whose
+length is known at trace time. A primitive with no such form is an
+`UnsupportedPrimitiveError`; a subclass may bind it instead (the scalar form).
 """
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -25,19 +19,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._known import (
+    UnsupportedPrimitiveError,
     const_array,
     dtype_of,
     eager,
     fold,
     is_const,
     numpy_elementwise,
-    numpy_movement,
 )
-
-
-class UnsupportedPrimitiveError(ValueError):
-    """The system's traced equations have no lane-wise form (a primitive, a loop
-    on the state, or a size the kernel does not take): `"auto"` uses vmap."""
+from ._movement import MOVEMENT, SCATTERS, move, numpy_movement, scatter_targets
 
 
 # Primitives applied element by element (their operands all have one shape).
@@ -50,26 +40,6 @@ _ELEMENTWISE = frozenset(
     stop_gradient optimization_barrier""".split()
 )
 
-# Pure data movement: output elements are copies of input elements (or of a
-# padding value), so the primitive is applied to the elements' ids at trace time.
-# Value: which operands are data (the others are indices, needed at trace time).
-_MOVEMENT = {
-    "broadcast_in_dim": lambda n: [0],
-    "reshape": lambda n: [0],
-    "squeeze": lambda n: [0],
-    "expand_dims": lambda n: [0],
-    "transpose": lambda n: [0],
-    "rev": lambda n: [0],
-    "slice": lambda n: [0],
-    "pad": lambda n: [0, 1],
-    "concatenate": lambda n: list(range(n)),
-    "stack": lambda n: list(range(n)),
-    "split": lambda n: [0],
-    "gather": lambda n: [0],
-    "dynamic_slice": lambda n: [0],
-    "dynamic_update_slice": lambda n: [0, 1],
-}
-
 _CALLS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
 
 _CUMULATIVE = {
@@ -78,6 +48,13 @@ _CUMULATIVE = {
     "cummax": jax.lax.max_p,
     "cummin": jax.lax.min_p,
 }
+
+# The params of a primitive the evaluator binds itself (the products and sums of
+# dot_general, reductions and cumulative operations): those a traced jaxpr has.
+# `mul`'s transpose rule reads its `out_dtype` (a `jax.grad` of the scalar
+# form), and equal params let such a product share the memo with the jaxpr's.
+_OWN_PARAMS = {"mul": {"out_dtype": None}}
+
 
 _REDUCTIONS = {
     "reduce_sum": jax.lax.add_p,
@@ -154,7 +131,7 @@ class _Evaluator:
         return out
 
     def binary(self, prim, a, b):
-        return self.apply(prim, [a, b], {})
+        return self.apply(prim, [a, b], _OWN_PARAMS.get(prim.name, {}))
 
     def eval_jaxpr(self, jaxpr: jcore.Jaxpr, consts, args) -> list[np.ndarray]:
         env: dict[Any, np.ndarray] = {}
@@ -196,7 +173,7 @@ class _Evaluator:
             out = None
             if len(eqn.outvars) == 1:
                 out = numpy_elementwise(name, vals, params, eqn.outvars[0].aval.dtype)
-            if out is None and name in _MOVEMENT:
+            if out is None and name in MOVEMENT:
                 moved = numpy_movement(name, operands, params)
                 if moved is not None:
                     return moved
@@ -206,8 +183,13 @@ class _Evaluator:
             return [const_array(o) for o in outs]
         if name in _ELEMENTWISE:
             return [self.elementwise(prim, operands, params)]
-        if name in _MOVEMENT:
-            return self.movement(prim, operands, params, _MOVEMENT[name](len(operands)))
+        if name in MOVEMENT:
+            data = MOVEMENT[name](len(operands))
+            return move(prim, operands, params, data, eqn.invars[0].aval.dtype)
+        if name in SCATTERS:
+            return [self.scatter(name, *operands, params)]
+        if name == "platform_index":
+            return [const_array(self.platform_branch(params["platforms"]), np.int32)]
         if name in _REDUCTIONS:
             return [self.reduce(_REDUCTIONS[name], operands[0], params["axes"])]
         if name == "dot_general":
@@ -237,42 +219,29 @@ class _Evaluator:
             "projection of this system)."
         )
 
-    def movement(self, prim, operands, params, data):
-        moved = numpy_movement(prim.name, operands, params)
-        if moved is not None:
-            return moved
-        pool: list[Any] = []
-        id_args = []
-        for i, o in enumerate(operands):
-            if i in data:
-                ids = np.arange(len(pool), len(pool) + o.size, dtype=np.int64)
-                pool.extend(o.flat)
-                id_args.append(ids.reshape(o.shape))
-            else:
-                if not all(is_const(e) for e in o.flat):
-                    raise UnsupportedPrimitiveError(
-                        f"The fused ensemble kernel needs the indices of {prim.name!r} "
-                        "at trace time; here they depend on the state or params."
-                    )
-                id_args.append(
-                    np.asarray(list(o.flat))
-                    .reshape(o.shape)
-                    .astype(np.asarray(o.flat[0]).dtype if o.size else np.int64)
+    def scatter(self, name, operand, indices, updates, params):
+        targets = scatter_targets(name, operand.shape, indices, updates.shape, params)
+        combine = SCATTERS[name]
+        out = operand.copy().reshape(-1)
+        for target, update in zip(targets, updates.flat, strict=True):
+            if target >= 0:
+                out[target] = (
+                    update
+                    if combine is None
+                    else self.binary(combine, out[target], update)
                 )
-        if prim.name == "pad":
-            id_args[1] = np.asarray(id_args[1], np.int64)
-        params = dict(params)
-        if prim.name == "gather" and "fill_value" in params:
-            params["fill_value"] = None
-        out = eager(prim, id_args, params)
-        outs = out if prim.multiple_results else [out]
-        results = []
-        for ids in outs:
-            r = np.empty(ids.shape, dtype=object)
-            for index in np.ndindex(ids.shape):
-                r[index] = pool[int(ids[index])]
-            results.append(r)
-        return results
+        return out.reshape(operand.shape)
+
+    def platform_branch(self, platforms) -> int:
+        # `lax.platform_dependent` (jnp.diag's diagonal, for one): its branches
+        # compute the same; the default is the one for code that is neither
+        # Mosaic's nor any named platform's, as lane code is.
+        if None not in platforms:
+            raise UnsupportedPrimitiveError(
+                "The fused ensemble kernel cannot evaluate platform-dependent code "
+                f"with no default branch (branches for {platforms})."
+            )
+        return platforms.index(None)
 
     def reduce(self, prim, operand, axes):
         moved = np.moveaxis(operand, tuple(axes), tuple(range(len(axes))))
@@ -295,7 +264,8 @@ class _Evaluator:
             if acc is None:
                 acc = moved[i, ...].copy()
             else:
-                acc = self.elementwise(prim, [acc, moved[i, ...]], {})
+                params = _OWN_PARAMS.get(prim.name, {})
+                acc = self.elementwise(prim, [acc, moved[i, ...]], params)
             out[i, ...] = acc
         return np.moveaxis(out, 0, axis)
 
@@ -427,53 +397,3 @@ class _Evaluator:
                 y[i, ...] = ys_steps[i][k]
             ys.append(y)
         return [*carry, *ys]
-
-
-class LaneFunction:
-    """`fn` traced once, then evaluable lane by lane.
-
-    **Arguments:**
-
-    - `fn`: a function of a pytree of arrays, returning a pytree of arrays.
-    - `*example_args`: arguments of the shapes and dtypes it will get (one member).
-
-    Calling it with the same pytree structure, each leaf an object array (shape of
-    the leaf) of (block,) lanes, returns the outputs in the same form.
-    """
-
-    def __init__(self, fn: Callable, *example_args):
-        closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*example_args)
-        self.jaxpr = closed.jaxpr
-        self.consts = [np.asarray(c) for c in closed.consts]
-        self.in_tree = jax.tree.structure(example_args)
-        self.out_shape = out_shape
-        self.out_tree = jax.tree.structure(out_shape)
-
-    def __call__(self, *lane_args):
-        leaves = self.in_tree.flatten_up_to(lane_args)
-        (first,) = [e for leaf in leaves for e in leaf.flat if not is_const(e)][:1]
-        evaluator = _Evaluator(first.shape)
-        outs = evaluator.eval_jaxpr(
-            self.jaxpr, [const_array(c) for c in self.consts], leaves
-        )
-        return jax.tree.unflatten(self.out_tree, outs)
-
-
-def to_lanes(x: jax.Array) -> np.ndarray:
-    """(block, *shape) array → object array of shape `shape` of (block,) lanes."""
-    shape = x.shape[1:]
-    out = np.empty(shape, dtype=object)
-    for index in np.ndindex(shape):
-        out[index] = x[(slice(None), *index)]
-    return out
-
-
-def from_lanes(lanes: np.ndarray, block: int, dtype) -> jax.Array:
-    """The inverse of `to_lanes` (known elements are broadcast)."""
-    flat = [
-        jnp.full((block,), e, dtype) if is_const(e) else e.astype(dtype)
-        for e in lanes.flat
-    ]
-    if not flat:
-        return jnp.zeros((block, *lanes.shape), dtype)
-    return jnp.stack(flat, axis=-1).reshape(block, *lanes.shape)

@@ -1,0 +1,61 @@
+"""A traced function evaluated on lane vectors: `LaneFunction`, and the lanes of
+a batched array (`to_lanes`) and back (`from_lanes`)."""
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._evaluator import _Evaluator
+from ._known import const_array, is_const
+
+
+class LaneFunction:
+    """`fn` traced once, then evaluable lane by lane.
+
+    **Arguments:**
+
+    - `fn`: a function of a pytree of arrays, returning a pytree of arrays.
+    - `*example_args`: arguments of the shapes and dtypes it will get (one member).
+
+    Calling it with the same pytree structure, each leaf an object array (shape of
+    the leaf) of (block,) lanes, returns the outputs in the same form.
+    """
+
+    def __init__(self, fn: Callable, *example_args):
+        closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*example_args)
+        self.jaxpr = closed.jaxpr
+        self.consts = [np.asarray(c) for c in closed.consts]
+        self.in_tree = jax.tree.structure(example_args)
+        self.out_shape = out_shape
+        self.out_tree = jax.tree.structure(out_shape)
+
+    def __call__(self, *lane_args):
+        leaves = self.in_tree.flatten_up_to(lane_args)
+        (first,) = [e for leaf in leaves for e in leaf.flat if not is_const(e)][:1]
+        evaluator = _Evaluator(first.shape)
+        outs = evaluator.eval_jaxpr(
+            self.jaxpr, [const_array(c) for c in self.consts], leaves
+        )
+        return jax.tree.unflatten(self.out_tree, outs)
+
+
+def to_lanes(x: jax.Array) -> np.ndarray:
+    """(block, *shape) array → object array of shape `shape` of (block,) lanes."""
+    shape = x.shape[1:]
+    out = np.empty(shape, dtype=object)
+    for index in np.ndindex(shape):
+        out[index] = x[(slice(None), *index)]
+    return out
+
+
+def from_lanes(lanes: np.ndarray, block: int, dtype) -> jax.Array:
+    """The inverse of `to_lanes` (known elements are broadcast)."""
+    flat = [
+        jnp.full((block,), e, dtype) if is_const(e) else e.astype(dtype)
+        for e in lanes.flat
+    ]
+    if not flat:
+        return jnp.zeros((block, *lanes.shape), dtype)
+    return jnp.stack(flat, axis=-1).reshape(block, *lanes.shape)

@@ -22,7 +22,7 @@ from ._custom_types import Array, Bool, Params
 from ._guard import name_causes, without_system
 from ._kernel._backend import check_backend, choose_kernel
 from ._lanes import UnsupportedPrimitiveError
-from ._results import MESSAGES, code_of, item_of
+from ._results import MESSAGES, SUCCESSFUL, code_of, item_of
 from ._simulate import simulate, simulate_checked
 from ._system import LagrangianSystem
 from ._trajectory import RESULTS, Trajectory
@@ -261,8 +261,6 @@ def failed(traj: Trajectory) -> Bool[Array, " *batch"]:
 
 
 def _raise_if_failed(traj: Trajectory) -> Trajectory:
-    bad = failed(traj)
-    first = jnp.argmax(bad)
     # Error messages are static, so the message is chosen by the first failure's
     # result code; `jl.failed` finds the members.
     messages = [
@@ -271,13 +269,18 @@ def _raise_if_failed(traj: Trajectory) -> Trajectory:
         for message in MESSAGES
     ]
     codes = code_of(traj.result)
-    code = codes[first]
-    if isinstance(code, jax.core.Tracer):
+    if isinstance(codes, jax.core.Tracer):
+        bad = failed(traj)
+        code = codes[jnp.argmax(bad)]
         # Under jit the check must feed every output, or it is dead code.
         return eqx.branched_error_if(traj, jnp.any(bad), code, messages)
-    # Run eagerly it raises at once: check the codes alone, so that the big
-    # arrays keep their sharding.
-    eqx.branched_error_if(codes, jnp.any(bad), code, messages)
+    # Run eagerly, the codes are read on the host (each eager JAX operation on
+    # them would compile a small program on its first use) and it raises at once.
+    codes = np.asarray(codes).reshape(-1)
+    bad = codes != SUCCESSFUL
+    if bad.any():
+        # The error a compiled check raises (`eqx.EquinoxRuntimeError`), as before.
+        raise eqx.EquinoxRuntimeError(messages[int(codes[np.argmax(bad)])])
     return traj
 
 

@@ -36,12 +36,14 @@ def _known(x) -> np.ndarray | None:
 def _as_float(x, name: str) -> Array | None:
     if x is None:
         return None
-    x = jnp.asarray(x)
-    if not (
-        jnp.issubdtype(x.dtype, jnp.floating) or jnp.issubdtype(x.dtype, jnp.integer)
-    ):
+    # Host data are checked and converted by NumPy (an eager JAX conversion
+    # compiles a small program on its first use).
+    array = jnp if isinstance(x, jax.Array) else np
+    x = array.asarray(x)
+    if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)):
         raise ValueError(f"`{name}` must be real numbers, got dtype {x.dtype}.")
-    return x.astype(jnp.result_type(float))
+    x = x.astype(jnp.result_type(float))
+    return x if array is jnp else jax.device_put(x)
 
 
 class Observations(eqx.Module):

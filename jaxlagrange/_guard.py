@@ -208,6 +208,13 @@ _diagnose_on_host = eqx.filter_jit(_diagnose)
 _diagnose_stacked = eqx.filter_jit(eqx.filter_vmap(lambda failure: _diagnose(failure)))
 
 
+def _padded(index: np.ndarray) -> np.ndarray:
+    """The stopped members' `index`, padded to a power of two by repeating the
+    first: the diagnosis of a batch compiles for few sizes."""
+    size = 1 << (index.size - 1).bit_length()
+    return np.concatenate([index, np.repeat(index[:1], size - index.size)])
+
+
 def _traced_cause(failure: Failure) -> RESULTS:
     """The cause inside the caller's program, named on the host if it stopped.
 
@@ -249,9 +256,7 @@ def _host_causes(stopped, codes, leaves, ndims, treedef, static) -> np.ndarray:
     named = np.array(np.broadcast_to(codes, batch)).reshape(-1)
     index = np.flatnonzero(np.broadcast_to(stopped, batch))
     if index.size:
-        # Padded to a power of two (repeating a stopped member): few compilations.
-        size = 1 << (index.size - 1).bit_length()
-        rows = np.concatenate([index, np.repeat(index[:1], size - index.size)])
+        rows = _padded(index)
 
         def take(x, d):
             member = np.shape(x)[np.ndim(x) - d :]
@@ -337,9 +342,7 @@ def name_causes(codes, failures: Failure | None, system_of, shared, inputs):
     index = np.flatnonzero(np.asarray(stopped))
     if index.size == 0:
         return codes
-    # Padded to a power of two (repeating a stopped member): few compilations.
-    size = 1 << (index.size - 1).bit_length()
-    rows = np.concatenate([index, np.repeat(index[:1], size - index.size)])
+    rows = _padded(index)
     take = lambda x: jnp.asarray(np.asarray(x)[rows]) if eqx.is_array(x) else x  # noqa: E731
     causes = _diagnose_members(
         system_of, shared, jtu.tree_map(take, inputs), jtu.tree_map(take, failures)

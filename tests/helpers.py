@@ -176,3 +176,15 @@ def counting(monkeypatch, module, name):
 
     monkeypatch.setattr(module, name, counted)
     return calls
+
+
+def assert_same_dynamics(scalar, array, close):
+    """The fields of two `dynamics` outputs agree: None alike, flags equal, and
+    arrays by `close(a, b)` (each test's own tolerance)."""
+    for a, b in zip(scalar, array, strict=True):
+        if b is None:
+            assert a is None
+        elif b.dtype == bool:
+            assert bool(a) == bool(b)
+        else:
+            close(a, b)

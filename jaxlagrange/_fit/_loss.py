@@ -26,7 +26,7 @@ import numpy as np
 from .._custom_types import Array, Float, Params, ScalarLike
 from .._results import SUCCESSFUL, code_of
 from .._simulate import simulate, simulate_checked
-from .._system import LagrangianSystem, to_leaf
+from .._system import LagrangianSystem, as_float, to_leaf
 
 
 def _known(x) -> np.ndarray | None:
@@ -36,14 +36,13 @@ def _known(x) -> np.ndarray | None:
 def _as_float(x, name: str) -> Array | None:
     if x is None:
         return None
-    # Host data are checked and converted by NumPy (an eager JAX conversion
-    # compiles a small program on its first use).
-    array = jnp if isinstance(x, jax.Array) else np
-    x = array.asarray(x)
+    # The dtype of host data by NumPy (an eager JAX conversion compiles a small
+    # program on its first use); `as_float` converts them the same way.
+    traced = any(isinstance(leaf, jax.Array) for leaf in jtu.tree_leaves(x))
+    x = (jnp if traced else np).asarray(x)
     if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)):
         raise ValueError(f"`{name}` must be real numbers, got dtype {x.dtype}.")
-    x = x.astype(jnp.result_type(float))
-    return x if array is jnp else jax.device_put(x)
+    return as_float(x)
 
 
 class Observations(eqx.Module):

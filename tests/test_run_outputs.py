@@ -2,6 +2,10 @@
 
 import io
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -9,6 +13,9 @@ from PIL import Image
 
 import jaxlagrange as jl
 from jaxlagrange import _cli
+
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 pytest.importorskip("matplotlib")
@@ -196,6 +203,68 @@ def test_device_choice():
     )
     with pytest.raises(_cli.CLIError, match=r"--device gpu .*JAX sees no GPU"):
         choose_devices("gpu", batched=True, available=cpu_machine)
+
+
+_ONLY_THE_CPU = """
+import jax
+from jax._src.xla_bridge import backends_are_initialized
+from jaxlagrange._cli._common import start_only_the_cpu
+assert not backends_are_initialized()
+for requested, batched in [("auto", True), ("gpu", False), ("auto", False)]:
+    print(start_only_the_cpu(requested, batched=batched), jax.config.jax_platforms)
+print([d.platform for d in jax.devices()])
+print(start_only_the_cpu("cpu", batched=True))  # started already: left alone
+"""
+
+
+@pytest.mark.parametrize("platforms", [None, "cpu"])
+def test_a_cpu_command_starts_only_the_cpu_backend(platforms):
+    # On a GPU machine JAX would start CUDA too for a run on the CPU. A sweep
+    # (batched) or --device gpu leaves JAX to choose; so does the user's own
+    # JAX_PLATFORMS.
+    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+    if platforms is not None:
+        env["JAX_PLATFORMS"] = platforms
+    proc = subprocess.run(
+        [sys.executable, "-c", _ONLY_THE_CPU],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    chosen = "None" if platforms is None else platforms
+    started = "True" if platforms is None else "False"
+    assert proc.stdout.splitlines() == [
+        f"False {chosen}",
+        f"False {chosen}",
+        f"{started} cpu",
+        "['cpu']",
+        "False",
+    ]
+
+
+def test_each_command_starts_only_what_it_uses(monkeypatch, capsys):
+    from jaxlagrange._cli import fit, run, sweep
+
+    calls = []
+
+    def record(requested, batched):
+        calls.append((requested, batched))
+        raise _cli.CLIError("recorded")  # no need to go on
+
+    for module in (run, fit, sweep):
+        monkeypatch.setattr(module, "start_only_the_cpu", record)
+    configs = ROOT / "configs"
+    commands = [
+        ["run", str(configs / "pendulum.toml")],
+        ["run", str(configs / "pendulum.toml"), "--device", "gpu"],
+        ["fit", str(configs / "fit_pendulum.toml"), "--device", "cpu"],
+        ["sweep", str(configs / "sweep_double_pendulum.toml")],
+    ]
+    for command in commands:
+        assert _cli.main(["--no-cache", *command]) == 1
+        assert "error: recorded" in capsys.readouterr().err
+    assert calls == [("auto", False), ("gpu", False), ("cpu", False), ("auto", True)]
 
 
 def test_device_option(tmp_path, capsys):

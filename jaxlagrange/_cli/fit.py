@@ -26,6 +26,7 @@ from ._common import (
     say,
     show_progress,
     simulate_program,
+    start_only_the_cpu,
     trajectory_from,
 )
 from ._output import (
@@ -188,7 +189,9 @@ def _fit(args: argparse.Namespace) -> int:
     import jax
 
     config = _config.load(args.config, _config.FIT_SCHEMA)
-    device = choose_devices(args.device or config["fit"]["device"], batched=False)[0]
+    requested = args.device or config["fit"]["device"]
+    start_only_the_cpu(requested, batched=False)
+    device = choose_devices(requested, batched=False)[0]
     with jax.default_device(device):
         return _fit_on(args, config)
 

@@ -25,6 +25,7 @@ from ._common import (
     result_line,
     say,
     simulate_program,
+    start_only_the_cpu,
     stats_line,
     trajectory_from,
 )
@@ -326,7 +327,9 @@ def _run(args: argparse.Namespace) -> int:
     import jax
 
     config = _config.load(args.config)
-    device = choose_devices(args.device or config["run"]["device"], batched=False)[0]
+    requested = args.device or config["run"]["device"]
+    start_only_the_cpu(requested, batched=False)
+    device = choose_devices(requested, batched=False)[0]
     # Everything, the solve and the energy along it, on that device.
     with jax.default_device(device):
         return _run_on(args, config, device)

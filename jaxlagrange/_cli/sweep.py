@@ -19,6 +19,7 @@ from ._common import (
     errors_as_values,
     say,
     show_progress,
+    start_only_the_cpu,
 )
 from ._output import CLIError, json_bytes, output_dir, png_bytes, write_output_set
 
@@ -40,7 +41,9 @@ def _sweep(args: argparse.Namespace) -> int:
     import jax
 
     config = _config.load(args.config, _config.SWEEP_SCHEMA)
-    devices = choose_devices(args.device or config["sweep"]["device"], batched=True)
+    requested = args.device or config["sweep"]["device"]
+    start_only_the_cpu(requested, batched=True)
+    devices = choose_devices(requested, batched=True)
     with jax.default_device(devices[0]):
         return _sweep_on(args, config, devices)
 

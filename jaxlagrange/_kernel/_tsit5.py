@@ -144,6 +144,7 @@ def _lanes_of(values, block, dtype):
 
 def _kernel_body(problem: KernelProblem, dtype, bp: int):
     from jax.experimental import pallas as pl  # on use: 30 ms of every import
+
     p = problem
     n2 = 2 * p.n
     block = p.block

@@ -2,7 +2,7 @@
 
 Part of `jaxlagrange.plotting` (which re-exports `motion` and `animation`). It
 imports only NumPy at the top, and nothing of the package, so that a process
-can load it without importing JAX (`_cli/_figure_worker.py`).
+can load it by its path without importing JAX (`_cli/_gif_worker.py`).
 """
 
 from collections.abc import Sequence

@@ -9,10 +9,9 @@ from typing import Any
 
 import numpy as np
 
-# This module and the motion figures' import nothing but NumPy and each other
-# (matplotlib on use): the command line draws some figures in a worker process
-# that loads them without the package's __init__ and JAX
-# (`_cli/_figure_worker.py`).
+# The motion figures live in their own module, which imports nothing of the
+# package: `jaxlagrange run` draws motion.gif from it in a worker process that
+# does not import JAX (see `_cli/_gif_worker.py`).
 from ._plotting_motion import (
     animation as animation,
     motion as motion,

@@ -294,50 +294,21 @@ def test_device_option(tmp_path, capsys):
     )
 
 
-def _pixels(data: bytes) -> np.ndarray:
-    return np.asarray(Image.open(io.BytesIO(data)).convert("RGBA"))
-
-
-def test_figure_worker_draws_what_plotting_draws(monkeypatch):
-    from jaxlagrange._cli import _figure_worker
-    from jaxlagrange._cli._output import png_bytes
+def test_gif_worker_draws_what_plotting_draws(monkeypatch):
+    from jaxlagrange._cli import _gif_worker
 
     ts = np.linspace(0.0, 1.0, 51)
-    q, qd = np.sin(ts)[:, None], np.cos(ts)[:, None]
     positions = np.stack([np.zeros_like(ts), np.sin(ts)], axis=1)[:, None, :]
     positions = np.concatenate([np.zeros_like(positions), positions], axis=1)
-    figures = {
-        "motion.gif": ("animation", (ts, positions), {"title": "swing"}),
-        "phase.png": ("phase_portrait", (q, qd, ["θ"]), {"ts": ts}),
-    }
-    expected = {
-        "motion.gif": jl.plotting.animation(ts, positions, title="swing"),
-        "phase.png": png_bytes(jl.plotting.phase_portrait(q, qd, ["θ"], ts=ts)),
-    }
-    # The worker imports neither JAX nor the package (checked as it ends).
-    script = _figure_worker._SCRIPT + "assert 'jax' not in sys.modules\n"
-    monkeypatch.setattr(_figure_worker, "_SCRIPT", script)
-    worker = _figure_worker.FigureWorker()
-    for name, figure in figures.items():
-        worker.submit(name, *figure)
-    files = worker.results()
-    assert files["motion.gif"] == expected["motion.gif"]
-    np.testing.assert_array_equal(
-        _pixels(files["phase.png"]), _pixels(expected["phase.png"])
-    )
-    # A worker given nothing to do is ended by close.
-    idle = _figure_worker.FigureWorker()
-    proc = idle._proc
+    worker = _gif_worker.GifWorker()
+    worker.start(ts, positions, title="swing")
+    assert worker.result() == jl.plotting.animation(ts, positions, title="swing")
+    # A worker given nothing to do ends when closed.
+    idle = _gif_worker.GifWorker()
     idle.close()
-    assert proc.poll() is not None and idle.results() == {}
-    # What a failing worker does not deliver is drawn in process.
-    monkeypatch.setattr(_figure_worker, "_SCRIPT", "import sys; sys.exit(3)")
-    broken = _figure_worker.FigureWorker()
-    for name, figure in figures.items():
-        broken.submit(name, *figure)
-    files = _figure_worker.drawn(broken, figures)
-    assert list(files) == list(figures)
-    assert files["motion.gif"] == expected["motion.gif"]
-    np.testing.assert_array_equal(
-        _pixels(files["phase.png"]), _pixels(expected["phase.png"])
-    )
+    assert idle._proc.returncode == 0
+    # A failing worker says so, and the caller draws in process.
+    monkeypatch.setattr(_gif_worker, "_SCRIPT", "import sys; sys.exit(3)")
+    broken = _gif_worker.GifWorker()
+    broken.start(ts, positions)
+    assert broken.result() is None

@@ -62,11 +62,7 @@ def json_bytes(obj: Any) -> bytes:
     return (json.dumps(_jsonable(obj), indent=2, ensure_ascii=False) + "\n").encode()
 
 
-PNG_DPI = 130
-"""The resolution of the command line's PNG figures."""
-
-
-def png_bytes(fig: Any, dpi: int = PNG_DPI) -> bytes:
+def png_bytes(fig: Any, dpi: int = 130) -> bytes:
     """The bytes of a PNG of the matplotlib figure `fig`."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi)

@@ -29,11 +29,12 @@ from ._common import (
     stats_line,
     trajectory_from,
 )
-from ._figure_worker import FigureWorker, drawn
+from ._gif_worker import GifWorker
 from ._output import (
     CLIError,
     npz_bytes,
     output_dir,
+    png_bytes,
     run_id,
     write_with_summary,
 )
@@ -231,29 +232,36 @@ def _events(traj) -> list[dict[str, Any]]:
     ]
 
 
-def _figures(ready, traj, energies, conserved: bool, animation: bool, worker, warn):
+def _figures(ready, traj, energies, conserved: bool, animation, warn):
     """The PNGs (and motion.gif) of `jaxlagrange run`, rendered in memory.
 
-    `worker`: a started `FigureWorker` (or None), which draws the GIF and the
-    phase portrait meanwhile. A `positions` that fails or returns non-finite
+    `animation`: False, True, or a started `GifWorker` that draws the GIF in
+    its own process meanwhile. A `positions` that fails or returns non-finite
     values costs the motion figures only: `warn` is told why.
     """
+    from .. import plotting
+
     title, labels = f"{ready.name}: ", ready.coordinates
     units = getattr(ready, "units", None)
-    ts, q, qd = np.asarray(traj.ts), np.asarray(traj.q), np.asarray(traj.qd)
     figures = {
-        "coordinates.png": (
-            "coordinates",
-            (ts, q, labels),
-            dict(units=units, title=title + "coordinates against time"),
+        "coordinates.png": plotting.coordinates(
+            traj.ts,
+            traj.q,
+            labels,
+            units=units,
+            title=title + "coordinates against time",
         ),
-        "phase.png": (
-            "phase_portrait",
-            (q, qd, labels),
-            dict(units=units, ts=ts, title=title + "phase portrait"),
+        "phase.png": plotting.phase_portrait(
+            traj.q,
+            traj.qd,
+            labels,
+            units=units,
+            ts=traj.ts,
+            title=title + "phase portrait",
         ),
-        "energy.png": ("energy", (ts, energies), dict(conserved=conserved)),
+        "energy.png": plotting.energy(traj.ts, energies, conserved=conserved),
     }
+    files = {}
     if ready.points is not None:
         try:
             positions = _positions(ready, traj)
@@ -262,32 +270,27 @@ def _figures(ready, traj, energies, conserved: bool, animation: bool, worker, wa
             positions = None
         if positions is not None:
             unit = getattr(ready, "length_unit", None)
-            figures["motion.png"] = (
-                "motion",
-                (positions,),
-                dict(title=title + "paths of the bodies", unit=unit),
+            figures["motion.png"] = plotting.motion(
+                positions, title=title + "paths of the bodies", unit=unit
             )
-            if animation:
-                figures["motion.gif"] = (
-                    "animation",
-                    (ts, positions),
-                    dict(title=ready.name),
-                )
+            gif = (np.asarray(traj.ts), positions)
+            if isinstance(animation, GifWorker):
+                animation.start(*gif, title=ready.name)
+            elif animation:
+                files["motion.gif"] = plotting.animation(*gif, title=ready.name)
     elif ready.q0.shape[0] >= 2:
-        figures["configuration.png"] = (
-            "configuration",
-            (q, labels),
-            dict(units=units, ts=ts),
+        figures["configuration.png"] = plotting.configuration(
+            traj.q, labels, units=units, ts=traj.ts
         )
-    # The worker's share: the GIF (about half of the figure time) and the phase
-    # portrait; this balanced the two best of the splits measured.
-    shared = {n: figures[n] for n in ("motion.gif", "phase.png") if n in figures}
-    if worker is not None:
-        for name, figure in shared.items():
-            worker.submit(name, *figure)
-    files = drawn(None, {n: f for n, f in figures.items() if n not in shared})
-    files.update(drawn(worker, shared))
-    return {name: files[name] for name in figures}
+    files = {**{name: png_bytes(fig) for name, fig in figures.items()}, **files}
+    if isinstance(animation, GifWorker) and "motion.png" in figures:
+        gif = animation.result()
+        files["motion.gif"] = (
+            gif
+            if gif is not None
+            else plotting.animation(np.asarray(traj.ts), positions, title=ready.name)
+        )
+    return files
 
 
 def _positions(ready, traj) -> np.ndarray:
@@ -339,24 +342,20 @@ def _run_on(args: argparse.Namespace, config, device) -> int:
     out = output_dir(out)
     plots = config["output"]["plots"] and not args.no_plots
     animation = plots and config["output"]["animation"] and not args.no_animation
-    worker = None
     if plots:
         # Import the plotting libraries while XLA compiles (it releases the GIL),
-        # and start the figures' worker process.
+        # and start the GIF's worker process.
         threading.Thread(target=import_plotting, daemon=True).start()
-        worker = FigureWorker()
+        if animation and ready.points is not None:
+            animation = GifWorker()
     try:
-        return _run_solve(
-            args, config, device, ready, kwargs, out, plots, animation, worker
-        )
+        return _run_solve(args, config, device, ready, kwargs, out, plots, animation)
     finally:
-        if worker is not None:
-            worker.close()
+        if isinstance(animation, GifWorker):
+            animation.close()
 
 
-def _run_solve(
-    args, config, device, ready, kwargs, out, plots, animation, worker
-) -> int:
+def _run_solve(args, config, device, ready, kwargs, out, plots, animation) -> int:
     import jax
 
     from .. import __version__
@@ -428,7 +427,7 @@ def _run_solve(
     if plots:
         # The figures then join the set: a second, whole set with them in it.
         start = time.perf_counter()
-        figures = _figures(ready, traj, energies, conserved, animation, worker, _warn)
+        figures = _figures(ready, traj, energies, conserved, animation, _warn)
         summary["wall_time_s"]["figures"] = time.perf_counter() - start
         write_with_summary(out, {**files, **figures}, summary)
         say(

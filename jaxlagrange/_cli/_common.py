@@ -265,16 +265,6 @@ def errors_as_values() -> Iterator[None]:
         jax.clear_caches()
 
 
-def import_plotting() -> None:
-    """matplotlib's Agg figures and Pillow, imported (run in a thread)."""
-    try:
-        import matplotlib.backends.backend_agg  # noqa: F401
-        import matplotlib.figure  # noqa: F401
-        import PIL.Image  # noqa: F401
-    except Exception:
-        pass  # the figures' own imports report it
-
-
 def say(args, message: str) -> None:
     if not args.quiet:
         print(message, flush=True)

@@ -3,7 +3,6 @@
 import argparse
 import os
 import sys
-import threading
 import time
 import warnings
 import zipfile
@@ -21,7 +20,6 @@ from ._common import (
     choose_devices,
     enable_x64,
     errors_as_values,
-    import_plotting,
     kept_programs,
     say,
     show_progress,
@@ -213,10 +211,9 @@ def _fit_on(args: argparse.Namespace, config) -> int:
         args.out or config["output"]["dir"] or os.path.join("out", f"fit_{ready.name}")
     )
     out = output_dir(out)
+    # matplotlib is imported when the figures are drawn, on this thread (a
+    # second thread importing it beside the fit can deadlock: `run._run_on`).
     plots = config["output"]["plots"] and not args.no_plots
-    if plots:
-        # Import the plotting libraries while XLA compiles (it releases the GIL).
-        threading.Thread(target=import_plotting, daemon=True).start()
 
     say(
         args,

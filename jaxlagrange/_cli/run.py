@@ -2,7 +2,6 @@
 
 import argparse
 import os
-import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -19,7 +18,6 @@ from ._common import (
     choose_devices,
     enable_x64,
     errors_as_values,
-    import_plotting,
     kept_programs,
     progress_meter_for,
     result_line,
@@ -342,12 +340,14 @@ def _run_on(args: argparse.Namespace, config, device) -> int:
     out = output_dir(out)
     plots = config["output"]["plots"] and not args.no_plots
     animation = plots and config["output"]["animation"] and not args.no_animation
-    if plots:
-        # Import the plotting libraries while XLA compiles (it releases the GIL),
-        # and start the GIF's worker process.
-        threading.Thread(target=import_plotting, daemon=True).start()
-        if animation and ready.points is not None:
-            animation = GifWorker()
+    if animation and ready.points is not None:
+        # The GIF is drawn by a worker process, which starts now. matplotlib is
+        # imported when the figures are drawn, on this thread: imported by a
+        # second thread beside the solve, it hung a run for good (its
+        # extension's static initialisers ran Python, and so let go of the GIL,
+        # inside the dynamic loader's lock; the main thread, holding the GIL,
+        # then loaded an extension of its own and waited for that lock).
+        animation = GifWorker()
     try:
         return _run_solve(args, config, device, ready, kwargs, out, plots, animation)
     finally:

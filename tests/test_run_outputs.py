@@ -294,6 +294,40 @@ def test_device_option(tmp_path, capsys):
     )
 
 
+_IMPORTS_OFF_MAIN = """
+import sys, threading
+off_main = []
+
+def hook(event, args):
+    if event == "import" and threading.current_thread() is not threading.main_thread():
+        off_main.append(args[0])
+
+sys.addaudithook(hook)
+from jaxlagrange._cli import main
+assert main(["--no-cache", "run", sys.argv[1], "--out", sys.argv[2], "--quiet"]) == 0
+print(sorted(set(off_main)))
+"""
+
+
+def test_run_imports_nothing_off_the_main_thread(tmp_path):
+    # A second thread importing matplotlib beside the solve once hung a run for
+    # good (an extension loaded by each thread: the dynamic loader's lock
+    # against the GIL). The GIF's worker is a process; its pipe thread imports
+    # nothing.
+    config = tmp_path / "p.toml"
+    config.write_text("[system]\nname = 'pendulum'\n[simulate]\nt1 = 1.0\n")
+    proc = subprocess.run(
+        [sys.executable, "-c", _IMPORTS_OFF_MAIN, str(config), str(tmp_path / "o")],
+        env={**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[-1] == "[]"
+    assert (tmp_path / "o" / "motion.gif").exists()
+
+
 def test_gif_worker_draws_what_plotting_draws(monkeypatch):
     from jaxlagrange._cli import _gif_worker
 

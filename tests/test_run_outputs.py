@@ -180,9 +180,11 @@ def _machine(gpus: int):
 
 
 def test_device_choice():
-    from jaxlagrange._cli._common import choose_devices, device_name
+    from jaxlagrange._cli._common import choose_devices, device_name, on_the_cpu
 
     gpu_machine, cpu_machine = _machine(2), _machine(0)
+    assert on_the_cpu("auto", batched=False) and on_the_cpu("cpu", batched=True)
+    assert not on_the_cpu("auto", batched=True) and not on_the_cpu("gpu", batched=False)
     # auto: one trajectory or a fit on the CPU, a sweep on every GPU.
     for machine in (gpu_machine, cpu_machine):
         (device,) = choose_devices("auto", batched=False, available=machine)
@@ -210,50 +212,43 @@ import jax
 from jax._src.xla_bridge import backends_are_initialized
 from jaxlagrange._cli._common import start_only_the_cpu
 assert not backends_are_initialized()
-for requested, batched in [("auto", True), ("gpu", False), ("auto", False)]:
-    print(start_only_the_cpu(requested, batched=batched), jax.config.jax_platforms)
+print(start_only_the_cpu(), jax.config.jax_platforms)
 print([d.platform for d in jax.devices()])
-print(start_only_the_cpu("cpu", batched=True))  # started already: left alone
+print(start_only_the_cpu())  # started already: left alone
 """
 
 
 @pytest.mark.parametrize("platforms", [None, "cpu"])
 def test_a_cpu_command_starts_only_the_cpu_backend(platforms):
-    # On a GPU machine JAX would start CUDA too for a run on the CPU. A sweep
-    # (batched) or --device gpu leaves JAX to choose; so does the user's own
-    # JAX_PLATFORMS.
+    # On a GPU machine JAX would start CUDA too for a run on the CPU. The
+    # user's own JAX_PLATFORMS is left as it is.
     env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
     if platforms is not None:
         env["JAX_PLATFORMS"] = platforms
     proc = subprocess.run(
         [sys.executable, "-c", _ONLY_THE_CPU],
-        env=env,
+        env={**env, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
         check=True,
     )
-    chosen = "None" if platforms is None else platforms
     started = "True" if platforms is None else "False"
-    assert proc.stdout.splitlines() == [
-        f"False {chosen}",
-        f"False {chosen}",
-        f"{started} cpu",
-        "['cpu']",
-        "False",
-    ]
+    assert proc.stdout.splitlines() == [f"{started} cpu", "['cpu']", "False"]
 
 
 def test_each_command_starts_only_what_it_uses(monkeypatch, capsys):
-    from jaxlagrange._cli import fit, run, sweep
+    # run and fit compute on the CPU unless told otherwise; a sweep (batched)
+    # or --device gpu leaves JAX to start what it has.
+    from jaxlagrange._cli import _common
 
     calls = []
 
-    def record(requested, batched):
+    def choose(requested, batched):
         calls.append((requested, batched))
         raise _cli.CLIError("recorded")  # no need to go on
 
-    for module in (run, fit, sweep):
-        monkeypatch.setattr(module, "start_only_the_cpu", record)
+    monkeypatch.setattr(_common, "start_only_the_cpu", lambda: calls.append("cpu"))
+    monkeypatch.setattr(_common, "choose_devices", choose)
     configs = ROOT / "configs"
     commands = [
         ["run", str(configs / "pendulum.toml")],
@@ -264,7 +259,14 @@ def test_each_command_starts_only_what_it_uses(monkeypatch, capsys):
     for command in commands:
         assert _cli.main(["--no-cache", *command]) == 1
         assert "error: recorded" in capsys.readouterr().err
-    assert calls == [("auto", False), ("gpu", False), ("cpu", False), ("auto", True)]
+    assert calls == [
+        "cpu",
+        ("auto", False),
+        ("gpu", False),
+        "cpu",
+        ("cpu", False),
+        ("auto", True),
+    ]
 
 
 def test_device_option(tmp_path, capsys):

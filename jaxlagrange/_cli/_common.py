@@ -376,7 +376,7 @@ def choose_devices(requested: str, *, batched: bool, available=_available) -> li
 
     if requested not in DEVICES:
         raise CLIError(f"device must be one of {', '.join(DEVICES)}, got {requested!r}")
-    if requested == "cpu" or (requested == "auto" and not batched):
+    if on_the_cpu(requested, batched=batched):
         return available("cpu")[:1]
     gpus = available("gpu")
     if requested == "gpu" and not gpus:
@@ -389,21 +389,23 @@ def choose_devices(requested: str, *, batched: bool, available=_available) -> li
     return available("cpu")[:1]
 
 
-def start_only_the_cpu(requested: str, *, batched: bool) -> bool:
-    """Start only JAX's CPU backend when the command computes on the CPU
-    (`choose_devices`'s rule), before any backend has started; True if so.
+def on_the_cpu(requested: str, *, batched: bool) -> bool:
+    """Whether `choose_devices` puts the command on the CPU whatever JAX has:
+    `cpu`, or `auto` for a single trajectory or a fit."""
+    return requested == "cpu" or (requested == "auto" and not batched)
+
+
+def start_only_the_cpu() -> bool:
+    """Start only JAX's CPU backend, if no backend has started yet and the user
+    has not chosen the platforms (`JAX_PLATFORMS`); True if so.
 
     Asked for its first device, JAX starts every backend it has: on a GPU
     machine that is CUDA too, seconds of start-up and most of the GPU's memory
-    reserved, for a run that never uses them (`jaxlagrange run` took 7.7-8.8 s
-    there, and 3.7-4.3 s with `JAX_PLATFORMS=cpu`). The user's own choice of
-    platforms (`JAX_PLATFORMS`) is left as it is, and so is a process whose
-    backends have started already.
+    reserved, for a command that computes on the CPU (`jaxlagrange run` took
+    7.7-8.8 s there, and 3.7-4.3 s with `JAX_PLATFORMS=cpu`).
     """
     import jax
 
-    if requested != "cpu" and (requested != "auto" or batched):
-        return False
     try:
         from jax._src.xla_bridge import backends_are_initialized
 
@@ -414,6 +416,14 @@ def start_only_the_cpu(requested: str, *, batched: bool) -> bool:
         return False
     jax.config.update("jax_platforms", "cpu")
     return True
+
+
+def command_devices(requested: str, *, batched: bool) -> list:
+    """`choose_devices` for a command; one that computes on the CPU starts
+    only JAX's CPU backend (`start_only_the_cpu`)."""
+    if requested in DEVICES and on_the_cpu(requested, batched=batched):
+        start_only_the_cpu()
+    return choose_devices(requested, batched=batched)
 
 
 def device_name(devices) -> str:

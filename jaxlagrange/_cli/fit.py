@@ -17,14 +17,13 @@ from ._common import (
     _one_line,
     add_device_argument,
     add_progress_arguments,
-    choose_devices,
+    command_devices,
     enable_x64,
     errors_as_values,
     kept_programs,
     say,
     show_progress,
     simulate_program,
-    start_only_the_cpu,
     trajectory_from,
 )
 from ._output import (
@@ -187,9 +186,7 @@ def _fit(args: argparse.Namespace) -> int:
     import jax
 
     config = _config.load(args.config, _config.FIT_SCHEMA)
-    requested = args.device or config["fit"]["device"]
-    start_only_the_cpu(requested, batched=False)
-    device = choose_devices(requested, batched=False)[0]
+    device = command_devices(args.device or config["fit"]["device"], batched=False)[0]
     with jax.default_device(device):
         return _fit_on(args, config)
 

@@ -15,7 +15,7 @@ from ._common import (
     add_device_argument,
     add_progress_arguments,
     cache_hits,
-    choose_devices,
+    command_devices,
     enable_x64,
     errors_as_values,
     kept_programs,
@@ -23,7 +23,6 @@ from ._common import (
     result_line,
     say,
     simulate_program,
-    start_only_the_cpu,
     stats_line,
     trajectory_from,
 )
@@ -325,9 +324,7 @@ def _run(args: argparse.Namespace) -> int:
     import jax
 
     config = _config.load(args.config)
-    requested = args.device or config["run"]["device"]
-    start_only_the_cpu(requested, batched=False)
-    device = choose_devices(requested, batched=False)[0]
+    device = command_devices(args.device or config["run"]["device"], batched=False)[0]
     # Everything, the solve and the energy along it, on that device.
     with jax.default_device(device):
         return _run_on(args, config, device)

@@ -13,13 +13,12 @@ from .. import _config
 from ._common import (
     add_device_argument,
     add_progress_arguments,
-    choose_devices,
+    command_devices,
     device_name,
     enable_x64,
     errors_as_values,
     say,
     show_progress,
-    start_only_the_cpu,
 )
 from ._output import CLIError, json_bytes, output_dir, png_bytes, write_output_set
 
@@ -41,9 +40,7 @@ def _sweep(args: argparse.Namespace) -> int:
     import jax
 
     config = _config.load(args.config, _config.SWEEP_SCHEMA)
-    requested = args.device or config["sweep"]["device"]
-    start_only_the_cpu(requested, batched=True)
-    devices = choose_devices(requested, batched=True)
+    devices = command_devices(args.device or config["sweep"]["device"], batched=True)
     with jax.default_device(devices[0]):
         return _sweep_on(args, config, devices)
 

@@ -421,7 +421,7 @@ def start_only_the_cpu() -> bool:
 def command_devices(requested: str, *, batched: bool) -> list:
     """`choose_devices` for a command; one that computes on the CPU starts
     only JAX's CPU backend (`start_only_the_cpu`)."""
-    if requested in DEVICES and on_the_cpu(requested, batched=batched):
+    if on_the_cpu(requested, batched=batched):  # (an unknown one: choose_devices)
         start_only_the_cpu()
     return choose_devices(requested, batched=batched)
 

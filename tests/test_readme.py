@@ -1,8 +1,7 @@
 """Every ```python block of README.md runs as written, each in a fresh Python
 process (as a reader pastes it into a new session: so every block has its own
-imports), and prints what the README says it prints. Every page of the docs
-site (docs/*.md) runs too: a page reads as one session, so its blocks run in
-order in one fresh process, each block's output compared in the same way.
+imports), and prints what the README says it prints. `tests/test_docs.py` runs
+the docs pages the same way.
 
 - Expected output: a ```text block that follows a ```python block with only
   blank lines between them is what the block prints. It is compared as doctest
@@ -17,7 +16,6 @@ order in one fresh process, each block's output compared in the same way.
 """
 
 import doctest
-import json
 import os
 import re
 import subprocess
@@ -29,7 +27,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-DOCS = ROOT / "docs"
 _QUICK = re.compile(r"^(\s*).*#\s*quick:\s*(.+)$")
 
 
@@ -130,58 +127,6 @@ def _check_output(where: str, printed: str, expected: str) -> None:
     assert checker.check_output(expected, printed, flags), (
         f"{where} printed\n{printed}\nbut the text says\n{expected}"
     )
-
-
-# Runs a page's blocks in order in one namespace, each block's stdout captured on
-# its own; writes [(stdout, traceback or None)] as JSON, stopping at a failure.
-_PAGE_RUNNER = """
-import contextlib, io, json, sys, traceback
-blocks = json.load(open(sys.argv[1], encoding="utf-8"))
-namespace, outputs = {"__name__": "__main__"}, []
-for line, code in blocks:
-    out = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out):
-            exec(compile(code, f"<block at line {line}>", "exec"), namespace)
-    except BaseException:
-        outputs.append((out.getvalue(), traceback.format_exc()))
-        break
-    outputs.append((out.getvalue(), None))
-json.dump(outputs, open(sys.argv[2], "w", encoding="utf-8"))
-"""
-
-PAGES = sorted(
-    page
-    for page in DOCS.glob("*.md")
-    if readme_blocks(page.read_text(encoding="utf-8"))
-)
-
-
-def test_docs_have_pages_with_blocks():
-    assert len(PAGES) >= 8
-
-
-@pytest.mark.parametrize("page", PAGES, ids=[page.stem for page in PAGES])
-def test_docs_page_runs_and_prints_what_it_says(page, tmp_path):
-    blocks = readme_blocks(page.read_text(encoding="utf-8"))
-    codes = [(line, quick(code)[0]) for line, code, _ in blocks]
-    (tmp_path / "blocks.json").write_text(json.dumps(codes), encoding="utf-8")
-    run = subprocess.run(
-        [sys.executable, "-c", _PAGE_RUNNER, "blocks.json", "outputs.json"],
-        cwd=tmp_path,
-        env=_environment(False),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert run.returncode == 0, f"docs/{page.name} did not run:\n{run.stderr[-3000:]}"
-    outputs = json.loads((tmp_path / "outputs.json").read_text(encoding="utf-8"))
-    for (line, code, expected), (printed, error) in zip(blocks, outputs, strict=False):
-        where = f"docs/{page.name}, the block at line {line}"
-        assert error is None, f"{where} failed:\n{error[-3000:]}"
-        if expected is not None and not quick(code)[1]:
-            _check_output(where, printed, expected)
-    assert len(outputs) == len(blocks)
 
 
 def test_default_tolerances_follow_the_dtype():

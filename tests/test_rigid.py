@@ -141,6 +141,34 @@ def test_angular_velocity_of_a_quaternion():
     np.testing.assert_allclose(got, omega, atol=1e-15)
 
 
+@pytest.mark.parametrize("frame", ["body", "space"])
+def test_quaternion_angular_velocity_is_that_of_the_rotation(frame):
+    # The closed form against the JVP of R, for unit and non-unit p, with a rate
+    # along p too; under jit and vmap as well.
+    rng = np.random.default_rng(5)
+    ps = jnp.asarray(rng.normal(size=(6, 4)) * np.array([[1.0], [0.2], [3.0]] * 2))
+    pds = jnp.asarray(rng.normal(size=(6, 4)))
+    ps = ps.at[0].set(ps[0] / jnp.linalg.norm(ps[0]))
+    for p, pd in zip(ps, pds, strict=True):
+        expected = jl.rigid.angular_velocity(_quaternion, p, pd, frame=frame)
+        got = jl.rigid.quaternion_angular_velocity(p, pd, frame=frame)
+        scale = float(jnp.linalg.norm(pd) / jnp.linalg.norm(p))
+        np.testing.assert_allclose(got, expected, atol=1e-14 * scale, rtol=0)
+    fn = lambda p, pd: jl.rigid.quaternion_angular_velocity(p, pd, frame=frame)  # noqa: E731
+    loop = np.stack([fn(p, pd) for p, pd in zip(ps, pds, strict=True)])
+    np.testing.assert_allclose(jax.jit(jax.vmap(fn))(ps, pds), loop, atol=1e-15)
+
+
+def test_quaternion_angular_velocity_errors():
+    p = jnp.array([1.0, 0.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match=r"`frame` must be 'body' or 'space', got 'z'"):
+        jl.rigid.quaternion_angular_velocity(p, p, frame="z")
+    with pytest.raises(ValueError, match=r"`p` must be a quaternion.*got shape \(3,\)"):
+        jl.rigid.quaternion_angular_velocity(p[:3], p)
+    with pytest.raises(ValueError, match=r"`pd` must be its rate.*got shape \(1, 4\)"):
+        jl.rigid.quaternion_angular_velocity(p, p[None])
+
+
 def test_angular_velocity_jit_and_vmap_agree():
     rng = np.random.default_rng(3)
     qs, qds = jnp.asarray(rng.normal(size=(2, 4, 3)))

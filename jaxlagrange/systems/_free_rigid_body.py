@@ -15,13 +15,11 @@ def _rotation(p, t):
     return rigid.quaternion_to_matrix(p)
 
 
-def _fixed(p, t):
-    return jnp.zeros(3, p.dtype)
-
-
 def _lagrangian(p, pd, t, params):
     inertia = jnp.stack([params["I1"], params["I2"], params["I3"]])
-    kinetic = rigid.kinetic_energy(0.0, inertia, _fixed, _rotation, p, pd, t)
+    # ½ ωᵀ I ω, ω = `rigid.angular_velocity` of `_rotation` in closed form.
+    omega = rigid.quaternion_angular_velocity(p, pd)
+    kinetic = 0.5 * jnp.sum(inertia * omega**2)
     # The norm direction gets the mean moment: M = 4(GᵀIG + J ppᵀ) is then
     # regular and well conditioned, and the term vanishes on the constraint.
     return kinetic + rigid.quaternion_norm_term(jnp.mean(inertia), p, pd)
@@ -45,10 +43,10 @@ def free_rigid_body(params=None, *, q0=None, qd0=None) -> ReadySystem:
 
         L = ½ ωᵀ I ω + ½ J (2 p·ṗ)²,    |p|² − 1 = 0,
 
-    with ω the body angular velocity (`jl.rigid.kinetic_energy`) and J the mean of
-    the moments in the term (`jl.rigid.quaternion_norm_term`) that makes the mass
-    matrix regular; it vanishes on the constraint and changes nothing in the
-    motion. The body's ω obeys Euler's equations I ω̇ = (I ω) × ω; the energy and
+    with ω the body angular velocity (`jl.rigid.quaternion_angular_velocity`) and
+    J the mean of the moments in the term (`jl.rigid.quaternion_norm_term`) that
+    makes the mass matrix regular; it vanishes on the constraint and changes
+    nothing in the motion. The body's ω obeys Euler's equations I ω̇ = (I ω) × ω; the energy and
     the angular momentum (|I ω| in the body, R I ω in space) are conserved, and a
     spin near the intermediate axis flips over and over (Dzhanibekov). For a unit
     p, ṗ = ½ p ⊗ (0, ω): at p = (1, 0, 0, 0), ṗ = (0, ω/2).

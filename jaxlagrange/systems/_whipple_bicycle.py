@@ -29,41 +29,44 @@ def _turn(seq, angle):
     return rigid.euler_to_matrix(angle, seq)
 
 
-def _pose(q, p, body):
-    """The centre and orientation of one body: R(ear wheel), B, H or F(ront wheel).
+def _poses(q, p):
+    """The centre and orientation (body to space) of each body, by name: R(ear
+    wheel), B, H and F(ront wheel).
 
     q = (x, y, ψ, φ, θ, δ, θ_R, θ_F): rear contact point, yaw, lean (roll), pitch of
     the rear frame, steer, and the wheels' rotations; all zero is the benchmark's
-    reference configuration, upright and straight. Only what `body` needs is
-    computed (each body's kinetic energy differentiates its own pose).
+    reference configuration, upright and straight. The four share the leaned
+    frame and the steer turn, computed once: the Lagrangian differentiates all
+    of them in one JVP, half the program of a JVP per body.
     """
     x, y, yaw, lean, pitch, steer, spin_r, spin_f = q
     leaned = rigid.euler_to_matrix(jnp.stack([yaw, lean]), "ZX")
-    centre_r = jnp.array([x, y, 0.0]) - p["rR"] * leaned[:, 2]
-    if body == "R":
-        return centre_r, leaned @ _turn("Y", pitch + spin_r)
+    centre_r = jnp.stack([x, y, jnp.zeros_like(x)]) - p["rR"] * leaned[:, 2]
     frame = leaned @ _turn("Y", pitch)
-    if body == "B":
-        centre = centre_r + frame @ jnp.array([p["xB"], 0.0, p["zB"] + p["rR"]])
-        return centre, frame
     # Reference positions relative to the rear wheel centre; the steer axis, tilted
     # back by lam from the vertical, passes through the ground point a trail ahead
     # of the front contact: the steer turns about it, R_y(λ) R_z(δ) R_y(−λ).
     pivot = jnp.array([p["w"] + p["c"], 0.0, p["rR"]])
     turn = rigid.euler_to_matrix(jnp.stack([p["lam"], steer, -p["lam"]]), "YZY")
     fork = frame @ turn
-    if body == "H":
-        point = jnp.array([p["xH"], 0.0, p["zH"] + p["rR"]])
-        return centre_r + frame @ (pivot + turn @ (point - pivot)), fork
-    point = jnp.array([p["w"], 0.0, p["rR"] - p["rF"]])
-    return centre_r + frame @ (pivot + turn @ (point - pivot)), fork @ _turn(
-        "Y", spin_f
-    )
+
+    def steered(point):
+        return centre_r + frame @ (pivot + turn @ (point - pivot))
+
+    return {
+        "R": (centre_r, leaned @ _turn("Y", pitch + spin_r)),
+        "B": (centre_r + frame @ jnp.array([p["xB"], 0.0, p["zB"] + p["rR"]]), frame),
+        "H": (steered(jnp.array([p["xH"], 0.0, p["zH"] + p["rR"]])), fork),
+        "F": (
+            steered(jnp.array([p["w"], 0.0, p["rR"] - p["rF"]])),
+            fork @ _turn("Y", spin_f),
+        ),
+    }
 
 
 def _inertia(p, body):
     if body in ("R", "F"):
-        return jnp.stack([p[f"I{body}xx"], p[f"I{body}yy"], p[f"I{body}xx"]])
+        return jnp.diag(jnp.stack([p[f"I{body}xx"], p[f"I{body}yy"], p[f"I{body}xx"]]))
     xx, yy, zz, xz = (p[f"I{body}{k}"] for k in ("xx", "yy", "zz", "xz"))
     zero = jnp.zeros_like(xx)
     return jnp.stack(
@@ -75,65 +78,63 @@ def _inertia(p, body):
     )
 
 
-def _callables(p, body):
-    """position(q, t) and rotation(q, t) of one body, for `jl.rigid`.
+def _motions(q, qd, p):
+    """`_poses` and their rates along q̇ (nothing depends on t explicitly)."""
+    return jax.jvp(lambda q: _poses(q, p), (q,), (qd,))
 
-    `kinetic_energy` calls both with the same q and t in one JVP: the pose is
-    traced once for the two (half the program to compile).
-    """
-    last = []
 
-    def pose(q, t):
-        if not (last and last[0] is q and last[1] is t):
-            last[:] = [q, t, _pose(q, p, body)]
-        return last[2]
-
-    return (lambda q, t: pose(q, t)[0], lambda q, t: pose(q, t)[1])
+def _angular_velocity(rotation, rate, frame):
+    """ω of a rotation R moving at Ṙ: ω̂ = RᵀṘ (body) or ṘRᵀ (space), as
+    `rigid.angular_velocity` gives it for a function R(q, t)."""
+    return rigid._skew_to_vector(
+        rotation.T @ rate if frame == "body" else rate @ rotation.T
+    )
 
 
 def _lagrangian(q, qd, t, p):
+    # Σ ½ m |ẋ|² + ½ ωᵀ I ω, each body's `rigid.kinetic_energy`, from one JVP.
+    poses, rates = _motions(q, qd, p)
     lagrangian = 0.0
     for body, mass in _BODIES:
-        position, rotation = _callables(p, body)
-        kinetic = rigid.kinetic_energy(
-            p[mass], _inertia(p, body), position, rotation, q, qd, t
-        )
+        (centre, rotation), (velocity, rate) = poses[body], rates[body]
+        omega = _angular_velocity(rotation, rate, "body")
+        kinetic = 0.5 * p[mass] * velocity @ velocity
+        kinetic = kinetic + 0.5 * omega @ _inertia(p, body) @ omega
         # z points down: the potential energy is −m g z.
-        lagrangian = lagrangian + kinetic + p[mass] * p["g"] * position(q, t)[2]
+        lagrangian = lagrangian + kinetic + p[mass] * p["g"] * centre[2]
     return lagrangian
 
 
-def _contact(q, p, body):
+def _contact(centre, rotation, p, body):
     """The lowest point of a wheel: its centre plus r along the downward direction
     in the wheel's plane."""
-    centre, rot = _pose(q, p, body)
-    axle = rot[:, 1]
+    axle = rotation[:, 1]
     down = jnp.array([0.0, 0.0, 1.0])
     along = down - (down @ axle) * axle
     return centre + p[f"r{body}"] * along / jnp.sqrt(along @ along)
 
 
 def _front_on_ground(q, t, p):
-    return _contact(q, p, "F")[2:]
+    return _contact(*_poses(q, p)["F"], p, "F")[2:]
 
 
 def _rolling(q, qd, t, p):
     """The velocity of each wheel's material point at its contact, v + ω × (P − c):
     zero when rolling without slipping (its x and y components)."""
+    poses, rates = _motions(q, qd, p)
     rows = []
-    t = jnp.asarray(t, q.dtype)
     for body in ("R", "F"):
-        position, rotation = _callables(p, body)
-        centre, velocity = jax.jvp(position, (q, t), (qd, jnp.ones_like(t)))
-        omega = rigid.angular_velocity(rotation, q, qd, t, frame="space")
-        arm = _contact(q, p, body) - centre
+        (centre, rotation), (velocity, rate) = poses[body], rates[body]
+        omega = _angular_velocity(rotation, rate, "space")
+        arm = _contact(centre, rotation, p, body) - centre
         rows.append((velocity + jnp.cross(omega, arm))[:2])
     return jnp.concatenate(rows)
 
 
 def _points(q, t, params):
     """The centres of the rear wheel, rear frame, front fork and front wheel (z up)."""
-    centres = jnp.stack([_pose(q, params, body)[0] for body, _ in _BODIES])
+    poses = _poses(q, params)
+    centres = jnp.stack([poses[body][0] for body, _ in _BODIES])
     return centres * jnp.array([1.0, 1.0, -1.0], q.dtype)
 
 

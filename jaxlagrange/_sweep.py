@@ -130,6 +130,9 @@ def sweep(
     outputs = {k: (tuple(v.shape), v.dtype) for k, v in shapes.items()}
     attrs = dict(attrs or {})
     attrs["outputs"] = {k: [list(s), np.dtype(d).str] for k, (s, d) in outputs.items()}
+    # The fused ensemble kernel where the backend picks it; an option it does not
+    # support (backend="kernel") is an error before the store is touched.
+    kernel = fn.batch_kernel(devices) if hasattr(fn, "batch_kernel") else None
     writer = jax.process_index() == 0
     kwargs = dict(
         size=size, chunk_size=chunk_size, inputs=inputs, outputs=outputs, attrs=attrs
@@ -140,8 +143,6 @@ def sweep(
     if not writer:
         chunked = ChunkedStore(store, writer=False, **kwargs)
     missing = chunked.missing()
-    # The fused ensemble kernel where `simulate_batch`'s backend "auto" picks it.
-    kernel = fn.batch_kernel(devices) if hasattr(fn, "batch_kernel") else None
     bar = progress_bar(
         chunked.num_chunks,
         done=chunked.num_chunks - len(missing),

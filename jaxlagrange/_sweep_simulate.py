@@ -20,7 +20,7 @@ from ._batch_inputs import (
 )
 from ._custom_types import Array, Params
 from ._guard import name_causes, without_system
-from ._kernel._backend import broadcast_params, choose_kernel
+from ._kernel._backend import broadcast_params, check_backend, choose_kernel
 from ._kernel._ensemble import simulate_kernel
 from ._results import code_of
 from ._simulate import simulate, simulate_checked
@@ -79,6 +79,8 @@ class _SimulateMember(eqx.Module):
     static_options: Any = eqx.field(static=True)
     observe: Callable | None = eqx.field(static=True)
     defer: bool = eqx.field(static=True, default=False)
+    backend: str = eqx.field(static=True, default="auto")
+    block_size: int = eqx.field(static=True, default=128)
 
     def system_for(self, member: dict[str, Array]) -> LagrangianSystem:
         system = self.system
@@ -114,7 +116,13 @@ class _SimulateMember(eqx.Module):
     # `sweep` runs the member deferring the causes of stopped solves (`_named`).
     def deferring(self):
         return _SimulateMember(
-            self.system, self.options, self.static_options, self.observe, True
+            self.system,
+            self.options,
+            self.static_options,
+            self.observe,
+            True,
+            self.backend,
+            self.block_size,
         )
 
     def named(self, out, failures, batched):
@@ -125,7 +133,9 @@ class _SimulateMember(eqx.Module):
         return joined_options(self.options, self.static_options)
 
     def batch_kernel(self, devices):
-        return _kernel_for(self.system, self.kernel_options(), devices)
+        return _kernel_for(
+            self.system, self.kernel_options(), devices, self.backend, self.block_size
+        )
 
     def kernel_outputs(self, traj: Trajectory, params) -> dict[str, Array]:
         del params
@@ -134,8 +144,9 @@ class _SimulateMember(eqx.Module):
         return jax.vmap(self.observe)(traj)
 
 
-def _kernel_for(system, options, devices):
-    kernel = choose_kernel("auto", system, options, devices_of(devices), 128)
+def _kernel_for(system, options, devices, backend="auto", block_size=128):
+    """The sweep's `_SweepKernel` where `backend` picks the kernel, else None."""
+    kernel = choose_kernel(backend, system, options, devices_of(devices), block_size)
     return None if kernel is None else _SweepKernel(kernel(()))
 
 
@@ -178,6 +189,8 @@ def simulate_sweep(
     chunk_size: int = 1024,
     devices: Sequence[jax.Device] | None = None,
     progress: bool = True,
+    backend: str = "auto",
+    block_size: int | None = None,
     **simulate_options: Any,
 ):
     """`simulate_batch` for batches larger than memory: chunked, streamed to disk.
@@ -191,9 +204,13 @@ def simulate_sweep(
 
     **Arguments:**
 
-    - `system`, `q0`, `qd0`, `params`, `devices`, `**simulate_options`: as in
-        `simulate_batch`; batched inputs may be NumPy memmaps or Zarr arrays.
-        `params` must be a dict (of dicts) of arrays.
+    - `system`, `q0`, `qd0`, `params`, `devices`, `backend`, `block_size`,
+        `**simulate_options`: as in `simulate_batch`; batched inputs may be NumPy
+        memmaps or Zarr arrays. `params` must be a dict (of dicts) of arrays.
+        `backend="auto"` (default) integrates each chunk in the fused kernel on a
+        GPU when the system and options allow it, else with `jax.vmap`; `"vmap"`
+        and `"kernel"` choose. The backend is how, not what: it is not part of
+        the store's identity, so a sweep may be resumed with another.
     - `store`: the store directory.
     - `observe`: `observe(traj) -> dict[str, array]`, what to keep of each member's
         `Trajectory` (e.g. only the final energy); default `q` and `qd`.
@@ -210,6 +227,7 @@ def simulate_sweep(
     ```
     """
     check_options(simulate_options, "simulate_sweep")
+    block_size = check_backend(backend, block_size)
     q0, qd0 = (
         np.asarray(q0) if np.ndim(q0) < 2 else q0,
         np.asarray(qd0) if np.ndim(qd0) < 2 else qd0,
@@ -248,7 +266,14 @@ def simulate_sweep(
         **{f"params/{k}": v for k, v in flat.items()},
     }
     dyn_options, static_options = split_options(simulate_options)
-    fn = _SimulateMember(system, dyn_options, static_options, observe)
+    fn = _SimulateMember(
+        system,
+        dyn_options,
+        static_options,
+        observe,
+        backend=backend,
+        block_size=block_size,
+    )
     attrs = {
         "kind": "simulate_sweep",
         "system": _describe(system),
@@ -290,8 +315,17 @@ class SweepMember(eqx.Module):
     swept_params: tuple = eqx.field(static=True)
     lyapunov: bool = eqx.field(static=True)
     defer: bool = eqx.field(static=True)
+    backend: str = eqx.field(static=True)
 
-    def __init__(self, system, swept_params, simulate_kwargs, lyapunov, defer=False):
+    def __init__(
+        self,
+        system,
+        swept_params,
+        simulate_kwargs,
+        lyapunov,
+        defer=False,
+        backend="auto",
+    ):
         self.system = system
         self.saveat = simulate_kwargs["saveat"]
         self.options = tuple(
@@ -300,6 +334,7 @@ class SweepMember(eqx.Module):
         self.swept_params = tuple(swept_params)
         self.lyapunov = lyapunov
         self.defer = defer
+        self.backend = backend
 
     def system_for(self, inputs: dict[str, Array]) -> LagrangianSystem:
         system = self.system
@@ -335,7 +370,9 @@ class SweepMember(eqx.Module):
 
     def deferring(self):
         kwargs = {**dict(self.options), "saveat": self.saveat}
-        return SweepMember(self.system, self.swept_params, kwargs, self.lyapunov, True)
+        return SweepMember(
+            self.system, self.swept_params, kwargs, self.lyapunov, True, self.backend
+        )
 
     def named(self, out, failures, batched):
         return _named(self, out, failures, batched)
@@ -345,8 +382,14 @@ class SweepMember(eqx.Module):
 
     def batch_kernel(self, devices):
         if self.lyapunov:
+            if self.backend == "kernel":
+                raise ValueError(
+                    "`lyapunov` is not supported by backend='kernel' (the exponent "
+                    "integrates the tangent flow beside each member): use "
+                    "backend='vmap' or 'auto'."
+                )
             return None
-        return _kernel_for(self.system, self.kernel_options(), devices)
+        return _kernel_for(self.system, self.kernel_options(), devices, self.backend)
 
     def kernel_outputs(self, traj: Trajectory, params) -> dict[str, Array]:
         from ._eom import energy_unchecked as energy

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import lineax as lx
 import numpy as np
 import pytest
+import zarr
 from helpers import oscillator, unit_pendulum_lagrangian
 
 import jaxlagrange as jl
@@ -442,52 +443,118 @@ def test_lowers_to_triton(name, loop, monkeypatch):
 
 
 def test_sweeps_reach_the_kernel(monkeypatch, tmp_path):
-    # "auto" picks the kernel on a GPU only: force it (in interpret mode) here.
+    # backend="kernel" (interpret mode on the CPU) against backend="vmap", for
+    # `simulate_sweep` and for the command line's member.
     from jaxlagrange import _sweep_simulate as _sweep
-    from jaxlagrange._kernel._backend import KernelBatch
-
-    calls = []
-
-    def force(backend, system, options, devices, block_size):
-        calls.append(backend)
-        return lambda static: KernelBatch(static, 4, True)
 
     system, _, _ = jl.systems.double_pendulum()
     q0 = np.array([[1.0, 0.5], [1.2, 0.4], [0.3, -0.2]])
     g = {"g": np.array([9.81, 5.0, 1.0])}
     options = dict(t1=0.3, saveat=jnp.array([0.1, 0.3]), **TIGHT)
-    plain = jl.simulate_sweep(
-        system,
-        q0,
-        np.zeros(2),
-        params=g,
-        store=tmp_path / "vmap.zarr",
-        progress=False,
-        **options,
-    )
-    swept = _sweep.SweepMember(system, ["g"], dict(options), False)
+
+    def swept(backend, name):
+        return jl.simulate_sweep(
+            system,
+            q0,
+            np.zeros(2),
+            params=g,
+            store=tmp_path / name,
+            progress=False,
+            backend=backend,
+            block_size=4,
+            **options,
+        )
+
     inputs = {"q0": q0, "qd0": np.zeros((3, 2)), "params/g": g["g"]}
-    cli_plain = jl.sweep(swept, inputs, tmp_path / "cli_vmap.zarr", progress=False)
-    monkeypatch.setattr(_sweep, "choose_kernel", force)
-    kernel = jl.simulate_sweep(
-        system,
-        q0,
-        np.zeros(2),
-        params=g,
-        store=tmp_path / "kernel.zarr",
-        progress=False,
-        **options,
-    )
-    cli_kernel = jl.sweep(swept, inputs, tmp_path / "cli_kernel.zarr", progress=False)
-    assert calls == ["auto", "auto"]
+
+    def cli(backend, name):
+        member = _sweep.SweepMember(
+            system, ["g"], dict(options), False, backend=backend
+        )
+        return jl.sweep(member, inputs, tmp_path / name, progress=False)
+
     for a, b, names in (
-        (kernel, plain, ("q", "qd", "result", "t_final")),
-        (cli_kernel, cli_plain, ("q", "qd", "energy", "result", "t_final")),
+        (swept("kernel", "k.zarr"), swept("vmap", "v.zarr"), ("q", "qd")),
+        (cli("kernel", "ck.zarr"), cli("vmap", "cv.zarr"), ("q", "qd", "energy")),
     ):
-        for name in names:
+        for name in (*names, "result", "t_final"):
             np.testing.assert_allclose(
                 a[f"outputs/{name}"][:], b[f"outputs/{name}"][:], rtol=0, atol=1e-8
             )
+    # "auto" asks for the kernel (which it takes on a GPU only).
+    calls = []
+    monkeypatch.setattr(
+        _sweep, "choose_kernel", lambda backend, *args: calls.append(backend)
+    )
+    swept("auto", "a.zarr")
+    cli("auto", "ca.zarr")
+    assert calls == ["auto", "auto"]
+
+
+def test_sweep_backend_errors(tmp_path):
+    from jaxlagrange import _sweep_simulate as _sweep
+
+    system, q0, qd0 = jl.systems.pendulum()
+    kwargs = dict(store=tmp_path / "s.zarr", progress=False, t1=0.1)
+    with pytest.raises(ValueError, match=r"`backend` must be one of 'auto', 'vmap'"):
+        jl.simulate_sweep(system, q0[None], qd0, backend="gpu", **kwargs)
+    with pytest.raises(ValueError, match=r"`block_size` must be a positive power"):
+        jl.simulate_sweep(system, q0[None], qd0, block_size=3, **kwargs)
+    with pytest.raises(ValueError, match=r"backend='kernel' does not support.*'vmap'"):
+        jl.simulate_sweep(
+            system, q0[None], qd0, backend="kernel", solver=diffrax.Dopri5(), **kwargs
+        )
+    member = _sweep.SweepMember(
+        system, [], dict(t1=0.1, saveat=jnp.array([0.1])), True, backend="kernel"
+    )
+    with pytest.raises(ValueError, match=r"`lyapunov` is not supported by backend='k"):
+        jl.sweep(member, {"q0": q0[None], "qd0": qd0[None]}, tmp_path / "l.zarr")
+
+
+_SWEEP_CONFIG = """\
+[system]
+name = "double_pendulum"
+
+[simulate]
+t1 = 0.2
+saves = 2
+rtol = 1e-10
+atol = 1e-10
+
+[sweep]
+chunk_size = 4
+backend = "{backend}"
+lyapunov = {lyapunov}
+
+[sweep.axes]
+"q[0]" = {{ min = 0.5, max = 1.5, num = 3 }}
+"""
+
+
+def test_sweep_config_backend(tmp_path, capsys):
+    from jaxlagrange._cli import main
+
+    stores = {}
+    for backend in ("kernel", "vmap"):
+        config = tmp_path / f"{backend}.toml"
+        config.write_text(_SWEEP_CONFIG.format(backend=backend, lyapunov="false"))
+        out = tmp_path / backend
+        assert main(["sweep", str(config), "--out", str(out), "--quiet"]) == 0
+        stores[backend] = zarr.open_group(out / "sweep.zarr", mode="r")
+    for name in ("q", "qd", "energy", "result"):
+        np.testing.assert_allclose(
+            stores["kernel"][f"outputs/{name}"][:],
+            stores["vmap"][f"outputs/{name}"][:],
+            rtol=0,
+            atol=1e-8,
+        )
+    config = tmp_path / "lyapunov.toml"
+    config.write_text(_SWEEP_CONFIG.format(backend="kernel", lyapunov="true"))
+    assert main(["sweep", str(config), "--out", str(tmp_path / "l"), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "[sweep] `lyapunov` is not supported by backend='kernel'" in err
+    assert not (tmp_path / "l" / "sweep.zarr").exists()
 
 
 def test_too_large_for_the_kernel(monkeypatch):

@@ -204,8 +204,8 @@ BASE = '[system]\nname = "double_pendulum"\n'
     [
         (
             '[sweep]\nsampling = "grid"\nchunks = 4\n[sweep.axes]\n"q[0]" = { min = 0, max = 1, num = 2 }',
-            "unknown key 'chunks' in [sweep]; valid keys: axes, chunk_size, device, "
-            "lyapunov, sampling, seed, size",
+            "unknown key 'chunks' in [sweep]; valid keys: axes, backend, chunk_size, "
+            "device, lyapunov, sampling, seed, size",
         ),
         ('[sweep]\nsampling = "grid"', "[sweep] axes is required"),
         (
@@ -254,6 +254,10 @@ BASE = '[system]\nname = "double_pendulum"\n'
         (
             '[sweep]\nchunk_size = 0\n[sweep.axes]\n"g" = { min = 0, max = 1, num = 3 }',
             "[sweep] chunk_size: must be >= 1, got 0",
+        ),
+        (
+            '[sweep]\nbackend = "gpu"\n[sweep.axes]\n"g" = { min = 0, max = 1, num = 3 }',
+            "[sweep] backend: must be one of auto, vmap, kernel, got 'gpu'",
         ),
         (
             '[sweep]\n[sweep.axes]\n"g" = { min = "a", max = 1, num = 3 }',

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import _config
+from .._config import ConfigError
 from ._common import (
     add_device_argument,
     add_progress_arguments,
@@ -76,15 +77,26 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
         else:
             swept_params.append(name)
             inputs[f"params/{name}"] = v
-    member = SweepMember(ready.system, swept_params, kwargs, section["lyapunov"])
+    member = SweepMember(
+        ready.system,
+        swept_params,
+        kwargs,
+        section["lyapunov"],
+        backend=section["backend"],
+    )
     attrs = {
         "kind": "jaxlagrange sweep",
         "system": ready.name,
         "coordinates": list(ready.coordinates),
-        # The device is where, not what: it stays out of the store's identity.
+        # The device and the backend are where and how, not what: they stay out
+        # of the store's identity (a sweep may be resumed on another machine).
         "config": {
             **{k: config[k] for k in ("system", "initial", "simulate")},
-            "sweep": {k: v for k, v in config["sweep"].items() if k != "device"},
+            "sweep": {
+                k: v
+                for k, v in config["sweep"].items()
+                if k not in ("device", "backend")
+            },
         },
         "grid_shape": list(grid_shape),
         "axes": list(values),
@@ -128,6 +140,8 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
             )
         ):
             raise CLIError(str(e)) from None
+        if "backend='kernel'" in str(e):
+            raise ConfigError(f"{config['source']}: [sweep] {e}") from None
         raise
     wall = time.perf_counter() - start
     result = group["outputs/result"][:]

@@ -12,6 +12,8 @@ from .run import RUN_SCHEMA
 # `jaxlagrange sweep`: the run sections plus [sweep].
 
 SWEEP_SAMPLINGS = ("grid", "random")
+# `simulate_batch`'s backends: "auto" picks the fused kernel on a GPU when it can.
+SWEEP_BACKENDS = ("auto", "vmap", "kernel")
 
 SWEEP_SCHEMA: dict[str, dict[str, Key]] = {
     **{k: v for k, v in RUN_SCHEMA.items() if k != "run"},
@@ -33,6 +35,15 @@ SWEEP_SCHEMA: dict[str, dict[str, Key]] = {
         "seed": Key(int, 0),
         "lyapunov": Key(bool, False),
         "device": RUN_SCHEMA["run"]["device"],
+        "backend": Key(
+            str,
+            "auto",
+            lambda s: (
+                None
+                if s in SWEEP_BACKENDS
+                else f"must be one of {', '.join(SWEEP_BACKENDS)}, got {s!r}"
+            ),
+        ),
     },
 }
 """The schema of `jaxlagrange sweep` configs: `[sweep]` with its axes, e.g.
@@ -42,6 +53,7 @@ SWEEP_SCHEMA: dict[str, dict[str, Key]] = {
 sampling = "grid"              # or "random": `size` uniform samples, from `seed`
 chunk_size = 4096              # members per chunk written to the store
 lyapunov = true                # also the finite-time Lyapunov exponent per member
+backend = "auto"               # or "vmap", "kernel": how each chunk is integrated
 
 [sweep.axes]                   # q[i], qd[i] (initial state) or a param name
 "q[0]" = { min = -3.14159, max = 3.14159, num = 512 }

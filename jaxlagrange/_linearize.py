@@ -212,14 +212,20 @@ def _linearize(system, q, qd, t, coordinates, velocities, mask):
     return Linearization(a, b)
 
 
-def _manifold_residual(system, q, qd, t) -> Array:
+@eqx.filter_jit
+def _manifold_residual(system, q, qd, t) -> tuple[Array, Array]:
+    """The largest constraint residual at (q, q̇, t), and whether it is off the
+    manifold. One program: run eagerly, each operation of the constraints (dozens
+    for a bicycle) was a small compile of its own."""
     parts = [jnp.zeros((0,), q.dtype)]
     if system.holonomic is not None:
         parts.append(system._holonomic(q, t))
     v = _velocity_constraints(system, q, qd, t)
     if v is not None:
         parts.append(v)
-    return jnp.max(jnp.abs(jnp.concatenate(parts)), initial=0.0)
+    residual = jnp.max(jnp.abs(jnp.concatenate(parts)), initial=0.0)
+    tol = jnp.sqrt(jnp.finfo(q.dtype).eps) * (1 + jnp.max(jnp.abs(q), initial=0.0))
+    return residual, residual > tol
 
 
 def linearize(
@@ -281,9 +287,7 @@ def linearize(
         params_mask = _input_mask(system, inputs)
         mask = jtu.tree_map(lambda _: False, system)
         mask = eqx.tree_at(lambda s: s.params, mask, params_mask)
-    residual = _manifold_residual(system, q, qd, t)
-    tol = jnp.sqrt(jnp.finfo(q.dtype).eps) * (1 + jnp.max(jnp.abs(q), initial=0.0))
-    off = residual > tol
+    residual, off = _manifold_residual(system, q, qd, t)
     if not any(
         isinstance(x, jax.core.Tracer) for x in jtu.tree_leaves((system, q, qd, t))
     ):

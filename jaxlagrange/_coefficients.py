@@ -9,11 +9,10 @@ from typing import Any
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ._custom_types import Array
-from ._validate import param_flags, raise_first
+from ._validate import array_module, param_flags, raise_first
 
 
 def _known_values(x) -> np.ndarray | None:
@@ -74,21 +73,22 @@ def _coefficient_flags(system: Any) -> tuple[list[Array], list[str]]:
     """The checks of `friction`, `static_friction` and `restitution` that
     `__check_init__` makes on known values, as flags (for traced values)."""
     flags, messages = [], []
+    xp = array_module(system.friction, system.static_friction, system.restitution)
     if system.slip is not None:
-        kinetic = jnp.asarray(system.friction)
-        static = jnp.asarray(system.static_friction)
+        kinetic = xp.asarray(system.friction)
+        static = xp.asarray(system.static_friction)
         for name, mu in (("friction", kinetic), ("static_friction", static)):
-            flags.append(~jnp.all(jnp.isfinite(mu) & (mu >= 0)))
+            flags.append(~xp.all(xp.isfinite(mu) & (mu >= 0)))
             messages.append(
                 f"`{name}` must be finite and non-negative, got a value that is not."
             )
-        flags.append(~jnp.all(static >= kinetic))
+        flags.append(~xp.all(static >= kinetic))
         messages.append(
             "`static_friction` must be at least `friction` (μ_s ≥ μ_k), got a value "
             "below it."
         )
-    e = jnp.asarray(system.restitution)
-    flags.append(~jnp.all((e >= 0) & (e <= 1)))
+    e = xp.asarray(system.restitution)
+    flags.append(~xp.all((e >= 0) & (e <= 1)))
     messages.append(
         "`restitution` must lie in [0, 1] (0: plastic, 1: elastic), got a value that "
         "does not."

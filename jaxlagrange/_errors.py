@@ -4,7 +4,9 @@ its message."""
 from collections.abc import Iterable
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
+import numpy as np
 from equinox.internal import unvmap_max
 
 from ._custom_types import ArrayLike, Bool
@@ -23,6 +25,12 @@ def first_error(x, checks: Iterable[tuple[Bool[ArrayLike, "..."], str]]):
     checks = list(checks)
     if not checks:
         return x
+    if not any(isinstance(c, jax.core.Tracer) for c, _ in checks):
+        # Known values (an eager call): read them with NumPy rather than compile
+        # a small program per operation. A failure takes the path below, so that
+        # the error is equinox's, as under `jax.jit`.
+        if not any(np.any(np.asarray(c)) for c, _ in checks):
+            return x
     # Under vmap the message is that of the largest index in the batch: the first
     # condition gets the largest, a member without a failure 0. The index is
     # reduced over the batch once, here (`unvmap_max`), and the predicate read

@@ -172,6 +172,14 @@ def check_finite(named: dict[str, Array], x):
     )
 
 
+def array_module(*xs):
+    """NumPy for values known at trace time, jax.numpy if any leaf of `xs` is
+    traced: checks on known values then compile nothing (eagerly, every jax.numpy
+    operation is a small compile of its own)."""
+    traced = any(isinstance(x, jax.core.Tracer) for x in jtu.tree_leaves(xs))
+    return jnp if traced else np
+
+
 def param_flags(params) -> tuple[list[Array], list[str]]:
     """For each floating param leaf: whether it holds NaN or inf, and the message
     naming it (e.g. params['m'])."""
@@ -179,7 +187,8 @@ def param_flags(params) -> tuple[list[Array], list[str]]:
     for path, leaf in jtu.tree_flatten_with_path(params)[0]:
         # Python floats too: `eqx.tree_at` can put one in without conversion.
         if eqx.is_inexact_array(leaf) or isinstance(leaf, (float, np.floating)):
-            flags.append(~jnp.all(jnp.isfinite(leaf)))
+            xp = array_module(leaf)
+            flags.append(~xp.all(xp.isfinite(leaf)))
             messages.append(
                 f"params{jtu.keystr(path)} is not finite (it holds NaN or inf): give "
                 "the system finite params."

@@ -130,11 +130,11 @@ def raise_on_failure(
     traj: Trajectory, max_steps: int, t1: ScalarLike, max_events: int | None = None
 ) -> Trajectory:
     code = _known(code_of(traj.result))
-    failed = traj.result != RESULTS.successful
     messages = result_messages(max_steps, max_events)
     if code is None:
         # Under jit or vmap: a runtime error, without the time reached.
         messages = [m + "\n" + _THROW_FALSE if m else m for m in messages]
+        failed = traj.result != RESULTS.successful
         return eqx.branched_error_if(traj, failed, code_of(traj.result), messages)
     if code != SUCCESSFUL:
         raise eqx.EquinoxRuntimeError(

@@ -11,7 +11,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from ._custom_types import Array
+from ._custom_types import ArrayLike
 from ._validate import array_module, param_flags, raise_first
 
 
@@ -69,7 +69,7 @@ def check_friction(system: Any) -> None:
             )
 
 
-def _coefficient_flags(system: Any) -> tuple[list[Array], list[str]]:
+def _coefficient_flags(system: Any) -> tuple[list[ArrayLike], list[str]]:
     """The checks of `friction`, `static_friction` and `restitution` that
     `__check_init__` makes on known values, as flags (for traced values)."""
     flags, messages = [], []

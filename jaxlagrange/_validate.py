@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 import numpy as np
 
-from ._custom_types import Array
+from ._custom_types import Array, ArrayLike
 from ._errors import first_error
 
 
@@ -180,7 +180,7 @@ def array_module(*xs):
     return jnp if traced else np
 
 
-def param_flags(params) -> tuple[list[Array], list[str]]:
+def param_flags(params) -> tuple[list[ArrayLike], list[str]]:
     """For each floating param leaf: whether it holds NaN or inf, and the message
     naming it (e.g. params['m'])."""
     flags, messages = [], []
@@ -196,7 +196,7 @@ def param_flags(params) -> tuple[list[Array], list[str]]:
     return flags, messages
 
 
-def raise_first(x, flags: list[Array], messages: list[str]):
+def raise_first(x, flags: list[ArrayLike], messages: list[str]):
     """`x`, with an error (also under `jax.jit`) giving the message of the first
     flag that is set."""
     return first_error(x, zip(flags, messages, strict=True))

@@ -37,6 +37,12 @@ def at_least(n):
     return lambda x: None if x >= n else f"must be >= {n}, got {x!r}"
 
 
+def one_of(options):
+    return lambda s: (
+        None if s in options else f"must be one of {', '.join(options)}, got {s!r}"
+    )
+
+
 def _is_number(x):
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 

@@ -12,6 +12,7 @@ from ._schema import (
     ConfigError,
     Key,
     at_least,
+    one_of,
     positive_or_reason,
     toml_type,
     valid_names,
@@ -25,12 +26,6 @@ from .run import RUN_SCHEMA, solver
 FIT_OPTIMIZERS = ("lm", "gauss_newton", "dogleg", "bfgs", "lbfgs", "adam")
 FIT_JACOBIANS = ("auto", "forward", "reverse")
 FIT_ADJOINTS = ("recursive_checkpoint", "backsolve")
-
-
-def _one_of(options):
-    return lambda s: (
-        None if s in options else f"must be one of {', '.join(options)}, got {s!r}"
-    )
 
 
 def _names(x):
@@ -57,8 +52,8 @@ FIT_SCHEMA: dict[str, dict[str, Key]] = {
     "fit": {
         "data": Key("any", check=_paths),
         "steps": Key(int, 500, at_least(1)),
-        "optimizer": Key(str, "lm", _one_of(FIT_OPTIMIZERS)),
-        "jacobian": Key(str, "auto", _one_of(FIT_JACOBIANS)),
+        "optimizer": Key(str, "lm", one_of(FIT_OPTIMIZERS)),
+        "jacobian": Key(str, "auto", one_of(FIT_JACOBIANS)),
         "learning_rate": Key(float, None, positive_or_reason),
         "trainable": Key("any", None, _names),
         "positive": Key("any", [], _names),
@@ -67,7 +62,7 @@ FIT_SCHEMA: dict[str, dict[str, Key]] = {
         "continuity_weight": Key(float, 1.0, positive_or_reason),
         "sigma": Key(float, None, positive_or_reason),
         "starts": Key("numbers", {}),
-        "adjoint": Key(str, "recursive_checkpoint", _one_of(FIT_ADJOINTS)),
+        "adjoint": Key(str, "recursive_checkpoint", one_of(FIT_ADJOINTS)),
         "device": RUN_SCHEMA["run"]["device"],
     },
     "output": RUN_SCHEMA["output"],

@@ -18,6 +18,7 @@ from ._schema import (
     Key,
     at_least,
     check,
+    one_of,
     positive_or_reason,
     type_error,
     valid_names,
@@ -53,12 +54,6 @@ def _known_system(name):
     return f"unknown system {name!r}; known systems: {', '.join(_systems.names())}"
 
 
-def _one_of_devices(name):
-    if name in ("auto", "cpu", "gpu"):
-        return None
-    return f"must be one of auto, cpu, gpu, got {name!r}"
-
-
 RUN_SCHEMA: dict[str, dict[str, Key]] = {
     "system": {
         "name": Key(str, None, _known_system),
@@ -86,7 +81,7 @@ RUN_SCHEMA: dict[str, dict[str, Key]] = {
         "animation": Key(bool, True),
     },
     "run": {
-        "device": Key(str, "auto", _one_of_devices),
+        "device": Key(str, "auto", one_of(("auto", "cpu", "gpu"))),
     },
 }
 """The schema of `jaxlagrange run` configs."""

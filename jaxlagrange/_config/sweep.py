@@ -5,7 +5,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from ._schema import ConfigError, Key, at_least, type_error
+from ._schema import ConfigError, Key, at_least, one_of, type_error
 from .run import RUN_SCHEMA
 
 
@@ -20,30 +20,14 @@ SWEEP_SCHEMA: dict[str, dict[str, Key]] = {
     # A sweep keeps few saves per member by default: t0 and t1.
     "simulate": {**RUN_SCHEMA["simulate"], "saves": Key(int, 2, at_least(2))},
     "sweep": {
-        "sampling": Key(
-            str,
-            "grid",
-            lambda s: (
-                None
-                if s in SWEEP_SAMPLINGS
-                else f"must be one of {', '.join(SWEEP_SAMPLINGS)}, got {s!r}"
-            ),
-        ),
+        "sampling": Key(str, "grid", one_of(SWEEP_SAMPLINGS)),
         "axes": Key("table"),
         "size": Key(int, None, at_least(1)),
         "chunk_size": Key(int, 4096, at_least(1)),
         "seed": Key(int, 0),
         "lyapunov": Key(bool, False),
         "device": RUN_SCHEMA["run"]["device"],
-        "backend": Key(
-            str,
-            "auto",
-            lambda s: (
-                None
-                if s in SWEEP_BACKENDS
-                else f"must be one of {', '.join(SWEEP_BACKENDS)}, got {s!r}"
-            ),
-        ),
+        "backend": Key(str, "auto", one_of(SWEEP_BACKENDS)),
     },
 }
 """The schema of `jaxlagrange sweep` configs: `[sweep]` with its axes, e.g.

@@ -29,6 +29,22 @@ def _skew_to_vector(w: Array) -> Array:
     return 0.5 * jnp.stack([w[2, 1] - w[1, 2], w[0, 2] - w[2, 0], w[1, 0] - w[0, 1]])
 
 
+def _omega(r: Array, r_dot: Array, frame: str) -> Array:
+    """ω of a rotation R moving at Ṙ: ω̂ = RᵀṘ (body) or ṘRᵀ (space). Shared by
+    `angular_velocity` and systems that form R and Ṙ themselves (one JVP for
+    several bodies, `jl.systems.whipple_bicycle`)."""
+    return _skew_to_vector(r.T @ r_dot if frame == "body" else r_dot @ r.T)
+
+
+def _body_kinetic_energy(
+    mass: Array, inertia: Array, velocity: Array, r: Array, r_dot: Array
+) -> Array:
+    """½ m |ẋ|² + ½ ωᵀ I ω from the velocity ẋ, R and Ṙ (I: (3, 3), body axes),
+    as `kinetic_energy` computes it from its own JVP."""
+    omega = _omega(r, r_dot, "body")
+    return 0.5 * mass * velocity @ velocity + 0.5 * omega @ inertia @ omega
+
+
 def quaternion_to_matrix(p: Float[ArrayLike, "*batch 4"]) -> Float[Array, "*batch 3 3"]:
     """The rotation matrix of a quaternion p = (w, x, y, z), scalar first.
 
@@ -233,8 +249,7 @@ def angular_velocity(
     _check_callable("rotation", rotation, "(3, 3)")
     r, r_dot = _motion(rotation, q, qd, t)
     _check_rotation_shape(jnp.shape(r))
-    w = r.T @ r_dot if frame == "body" else r_dot @ r.T
-    return _skew_to_vector(w)
+    return _omega(r, r_dot, frame)
 
 
 def quaternion_angular_velocity(
@@ -365,8 +380,7 @@ def kinetic_energy(
             f"`position(q, t)` must return shape (3,), got {jnp.shape(x)}."
         )
     _check_rotation_shape(jnp.shape(r))
-    omega = _skew_to_vector(r.T @ r_dot)
-    return 0.5 * mass * velocity @ velocity + 0.5 * omega @ inertia @ omega
+    return _body_kinetic_energy(mass, inertia, velocity, r, r_dot)
 
 
 def _check_indices(indices: Any) -> tuple[int, ...]:

@@ -83,23 +83,15 @@ def _motions(q, qd, p):
     return jax.jvp(lambda q: _poses(q, p), (q,), (qd,))
 
 
-def _angular_velocity(rotation, rate, frame):
-    """ω of a rotation R moving at Ṙ: ω̂ = RᵀṘ (body) or ṘRᵀ (space), as
-    `rigid.angular_velocity` gives it for a function R(q, t)."""
-    return rigid._skew_to_vector(
-        rotation.T @ rate if frame == "body" else rate @ rotation.T
-    )
-
-
 def _lagrangian(q, qd, t, p):
     # Σ ½ m |ẋ|² + ½ ωᵀ I ω, each body's `rigid.kinetic_energy`, from one JVP.
     poses, rates = _motions(q, qd, p)
     lagrangian = 0.0
     for body, mass in _BODIES:
         (centre, rotation), (velocity, rate) = poses[body], rates[body]
-        omega = _angular_velocity(rotation, rate, "body")
-        kinetic = 0.5 * p[mass] * velocity @ velocity
-        kinetic = kinetic + 0.5 * omega @ _inertia(p, body) @ omega
+        kinetic = rigid._body_kinetic_energy(
+            p[mass], _inertia(p, body), velocity, rotation, rate
+        )
         # z points down: the potential energy is −m g z.
         lagrangian = lagrangian + kinetic + p[mass] * p["g"] * centre[2]
     return lagrangian
@@ -125,7 +117,7 @@ def _rolling(q, qd, t, p):
     rows = []
     for body in ("R", "F"):
         (centre, rotation), (velocity, rate) = poses[body], rates[body]
-        omega = _angular_velocity(rotation, rate, "space")
+        omega = rigid._omega(rotation, rate, "space")
         arm = _contact(centre, rotation, p, body) - centre
         rows.append((velocity + jnp.cross(omega, arm))[:2])
     return jnp.concatenate(rows)

@@ -5,6 +5,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
+from .._kernel._backend import BACKENDS
 from ._schema import ConfigError, Key, at_least, one_of, type_error
 from .run import RUN_SCHEMA
 
@@ -12,8 +13,6 @@ from .run import RUN_SCHEMA
 # `jaxlagrange sweep`: the run sections plus [sweep].
 
 SWEEP_SAMPLINGS = ("grid", "random")
-# `simulate_batch`'s backends: "auto" picks the fused kernel on a GPU when it can.
-SWEEP_BACKENDS = ("auto", "vmap", "kernel")
 
 SWEEP_SCHEMA: dict[str, dict[str, Key]] = {
     **{k: v for k, v in RUN_SCHEMA.items() if k != "run"},
@@ -27,7 +26,7 @@ SWEEP_SCHEMA: dict[str, dict[str, Key]] = {
         "seed": Key(int, 0),
         "lyapunov": Key(bool, False),
         "device": RUN_SCHEMA["run"]["device"],
-        "backend": Key(str, "auto", one_of(SWEEP_BACKENDS)),
+        "backend": Key(str, "auto", one_of(BACKENDS)),
     },
 }
 """The schema of `jaxlagrange sweep` configs: `[sweep]` with its axes, e.g.

@@ -12,13 +12,13 @@ from .._custom_types import Params
 from ._ensemble import DEFAULT_BLOCK_SIZE, check_supported, simulate_kernel
 
 
-_BACKENDS = ("auto", "vmap", "kernel")
+BACKENDS = ("auto", "vmap", "kernel")
 
 
 def check_backend(backend: str, block_size: int | None) -> int:
-    if not isinstance(backend, str) or backend not in _BACKENDS:
+    if not isinstance(backend, str) or backend not in BACKENDS:
         raise ValueError(
-            f"`backend` must be one of {', '.join(map(repr, _BACKENDS))}, got "
+            f"`backend` must be one of {', '.join(map(repr, BACKENDS))}, got "
             f"{backend!r}."
         )
     if block_size is None:

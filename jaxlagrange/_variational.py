@@ -303,14 +303,18 @@ def _variational_solve(
 
     def body(carry: _Carry) -> _Carry:
         target = ts[jnp.minimum(carry.index, num_saves - 1)]
-        at_save = target - carry.state.t <= close
+        remaining = target - carry.state.t
+        at_save = remaining <= close
+        # The step that reaches the save time lands on it, stretched by up to
+        # 1/64 of dt0 rather than leaving a sliver: the times add up dt0 by dt0
+        # with rounding errors, and a last step of 1e-13 (t1 = 10, dt0 = 0.01)
+        # is one the implicit solve of a constrained step cannot converge on.
+        last = remaining <= (1 + 1 / 64) * dt0
         # At a save time the step is only recorded: the full step taken meanwhile
         # is discarded (and stays well-conditioned for autodiff).
-        h = jnp.where(at_save, dt0, jnp.minimum(dt0, target - carry.state.t))
+        h = jnp.where(at_save | ~last, dt0, remaining)
         stepped, ok = _step(system, solver, carry.state, h)
-        stepped = stepped._replace(
-            t=jnp.where(target - stepped.t <= close, target, stepped.t)
-        )
+        stepped = stepped._replace(t=jnp.where(last, target, stepped.t))
         state = jtu.tree_map(
             lambda a, b: jnp.where(at_save, a, b), carry.state, stepped
         )

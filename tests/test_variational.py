@@ -152,6 +152,25 @@ def test_saves_off_the_step_grid():
     np.testing.assert_allclose(traj.q[0], [1.0])
 
 
+@pytest.mark.parametrize("dt0, t1", [(0.0025, 2.0), (0.02, 20.0)])
+def test_constrained_steps_reach_t1_without_a_sliver(dt0, t1):
+    # dt0 added up t1/dt0 times falls short of t1 by more than rounding at t1:
+    # the step onto t1 is stretched instead of followed by a step of 1e-13,
+    # on which the constrained step's implicit solve failed.
+    traj = jl.simulate(
+        _cartesian_pendulum(),
+        jnp.array([1.0, 0.0]),
+        jnp.zeros(2),
+        t1=t1,
+        dt0=dt0,
+        solver=MIDPOINT,
+    )
+    assert traj.result == jl.RESULTS.successful
+    assert int(traj.stats["num_steps"]) == round(t1 / dt0)
+    assert float(traj.t_final) == t1
+    assert abs(float(traj.q[-1] @ traj.q[-1]) - 1.0) < 1e-12
+
+
 def test_gradients_match_finite_differences():
     q0 = jnp.array([np.pi / 2, np.pi / 2])
 

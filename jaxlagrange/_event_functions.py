@@ -8,9 +8,13 @@ within one solver step the earliest is located, whichever it is.
 """
 
 from collections.abc import Callable
+from typing import Any, NamedTuple
 
+import diffrax
+import equinox as eqx
 import jax
 import jax.numpy as jnp
+import jax.tree_util as jtu
 import optimistix as optx
 
 from . import _friction
@@ -20,7 +24,9 @@ from ._options import VectorFieldArgs
 from ._segment import split
 
 
-def event_values(t, y, args: VectorFieldArgs, offset: int) -> Array:
+def event_values(
+    t, y, args: VectorFieldArgs, offset: int, *, divided: bool = True
+) -> Array:
     """The event functions, positive while nothing happens: (u,), or (2u,) with
     friction (the normal ones, then the tangential ones of `_friction`).
 
@@ -28,7 +34,8 @@ def event_values(t, y, args: VectorFieldArgs, offset: int) -> Array:
     since the segment start t_s: the sign is unchanged, but the root at t_s of a
     constraint that starts at h ≈ 0 (just released or bounced) is divided out.
     Otherwise a rounding error h(t_s) ≲ 0 would hide a short flight that one
-    solver step jumps over.
+    solver step jumps over. `divided=False`: h itself (and the slip itself), the
+    smooth functions that `EventWatch` extrapolates.
     """
     system, active, modes, start = args.system, args.active, args.modes, args.start
     q, qd = split(y)
@@ -36,14 +43,16 @@ def event_values(t, y, args: VectorFieldArgs, offset: int) -> Array:
         system, q, qd, t, active=active, baumgarte=args.baumgarte, modes=modes
     )
     h = system._unilateral(q, t)
-    later = t > start
-    flight = h / jnp.where(later, t - start, 1.0)
+    if divided:
+        later = t > start
+        h = jnp.where(later, h / jnp.where(later, t - start, 1.0), args.initial)
     normal = dyn.multipliers[offset:]
-    values = jnp.where(active, normal, jnp.where(later, flight, args.initial))
+    values = jnp.where(active, normal, h)
     if system.slip is None:
         return values
+    since = (start, args.initial_slip) if divided else (None, None)
     tangential = _friction.friction_values(
-        system, q, qd, t, active, modes, normal, dyn.friction, start, args.initial_slip
+        system, q, qd, t, active, modes, normal, dyn.friction, *since
     )
     return jnp.concatenate([values, tangential])
 
@@ -60,6 +69,104 @@ def event_condition(offset: int):
         return jnp.min(event_values(t, y, args, offset))
 
     return condition
+
+
+def _first_dip(ta, va, tb, vb, tc, vc) -> Array:
+    """The earliest time in (tb, tc) where the parabola through the three points
+    (tᵢ, vᵢ) of an event function dips below zero though vb and vc are positive
+    (its vertex); +inf where none does. Per component of v, then the least."""
+    d_ab = (vb - va) / (tb - ta)
+    d_bc = (vc - vb) / (tc - tb)
+    d2 = (d_bc - d_ab) / (tc - ta)  # half the second derivative
+    vertex = 0.5 * (tb + tc) - d_bc / (2 * d2)
+    lowest = vb + (vertex - tb) * (d_bc + d2 * (vertex - tc))
+    dip = (vb > 0) & (vc > 0) & (d2 > 0) & (vertex > tb) & (vertex < tc)
+    dip = dip & (lowest < 0)
+    return jnp.min(jnp.where(dip, vertex, jnp.inf), initial=jnp.inf)
+
+
+class _WatchState(NamedTuple):
+    inner: Any  # the wrapped controller's state
+    t_before: Array  # the start of the last accepted step (nan before the first)
+    before: Array  # the event functions there
+    start: Array  # the event functions at the start of the current step
+
+
+class EventWatch(diffrax.AbstractAdaptiveStepSizeController):
+    """An adaptive controller that also watches the event functions.
+
+    diffrax finds an event where the event function changes sign between the
+    ends of a step. A function that crosses zero and comes back within one step
+    goes unseen: a ball that touches the ceiling between two long steps of an
+    exact (polynomial) flight, a contact force that is negative for an instant,
+    a slip that reverses and resumes. Those are the steps a high-order solver
+    makes longest. This controller fits a parabola to each event function
+    (`event_values(..., divided=False)`) through the ends of the last accepted
+    step and the end of the proposed one; where it dips below zero inside the
+    proposed step, the step is rejected and the next one ends at the dip, so that
+    the sign change falls between two step ends and the root finder locates it.
+    Exact for event functions that are quadratic in t; otherwise a heuristic that
+    catches dips wider than a step's curvature shows.
+    """
+
+    controller: diffrax.AbstractAdaptiveStepSizeController
+    offset: int = eqx.field(static=True)
+
+    @property
+    def rtol(self):
+        return self.controller.rtol
+
+    @property
+    def atol(self):
+        return self.controller.atol
+
+    @property
+    def norm(self):
+        return self.controller.norm
+
+    def wrap(self, direction):
+        return EventWatch(self.controller.wrap(direction), self.offset)
+
+    def _values(self, t, y, args) -> Array:
+        values = event_values(t, y, args, self.offset, divided=False)
+        return jax.lax.stop_gradient(values)
+
+    def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
+        tnext, inner = self.controller.init(
+            terms, t0, t1, y0, dt0, args, func, error_order
+        )
+        start = self._values(t0, y0, args)
+        nan = jnp.full_like(start, jnp.nan)
+        t_before = jnp.full_like(jnp.asarray(t0, start.dtype), jnp.nan)
+        return tnext, _WatchState(inner, t_before, nan, start)
+
+    def adapt_step_size(
+        self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state
+    ):
+        state = controller_state
+        keep, next_t0, next_t1, made_jump, inner, result = (
+            self.controller.adapt_step_size(
+                t0, t1, y0, y1_candidate, args, y_error, error_order, state.inner
+            )
+        )
+        end = self._values(t1, y1_candidate, args)
+        times = jax.lax.stop_gradient((state.t_before, t0, t1))
+        dip_at = _first_dip(
+            times[0], state.before, times[1], state.start, times[2], end
+        )
+        dip = keep & (dip_at < t1)
+        keep = keep & ~dip
+        next_t0 = jnp.where(dip, t0, next_t0)
+        next_t1 = jnp.where(dip, dip_at, next_t1)
+        made_jump = made_jump & ~dip
+        # A dip rejects a step the controller accepted: keep its state as it was.
+        inner = jtu.tree_map(
+            lambda old, new: jnp.where(dip, old, new), state.inner, inner
+        )
+        accepted = _WatchState(inner, t0, state.start, end)
+        rejected = _WatchState(inner, state.t_before, state.before, state.start)
+        new = jtu.tree_map(lambda a, r: jnp.where(keep, a, r), accepted, rejected)
+        return keep, next_t0, next_t1, made_jump, new, result
 
 
 def initial_slip_of(system, q, qd, t, modes) -> Array:

@@ -65,23 +65,22 @@ def friction_values(
     modes: Modes,
     normal: Array,
     friction: Array,
-    start: Array,
-    initial: Array,
+    start: Array | None,
+    initial: Array | None,
 ) -> Array:
     """The tangential event functions, positive while the mode holds, shape (u,).
 
     Sticking: μ_s λ_N − |λ_T|. Slipping: σ s / (t − t_s), the slip velocity along
     its direction divided by the time since the segment start t_s, so that a
     contact that starts slipping at s ≈ 0 does not trigger at once (`initial` at
-    t_s). Free: +inf (never triggers).
+    t_s); with `start` None, σ s itself. Free: +inf (never triggers).
     """
     _, mu_s = friction_coefficients(system, active.shape[0], q.dtype)
     limit = mu_s * normal - jnp.abs(friction)
-    s = system._slip(q, qd, t)
-    later = t > start
-    sliding = jnp.where(
-        later, modes.direction * s / jnp.where(later, t - start, 1.0), initial
-    )
+    sliding = modes.direction * system._slip(q, qd, t)
+    if start is not None:
+        later = t > start
+        sliding = jnp.where(later, sliding / jnp.where(later, t - start, 1.0), initial)
     value = jnp.where(modes.stick, limit, sliding)
     return jnp.where(active, value, jnp.inf)
 

@@ -56,6 +56,7 @@ from ._constraints import (
 )
 from ._custom_types import Array, BoolScalar
 from ._event_functions import (
+    EventWatch,
     event_condition,
     event_root_finder,
     event_values,
@@ -213,6 +214,11 @@ def _context(system, q0, qd0, t0, t1, ts, options: SimulateOptions) -> _Context:
         event_condition(offset), root_finder=event_root_finder(dtype), direction=False
     )
     restitution = _restitution(system, u, dtype)
+    controller = options.stepsize_controller
+    if isinstance(controller, diffrax.AbstractAdaptiveStepSizeController):
+        # Events that come and go within one long step (`EventWatch`).
+        watched = EventWatch(controller, offset)
+        options = eqx.tree_at(lambda o: o.stepsize_controller, options, watched)
     return _Context(system, t1, ts, options, event, restitution, offset)
 
 

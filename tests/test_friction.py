@@ -8,7 +8,6 @@ stick/slip events against closed forms and finite differences, and every error
 message of the friction arguments.
 """
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -480,15 +479,18 @@ def test_repeated_stick_slip_does_not_chatter():
     reference = _stick_slip_events(0.25, 0.3, t1)
     kinds = [kind for _, kind in reference]
     assert kinds == [jl.EVENT_SLIP, jl.EVENT_STICK] * 3 + [jl.EVENT_SLIP]
-    # While it sticks the state stands still, so the step size is bounded for
-    # the solver to see the friction limit (checked at step ends) being reached.
+    # While it sticks the state stands still and the solver's steps grow long:
+    # the friction limit, reached and left again within one of them, is found by
+    # `EventWatch` (with the default controller: before it, the block stuck to
+    # t1, 0 events of 7, unless dtmax bounded the step).
     traj = jl.simulate(
         _PUSHED,
         jnp.zeros(2),
         jnp.zeros(2),
         t1=t1,
         saveat=jnp.array([t1]),
-        stepsize_controller=diffrax.PIDController(rtol=TOL, atol=TOL, dtmax=0.05),
+        rtol=TOL,
+        atol=TOL,
         max_events=12,
     )
     assert traj.result == jl.RESULTS.successful
@@ -497,5 +499,5 @@ def test_repeated_stick_slip_does_not_chatter():
     times, kinds = zip(*reference, strict=True)
     np.testing.assert_array_equal(traj.event_kind[:count], kinds)
     np.testing.assert_allclose(traj.event_ts[:count], times, rtol=1e-9)
-    # 40 steps of dtmax, and a few more around each event: no chattering.
+    # A few steps around each event (116 in all): no chattering.
     assert int(traj.stats["num_steps"]) < 200

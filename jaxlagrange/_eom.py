@@ -58,7 +58,8 @@ def mass_matrix(
     **Returns:** the symmetric (n, n) matrix M.
 
     **Raises:** `ValueError` when the shapes of `q`, `qd`, `t` or of the
-    Lagrangian's output are wrong.
+    Lagrangian's output are wrong; an error (also under `jax.jit`) naming a
+    non-finite state, or a non-finite M at a finite state.
 
     **Example:**
 
@@ -71,7 +72,7 @@ def mass_matrix(
         return jax.grad(system._lagrangian, argnums=1)(q, qd, t)
 
     mass = jax.jacfwd(momenta_of)(qd)
-    return 0.5 * (mass + mass.T)
+    return _checked(0.5 * (mass + mass.T), q, qd, t, "mass_matrix")
 
 
 @_on_state
@@ -85,13 +86,16 @@ def momenta(
     **Returns:** p, shape (n,). For a charge in a magnetic field this is the
     canonical momentum m v + e A, not the kinetic one.
 
+    **Raises:** as [`jaxlagrange.mass_matrix`][], for a non-finite p.
+
     **Example:**
 
     ```python
     p = jl.momenta(system, q, qd, 0.0)
     ```
     """
-    return jax.grad(system._lagrangian, argnums=1)(q, qd, t)
+    p = jax.grad(system._lagrangian, argnums=1)(q, qd, t)
+    return _checked(p, q, qd, t, "momenta")
 
 
 @_on_state
@@ -117,12 +121,7 @@ def energy(
     h = jl.energy(system, q, qd, 0.0)
     ```
     """
-    h = energy_unchecked(system, q, qd, t)
-    finite = is_finite_state(q, qd, t)
-    h = eqx.error_if(h, ~finite, NON_FINITE_STATE)
-    return eqx.error_if(
-        h, finite & ~jnp.isfinite(h), NON_FINITE_DYNAMICS.format("energy")
-    )
+    return _checked(energy_unchecked(system, q, qd, t), q, qd, t, "energy")
 
 
 def energy_unchecked(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Array:
@@ -150,5 +149,10 @@ def is_finite_state(q: Array, qd: Array, t: Array) -> BoolScalar:
     return jnp.all(jnp.isfinite(q)) & jnp.all(jnp.isfinite(qd)) & jnp.isfinite(t)
 
 
-def _check_finite(x: Array, q: Array, qd: Array, t: Array) -> Array:
-    return eqx.error_if(x, ~is_finite_state(q, qd, t), NON_FINITE_STATE)
+def _checked(x: Array, q: Array, qd: Array, t: Array, name: str) -> Array:
+    """`x`, with an error (under `jit` too) for a non-finite state, and for a
+    non-finite `x` at a finite state, naming `jl.{name}`."""
+    finite = is_finite_state(q, qd, t)
+    x = eqx.error_if(x, ~finite, NON_FINITE_STATE)
+    bad = finite & ~jnp.all(jnp.isfinite(x))
+    return eqx.error_if(x, bad, NON_FINITE_DYNAMICS.format(name))

@@ -122,6 +122,23 @@ def test_non_finite_accelerations_at_a_finite_state():
     assert jnp.isfinite(jl.energy(system, jnp.array([1.0]), qd, 0.0))
 
 
+def test_non_finite_momenta_and_mass_matrix_are_named():
+    # M = √q is not finite for q < 0; p = √q q̇ with it. Like `energy`, the two
+    # name a non-finite state and a non-finite result at a finite state.
+    system = jl.LagrangianSystem(lambda q, qd, t: 0.5 * jnp.sqrt(q[0]) * qd[0] ** 2)
+    qd = jnp.array([1.0])
+    for name in ("momenta", "mass_matrix"):
+        fn = getattr(jl, name)
+        for call in (fn, eqx.filter_jit(fn)):
+            with pytest.raises(eqx.EquinoxRuntimeError, match=f"jl.{name} is not"):
+                call(system, jnp.array([-1.0]), qd, 0.0)
+            with pytest.raises(
+                eqx.EquinoxRuntimeError, match="contains a non-finite value"
+            ):
+                call(system, jnp.array([jnp.nan]), qd, 0.0)
+        assert jnp.all(jnp.isfinite(fn(system, jnp.array([4.0]), qd, 0.0)))
+
+
 def test_garbage_data_file_is_named(tmp_path):
     from jaxlagrange._cli import CLIError, load_observations
 

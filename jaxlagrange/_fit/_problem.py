@@ -193,7 +193,13 @@ def check_guess(system: LagrangianSystem, params, data) -> None:
         mass = np.asarray(mass_matrix(guess, q, qd, np.asarray(obs.ts)[0]))
         np.linalg.cholesky(mass)
         good = bool(np.all(np.isfinite(mass)))
-    except (np.linalg.LinAlgError, ValueError, TypeError, IndexError):
+    except (
+        np.linalg.LinAlgError,
+        ValueError,
+        TypeError,
+        IndexError,
+        eqx.EquinoxRuntimeError,
+    ):
         good = False
     if not good:
         raise ValueError(

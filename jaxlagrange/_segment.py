@@ -205,7 +205,7 @@ def finish(
         return traj, stop
     lam, friction = _saved_forces(system, baumgarte, t0, saved, reached)
     if friction is None:
-        friction = jnp.zeros((saved.ts.shape[0], 0), dtype)
+        friction = jnp.zeros(saved.actives.shape, dtype)  # contacts without slip
     traj = Trajectory(
         saved.ts,
         saved.q,

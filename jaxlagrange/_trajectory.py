@@ -54,8 +54,9 @@ class Trajectory(eqx.Module):
         holds it) or `jl.EVENT_SLIP` (a contact starts slipping), -1 where unused.
     - `num_events`: how many event slots are used.
     - `friction`: the friction force along the slip direction at each contact,
-        shape (T, u) for a system with `slip` (λ_T while sticking, −μ_k λ_N sign(s)
-        while slipping, 0 when not in contact); shape (T, 0) without `slip`.
+        shape (T, u) (λ_T while sticking, −μ_k λ_N sign(s) while slipping, 0 when
+        not in contact, and 0 throughout for contacts without `slip`); shape
+        (T, 0) without unilateral constraints.
 
     Velocities jump at impacts: a save time equal to an event time holds the state
     just before the event.

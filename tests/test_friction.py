@@ -383,14 +383,20 @@ def test_bad_slip_output_and_friction_shape():
         jl.simulate(per_contact, q0, qd0, t1=0.1)
 
 
-def test_friction_is_a_differentiable_leaf_and_zero_width_without_slip():
+TWO = jnp.array([0.05, 0.1])
+
+
+def test_friction_is_a_differentiable_leaf_and_zero_without_slip():
     system = block(0.3, 0.45)
     leaves = eqx.filter(system, eqx.is_inexact_array)
     assert float(leaves.friction) == 0.3
     assert float(leaves.static_friction) == 0.45
     plain = jl.LagrangianSystem(_lagrangian, unilateral=_h)
-    traj = jl.simulate(plain, jnp.array([0.0, 0.0]), jnp.array([0.0, 1.0]), t1=0.1)
-    assert traj.friction.shape == (1, 0)
+    traj = jl.simulate(
+        plain, jnp.array([0.0, 0.0]), jnp.array([0.0, 1.0]), t1=0.1, saveat=TWO
+    )
+    # One column per contact, as with `slip` (DESIGN: shape (T, u)), all zero.
+    np.testing.assert_array_equal(traj.friction, np.zeros((2, 1)))
 
 
 def test_accelerations_take_the_friction_mode_of_the_state():

@@ -2,11 +2,13 @@
 options and a digest of its functions' code."""
 
 import hashlib
+import re
 import types
 from collections.abc import Sequence
 from typing import Any
 
 import equinox as eqx
+import jax
 import numpy as np
 
 
@@ -87,4 +89,55 @@ def code_digest(fns: Sequence[Any]) -> str:
         if f is not None:
             fn(f)
         h.update(b"|")
+    return h.hexdigest()
+
+
+_TRACED = (
+    ("lagrangian", "_lagrangian", ("q", "qd", "t")),
+    ("force", "_force", ("q", "qd", "t")),
+    ("dissipation", "_force", ("q", "qd", "t")),
+    ("holonomic", "_holonomic", ("q", "t")),
+    ("nonholonomic", "_nonholonomic", ("q", "qd", "t")),
+    ("unilateral", "_unilateral", ("q", "t")),
+    ("slip", "_slip", ("q", "qd", "t")),
+)
+
+
+def physics_digest(system, n: int, dtype) -> str:
+    """A SHA-256 of what the system's functions compute: each one traced (its
+    jaxpr, with the values of the arrays it closes over), for n coordinates of
+    `dtype`, with its params as inputs.
+
+    Unlike `code_digest`, it sees every value that reaches the functions, however
+    they get it: a coefficient that `make()` read from a data file, a constant of
+    a module the system file imports, an environment variable. Two systems with
+    the same digest compute the same equations of motion for any params."""
+    h = hashlib.sha256()
+    params, static = eqx.partition(system.params, eqx.is_array)
+    dtype = jax.dtypes.canonicalize_dtype(dtype)
+    spec = {
+        "q": jax.ShapeDtypeStruct((n,), dtype),
+        "t": jax.ShapeDtypeStruct((), dtype),
+    }
+    spec["qd"] = spec["q"]
+    done = set()
+    for field, method, names in _TRACED:
+        if getattr(system, field) is None or method in done:
+            continue
+        done.add(method)
+
+        def traced(params, *args, method=method):
+            with_params = eqx.tree_at(
+                lambda s: s.params,
+                system,
+                eqx.combine(params, static),
+                is_leaf=lambda x: x is None,
+            )
+            return getattr(with_params, method)(*args)
+
+        closed = jax.make_jaxpr(traced)(params, *(spec[k] for k in names))
+        h.update(method.encode())
+        h.update(re.sub(r" at 0x[0-9a-fA-F]+", "", str(closed.jaxpr)).encode())
+        for const in closed.consts:
+            h.update(np.asarray(const).tobytes())
     return h.hexdigest()

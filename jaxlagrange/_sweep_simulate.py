@@ -25,7 +25,12 @@ from ._kernel._ensemble import simulate_kernel
 from ._results import code_of
 from ._simulate import simulate, simulate_checked
 from ._sweep import dtype_of, sweep
-from ._sweep_identity import SYSTEM_FUNCTIONS, _describe, code_digest
+from ._sweep_identity import (
+    SYSTEM_FUNCTIONS,
+    _describe,
+    code_digest,
+    physics_digest,
+)
 from ._system import LagrangianSystem
 from ._trajectory import Trajectory
 
@@ -282,7 +287,9 @@ def simulate_sweep(
             for k, v in joined_options(dyn_options, static_options).items()
         },
         "observe": _describe(observe),
-        # The functions' code: a script edited between two runs is a new sweep.
+        # What the functions compute, and their code: a script edited between
+        # two runs, or a value its functions read from elsewhere, is a new sweep.
+        "physics": physics_digest(system, n, dtype),
         "code": code_digest(
             [
                 *(getattr(system, name) for name in SYSTEM_FUNCTIONS),

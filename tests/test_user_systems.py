@@ -184,3 +184,90 @@ def test_user_file_error_at_the_command_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("jaxlagrange run: error: ") and "nowhere.py" in err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+SPRING = """\
+import json, pathlib
+import jaxlagrange as jl
+
+def make(k=1.0):
+    # A coefficient read from a file beside the system file.
+    c = json.loads((pathlib.Path(__file__).parent / "coef.json").read_text())["c"]
+
+    def lagrangian(q, qd, t, params):
+        return 0.5 * qd[0] ** 2 - 0.5 * c * params["k"] * q[0] ** 2
+
+    return jl.LagrangianSystem(lagrangian, params={"k": k})
+"""
+
+SPRING_SWEEP = """\
+[system]
+file = "spring.py"
+
+[initial]
+q = [1.0]
+qd = [0.0]
+
+[simulate]
+t1 = 1.0
+saves = 2
+
+[sweep]
+chunk_size = 2
+
+[sweep.axes]
+k = { min = 1.0, max = 2.0, num = 4 }
+"""
+
+
+def test_a_sweep_is_not_resumed_with_other_physics(tmp_path, capsys, monkeypatch):
+    # What the system computes is part of the store's identity, however its
+    # functions get their values: here from a data file that `make()` reads,
+    # which the file's own hash does not see. Before, the second sweep reused
+    # (or, interrupted, finished) the store made with c = 1.
+    (tmp_path / "spring.py").write_text(SPRING)
+    (tmp_path / "coef.json").write_text('{"c": 1.0}')
+    (tmp_path / "sweep.toml").write_text(SPRING_SWEEP)
+    out = tmp_path / "out"
+    command = ["sweep", str(tmp_path / "sweep.toml"), "--out", str(out), "--quiet"]
+    assert _cli.main(command) == 0
+    capsys.readouterr()
+    # The same sweep from another directory is the same sweep.
+    monkeypatch.chdir(tmp_path)
+    assert _cli.main(["sweep", "sweep.toml", "--out", "out", "--quiet"]) == 0
+    (tmp_path / "coef.json").write_text('{"c": 4.0}')
+    assert _cli.main(command) == 1
+    err = capsys.readouterr().err
+    assert "holds a different sweep: the system computes something else" in err
+    assert err.count("\n") == 1
+
+
+def test_kept_programs_follow_what_the_system_computes(tmp_path):
+    # The traced programs of `run` and `fit` are keyed by what the system's
+    # functions compute: a coefficient read by `make()` from a data file changes
+    # the key (the program of c = 1 served c = 4 before), the params' values do
+    # not (they are the program's inputs).
+    import types
+
+    import jax
+
+    from jaxlagrange import _programs
+    from jaxlagrange._cli._common import kept_programs
+
+    def ready(c, k=1.0):
+        system = jl.LagrangianSystem(
+            lambda q, qd, t, p: 0.5 * qd[0] ** 2 - 0.5 * c * p["k"] * q[0] ** 2,
+            params={"k": k},
+        )
+        return types.SimpleNamespace(system=system, q0=np.zeros(1))
+
+    config = {"system": {"file": None}, "source": "x"}
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path / "cache"))
+    try:
+        contexts = []
+        for c, k in ((1.0, 1.0), (1.0, 3.0), (4.0, 1.0)):
+            with kept_programs(config, ready(c, k)):
+                contexts.append(_programs._STORE.get().context)
+    finally:
+        jax.config.update("jax_compilation_cache_dir", None)
+    assert contexts[0] == contexts[1] != contexts[2]

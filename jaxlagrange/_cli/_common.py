@@ -134,14 +134,16 @@ def compilation_cache() -> Path | None:
     return path
 
 
-def kept_programs(config: Mapping[str, Any] | None):
+def kept_programs(config: Mapping[str, Any] | None, ready=None):
     """`_programs.kept_programs` in the compilation cache's directory (a no-op
     without the cache or without a `config`).
 
-    The key's context is the resolved `config` and the source of every module
-    imported from outside the Python installation: the user's system file and
-    the local modules it imports (call it once they are imported), so that an
-    edit to any of them traces the program anew.
+    The key's context is the resolved `config`, the source of every module
+    imported from outside the Python installation (the user's system file and
+    the local modules it imports: call it once they are imported), and what the
+    functions of the `ready` system compute (`physics_digest`: a value that
+    `make()` read from a data file is in it too), so that a change to any of
+    them traces the program anew.
     """
     import json
 
@@ -158,6 +160,10 @@ def kept_programs(config: Mapping[str, Any] | None):
             from .._config.user import system_file
 
             context += system_file(config).read_text()
+        if ready is not None:
+            from .._sweep_identity import physics_digest
+
+            context += physics_digest(ready.system, ready.q0.shape[0], ready.q0.dtype)
     except (OSError, ValueError, KeyError):
         return keep(None, "")  # a source that cannot be read: trace as usual
     return keep(Path(directory), context)

@@ -224,7 +224,7 @@ def _fit_on(args: argparse.Namespace, config) -> int:
         # reports (FloatingPointError).
         with (
             errors_as_values(),
-            kept_programs(config),
+            kept_programs(config, ready),
             warnings.catch_warnings(record=True) as issued,
         ):
             warnings.simplefilter("always")
@@ -256,7 +256,7 @@ def _fit_on(args: argparse.Namespace, config) -> int:
     # Checks as values here too: with host callbacks this solve (1.2 s of compile
     # for configs/fit_pendulum.toml) was compiled on every run. One program serves
     # every data file of the same length.
-    with errors_as_values(), kept_programs(config):
+    with errors_as_values(), kept_programs(config, ready):
         for i, (obs, q0, qd0) in enumerate(
             zip(data, result.q0, result.qd0, strict=True)
         ):
@@ -279,6 +279,7 @@ def _fit_on(args: argparse.Namespace, config) -> int:
         "fit.npz": npz_bytes(**arrays),
     }
     summary = {
+        "command": "fit",
         "system": ready.name,
         "data": [str(p) for p in paths],
         "initial_params": ready.system.params,

@@ -172,7 +172,7 @@ def solve(
 
     start = time.perf_counter()
     # A progress bar is a host callback: such a program is not kept.
-    with errors_as_values(), kept_programs(None if progress else config):
+    with errors_as_values(), kept_programs(None if progress else config, ready):
         lowered, unflatten = lower("run.solve", program, *ready)
         traced = time.perf_counter()
         with cache_hits() as hits:
@@ -387,6 +387,7 @@ def _run_solve(args, config, device, ready, kwargs, out, plots, animation) -> in
         arrays["event_kind"] = traj.event_kind[:used]
     files = {"trajectory.npz": npz_bytes(**arrays)}
     summary = {
+        "command": "run",
         "system": ready.name,
         "coordinates": list(ready.coordinates),
         "params": ready.system.params,

@@ -51,6 +51,7 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
 
     from .. import __version__, plotting
     from .._sweep import sweep
+    from .._sweep_identity import _describe, physics_digest
     from .._sweep_simulate import SweepMember
 
     ready = _config.ready_system(config)
@@ -100,16 +101,22 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
         },
         "grid_shape": list(grid_shape),
         "axes": list(values),
+        # What the system computes, however its functions get their values (a
+        # module the system file imports, a data file `make()` reads).
+        "physics": physics_digest(ready.system, n, ready.q0.dtype),
+        # The values of its params, the config's and those `make()` chose.
+        "params": _describe(ready.system.params),
     }
     store = out / "sweep.zarr"
     path = _config.system_file(config)
     if path is not None:
-        # The physics of a user's system is in its file: part of the identity.
+        # The physics of a user's system is in its file: part of the identity,
+        # by its path as the config gives it (the same from any directory).
         attrs["system_file"] = {
-            "path": str(path),
+            "path": config["system"]["file"],
             "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
         }
-        _check_system_file(store, attrs["system_file"])
+    _check_physics(store, attrs)
     say(
         args,
         f"jaxlagrange sweep: {ready.name}, {size} members ({section['sampling']} "
@@ -170,6 +177,7 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
             )
             files[f"map_{name}.png"] = png_bytes(fig)
     summary = {
+        "command": "sweep",
         "system": ready.name,
         "members": size,
         "sampling": section["sampling"],
@@ -207,19 +215,28 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
     return 0
 
 
-def _check_system_file(store: Path, current: dict) -> None:
-    """Refuse to resume a store whose user system file has been edited since."""
+def _check_physics(store: Path, current: dict) -> None:
+    """Refuse to resume a store whose user system file has been edited since, or
+    whose system computes something else now (its results would mix two
+    physics)."""
     try:
         attrs = json.loads((store / "zarr.json").read_text())["attributes"]
     except (OSError, ValueError, KeyError, TypeError):
         return  # no store yet, or one the store itself will judge
-    stored = attrs.get("system_file")
-    if isinstance(stored, dict) and stored.get("sha256") != current["sha256"]:
+    stored, now = attrs.get("system_file"), current.get("system_file")
+    refuse = f"the store {str(store)!r} holds a different sweep: "
+    advice = "; remove the store or choose another --out"
+    if isinstance(stored, dict) and now and stored.get("sha256") != now["sha256"]:
         raise CLIError(
-            f"the store {str(store)!r} holds a different sweep: the system file "
-            f"{stored.get('path')!r} changed since the store was written (its "
-            "results would mix two physics); remove the store or choose another "
-            "--out"
+            f"{refuse}the system file {stored.get('path')!r} changed since the "
+            f"store was written (its results would mix two physics){advice}"
+        )
+    if any(k in attrs and attrs[k] != current[k] for k in ("physics", "params")):
+        raise CLIError(
+            f"{refuse}the system computes something else than when the store was "
+            "written (a module its file imports, a file it reads or a value it "
+            "takes from elsewhere changed: its results would mix two physics)"
+            f"{advice}"
         )
 
 

@@ -727,3 +727,38 @@ def test_simulate_sweep_refuses_a_resume_after_the_lagrangian_was_edited(tmp_pat
     jl.simulate_sweep(make(constant.format(9.81)), q0, np.zeros(1), **kwargs)
     with pytest.raises(ValueError, match=message):
         jl.simulate_sweep(make(constant.format(19.62)), q0, np.zeros(1), **kwargs)
+
+
+def test_a_fit_into_the_directory_of_its_data_keeps_the_data(tmp_path, capsys):
+    # The run's set (trajectory.npz among it) and the fit's are sets of two
+    # commands: the fit replaces only a fit's files. Before, the fit removed
+    # trajectory.npz, its own input, as a leftover of the previous set.
+    config = tmp_path / "run.toml"
+    config.write_text('[system]\nname = "pendulum"\n[simulate]\nt1 = 1.0\nsaves = 21\n')
+    data = tmp_path / "data"
+    assert main(["run", str(config), "--out", str(data), "--quiet"]) == 0
+    fit = tmp_path / "fit.toml"
+    fit.write_text(
+        '[system]\nname = "pendulum"\nparams = { l = 1.5 }\n'
+        '[fit]\ndata = "data/trajectory.npz"\ntrainable = ["l"]\n'
+    )
+    for _ in range(2):  # again: its data are still there
+        command = ["fit", str(fit), "--out", str(data), "--quiet", "--no-plots"]
+        assert main(command) == 0, capsys.readouterr().err
+    names = {p.name for p in data.iterdir()}
+    assert {"trajectory.npz", "params.json", "summary.json"} <= names
+    assert json.loads((data / "summary.json").read_text())["command"] == "fit"
+
+
+def test_a_hidden_sibling_of_the_output_is_left_alone(tmp_path, capsys):
+    # `.out.old` beside `out` is the user's (an earlier version renamed the
+    # output aside under that name, and a run merged it back and removed it).
+    old = tmp_path / ".out.old"
+    old.mkdir()
+    (old / "notes.txt").write_text("mine")
+    config = tmp_path / "run.toml"
+    config.write_text('[system]\nname = "pendulum"\n[simulate]\nt1 = 0.5\n')
+    out = tmp_path / "out"
+    assert main(["run", str(config), "--out", str(out), "--quiet", "--no-plots"]) == 0
+    assert (old / "notes.txt").read_text() == "mine"
+    assert not (out / "notes.txt").exists()

@@ -134,14 +134,13 @@ def write_output_set(directory: str | Path, files: Mapping[str, bytes]) -> Path:
     the old `summary.json` is removed, each new file is renamed into place, the
     old set's files that the new set lacks are removed, and `summary.json` comes
     in last. So a `summary.json` present lists a whole set; the user's other
-    files are never touched. A run killed before its commit leaves a staging
+    files are never touched, nor those of another command's set (a `fit` into
+    the directory of the `run` whose `trajectory.npz` it reads keeps it: only
+    a set whose summary names the same "command" is replaced). A run killed before its commit leaves a staging
     folder, removed by the next run; one killed during it leaves the committed
     folder, which the next run into the directory finishes first. Concurrent
     runs each write a whole set, and the last to commit wins.
     """
-    directory = Path(directory)
-    if directory.name not in ("", ".", ".."):
-        _recover(directory, directory.parent / f".{directory.name}.old")
     directory = output_dir(directory)
     with _locked(directory):
         _finish_interrupted(directory)
@@ -153,10 +152,13 @@ def write_output_set(directory: str | Path, files: Mapping[str, bytes]) -> Path:
     try:
         for name, data in files.items():
             _write_synced(staging / name, data)
-        listed = set(_listed(files.get("summary.json"))) | set(files)
+        summary = files.get("summary.json")
+        listed = set(_listed(summary)) | set(files)
         with _locked(directory):
             _finish_interrupted(directory)
-            old = _listed(_read(directory / "summary.json"))
+            previous = _read(directory / "summary.json")
+            same = _command(previous) == _command(summary)
+            old = _listed(previous) if same else []
             leftovers = sorted(n for n in old if n not in listed)
             _write_synced(staging / _REMOVE, json.dumps(leftovers).encode())
             _fsync(staging)
@@ -274,26 +276,19 @@ def _listed(summary: bytes | None) -> list[str]:
     return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
 
+def _command(summary: bytes | None) -> Any:
+    """The command that wrote a set, from its `summary.json` (None if unsaid)."""
+    try:
+        return json.loads(summary).get("command")  # pyright: ignore[reportArgumentType]
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
 def run_id() -> dict[str, Any]:
     """What names this run in its summary: when, and which process."""
     now = time.time()
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))
     return {"id": f"{stamp}Z-{os.getpid()}", "finished_utc": stamp}
-
-
-def _recover(directory: Path, old: Path) -> None:
-    """Finish a swap interrupted by an earlier version, which renamed the
-    directory aside: restore the old set, or carry its user files."""
-    if not old.exists() or old.is_symlink():
-        return
-    if not directory.exists():
-        os.rename(old, directory)
-        return
-    produced = set(_listed(_read(old / "summary.json")))
-    for item in old.iterdir():
-        if item.name not in produced and not (directory / item.name).exists():
-            shutil.move(item, directory / item.name)  # the user's own files
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def _jsonable(obj: Any) -> Any:

@@ -152,6 +152,7 @@ class ChunkedStore:
                 )
             self.group = existing
             if writer:
+                _check_arrays(existing, self.path, inputs, outputs)
                 self._remove_temporaries()
                 recorded = dict(self.manifest.get("input_checksums", {}))
                 bad = bad_chunks(existing, self.manifest, self.bounds, inputs=False)
@@ -321,6 +322,28 @@ class ChunkedStore:
         for p in self.path.rglob("*.partial"):
             if p.is_file():
                 p.unlink(missing_ok=True)
+
+
+def _check_arrays(group, path: Path, inputs, outputs) -> None:
+    """Refuse, before anything is rewritten, a store one of whose arrays is gone
+    or reshaped: its chunks cannot be recomputed into it."""
+    wanted = {f"inputs/{k}": tuple(x.shape) for k, x in inputs.items()}
+    wanted |= {f"outputs/{k}": (-1, *shape) for k, (shape, _) in outputs.items()}
+    for name, shape in wanted.items():
+        try:
+            found = tuple(group[name].shape)
+        except Exception:  # deleted, or its metadata unreadable
+            found = None
+        if (
+            found is None
+            or (shape[0] != -1 and found != shape)
+            or (shape[0] == -1 and found[1:] != shape[1:])
+        ):
+            raise ValueError(
+                f"The sweep store {str(path)!r} has lost its array {name!r} (deleted "
+                "or damaged): its chunks cannot be computed into it; remove the "
+                "store directory to run the sweep again."
+            )
 
 
 def _fill(dtype) -> Any:

@@ -143,7 +143,16 @@ def open_store(
     altered on disk (rerun the sweep to recompute them), the chunks never
     computed of an incomplete store, and naming corrupted metadata.
     """
-    group = open_root(import_zarr(), Path(path), "r")
+    path = Path(path)
+    if not (path / "zarr.json").is_file():
+        inside = path / "sweep.zarr"
+        hint = (
+            f": the command line's output directory holds its store in {str(inside)!r}"
+            if (inside / "zarr.json").is_file()
+            else " (a store is a directory with a zarr.json)"
+        )
+        raise ValueError(f"{str(path)!r} is not a sweep store{hint}.")
+    group = open_root(import_zarr(), path, "r")
     manifest = group.attrs.get(MANIFEST)
     if manifest is None:
         return group

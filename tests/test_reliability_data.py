@@ -718,7 +718,7 @@ def test_simulate_sweep_refuses_a_resume_after_the_lagrangian_was_edited(tmp_pat
     q0 = np.zeros((4, 1))
     jl.simulate_sweep(make(before), q0, np.zeros(1), **kwargs)
     jl.simulate_sweep(make(before), q0, np.zeros(1), **kwargs)  # the same: resumed
-    message = r"holds a different sweep \(it differs in: code\)"
+    message = r"holds a different sweep \(it differs in: code, physics\)"
     with pytest.raises(ValueError, match=message):
         jl.simulate_sweep(make(after), q0, np.zeros(1), **kwargs)
     # A module-level constant the Lagrangian reads is part of its code.
@@ -762,3 +762,39 @@ def test_a_hidden_sibling_of_the_output_is_left_alone(tmp_path, capsys):
     assert main(["run", str(config), "--out", str(out), "--quiet", "--no-plots"]) == 0
     assert (old / "notes.txt").read_text() == "mine"
     assert not (out / "notes.txt").exists()
+
+
+def test_a_store_that_lost_an_array_is_refused_before_anything_is_rewritten(
+    tmp_path, capsys
+):
+    # Before, the resume marked every chunk bad, rewrote the manifest with none
+    # completed, then failed with KeyError: 'outputs/energy', for good.
+    import shutil
+
+    config = tmp_path / "sweep.toml"
+    config.write_text(
+        '[system]\nname = "pendulum"\n[simulate]\nt1 = 0.5\nsaves = 2\n'
+        "[sweep]\nchunk_size = 2\n[sweep.axes]\n"
+        '"q[0]" = { min = 0.1, max = 0.4, num = 4 }\n'
+    )
+    out = tmp_path / "out"
+    command = ["sweep", str(config), "--out", str(out), "--quiet", "--no-plots"]
+    assert main(command) == 0
+    store = out / "sweep.zarr"
+    manifest = json.loads((store / "zarr.json").read_text())["attributes"]
+    shutil.rmtree(store / "outputs" / "energy")
+    assert main(command) == 1
+    err = capsys.readouterr().err
+    assert "has lost its array 'outputs/energy'" in err and err.count("\n") == 1
+    assert json.loads((store / "zarr.json").read_text())["attributes"] == manifest
+
+
+def test_open_store_on_the_output_directory_points_to_the_store(tmp_path):
+    (tmp_path / "out" / "sweep.zarr").mkdir(parents=True)
+    (tmp_path / "out" / "sweep.zarr" / "zarr.json").write_text("{}")
+    with pytest.raises(
+        ValueError, match=r"is not a sweep store: the command line's output"
+    ):
+        jl.open_store(tmp_path / "out")
+    with pytest.raises(ValueError, match=r"is not a sweep store \(a store is a"):
+        jl.open_store(tmp_path)

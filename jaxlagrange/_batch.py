@@ -403,15 +403,45 @@ def simulate_batch(
             traj = sharded_map(
                 fn, batched, shared, size, devices, kernel(static_options)
             )
+            traj = _collapsed_again(traj, batched, shared, deferred, system, devices)
         else:
             try:
                 traj = sharded_map(
                     fn, batched, shared, size, devices, kernel(static_options)
                 )
+                traj = _collapsed_again(
+                    traj, batched, shared, deferred, system, devices
+                )
             except UnsupportedPrimitiveError:
                 out = sharded_map(deferred, batched, shared, size, devices)
                 traj = _named(out, batched, system)
     return _raise_if_failed(traj) if throw else traj
+
+
+_COLLAPSED = int(code_of(RESULTS.step_size_collapsed))
+
+
+def _collapsed_again(traj, batched, shared, deferred, system, devices) -> Trajectory:
+    """The kernel's members whose step collapsed, solved again on the vmap path.
+
+    The kernel names a singular mass matrix or redundant constraints where one
+    of its stages met them; a solution that runs into a singular M (M → 0 as
+    q → q*) collapses its step just short of it, where no stage sees M singular
+    yet. The vmap path's diagnosis names such a cause from the dynamics along the
+    failed step: those members (few, after a failure only) are solved again
+    there, and their rows and codes are the vmap path's, as `backend` promises.
+    Eagerly only: under the caller's `jit` the kernel's codes stand.
+    """
+    codes = code_of(traj.result)
+    if isinstance(codes, jax.core.Tracer):
+        return traj
+    index = np.flatnonzero(np.asarray(codes) == _COLLAPSED)
+    if index.size == 0:
+        return traj
+    rows = jax.tree.map(lambda x: jnp.asarray(x)[index], batched)
+    out = sharded_map(deferred, rows, shared, index.size, devices)
+    again = _named(out, rows, system)
+    return jax.tree.map(lambda a, b: jnp.asarray(a).at[index].set(b), traj, again)
 
 
 def _member_system(system: LagrangianSystem, params) -> LagrangianSystem:

@@ -13,7 +13,9 @@ import numpy as np
 from ._batch import sharded_map
 from ._custom_types import Array
 from ._progress import progress_bar
+from ._results import code_of
 from ._store import ChunkedStore, open_store
+from ._trajectory import RESULTS
 
 
 def _barrier(name: str) -> None:
@@ -169,6 +171,8 @@ def sweep(
             else:
                 out = sharded_map(_apply, batched, fn, chunk_size, devices, kernel)
             out = {k: np.asarray(v)[: stop - start] for k, v in out.items()}
+            if kernel is not None and deferring is not None:
+                out = _collapsed_again(out, batched, fn, deferring, devices)
             chunked.write(chunk, out)
             bar.update()
         chunked.finish()
@@ -177,6 +181,22 @@ def sweep(
         chunked.close()
     _barrier("jaxlagrange.sweep.close")
     return open_store(store)
+
+
+def _collapsed_again(out, batched, fn, deferring, devices):
+    """The kernel's members whose step collapsed, computed again on the vmap path,
+    whose diagnosis names the cause (`_batch._collapsed_again`)."""
+    collapsed = int(code_of(RESULTS.step_size_collapsed))
+    index = np.flatnonzero(out["result"] == collapsed)
+    if index.size == 0:
+        return out
+    rows = {k: v[index] for k, v in batched.items()}
+    again = sharded_map(_apply, rows, deferring, index.size, devices)
+    again = fn.named(*again, rows)
+    out = {k: v.copy() for k, v in out.items()}
+    for k, v in again.items():
+        out[k][index] = np.asarray(v)
+    return out
 
 
 def dtype_of(x) -> np.dtype:

@@ -294,6 +294,36 @@ def test_result_codes_per_member():
         )
 
 
+def test_a_mass_matrix_that_vanishes_on_the_way_is_named_as_on_vmap(tmp_path):
+    # M = 1 − q₀ reaches 0 at t = 1/3 from q₀ = 0.5, q̇₀ = 1: the step collapses
+    # just short of it, where no stage sees M singular. The kernel said
+    # step_size_collapsed there; such members are solved again on the vmap path,
+    # whose diagnosis names the singular mass matrix, in batches and sweeps.
+    system = jl.LagrangianSystem(
+        lambda q, qd, t: 0.5 * (1.0 - q[0]) * qd[0] ** 2 + 0.5 * qd[1] ** 2
+    )
+    q0 = jnp.array([[0.5, 0.0], [0.0, 0.0]])
+    qd0 = jnp.array([[1.0, 0.0], [0.0, 0.0]])
+    kernel, vmap = (
+        jl.simulate_batch(system, q0, qd0, t1=2.0, throw=False, backend=b, block_size=4)
+        for b in ("kernel", "vmap")
+    )
+    names = ["singular_mass_matrix", "successful"]
+    assert list(jl.result_name(kernel)) == list(jl.result_name(vmap)) == names
+    np.testing.assert_allclose(kernel.t_final, [1 / 3, 2.0], rtol=1e-6)
+    store = jl.simulate_sweep(
+        system,
+        np.asarray(q0),
+        np.asarray(qd0),
+        store=tmp_path / "s.zarr",
+        progress=False,
+        backend="kernel",
+        block_size=4,
+        t1=2.0,
+    )
+    assert list(jl.result_name(store["outputs/result"][:])) == names
+
+
 # Gradients, float32, the backends.
 
 

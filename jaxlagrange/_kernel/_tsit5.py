@@ -21,7 +21,8 @@ Failures are per lane and leave the other lanes alone: a non-finite initial
 state, `max_steps` reached, and a step size that collapses (to 16 ulp of the
 time span) after non-finite stages, reported as a singular mass matrix or
 redundant constraints when a stage flagged them, else as a non-finite state
-(or a collapsed step when every state was finite).
+(or a collapsed step when every state was finite: `simulate_batch` and sweeps
+solve such members again on the vmap path, whose diagnosis names the cause).
 
 All memory is 1-D, read and written in (block,) slices at offsets computed from
 the program id, so the kernel lowers to Triton (power-of-two blocks) as well as

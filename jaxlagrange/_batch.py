@@ -3,6 +3,7 @@
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -124,6 +125,8 @@ def _run(batched_dyn, shared_dyn, *, fn, static, mesh, pad, gather, kernel=None)
 def _local(dyn, fn, static, kernel=None):
     """The vmapped `fn` on one device's share of the batch (or `kernel`'s)."""
     if kernel is not None:
+        if _forward_mode(fn):
+            return _kernel_forward(dyn, fn=fn, static=static, kernel=kernel)
         return _kernel_local(dyn, fn, static, kernel)
     (batched_dyn, shared_dyn), (batched_static, shared_static) = dyn, static
     batched = eqx.combine(batched_dyn, batched_static)
@@ -152,6 +155,30 @@ def _kernel_local_bwd(residuals, cotangents, perturbed, dyn, fn, static, kernel)
     del residuals, perturbed
     out = jax.eval_shape(lambda: _kernel_local.fn(dyn, fn, static, kernel))
     return _member_vjp(out, cotangents, dyn, fn, static, lambda tree: tree)
+
+
+def _forward_mode(fn) -> bool:
+    """Whether the batch's `simulate` options ask for `diffrax.ForwardMode`."""
+    options = dict(getattr(fn, "static_options", ()))
+    return isinstance(options.get("adjoint"), diffrax.ForwardMode)
+
+
+# With `adjoint=diffrax.ForwardMode()` (as on the vmap path, which is then
+# differentiable in forward mode only): the kernel's forward pass, and the
+# tangents of the vmapped `fn`.
+@eqx.filter_custom_jvp
+def _kernel_forward(dyn, *, fn, static, kernel):
+    return _kernel_local.fn(dyn, fn, static, kernel)
+
+
+@_kernel_forward.def_jvp
+def _kernel_forward_jvp(primals, tangents, *, fn, static, kernel):
+    (dyn,), (tangent,) = primals, tangents
+    out = _kernel_local.fn(dyn, fn, static, kernel)
+    _, out_tangent = eqx.filter_jvp(
+        lambda dyn: _local(dyn, fn, static), (dyn,), (tangent,)
+    )
+    return out, out_tangent
 
 
 def _local_vjp(dyn, cotangents, fn, static):
@@ -333,8 +360,9 @@ def simulate_batch(
         forces, dissipation, time dependence and params, with the default solver
         (Tsit5) and step-size control, or `diffrax.ConstantStepSize()` with
         `dt0`; save times are hit by clipping steps to them. Anything else is a
-        `ValueError` with `backend="kernel"`. Gradients through the kernel are
-        computed on the vmap path (reverse mode only).
+        `ValueError` with `backend="kernel"`. Derivatives through the kernel are
+        computed on the vmap path: reverse mode, and with
+        `adjoint=diffrax.ForwardMode()` on one device, forward mode.
     - `block_size`: members per kernel program, a power of two (default 128);
         the vmap path does not use it.
     - `**simulate_options`: the keyword options of `simulate` (`t1`, `saveat`,

@@ -798,3 +798,34 @@ def test_open_store_on_the_output_directory_points_to_the_store(tmp_path):
         jl.open_store(tmp_path / "out")
     with pytest.raises(ValueError, match=r"is not a sweep store \(a store is a"):
         jl.open_store(tmp_path)
+
+
+def test_a_ctrl_c_that_python_swallowed_stops_the_outputs(tmp_path):
+    # A KeyboardInterrupt raised in a garbage-collection callback (JAX's, during
+    # a trace) is "ignored" by Python: the run went on and wrote its outputs,
+    # exit 0. The command line's SIGINT handler also sets a flag, which the
+    # writing of the outputs checks.
+    import gc
+    import signal
+
+    from jaxlagrange._cli import _output
+
+    fired = []
+
+    def callback(phase, info):
+        if phase == "start" and not fired:
+            fired.append(True)
+            os.kill(os.getpid(), signal.SIGINT)
+            sum(range(10))  # the handler runs here, inside the callback
+
+    with _output.interrupts_kept():
+        gc.callbacks.append(callback)
+        try:
+            gc.collect()
+        finally:
+            gc.callbacks.remove(callback)
+        assert fired
+        with pytest.raises(KeyboardInterrupt):
+            _output.write_output_set(tmp_path / "out", {"a.txt": b"a"})
+    assert not (tmp_path / "out" / "a.txt").exists()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

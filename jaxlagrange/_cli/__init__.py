@@ -41,6 +41,7 @@ from ._output import (
     CLIError as CLIError,
     atomic_write as atomic_write,
     current_umask as current_umask,
+    interrupts_kept,
     json_bytes as json_bytes,
     npz_bytes as npz_bytes,
     output_dir as output_dir,
@@ -119,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_cache:
         compilation_cache()
     try:
-        return args.handler(args)
+        with interrupts_kept():
+            return args.handler(args)
     except KeyboardInterrupt:
         print("jaxlagrange: interrupted", file=sys.stderr)
         return 130

@@ -8,7 +8,10 @@ import json
 import math
 import os
 import shutil
+import signal
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -19,6 +22,47 @@ import numpy as np
 
 class CLIError(Exception):
     """A user error of the command line; its message is printed as one line."""
+
+
+_INTERRUPTED = threading.Event()
+
+
+@contextlib.contextmanager
+def interrupts_kept() -> Iterator[None]:
+    """Ctrl-C that Python swallowed is not forgotten.
+
+    A KeyboardInterrupt raised while Python runs a garbage-collection callback
+    (JAX's, during a trace) is printed as "Exception ignored" and lost: the run
+    went on and wrote its outputs. Here SIGINT also sets a flag, which
+    `write_output_set` checks before it writes anything, and the swallowed
+    KeyboardInterrupt is not printed. (Main thread only; elsewhere a no-op.)
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _INTERRUPTED.clear()
+
+    def handler(signum, frame):
+        _INTERRUPTED.set()
+        raise KeyboardInterrupt
+
+    def hook(unraisable):
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+            previous_hook(unraisable)
+
+    previous, previous_hook = signal.signal(signal.SIGINT, handler), sys.unraisablehook
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        sys.unraisablehook = previous_hook
+
+
+def raise_if_interrupted() -> None:
+    """Raise the KeyboardInterrupt of a Ctrl-C that Python swallowed."""
+    if _INTERRUPTED.is_set():
+        raise KeyboardInterrupt
 
 
 def atomic_write(path: str | Path, data: bytes) -> None:
@@ -141,6 +185,7 @@ def write_output_set(directory: str | Path, files: Mapping[str, bytes]) -> Path:
     folder, which the next run into the directory finishes first. Concurrent
     runs each write a whole set, and the last to commit wins.
     """
+    raise_if_interrupted()
     directory = output_dir(directory)
     with _locked(directory):
         _finish_interrupted(directory)
@@ -154,6 +199,7 @@ def write_output_set(directory: str | Path, files: Mapping[str, bytes]) -> Path:
             _write_synced(staging / name, data)
         summary = files.get("summary.json")
         listed = set(_listed(summary)) | set(files)
+        raise_if_interrupted()
         with _locked(directory):
             _finish_interrupted(directory)
             previous = _read(directory / "summary.json")

@@ -129,6 +129,8 @@ class ChunkedStore:
         try:
             self._setup(size, chunk_size, inputs, outputs, attrs, writer)
         except BaseException:
+            if self._lock is not None:  # refused: leave no lock file behind
+                self._lock_file.unlink(missing_ok=True)
             self.close()
             raise
 
@@ -176,7 +178,7 @@ class ChunkedStore:
                     self.manifest.pop("complete", None)
                     self._write_manifest()
             return
-        if self.path.exists() and any(self.path.iterdir()):
+        if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
             raise ValueError(
                 f"{str(self.path)!r} exists and is not a sweep store; remove it or "
                 "choose another output directory."

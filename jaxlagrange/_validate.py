@@ -109,7 +109,7 @@ def _address_space_limit() -> int | None:
     return None if soft == resource.RLIM_INFINITY or soft < 0 else int(soft)
 
 
-def _memory_limits() -> list[tuple[int, str]]:
+def memory_limits() -> list[tuple[int, str]]:
     """The limits on this process's memory in bytes, each with what sets it."""
     limits = [
         (_address_space_limit(), "the process's address-space limit (ulimit -v)"),
@@ -123,7 +123,7 @@ def memory_limit() -> int | None:
     """The most memory this process may use, in bytes: the smallest of its
     address-space limit (RLIMIT_AS), its cgroup's memory limit and the physical
     memory (None where none is known)."""
-    limits = _memory_limits()
+    limits = memory_limits()
     return min(value for value, _ in limits) if limits else None
 
 
@@ -135,7 +135,7 @@ def check_output_size(saves: int, n: int, constraints: int, dtype) -> None:
     """
     itemsize = jnp.dtype(dtype).itemsize
     needed = saves * (2 * n + constraints + 1) * itemsize
-    limits = _memory_limits()
+    limits = memory_limits()
     limit = min(limits) if limits else None
     if saves >= 2**31 or (limit is not None and needed > limit[0]):
         have = (

@@ -829,3 +829,34 @@ def test_a_ctrl_c_that_python_swallowed_stops_the_outputs(tmp_path):
             _output.write_output_set(tmp_path / "out", {"a.txt": b"a"})
     assert not (tmp_path / "out" / "a.txt").exists()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_small_user_errors_name_what_is_wrong(tmp_path, capsys):
+    # A config with a byte-order mark runs; a grid too large for memory names
+    # [sweep.axes]; a file in the store's place is named (each gave a bare
+    # Python error before), and a refused sweep leaves no lock file.
+    bom = tmp_path / "bom.toml"
+    bom.write_bytes(b"\xef\xbb\xbf" + b'[system]\nname = "pendulum"\n')
+    command = ["run", str(bom), "--out", str(tmp_path / "o"), "--quiet", "--no-plots"]
+    assert main(command) == 0
+    huge = tmp_path / "huge.toml"
+    huge.write_text(
+        '[system]\nname = "pendulum"\n[sweep.axes]\n'
+        '"q[0]" = { min = 0.0, max = 1.0, num = 100000 }\n'
+        '"qd[0]" = { min = 0.0, max = 1.0, num = 100000 }\n'
+    )
+    assert main(["sweep", str(huge), "--out", str(tmp_path / "h"), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "[sweep.axes] 10000000000 members would need" in err
+    out = tmp_path / "f"
+    out.mkdir()
+    (out / "sweep.zarr").write_text("x")
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(
+        '[system]\nname = "pendulum"\n[sweep.axes]\n'
+        '"q[0]" = { min = 0.0, max = 1.0, num = 2 }\n'
+    )
+    assert main(["sweep", str(sweep), "--out", str(out), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "sweep.zarr' exists and is not a sweep store" in err
+    assert sorted(p.name for p in out.iterdir()) == ["sweep.zarr"]

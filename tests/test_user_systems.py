@@ -147,6 +147,13 @@ def test_sweep_and_fit_from_a_user_file(tmp_path, capsys):
             'file = "bad.py"\nfunction = "nope"',
             r"function 'nope': no such function",
         ),
+        (
+            "import jaxlagrange as jl\ncoordinates = 5\n"
+            "def make():\n"
+            "    return jl.LagrangianSystem(lambda q, qd, t: 0.5 * qd @ qd)\n",
+            'file = "bad.py"',
+            r"`coordinates` must be a list of labels, one per coordinate, got 5",
+        ),
         (None, 'name = "pendulum"\nfile = "x.py"', r"needs exactly one of `name`"),
         (None, "params = { k = 1.0 }", r"needs exactly one of `name`"),
         (

@@ -117,7 +117,8 @@ def load(
     else:
         source = str(path)
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            # utf-8-sig: a byte-order mark (some Windows editors save one) is not TOML.
+            text = Path(path).read_text(encoding="utf-8-sig")
         except FileNotFoundError:
             raise ConfigError(f"{source}: no such config file") from None
         except IsADirectoryError:

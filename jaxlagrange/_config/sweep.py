@@ -73,6 +73,25 @@ def _check_domain(config, ready, name: str, axis, where: str) -> None:
             ) from None
 
 
+def _check_members(source: str, size: int, ready) -> None:
+    """Refuse a sweep whose members' initial states alone cannot fit in memory
+    (the grid and the states are made in memory, the outputs go to the store)."""
+    from .._validate import memory_limits
+
+    # Per member: q0, qd0, and a value per axis (at most one per coordinate and
+    # param), 8 bytes each; twice, for the copies made on the way.
+    needed = 2 * size * 8 * (4 * ready.q0.shape[0] + 8)
+    limits = memory_limits()
+    if limits and needed > min(limits)[0]:
+        have = min(limits)
+        raise ConfigError(
+            f"{source}: [sweep.axes] {size} members would need "
+            f"{needed / 2**30:.1f} GiB for their initial states alone, more than "
+            f"{have[1]} of {have[0] / 2**30:.1f} GiB: sweep fewer members (or "
+            "split the sweep)"
+        )
+
+
 def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]:
     """The sampled values of each axis of a checked sweep config.
 
@@ -134,6 +153,7 @@ def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]
                 f"{source}: [sweep] size is for random sampling; a grid's size is the "
                 "product of its axes' num"
             )
+        _check_members(source, int(np.prod([a["num"] for a in axes.values()])), ready)
         grids = np.meshgrid(
             *(np.linspace(a["min"], a["max"], a["num"]) for a in axes.values()),
             indexing="ij",
@@ -142,6 +162,7 @@ def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]
         return {name: g.ravel() for name, g in zip(axes, grids, strict=True)}, shape
     if size is None:
         raise ConfigError(f"{source}: [sweep] size is required for random sampling")
+    _check_members(source, size, ready)
     rng = np.random.default_rng(section["seed"])
     values = {name: rng.uniform(a["min"], a["max"], size) for name, a in axes.items()}
     return values, (size,)

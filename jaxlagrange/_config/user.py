@@ -27,7 +27,7 @@ such function, the function raising or returning something else) is one
 import importlib.util
 import inspect
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -230,6 +230,11 @@ def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
     labels = getattr(module, "coordinates", None) or coordinates
     if labels is None:
         labels = tuple(f"q{i}" for i in range(n))
+    if isinstance(labels, (str, bytes)) or not isinstance(labels, Iterable):
+        raise ConfigError(
+            f"{where}: `coordinates` must be a list of labels, one per coordinate, "
+            f"got {labels!r}"
+        )
     labels = tuple(str(x) for x in labels)
     if len(labels) != n:
         raise ConfigError(

@@ -154,6 +154,14 @@ def test_sweep_and_fit_from_a_user_file(tmp_path, capsys):
             'file = "bad.py"',
             r"`coordinates` must be a list of labels, one per coordinate, got 5",
         ),
+        (
+            "import jaxlagrange as jl\n"
+            "def make():\n"
+            "    return jl.LagrangianSystem(lambda q, qd, t: 0.5 * qd * qd)\n",
+            'file = "bad.py"',
+            r"file 'bad.py', function 'make': the system it returns: ValueError: "
+            r"`lagrangian` must return a scalar",
+        ),
         (None, 'name = "pendulum"\nfile = "x.py"', r"needs exactly one of `name`"),
         (None, "params = { k = 1.0 }", r"needs exactly one of `name`"),
         (

@@ -95,15 +95,17 @@ def _check_positions(positions, params, q0, where: str, file: str) -> None:
         )
 
 
-def _check_coordinates(system, q0, qd0, where: str, file: str) -> None:
+def _check_coordinates(system, q0, qd0, where: str, file: str, made: str) -> None:
     """That the system's functions fit q0's n coordinates.
 
     JAX clamps an index past the end of an array, so a Lagrangian that reads
     q[1] of a 1-vector runs with wrong physics: its functions are evaluated at
     (q0, qd0) with JAX's index checks. And a coordinate the Lagrangian does not
     depend on at all (its row of the mass matrix and its derivatives zero at q0
-    and at a second state) means n is larger than the system's. Errors raised
-    by the functions themselves are left to the run, which names them.
+    and at a second state) means n is larger than the system's. A function
+    whose output has the wrong shape (a non-scalar L) is named with `made`, the
+    file and function that made the system; other errors raised by the functions
+    themselves are left to the run, which names them.
     """
     from jax.experimental import checkify
 
@@ -136,6 +138,8 @@ def _check_coordinates(system, q0, qd0, where: str, file: str) -> None:
             checkify.checkify(check, errors=checkify.index_checks)
         )(q0, qd0)
         message = error.get()
+    except ValueError as e:  # a wrong output shape or dtype, named by `_system`
+        raise ConfigError(f"{made}: the system it returns: {_one_line(e)}") from None
     except Exception:
         return
     if message:
@@ -226,7 +230,7 @@ def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
         else f"the initial state of {function}() gives"
     )
     fits = f"{source}: {origin} {n} coordinate(s)"
-    _check_coordinates(system, q0, qd0, fits, section["file"])
+    _check_coordinates(system, q0, qd0, fits, section["file"], where)
     labels = getattr(module, "coordinates", None) or coordinates
     if labels is None:
         labels = tuple(f"q{i}" for i in range(n))

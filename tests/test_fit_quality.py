@@ -63,6 +63,8 @@ def test_hoop_recovered_from_several_starts(hoop_data):
         ([{"w": 5.0}], r"starts\[0\]` names unknown params \['w'\]"),
         ([], "non-empty list"),
         ("omega", "non-empty list"),
+        # A fixed param's starting values would silently replace its value.
+        ({"g": [5.0]}, r"starting values for \['g'\], which `trainable`"),
     ],
 )
 def test_bad_starts_are_named(hoop_data, starts, match):

@@ -9,7 +9,7 @@ the residuals; the solve loops and the covariance are in `_solvers.py`.
 
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -230,7 +230,8 @@ def fit(
         differs from `system.params`, unknown names in `trainable`/`positive`,
         positive params that are not > 0, a bad `segments`.
     - `ValueError` for a `continuity_weight` that is negative or not finite, and
-        for bad `starts`.
+        for bad `starts` (also starting values for a param that `trainable`
+        holds fixed).
     - `ValueError`, before anything is compiled, for params with a non-finite
         value, integer params named in `trainable`, and data whose number of
         coordinates does not fit the system (its mass matrix is singular there).
@@ -250,10 +251,21 @@ def fit(
     ```
     """
     if starts is not None:
+        begins = start_params(starts, check_params(system, params))
+        if isinstance(starts, Mapping) and isinstance(
+            trainable, (set, frozenset, list, tuple)
+        ):
+            held = sorted(set(starts) - set(trainable))
+            if held:
+                raise ValueError(
+                    f"`starts` gives starting values for {held}, which "
+                    f"`trainable` ({sorted(trainable)}) holds fixed: train them, "
+                    "or set their value in `params`."
+                )
         return _best_of(
             system,
             data,
-            start_params(starts, check_params(system, params)),
+            begins,
             dict(
                 optimizer=optimizer,
                 steps=steps,

@@ -248,8 +248,12 @@ def test_a_sweep_is_not_resumed_with_other_physics(tmp_path, capsys, monkeypatch
     assert _cli.main(command) == 0
     capsys.readouterr()
     # The same sweep from another directory is the same sweep.
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["members_computed"] == 4
     monkeypatch.chdir(tmp_path)
     assert _cli.main(["sweep", "sweep.toml", "--out", "out", "--quiet"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["members_computed"] == 0 and summary["members_per_s"] == 0
     (tmp_path / "coef.json").write_text('{"c": 4.0}')
     assert _cli.main(command) == 1
     err = capsys.readouterr().err

@@ -123,6 +123,7 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
         f"{' x '.join(map(str, grid_shape))}) on {device_name(devices)}, "
         f"t = {kwargs['t0']} .. {kwargs['t1']} -> {store}",
     )
+    done_before = _members_done(store, size)
     start = time.perf_counter()
     try:
         # Members run with throw=False (failures are result codes in the store);
@@ -180,6 +181,8 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
         "command": "sweep",
         "system": ready.name,
         "members": size,
+        # Those this run computed (the rest were in the store already).
+        "members_computed": size - done_before,
         "sampling": section["sampling"],
         "grid_shape": list(grid_shape),
         "axes": {
@@ -192,7 +195,7 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
         "first_failed": [int(i) for i in np.flatnonzero(failed)[:10]],
         "store": str(store),
         "wall_time_s": wall,
-        "members_per_s": size / wall,
+        "members_per_s": (size - done_before) / wall,
         "devices": len(devices),
         "device": devices[0].platform,
         "config": config["source"],
@@ -210,9 +213,30 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
     write_output_set(out, files)
     say(
         args,
-        f"{size} members in {wall:.1f} s, {int(failed.sum())} failed; wrote {out}/",
+        f"{size} members ({_computed(size, done_before)}) in {wall:.1f} s, "
+        f"{int(failed.sum())} failed; wrote {out}/",
     )
     return 0
+
+
+def _members_done(store: Path, size: int) -> int:
+    """How many members a store holds already (0 without one)."""
+    try:
+        attrs = json.loads((store / "zarr.json").read_text())["attributes"]
+        manifest = attrs["manifest"]
+        chunk_size = int(manifest["chunk_size"])
+        done = manifest["completed"]
+        return sum(min(chunk_size, size - c * chunk_size) for c in done)
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+
+
+def _computed(size: int, before: int) -> str:
+    if before == 0:
+        return "all computed"
+    if before >= size:
+        return "all in the store already"
+    return f"{size - before} computed, {before} in the store already"
 
 
 def _check_physics(store: Path, current: dict) -> None:

@@ -860,3 +860,16 @@ def test_small_user_errors_name_what_is_wrong(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "sweep.zarr' exists and is not a sweep store" in err
     assert sorted(p.name for p in out.iterdir()) == ["sweep.zarr"]
+
+
+def test_a_cache_that_cannot_be_made_is_named(cache_env, tmp_path, capsys):
+    # JAXLAGRANGE_CACHE_DIR below a file: the run goes on without the cache,
+    # and says so (it went on silently).
+    from jaxlagrange._cli._common import cache_directory
+
+    (tmp_path / "afile").write_text("")
+    cache_env.setenv("JAXLAGRANGE_CACHE_DIR", str(tmp_path / "afile" / "sub"))
+    assert cache_directory() is None
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "not using the compilation cache" in err and "cannot be created" in err

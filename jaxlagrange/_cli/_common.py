@@ -54,6 +54,7 @@ def cache_directory() -> Path | None:
     directory = os.environ.get("JAXLAGRANGE_CACHE_DIR")
     if directory is None:
         directory = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    chosen = directory is not None
     if directory is None:
         home = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
         directory = os.path.join(home, "jaxlagrange", "xla")
@@ -64,8 +65,17 @@ def cache_directory() -> Path | None:
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.mkdir(mode=0o700)
-    except OSError:
-        return None  # a cache is an optimization: never fail a run for it
+    except OSError as e:
+        # A cache is an optimization: never fail a run for it, but say so when
+        # the user chose the directory.
+        if chosen:
+            print(
+                f"jaxlagrange: warning: not using the compilation cache "
+                f"{str(path)!r}: it cannot be created ({e.strerror})",
+                file=sys.stderr,
+                flush=True,
+            )
+        return None
     problem = _unsafe_cache(path)
     if problem is not None:
         print(

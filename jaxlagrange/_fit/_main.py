@@ -70,7 +70,10 @@ class FitResult(eqx.Module):
         the point each step evaluated (the first step evaluates the starting guess;
         a later one a trial point, which Levenberg–Marquardt keeps only if it
         lowers the loss), shape (`steps` that ran,).
-    - `loss`: the loss at the fitted params (and states).
+    - `loss`: the loss at the fitted params (and states): χ²/N, the mean of the
+        N squared weighted residuals (not half of it), so that σ̂² below is
+        loss·N/(N − P); for the half-mean ½χ²/N of some least-squares codes it
+        reads 2·loss·N/(N − P), the same estimate.
     - `q0`, `qd0`: the initial state of each observed trajectory (fitted with
         `fit_initial_state=True`, else the data's); arrays of shape (n,) for one
         `Observations`, lists of them for a sequence.

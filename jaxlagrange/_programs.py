@@ -7,8 +7,9 @@ needs to compute the cache key: 0.6 s of CPU for the default `run`, 2.4 s for
 calls routed through `call` (or `lower`) are kept as serialized
 `jax.export.Exported` programs, keyed by everything that determines them:
 
-- `context`, the command line's description of the run (the resolved config and
-  the source of the user's system file);
+- `context`, the command line's description of the run (the resolved config,
+  the source of the user's system file and local modules, and what the
+  system's functions compute, `_sweep_identity.physics_digest`);
 - the program's name and code, and the static (non-array) part of its
   arguments, with object addresses removed from their text (the values the
   program closes over are the caller's to put in the name or the context);

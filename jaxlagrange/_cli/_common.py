@@ -174,8 +174,8 @@ def kept_programs(config: Mapping[str, Any] | None, ready=None):
             from .._sweep_identity import physics_digest
 
             context += physics_digest(ready.system, ready.q0.shape[0], ready.q0.dtype)
-    except (OSError, ValueError, KeyError):
-        return keep(None, "")  # a source that cannot be read: trace as usual
+    except Exception:  # a source or a system that cannot be read: trace as usual
+        return keep(None, "")
     return keep(Path(directory), context)
 
 

@@ -52,7 +52,8 @@ class VariationalMidpoint(eqx.Module):
     - `order`: 2 (the midpoint rule) or 4 (its symmetric triple-jump composition,
         three midpoint steps of h/(2 − 2^⅓), −2^⅓ h/(2 − 2^⅓), h/(2 − 2^⅓)).
     - `rtol`, `atol`: each Newton solve stops at the first update below
-        atol + rtol × scale: the positions' update against |q₁| component by
+        atol + rtol × scale (default: 1e-12 in float64, 1e-5 in float32, which
+        cannot reach 1e-12): the positions' update against |q₁| component by
         component, the constraint impulse's against the largest momentum (the
         multipliers' roundoff grows with the momenta, so an absolute test on them
         could never pass). That last update is applied, and Newton converges
@@ -73,8 +74,8 @@ class VariationalMidpoint(eqx.Module):
     """
 
     order: int = eqx.field(static=True, default=2)
-    rtol: float = eqx.field(static=True, default=1e-12)
-    atol: float = eqx.field(static=True, default=1e-12)
+    rtol: float | None = eqx.field(static=True, default=None)
+    atol: float | None = eqx.field(static=True, default=None)
     max_iterations: int = eqx.field(static=True, default=20)
 
     def __check_init__(self):
@@ -82,12 +83,23 @@ class VariationalMidpoint(eqx.Module):
             raise ValueError(f"`order` must be 2 or 4, got {self.order!r}.")
         for name in ("rtol", "atol"):
             value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and value > 0):
+            if value is not None and not (
+                isinstance(value, (int, float)) and value > 0
+            ):
                 raise ValueError(f"`{name}` must be a positive number, got {value!r}.")
         if not (isinstance(self.max_iterations, int) and self.max_iterations > 0):
             raise ValueError(
                 f"`max_iterations` must be a positive int, got {self.max_iterations!r}."
             )
+
+    def tolerances(self, dtype) -> tuple[float, float]:
+        """(rtol, atol) for states of `dtype`: the given ones, else the default
+        of its precision (1e-12 in float64, 1e-5 below)."""
+        default = 1e-12 if jnp.finfo(dtype).bits >= 64 else 1e-5
+        return (
+            default if self.rtol is None else self.rtol,
+            default if self.atol is None else self.atol,
+        )
 
     @property
     def substeps(self) -> tuple[float, ...]:
@@ -156,13 +168,15 @@ def _holonomic_jacobian(system: LagrangianSystem, q, t):
 
 
 def _below(dx, x, solver: VariationalMidpoint):
-    return jnp.all(jnp.abs(dx) <= solver.atol + solver.rtol * jnp.abs(x))
+    rtol, atol = solver.tolerances(x.dtype)
+    return jnp.all(jnp.abs(dx) <= atol + rtol * jnp.abs(x))
 
 
 def _impulse_below(g, dnu, momentum, solver: VariationalMidpoint):
     """The constraint impulse's update Gᵀdν is small against the momenta."""
+    rtol, atol = solver.tolerances(momentum.dtype)
     scale = jnp.max(jnp.abs(momentum), initial=0.0)
-    return jnp.all(jnp.abs(g.T @ dnu) <= solver.atol + solver.rtol * scale)
+    return jnp.all(jnp.abs(g.T @ dnu) <= atol + rtol * scale)
 
 
 # The unknowns of the position solve are the discrete velocity v = (q₁ − q₀)/h
@@ -281,7 +295,7 @@ class _Carry(NamedTuple):
 
 
 def _variational_solve(
-    system: LagrangianSystem, q0, qd0, t0, t1, ts, solver, dt0, max_steps
+    system: LagrangianSystem, q0, qd0, t0, t1, ts, solver, dt0, max_steps, step_limit
 ):
     """(saved ts, q, qd, multipliers, t_final, num_steps, failure flags)."""
     n = q0.shape[0]
@@ -299,7 +313,10 @@ def _variational_solve(
     close = 64 * jnp.finfo(dtype).eps * jnp.maximum(jnp.abs(t0), jnp.abs(t1))
 
     def cond(carry: _Carry):
-        return (carry.index < num_saves) & ~carry.failed
+        # At most `step_limit` steps; a save time reached is still recorded.
+        target = ts[jnp.minimum(carry.index, num_saves - 1)]
+        room = (carry.steps < step_limit) | (target - carry.state.t <= close)
+        return (carry.index < num_saves) & ~carry.failed & room
 
     def body(carry: _Carry) -> _Carry:
         target = ts[jnp.minimum(carry.index, num_saves - 1)]
@@ -383,16 +400,16 @@ def variational_simulate(
     budget = max_steps + ts.shape[0] + 1
     bound = _step_bound(t0, t1, ts, dt0)
     budget = budget if bound is None else min(budget, bound)
-    return _variational_jit(system, q0, qd0, t0, t1, ts, solver, dt0, budget)
+    return _variational_jit(system, q0, qd0, t0, t1, ts, solver, dt0, budget, max_steps)
 
 
 @eqx.filter_jit
-def _variational_jit(system, q0, qd0, t0, t1, ts, solver, dt0, max_steps):
+def _variational_jit(system, q0, qd0, t0, t1, ts, solver, dt0, budget, max_steps):
     finite = jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(qd0))
     q0 = jnp.where(finite, q0, 0.0)
     qd0 = jnp.where(finite, qd0, 0.0)
     saved_ts, q, qd, multipliers, t_final, steps, not_converged, non_finite, ran_out = (
-        _variational_solve(system, q0, qd0, t0, t1, ts, solver, dt0, max_steps)
+        _variational_solve(system, q0, qd0, t0, t1, ts, solver, dt0, budget, max_steps)
     )
     result = RESULTS.where(ran_out, RESULTS.max_steps_reached, RESULTS.successful)
     result = RESULTS.where(not_converged, RESULTS.implicit_step_failed, result)

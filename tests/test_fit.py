@@ -425,3 +425,29 @@ def test_bad_inputs_named_before_compiling():
         jl.fit(system, data, trainable={"l2"})
     with pytest.raises(ValueError, match="`optimizer` must be an optax optimizer"):
         jl.fit(PENDULUM, data, optimizer="lm", trainable={"l"})
+
+
+def test_a_constrained_system_is_fitted_from_noisy_data():
+    # The Cartesian pendulum (x² + y² = l²): every piece starts on the circle,
+    # its start projected, so noisy data, several segments and a fitted initial
+    # state work (each ended in an error of the initial state off the manifold).
+    true, q0, qd0 = jl.systems.cartesian_pendulum({"l": 1.5, "g": 9.81})
+    ts = jnp.linspace(0.0, 2.0, 41)
+    traj = jl.simulate(true, q0, qd0, t1=2.0, saveat=ts, rtol=1e-11, atol=1e-11)
+    noise = np.random.default_rng(1).normal(0.0, 1e-3, traj.q.shape)
+    data = jl.Observations(ts, traj.q + noise, traj.qd, sigma=1e-3)
+    guess, _, _ = jl.systems.cartesian_pendulum({"l": 1.5, "g": 9.0})
+    result = jl.fit(
+        guess,
+        data,
+        trainable={"g"},
+        positive={"g"},
+        segments=2,
+        fit_initial_state=True,
+        rtol=1e-10,
+        atol=1e-10,
+    )
+    g, stderr = float(result.params["g"]), float(result.stderr["g"])
+    assert 0 < stderr < 0.05 and abs(g - 9.81) < 4 * stderr
+    q, qd = result.q0, result.qd0
+    assert abs(float(q @ q) - 1.5**2) < 1e-10 and abs(float(q @ qd)) < 1e-10

@@ -171,6 +171,40 @@ def test_constrained_steps_reach_t1_without_a_sliver(dt0, t1):
     assert abs(float(traj.q[-1] @ traj.q[-1]) - 1.0) < 1e-12
 
 
+def test_max_steps_counts_steps_only():
+    # The loop's iterations that record a save are not steps: max_steps = 5
+    # took 7 steps (and 106 with 100 save times) before.
+    for saveat in (None, jnp.linspace(0.9, 1.0, 100)):
+        traj = jl.simulate(
+            _pendulum(),
+            jnp.array([1.0]),
+            jnp.array([0.0]),
+            t1=1.0,
+            saveat=saveat,
+            dt0=0.01,
+            solver=MIDPOINT,
+            max_steps=5,
+            throw=False,
+        )
+        assert jl.result_name(traj) == "max_steps_reached"
+        assert int(traj.stats["num_steps"]) == 5
+        assert float(traj.t_final) == pytest.approx(0.05)
+
+
+def test_float32_states_take_float32_tolerances():
+    # The Newton tolerance follows the precision of the state (1e-5 in float32):
+    # at a fixed 1e-12 every float32 run stopped at its first step.
+    system, q0, qd0 = jl.systems.double_pendulum()
+    q0, qd0 = q0.astype(jnp.float32), qd0.astype(jnp.float32)
+    traj = jl.simulate(system, q0, qd0, t1=1.0, dt0=0.01, solver=MIDPOINT)
+    assert traj.q.dtype == jnp.float32
+    assert jl.result_name(traj) == "successful"
+    reference = jl.simulate(
+        system, q0.astype(float), qd0.astype(float), t1=1.0, dt0=0.01, solver=MIDPOINT
+    )
+    np.testing.assert_allclose(traj.q, reference.q, atol=1e-4)
+
+
 def test_gradients_match_finite_differences():
     q0 = jnp.array([np.pi / 2, np.pi / 2])
 

@@ -24,6 +24,7 @@ import jax.tree_util as jtu
 import numpy as np
 
 from .._custom_types import Array, Float, Params, ScalarLike
+from .._initial_state import project_initial_state
 from .._results import SUCCESSFUL, code_of
 from .._simulate import simulate, simulate_checked
 from .._system import LagrangianSystem, as_float, to_leaf
@@ -230,6 +231,14 @@ def _pieces(system, layout: _Layout, starts, options, diagnose: bool):
     holds no diagnosis, which a failed fit runs afterwards (`Problem.named_codes`).
     """
     q0s, qd0s = starts
+    constrained = system.holonomic is not None or system.nonholonomic is not None
+    if constrained:
+        # Each piece starts on the constraint manifold: a start (noisy data, a
+        # fitted unknown, the data's state for other params) is projected first.
+        onto = jax.vmap(project_initial_state, in_axes=(None, 0, 0, 0))
+        begins = onto(system, q0s, qd0s, layout.ts[:, 0])
+    else:
+        begins = (q0s, qd0s)
 
     def solve(q0, qd0, ts):
         kwargs = dict(t0=ts[0], t1=ts[-1], saveat=ts, throw=False, **options)
@@ -237,7 +246,7 @@ def _pieces(system, layout: _Layout, starts, options, diagnose: bool):
             return simulate(system, q0, qd0, **kwargs)
         return simulate_checked(system, q0, qd0, **kwargs)[0]
 
-    traj = jax.vmap(solve)(q0s, qd0s, layout.ts)
+    traj = jax.vmap(solve)(*begins, layout.ts)
     root = jnp.sqrt(layout.weight)
     residuals = [(root * (traj.q - layout.q)).ravel()]
     raw = jnp.sum(layout.weight / layout.scale * (traj.q - layout.q) ** 2)
@@ -253,6 +262,15 @@ def _pieces(system, layout: _Layout, starts, options, diagnose: bool):
         (scale * (qd_end[:-1] - qd0s[1:])).ravel(),
     ]
     count = 2 * q0s[1:].size
+    if constrained:
+        # The later starts are tied to the manifold by their gaps; the first by
+        # its distance from its projection (else its off-manifold part would be
+        # a direction the residuals do not see: a singular normal matrix).
+        gaps += [
+            (scale * (begins[0][0] - q0s[0])).ravel(),
+            (scale * (begins[1][0] - qd0s[0])).ravel(),
+        ]
+        count += 2 * q0s[0].size
     code = code_of(traj.result)
     return residuals, gaps, total, count, code, raw
 

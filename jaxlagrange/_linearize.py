@@ -325,7 +325,6 @@ def _normal_modes(system, q, t):
         return f
 
     stiffness = -jax.jacfwd(generalized_force)(q)
-    stiffness = 0.5 * (stiffness + stiffness.T)
     if system.holonomic is None:
         basis = jnp.eye(n, dtype=q.dtype)
     else:
@@ -338,6 +337,13 @@ def _normal_modes(system, q, t):
         basis = start - g.T @ jnp.linalg.solve(g @ g.T, g @ start)
     reduced_mass = basis.T @ mass @ basis
     reduced_stiffness = basis.T @ stiffness @ basis
+    # A position force that is no gradient (circulatory: Q = c(−q₂, q₁)) makes K
+    # unsymmetric; its oscillations are no normal modes (they may flutter).
+    skew = reduced_stiffness - reduced_stiffness.T
+    size = jnp.max(jnp.abs(reduced_stiffness), initial=0.0)
+    eps = jnp.finfo(q.dtype).eps
+    circulatory = jnp.max(jnp.abs(skew), initial=0.0) > jnp.sqrt(eps) * size
+    reduced_stiffness = 0.5 * (reduced_stiffness + reduced_stiffness.T)
     chol = cholesky(reduced_mass)
     left = solve_lower(chol.factor, reduced_stiffness)
     sym = solve_lower(chol.factor, left.T)
@@ -350,8 +356,15 @@ def _normal_modes(system, q, t):
         "The mass matrix restricted to the constraint tangent space is singular or "
         "not positive definite at `q`.",
     )
-    return omega2, modes, residual
+    return omega2, modes, residual, circulatory
 
+
+_CIRCULATORY = (
+    "The stiffness K = −∂f/∂q at `q` is not symmetric: a position-dependent force "
+    "that is not the gradient of a potential (a circulatory force) acts there. "
+    "Its small oscillations are no normal modes (they may grow, flutter): use "
+    "jl.linearize(system, q, zeros) and the eigenvalues of its A."
+)
 
 _NOT_EQUILIBRIUM = (
     "`q` is not a static equilibrium: at q̇ = 0 the accelerations are {} (the "
@@ -391,8 +404,9 @@ def normal_modes(
     shape (n, d), M-orthonormal (modesᵀ M modes = I) and tangent to the
     holonomic constraints.
 
-    **Raises:** `ValueError` for a bad `system`, a non-finite `q` or `t`, and a `q`
-    that is not an equilibrium (q̈ at q̇ = 0 above rounding; the message gives it);
+    **Raises:** `ValueError` for a bad `system`, a non-finite `q` or `t`, a `q`
+    that is not an equilibrium (q̈ at q̇ = 0 above rounding; the message gives it),
+    and a stiffness that is not symmetric (a circulatory position force);
     an error (also under `jax.jit`) for the same, naming a non-finite param, and
     when the mass matrix restricted to the tangent space is not positive definite.
 
@@ -407,13 +421,22 @@ def normal_modes(
     q, _, t = as_state(q, jnp.zeros_like(jnp.asarray(q)), t)
     inputs = {"q": q, "t": t}
     q = check_finite_params(system.params, check_finite(inputs, q))
-    omega2, modes, residual = _normal_modes(system, q, t)
+    omega2, modes, residual, circulatory = _normal_modes(system, q, t)
     omega2 = check_finite_params(system.params, check_finite(inputs, omega2))
     off = _off_equilibrium(q, omega2, residual)
     if not any(isinstance(x, jax.core.Tracer) for x in jtu.tree_leaves((system, q, t))):
         if bool(off):
-            raise ValueError(
-                _NOT_EQUILIBRIUM.format(f"q̈ = {np.asarray(residual)}, not 0")
+            contacts = (
+                ""
+                if system.unilateral is None
+                else " normal_modes does not use unilateral constraints: a contact "
+                "that holds at `q` is to be written as a holonomic constraint."
             )
+            raise ValueError(
+                _NOT_EQUILIBRIUM.format(f"q̈ = {np.asarray(residual)}, not 0") + contacts
+            )
+        if bool(circulatory):
+            raise ValueError(_CIRCULATORY)
         return omega2, modes
-    return eqx.error_if(omega2, off, _NOT_EQUILIBRIUM.format("not 0")), modes
+    omega2 = eqx.error_if(omega2, off, _NOT_EQUILIBRIUM.format("not 0"))
+    return eqx.error_if(omega2, circulatory, _CIRCULATORY), modes

@@ -370,6 +370,40 @@ def test_errors():
         jl.normal_modes(massless, jnp.zeros(2))
 
 
+def test_a_circulatory_force_has_no_normal_modes():
+    # Q = c(−q₂, q₁) is no gradient: K = [[k₁, c], [−c, k₂]] is not symmetric and
+    # the motion may flutter (c = 1.5 here: ω² complex). Its symmetric part was
+    # used, which drops the force: ω² = (1, 3), stable, reported for both c.
+    def system(c):
+        return jl.LagrangianSystem(
+            lambda q, qd, t: 0.5 * qd @ qd - 0.5 * (q[0] ** 2 + 3.0 * q[1] ** 2),
+            force=lambda q, qd, t: c * jnp.array([-q[1], q[0]]),
+        )
+
+    for function in (jl.normal_modes, eqx.filter_jit(jl.normal_modes)):
+        with pytest.raises((ValueError, eqx.EquinoxRuntimeError), match="circulatory"):
+            function(system(1.5), jnp.zeros(2))
+    # A force that is a gradient passes: Q = −c (q₂, q₁) = −∇(c q₁ q₂).
+    gradient = jl.LagrangianSystem(
+        lambda q, qd, t: 0.5 * qd @ qd - 0.5 * (q[0] ** 2 + 3.0 * q[1] ** 2),
+        force=lambda q, qd, t: -0.8 * jnp.array([q[1], q[0]]),
+    )
+    omega2, _ = jl.normal_modes(gradient, jnp.zeros(2))
+    np.testing.assert_allclose(omega2, [2 - np.sqrt(1 + 0.64), 2 + np.sqrt(1 + 0.64)])
+
+
+def test_normal_modes_say_contacts_are_not_used():
+    # A mass resting on a floor (y ≥ 0): jl.equilibrium finds it, but the modes
+    # leave contacts out, and the refusal says so (it advised jl.equilibrium).
+    system = jl.LagrangianSystem(
+        lambda q, qd, t: 0.5 * qd @ qd - 2.0 * q[0] ** 2 - 9.81 * q[1],
+        unilateral=lambda q, t: q[1:],
+    )
+    rest = jl.equilibrium(system, jnp.array([0.3, 0.2]))
+    with pytest.raises(ValueError, match="does not use unilateral constraints"):
+        jl.normal_modes(system, rest)
+
+
 def test_equilibrium_and_modes_under_jit():
     system = _cartesian_pendulum()
     guess = jnp.array([0.5, -1.8])

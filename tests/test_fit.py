@@ -228,6 +228,11 @@ def test_bad_observations(make, match):
             dict(trainable={"l", "c"}, positive={"c"}, params={**TRUE, "c": -0.1}),
             r"positive param \['c'\] must start > 0",
         ),
+        # l = 0 makes M singular: the start is named, not the data.
+        (
+            dict(trainable={"l"}, positive={"l"}, params={**TRUE, "l": 0.0}),
+            r"positive param \['l'\] must start > 0",
+        ),
         (dict(segments=41), r"`segments` must be an integer from 1 to 40"),
         (dict(steps=0), r"`steps` must be a positive integer"),
         (dict(trainable=False), r"nothing to fit"),

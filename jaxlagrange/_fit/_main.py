@@ -309,7 +309,6 @@ def fit(
     trainable = jtu.tree_map(
         lambda t, x: t and eqx.is_inexact_array(x), trainable, params
     )
-    check_guess(system, params, data)
     positive = mask(False if positive is None else positive, params, "positive")
     for (path, x), t, p in zip(
         jtu.tree_leaves_with_path(params),
@@ -322,6 +321,9 @@ def fit(
                 f"positive param {jtu.keystr(path)} must start > 0 (it is fitted "
                 f"as its logarithm), got {np.asarray(x)}."
             )
+    # After the positive params' check: a length of 0 makes M singular, which
+    # this check would blame on the data.
+    check_guess(system, params, data)
     if not any(jtu.tree_leaves(trainable)) and not fit_initial_state and segments == 1:
         hint = f" (integer params are never trained: {integers})" if integers else ""
         raise ValueError(

@@ -129,6 +129,34 @@ def test_a_param_that_does_not_enter_L_is_named_and_the_others_keep_errors(
     assert np.isinf(float(both.stderr["k"]))
 
 
+def test_a_param_that_does_not_enter_L_alone_is_named_too():
+    # m cancels from the pendulum's equation of motion but is in L: its column
+    # of the Jacobian is rounding noise, once the largest column too (m the only
+    # unknown), when the relative test did not see it (stderr 24, no warning).
+    system, q0, qd0 = jl.systems.pendulum({"l": 2.0})
+    ts = jnp.linspace(0.0, 2.0, 41)
+    traj = jl.simulate(system, q0, qd0, t1=2.0, saveat=ts)
+    data = jl.Observations(ts, traj.q, traj.qd)
+    guess = {**system.params, "m": 1.5}
+    with pytest.warns(UserWarning, match=r"param m does not change the fitted motion"):
+        result = jl.fit(system, data, params=guess, trainable={"m"}, positive={"m"})
+    assert np.isinf(float(result.stderr["m"]))
+
+
+def test_weights_are_relative(noisy_pendulum):
+    # Scaling every weight by one factor changes no standard error (the degrees
+    # of freedom count the observations; they were the summed weights).
+    system, data = noisy_pendulum
+    errors = []
+    for scale in (1.0, 100.0):
+        weighted = jl.Observations(
+            data.ts, data.q, q0=data.q0, qd0=data.qd0, weights=scale * jnp.ones(61)
+        )
+        result = jl.fit(system, weighted, params={"l": 1.8, "k": 3.0}, trainable={"l"})
+        errors.append(float(result.stderr["l"]))
+    assert errors[0] == pytest.approx(errors[1], rel=1e-6)
+
+
 def test_nonfinite_loss_with_an_optimistix_solver_gives_the_fits_message(
     noisy_pendulum,
 ):

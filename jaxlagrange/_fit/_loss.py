@@ -159,6 +159,7 @@ class _Layout(eqx.Module):
     qd: np.ndarray | None  # (K, m + 1, n)
     weight: np.ndarray  # (K, m + 1, n): weights / sigma², 0 on padding, shared ends
     total: np.ndarray  # the sum of the weights (without 1 / sigma²) over residuals
+    count: np.ndarray  # how many of them have a weight > 0 (the observations N)
     scale: np.ndarray  # (n,): 1 / sigma², for the continuity penalty
     ends: np.ndarray  # (K,) index of each segment's last real save time
     starts: tuple[np.ndarray, np.ndarray]  # (K, n) each: the data's segment starts
@@ -213,6 +214,7 @@ def layout_of(obs: Observations, segments: int) -> _Layout:
         None if qd is None else qd[clipped],
         weight,
         np.asarray(total),
+        np.asarray(np.count_nonzero(weight)),
         1.0 / sigma**2,
         bounds[1:] - bounds[:-1],
         (start_q, start_qd),

@@ -424,7 +424,9 @@ def fit(
     q0 = [q for q, _ in firsts]
     qd0 = [qd for _, qd in firsts]
     trained = eqx.filter(fitted, trainable)
-    misfit = quality(data, layouts, chi, raw, problem.total, unknowns(theta))
+    misfit = quality(
+        data, layouts, chi, raw, problem.total, problem.count, unknowns(theta)
+    )
     if misfit.warning is not None:
         warnings.warn(misfit.warning, UserWarning, stacklevel=2)
     warn_unidentifiable(unidentifiable(trained, dead))

@@ -101,9 +101,17 @@ class Problem(eqx.Module):
 
     @property
     def total(self):
-        """The summed weights of all observed quantities (N)."""
+        """The summed weights of all observed quantities."""
         return sum(
             layout.total * (1 if layout.qd is None else 2) for layout in self.layouts
+        )
+
+    @property
+    def count(self):
+        """The number N of weighted observed quantities (weight > 0): the
+        degrees of freedom are N − P, whatever the weights' overall scale."""
+        return sum(
+            layout.count * (1 if layout.qd is None else 2) for layout in self.layouts
         )
 
     def decoded(self, theta):

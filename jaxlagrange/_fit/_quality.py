@@ -45,12 +45,13 @@ def data_scale(data) -> float:
     return float(np.sqrt(np.mean(np.concatenate([s.ravel() for s in spreads]) ** 2)))
 
 
-def quality(data, layouts, chi, raw, total, unknowns: int) -> FitQuality:
+def quality(data, layouts, chi, raw, total, count, unknowns: int) -> FitQuality:
     """The misfit of a fit: χ²_red (with σ), the coordinates' RMS residual and
-    the data's spread, and a warning text when the misfit is far off."""
+    the data's spread, and a warning text when the misfit is far off. `total`:
+    the summed weights, `count`: the number of weighted observations."""
     sigma_given = all(d.sigma is not None for d in data)
     chi2 = float(total) * float(chi)
-    dof = max(float(total) - unknowns, 1.0)
+    dof = max(float(count) - unknowns, 1.0)
     weights = sum(float(layout.total) for layout in layouts)
     rms = math.sqrt(max(float(raw), 0.0) / weights)
     scale = data_scale(data)

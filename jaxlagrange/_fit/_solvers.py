@@ -151,7 +151,7 @@ def optimistix_solve(theta, problem, optimizer, steps, mode, setup):
             _, sigma_given, logs = setup
             flat = ravel_pytree(value)[0]
             gauss_newton = _covariance(
-                jac, r, chi, raw, flat, problem.total, sigma_given, logs
+                jac, r, chi, raw, flat, problem, sigma_given, logs
             )
     else:
         final, (codes, _) = loss(value, None)
@@ -281,34 +281,55 @@ def _gauss_newton(theta, problem, sigma_given: bool, logs: tuple):
         return r, (r, chi, raw)
 
     jac, (r, chi, raw) = jax.jacfwd(residuals, has_aux=True)(flat)
-    return _covariance(jac, r, chi, raw, flat, problem.total, sigma_given, logs)
+    return _covariance(jac, r, chi, raw, flat, problem, sigma_given, logs)
 
 
-def _covariance(jac, r, chi, raw, flat, total, sigma_given: bool, logs: tuple):
+def _covariance(jac, r, chi, raw, flat, problem, sigma_given: bool, logs: tuple):
     """`_gauss_newton`'s outputs from the Jacobian `jac` of the residuals `r` with
     respect to the flattened unknowns `flat`."""
     size = flat.shape[0]
-    # Residuals are scaled by 1/√N (N the summed weights): JᵀJ is 1/N of the
-    # usual normal matrix, and χ² = N · chi.
+    total = problem.total
+    # Residuals are scaled by 1/√W (W the summed weights): JᵀJ is 1/W of the
+    # usual normal matrix, and χ² = W · chi. The degrees of freedom are those of
+    # the N observations (weights are relative: scaling them all changes no
+    # standard error).
     gram = total * (jac.T @ jac)
-    dof = jnp.maximum(total - size, 1.0)
+    dof = jnp.maximum(problem.count - size, 1.0)
     variance = jnp.where(sigma_given, 1.0, total * chi / dof)
     # An unknown whose column of J vanishes (a param that does not enter the
     # motion) has an infinite variance; the others' covariance is that of the
     # rest, so one such param does not turn every standard error NaN.
     column = jnp.sqrt(jnp.diagonal(gram))
     dead = column <= 1e-12 * jnp.max(column, initial=0.0)
+    # Also against the data's own size, for a dead param that is the only
+    # unknown (or beside other dead ones): a change of 100% of it (of its log
+    # for a positive param) that moves the predictions by less than 1e-10 of the
+    # data does not change the motion.
+    p = len(logs)
+    logged = np.concatenate([np.asarray(logs, bool), np.zeros(size - p, bool)])
+    relative = column * jnp.where(logged, 1.0, jnp.maximum(jnp.abs(flat), 1.0))
+    dead = dead | (relative <= 1e-10 * _data_norm(problem))
     either = dead[:, None] | dead[None, :]
     kept = jnp.where(either, 0.0, gram) + jnp.diag(jnp.where(dead, 1.0, 0.0))
     factor = jax.scipy.linalg.cho_factor(kept)
     cov = variance * jax.scipy.linalg.cho_solve(factor, jnp.eye(size))
     cov = jnp.where(either, jnp.where(jnp.eye(size, dtype=bool), jnp.inf, jnp.nan), cov)
-    p = len(logs)
     # Positive params are fitted as logarithms: d x = x d(log x). The trained
     # params come first in the flattened unknowns.
     scale = jnp.where(np.asarray(logs, bool), jnp.exp(flat[:p]), 1.0)
     cov = cov[:p, :p] * scale[:, None] * scale[None, :]
     return jnp.sum(r**2), chi, cov, raw, dead[:p]
+
+
+def _data_norm(problem):
+    """‖√w x / σ‖ over the observed quantities x: the data in the residuals' units
+    (traced: the layouts are inputs of the fit's program)."""
+    total = 0.0
+    for layout in problem.layouts:
+        total += jnp.sum(layout.weight * layout.q**2)
+        if layout.qd is not None:
+            total += jnp.sum(layout.weight * layout.qd**2)
+    return jnp.sqrt(total)
 
 
 _covariance_jit = eqx.filter_jit(_gauss_newton)

@@ -20,6 +20,7 @@ import optimistix as optx
 from . import _friction
 from ._constraints import contact_tolerance, dynamics
 from ._custom_types import Array
+from ._guard import AdaptiveWrapper
 from ._options import VectorFieldArgs
 from ._segment import split
 
@@ -92,7 +93,7 @@ class _WatchState(NamedTuple):
     start: Array  # the event functions at the start of the current step
 
 
-class EventWatch(diffrax.AbstractAdaptiveStepSizeController):
+class EventWatch(AdaptiveWrapper):
     """An adaptive controller that also watches the event functions.
 
     diffrax finds an event where the event function changes sign between the
@@ -111,18 +112,6 @@ class EventWatch(diffrax.AbstractAdaptiveStepSizeController):
 
     controller: diffrax.AbstractAdaptiveStepSizeController
     offset: int = eqx.field(static=True)
-
-    @property
-    def rtol(self):
-        return self.controller.rtol
-
-    @property
-    def atol(self):
-        return self.controller.atol
-
-    @property
-    def norm(self):
-        return self.controller.norm
 
     def wrap(self, direction):
         return EventWatch(self.controller.wrap(direction), self.offset)

@@ -101,10 +101,12 @@ class _FixedGuard(_AbstractGuard):
     controller: diffrax.AbstractStepSizeController
 
 
-class _AdaptiveGuard(_AbstractGuard, diffrax.AbstractAdaptiveStepSizeController):
-    controller: diffrax.AbstractAdaptiveStepSizeController
+class AdaptiveWrapper(diffrax.AbstractAdaptiveStepSizeController):
+    """An adaptive controller around another, with its tolerances and norm
+    (implicit solvers read them from the controller they are given)."""
 
-    # Implicit solvers read the tolerances of an adaptive controller.
+    controller: eqx.AbstractVar[diffrax.AbstractAdaptiveStepSizeController]
+
     @property
     def rtol(self):
         return self.controller.rtol
@@ -116,6 +118,10 @@ class _AdaptiveGuard(_AbstractGuard, diffrax.AbstractAdaptiveStepSizeController)
     @property
     def norm(self):
         return self.controller.norm
+
+
+class _AdaptiveGuard(_AbstractGuard, AdaptiveWrapper):
+    controller: diffrax.AbstractAdaptiveStepSizeController
 
 
 def guard_for(controller: diffrax.AbstractStepSizeController) -> _AbstractGuard:

@@ -27,7 +27,7 @@ Both start θ₀ = 1e-3 rad off the top (rest at the top is an equilibrium).
 Impulsive forces (6.12): the section has no worked example, so its end-of-chapter
 problem, a rod hanging on a string struck horizontally at its bottom end, is
 solved by `jl.apply_impulse` against the closed form of eq. 6.79; and a
-bouncing ball (`system.restitution` = e) loses e² of its energy per bounce at the
+bouncing ball (restitution `e`, read from its params) loses e² of its energy per bounce at the
 closed-form bounce times.
 
 Not here, for want of a closed form in the chapter (it gives only the

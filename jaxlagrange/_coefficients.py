@@ -73,7 +73,7 @@ def _coefficient_flags(system: Any) -> tuple[list[ArrayLike], list[str]]:
     """The checks of `friction`, `static_friction` and `restitution` that
     `__check_init__` makes on known values, as flags (for traced values)."""
     flags, messages = [], []
-    xp = array_module(system.friction, system.static_friction, system.restitution)
+    xp = array_module(system.friction, system.static_friction, system._restitution())
     if system.slip is not None:
         kinetic = xp.asarray(system.friction)
         static = xp.asarray(system.static_friction)
@@ -87,7 +87,7 @@ def _coefficient_flags(system: Any) -> tuple[list[ArrayLike], list[str]]:
             "`static_friction` must be at least `friction` (μ_s ≥ μ_k), got a value "
             "below it."
         )
-    e = xp.asarray(system.restitution)
+    e = xp.asarray(system._restitution())
     flags.append(~xp.all((e >= 0) & (e <= 1)))
     messages.append(
         "`restitution` must lie in [0, 1] (0: plastic, 1: elastic), got a value that "

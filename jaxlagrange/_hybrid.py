@@ -84,7 +84,7 @@ def _settle(system, q, qd, t, candidates: Array, modes: Modes):
 
 
 def _restitution(system: LagrangianSystem, u: int, dtype) -> Array:
-    e = jnp.asarray(system.restitution, dtype)
+    e = jnp.asarray(system._restitution(), dtype)
     if e.shape not in ((), (u,)):
         raise ValueError(
             "`restitution` must be a scalar or have one entry per unilateral "

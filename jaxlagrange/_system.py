@@ -2,6 +2,7 @@
 
 import copy
 import inspect
+from collections.abc import Mapping
 from typing import Any
 
 import equinox as eqx
@@ -90,7 +91,9 @@ class LagrangianSystem(eqx.Module):
         constraints `a = 0`.
     - `unilateral`: `h(q, t[, params]) -> (u,)`, the one-sided constraints `h >= 0`.
     - `restitution`: coefficient of restitution of impacts on the unilateral
-        constraints, a scalar or one per constraint (0: plastic, 1: elastic).
+        constraints, a scalar or one per constraint (0: plastic, 1: elastic); or
+        the name of a param that holds it (`restitution="e"`), so that the fits,
+        batches and sweeps over that param change it.
     - `slip`: `s(q, qd, t[, params]) -> (u,)`, affine in `qd`: the tangential slip
         velocity at each unilateral contact (zero when it rolls or sticks). With
         it, the contacts have Coulomb friction (see `friction`).
@@ -142,7 +145,8 @@ class LagrangianSystem(eqx.Module):
     nonholonomic: UserFunction | None = eqx.field(static=True)
     unilateral: UserFunction | None = eqx.field(static=True)
     slip: UserFunction | None = eqx.field(static=True)
-    restitution: Any
+    restitution: Any  # None when `restitution_param` names the param holding it
+    restitution_param: str | None = eqx.field(static=True)
     friction: Any
     static_friction: Any
     mass_solver: lx.AbstractLinearSolver | None = eqx.field(static=True)
@@ -176,7 +180,10 @@ class LagrangianSystem(eqx.Module):
         self.holonomic = holonomic
         self.nonholonomic = nonholonomic
         self.unilateral = unilateral
-        self.restitution = to_leaf(restitution)
+        if isinstance(restitution, str):
+            self.restitution, self.restitution_param = None, restitution
+        else:
+            self.restitution, self.restitution_param = to_leaf(restitution), None
         self.slip = slip
         self.friction = to_leaf(friction)
         self.static_friction = (
@@ -189,7 +196,16 @@ class LagrangianSystem(eqx.Module):
 
     def __check_init__(self):
         check_friction(self)
-        restitution = self.restitution
+        name = self.restitution_param
+        if name is not None and not (
+            isinstance(self.params, Mapping) and name in self.params
+        ):
+            names = sorted(self.params) if isinstance(self.params, Mapping) else []
+            raise ValueError(
+                f"`restitution` names the param {name!r}, which the system's params "
+                f"do not have (they are: {names})."
+            )
+        restitution = self._restitution()
         if not isinstance(restitution, jax.core.Tracer):
             values = np.asarray(restitution)
             if not (
@@ -264,6 +280,12 @@ class LagrangianSystem(eqx.Module):
         new = copy.copy(self)
         object.__setattr__(new, "mass_strategy", strategy)
         return new
+
+    def _restitution(self) -> Any:
+        """The coefficient of restitution: the leaf, or the param it names."""
+        if self.restitution_param is not None:
+            return self.params[self.restitution_param]
+        return self.restitution
 
     # Calling user functions, with the trace-time shape checks.
 

@@ -363,3 +363,37 @@ def test_apply_impulse_errors():
         eqx.filter_jit(jl.apply_impulse)(
             flat, jnp.zeros(2), jnp.zeros(2), 0.0, jnp.ones(2)
         )
+
+
+def test_restitution_read_from_a_param_follows_it():
+    # The ready bouncing ball reads e from its params (restitution="e"): a batch
+    # over e, and a fit of e, change the bounces. It copied e into a leaf at
+    # construction, so a batch or sweep over e gave every member the same
+    # motion and a fit left e at its guess.
+    ball, q0, qd0 = jl.systems.bouncing_ball({"e": 0.8})
+    e = jnp.array([0.5, 0.9])
+    traj = jl.simulate_batch(ball, q0, qd0, params={"e": e}, t1=1.3, max_events=16)
+    # Dropped from y0 = 1: the first bounce at T = √(2/g), the second 2eT later.
+    first = np.sqrt(2 / 9.81)
+    np.testing.assert_allclose(traj.event_ts[:, 0], first, rtol=1e-8)
+    np.testing.assert_allclose(traj.event_ts[:, 1], first * (1 + 2 * e), rtol=1e-8)
+    ts = jnp.linspace(0.0, 1.5, 31)
+    data = jl.simulate(ball, q0, qd0, t1=1.5, saveat=ts, rtol=1e-11, atol=1e-11)
+    guess = {**ball.params, "e": 0.7}
+    fitted = jl.fit(
+        ball,
+        jl.Observations(ts, data.q),
+        params=guess,
+        trainable={"e"},
+        positive={"e"},
+        rtol=1e-11,
+        atol=1e-11,
+    )
+    assert float(fitted.params["e"]) == pytest.approx(0.8, abs=1e-8)
+    with pytest.raises(ValueError, match=r"`restitution` names the param 'f', which"):
+        jl.LagrangianSystem(
+            lambda q, qd, t, p: 0.5 * qd @ qd,
+            params={"e": 0.5},
+            unilateral=lambda q, t, p: q,
+            restitution="f",
+        )

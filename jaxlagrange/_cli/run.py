@@ -120,7 +120,7 @@ def _conserved(system, autonomous) -> bool:
     constraint depends on t explicitly somewhere on the trajectory."""
     forced = system.force is not None or system.dissipation is not None
     if system.unilateral is not None:
-        forced = forced or not bool(np.all(np.asarray(system.restitution) == 1))
+        forced = forced or not bool(np.all(np.asarray(system._restitution()) == 1))
     return bool(autonomous) and not forced
 
 

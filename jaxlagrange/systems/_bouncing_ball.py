@@ -36,10 +36,9 @@ def bouncing_ball(params=None, *, q0=None, qd0=None) -> ReadySystem:
 
     **Arguments:**
 
-    - `params`: overrides of the defaults `{"m": 1.0, "g": 9.81, "e": 0.8}`. `e` is
-        copied to `system.restitution`, the leaf that impacts read (differentiate
-        with respect to that one); it stays in `system.params` to be listed and
-        set like the others.
+    - `params`: overrides of the defaults `{"m": 1.0, "g": 9.81, "e": 0.8}`. The
+        impacts read `e` from the params (`restitution="e"`): fits, batches and
+        sweeps over it change the bounces.
     - `q0`, `qd0`: initial (y,) and (ẏ,); default y = 1 from rest.
 
     **Returns:** a `ReadySystem` with coordinates `("y",)`.
@@ -55,6 +54,6 @@ def bouncing_ball(params=None, *, q0=None, qd0=None) -> ReadySystem:
     params = merge_params("bouncing_ball", _DEFAULTS, params)
     q0, qd0 = initial_state("bouncing_ball", q0, qd0, [1.0], [0.0])
     system = LagrangianSystem(
-        _lagrangian, params=params, unilateral=_above_floor, restitution=params["e"]
+        _lagrangian, params=params, unilateral=_above_floor, restitution="e"
     )
     return ReadySystem(system, q0, qd0, "bouncing_ball", ("y",), points=_points)

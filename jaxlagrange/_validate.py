@@ -127,6 +127,16 @@ def memory_limit() -> int | None:
     return min(value for value, _ in limits) if limits else None
 
 
+def over_memory(needed: float) -> str | None:
+    """ "more than <what limits it> of <its size> GiB" when `needed` bytes exceed
+    the smallest of `memory_limits`, else None."""
+    limits = memory_limits()
+    if not limits:
+        return None
+    value, what = min(limits)
+    return f"more than {what} of {value / 2**30:.1f} GiB" if needed > value else None
+
+
 def check_output_size(saves: int, n: int, constraints: int, dtype) -> None:
     """Refuse save arrays that cannot fit in memory (XLA would abort).
 
@@ -135,14 +145,9 @@ def check_output_size(saves: int, n: int, constraints: int, dtype) -> None:
     """
     itemsize = jnp.dtype(dtype).itemsize
     needed = saves * (2 * n + constraints + 1) * itemsize
-    limits = memory_limits()
-    limit = min(limits) if limits else None
-    if saves >= 2**31 or (limit is not None and needed > limit[0]):
-        have = (
-            ""
-            if limit is None
-            else f", more than {limit[1]} of {limit[0] / 2**30:.1f} GiB"
-        )
+    over = over_memory(needed)
+    if saves >= 2**31 or over is not None:
+        have = "" if over is None else f", {over}"
         raise ValueError(
             f"`saveat` has {saves} times: the trajectory alone would need "
             f"{needed / 2**30:.1f} GiB{have}. Save fewer times."

@@ -76,19 +76,17 @@ def _check_domain(config, ready, name: str, axis, where: str) -> None:
 def _check_members(source: str, size: int, ready) -> None:
     """Refuse a sweep whose members' initial states alone cannot fit in memory
     (the grid and the states are made in memory, the outputs go to the store)."""
-    from .._validate import memory_limits
+    from .._validate import over_memory
 
     # Per member: q0, qd0, and a value per axis (at most one per coordinate and
     # param), 8 bytes each; twice, for the copies made on the way.
     needed = 2 * size * 8 * (4 * ready.q0.shape[0] + 8)
-    limits = memory_limits()
-    if limits and needed > min(limits)[0]:
-        have = min(limits)
+    over = over_memory(needed)
+    if over is not None:
         raise ConfigError(
             f"{source}: [sweep.axes] {size} members would need "
-            f"{needed / 2**30:.1f} GiB for their initial states alone, more than "
-            f"{have[1]} of {have[0] / 2**30:.1f} GiB: sweep fewer members (or "
-            "split the sweep)"
+            f"{needed / 2**30:.1f} GiB for their initial states alone, {over}: "
+            "sweep fewer members (or split the sweep)"
         )
 
 

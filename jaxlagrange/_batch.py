@@ -446,7 +446,8 @@ def simulate_batch(
     return _raise_if_failed(traj) if throw else traj
 
 
-_COLLAPSED = int(code_of(RESULTS.step_size_collapsed))
+# The code of a kernel member solved again on the vmap path (`_collapsed_again`).
+COLLAPSED = int(code_of(RESULTS.step_size_collapsed))
 
 
 def _collapsed_again(traj, batched, shared, deferred, system, devices) -> Trajectory:
@@ -463,7 +464,7 @@ def _collapsed_again(traj, batched, shared, deferred, system, devices) -> Trajec
     codes = code_of(traj.result)
     if isinstance(codes, jax.core.Tracer):
         return traj
-    index = np.flatnonzero(np.asarray(codes) == _COLLAPSED)
+    index = np.flatnonzero(np.asarray(codes) == COLLAPSED)
     if index.size == 0:
         return traj
     rows = jax.tree.map(lambda x: jnp.asarray(x)[index], batched)

@@ -10,12 +10,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._batch import sharded_map
+from ._batch import COLLAPSED, sharded_map
 from ._custom_types import Array
 from ._progress import progress_bar
-from ._results import code_of
 from ._store import ChunkedStore, open_store
-from ._trajectory import RESULTS
 
 
 def _barrier(name: str) -> None:
@@ -186,8 +184,7 @@ def sweep(
 def _collapsed_again(out, batched, fn, deferring, devices):
     """The kernel's members whose step collapsed, computed again on the vmap path,
     whose diagnosis names the cause (`_batch._collapsed_again`)."""
-    collapsed = int(code_of(RESULTS.step_size_collapsed))
-    index = np.flatnonzero(out["result"] == collapsed)
+    index = np.flatnonzero(out["result"] == COLLAPSED)
     if index.size == 0:
         return out
     rows = {k: v[index] for k, v in batched.items()}

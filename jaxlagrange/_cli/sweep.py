@@ -116,14 +116,15 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
             "path": config["system"]["file"],
             "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
         }
-    _check_physics(store, attrs)
+    stored = _stored_attributes(store)
+    _check_physics(store, stored, attrs)
     say(
         args,
         f"jaxlagrange sweep: {ready.name}, {size} members ({section['sampling']} "
         f"{' x '.join(map(str, grid_shape))}) on {device_name(devices)}, "
         f"t = {kwargs['t0']} .. {kwargs['t1']} -> {store}",
     )
-    done_before = _members_done(store, size)
+    done_before = _members_done(stored, size)
     start = time.perf_counter()
     try:
         # Members run with throw=False (failures are result codes in the store);
@@ -219,15 +220,26 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
     return 0
 
 
-def _members_done(store: Path, size: int) -> int:
-    """How many members a store holds already (0 without one)."""
+def _stored_attributes(store: Path) -> dict | None:
+    """The attributes of the store already there (None: none, or unreadable:
+    the store itself judges it)."""
     try:
         attrs = json.loads((store / "zarr.json").read_text())["attributes"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return attrs if isinstance(attrs, dict) else None
+
+
+def _members_done(attrs: dict | None, size: int) -> int:
+    """How many members the store (its `attrs`) holds already (0 without one)."""
+    if attrs is None:
+        return 0
+    try:
         manifest = attrs["manifest"]
         chunk_size = int(manifest["chunk_size"])
         done = manifest["completed"]
         return sum(min(chunk_size, size - c * chunk_size) for c in done)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
         return 0
 
 
@@ -239,13 +251,11 @@ def _computed(size: int, before: int) -> str:
     return f"{size - before} computed, {before} in the store already"
 
 
-def _check_physics(store: Path, current: dict) -> None:
-    """Refuse to resume a store whose user system file has been edited since, or
-    whose system computes something else now (its results would mix two
-    physics)."""
-    try:
-        attrs = json.loads((store / "zarr.json").read_text())["attributes"]
-    except (OSError, ValueError, KeyError, TypeError):
+def _check_physics(store: Path, attrs: dict | None, current: dict) -> None:
+    """Refuse to resume a store (with `attrs`) whose user system file has been
+    edited since, or whose system computes something else now (its results
+    would mix two physics)."""
+    if attrs is None:
         return  # no store yet, or one the store itself will judge
     stored, now = attrs.get("system_file"), current.get("system_file")
     refuse = f"the store {str(store)!r} holds a different sweep: "

@@ -127,7 +127,7 @@ def memory_limit() -> int | None:
     return min(value for value, _ in limits) if limits else None
 
 
-def over_memory(needed: float) -> str | None:
+def over_memory(needed: int | float | np.number) -> str | None:
     """ "more than <what limits it> of <its size> GiB" when `needed` bytes exceed
     the smallest of `memory_limits`, else None."""
     limits = memory_limits()

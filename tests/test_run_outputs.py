@@ -206,6 +206,53 @@ def test_device_choice():
     with pytest.raises(_cli.CLIError, match=r"--device gpu .*JAX sees no GPU"):
         choose_devices("gpu", batched=True, available=cpu_machine)
 
+    # JAX_PLATFORMS=cuda on a GPU machine: no CPU backend, so auto computes a
+    # run on the GPU, and --device cpu is refused.
+    def gpus_only(platform):
+        return [] if platform == "cpu" else gpu_machine(platform)
+
+    assert [
+        d.platform for d in choose_devices("auto", batched=False, available=gpus_only)
+    ] == ["gpu"]
+    with pytest.raises(_cli.CLIError, match=r"--device cpu .*JAX has no CPU backend"):
+        choose_devices("cpu", batched=False, available=gpus_only)
+
+
+def test_platforms_jax_cannot_start_are_named(monkeypatch):
+    # JAX_PLATFORMS=cuda on a machine without CUDA: JAX raises a bare
+    # AssertionError; the command names JAX_PLATFORMS.
+    import jax
+
+    from jaxlagrange._cli._common import check_backends
+
+    def fail():
+        raise AssertionError
+
+    monkeypatch.setattr(jax, "devices", fail)
+    platforms = jax.config.jax_platforms
+    jax.config.update("jax_platforms", "cuda")  # (read only at JAX's start)
+    try:
+        with pytest.raises(
+            _cli.CLIError,
+            match=r"JAX could not start the platforms JAX_PLATFORMS='cuda' names\. "
+            r"Unset JAX_PLATFORMS, or name one this machine has, such as cpu$",
+        ):
+            check_backends()
+    finally:
+        jax.config.update("jax_platforms", platforms)
+    env = {**os.environ, "JAX_PLATFORMS": "bogus", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "jaxlagrange", "--no-cache", "run", "--no-plots"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 1
+    assert (
+        "jaxlagrange run: error: JAX could not start the platforms "
+        "JAX_PLATFORMS='bogus' names: Unable to initialize backend 'bogus'"
+    ) in proc.stderr
+
 
 _ONLY_THE_CPU = """
 import jax

@@ -378,6 +378,28 @@ def _available(platform: str) -> list:
         return []
 
 
+def check_backends() -> None:
+    """A `CLIError` naming `JAX_PLATFORMS` when JAX cannot start any of the
+    platforms it names (JAX's own error is a bare `AssertionError` for
+    `JAX_PLATFORMS=cuda` on a machine without CUDA)."""
+    import jax
+
+    from ._output import CLIError
+
+    try:
+        jax.devices()
+    except (RuntimeError, AssertionError) as error:
+        platforms = jax.config.jax_platforms
+        detail = f": {error}" if str(error) else ""
+        if not platforms:
+            raise CLIError(f"JAX could not start a backend{detail}") from None
+        raise CLIError(
+            f"JAX could not start the platforms JAX_PLATFORMS={platforms!r} names"
+            f"{detail}. Unset JAX_PLATFORMS, or name one this machine has, such as "
+            "cpu"
+        ) from None
+
+
 def choose_devices(requested: str, *, batched: bool, available=_available) -> list:
     """The devices a subcommand computes on.
 
@@ -392,8 +414,14 @@ def choose_devices(requested: str, *, batched: bool, available=_available) -> li
 
     if requested not in DEVICES:
         raise CLIError(f"device must be one of {', '.join(DEVICES)}, got {requested!r}")
-    if on_the_cpu(requested, batched=batched):
-        return available("cpu")[:1]
+    cpus = available("cpu")[:1]
+    if requested == "cpu" and not cpus:
+        raise CLIError(
+            '--device cpu (or device = "cpu"): JAX has no CPU backend here '
+            "(JAX_PLATFORMS excludes it?); use --device gpu or auto"
+        )
+    if on_the_cpu(requested, batched=batched) and cpus:
+        return cpus
     gpus = available("gpu")
     if requested == "gpu" and not gpus:
         raise CLIError(
@@ -402,7 +430,7 @@ def choose_devices(requested: str, *, batched: bool, available=_available) -> li
         )
     if gpus:
         return gpus if batched else gpus[:1]
-    return available("cpu")[:1]
+    return cpus
 
 
 def on_the_cpu(requested: str, *, batched: bool) -> bool:
@@ -439,6 +467,7 @@ def command_devices(requested: str, *, batched: bool) -> list:
     only JAX's CPU backend (`start_only_the_cpu`)."""
     if on_the_cpu(requested, batched=batched):  # (an unknown one: choose_devices)
         start_only_the_cpu()
+    check_backends()
     return choose_devices(requested, batched=batched)
 
 

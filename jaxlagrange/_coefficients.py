@@ -27,7 +27,7 @@ def _known_values(x) -> np.ndarray | None:
 def check_friction(system: Any) -> None:
     """The trace-time checks of `slip`, `friction` and `static_friction`."""
     if system.slip is None:
-        if system.friction is not None:
+        if system._friction() is not None:
             raise ValueError(
                 "`friction` needs `slip` (the slip velocity at each contact), got "
                 "slip=None."
@@ -38,13 +38,13 @@ def check_friction(system: Any) -> None:
             "`slip` needs `unilateral` (friction acts at unilateral contacts), got "
             "unilateral=None."
         )
-    if system.friction is None:
+    if system._friction() is None:
         raise ValueError(
             "`slip` needs `friction`, the kinetic friction coefficient (a scalar or "
             "one per unilateral constraint)."
         )
     for name in ("friction", "static_friction"):
-        values = _known_values(getattr(system, name))
+        values = _known_values(system._coefficient(name))
         if values is None:
             continue
         if not np.issubdtype(values.dtype, np.number) or values.ndim > 1:
@@ -54,8 +54,8 @@ def check_friction(system: Any) -> None:
             )
         if not np.all(np.isfinite(values) & (values >= 0)):
             raise ValueError(f"`{name}` must be finite and non-negative, got {values}.")
-    kinetic = _known_values(system.friction)
-    static = _known_values(system.static_friction)
+    kinetic = _known_values(system._friction())
+    static = _known_values(system._static_friction())
     if kinetic is not None and static is not None:
         if kinetic.shape and static.shape and kinetic.shape != static.shape:
             raise ValueError(
@@ -73,10 +73,10 @@ def _coefficient_flags(system: Any) -> tuple[list[ArrayLike], list[str]]:
     """The checks of `friction`, `static_friction` and `restitution` that
     `__check_init__` makes on known values, as flags (for traced values)."""
     flags, messages = [], []
-    xp = array_module(system.friction, system.static_friction, system._restitution())
+    kinetic, static = system._friction(), system._static_friction()
+    xp = array_module(kinetic, static, system._restitution())
     if system.slip is not None:
-        kinetic = xp.asarray(system.friction)
-        static = xp.asarray(system.static_friction)
+        kinetic, static = xp.asarray(kinetic), xp.asarray(static)
         for name, mu in (("friction", kinetic), ("static_friction", static)):
             flags.append(~xp.all(xp.isfinite(mu) & (mu >= 0)))
             messages.append(

@@ -238,7 +238,7 @@ def friction_coefficients(system: LagrangianSystem, u: int, dtype):
     """μ_k and μ_s broadcast to one per unilateral constraint, shape (u,) each."""
     out = []
     for name in ("friction", "static_friction"):
-        mu = jnp.asarray(getattr(system, name), dtype)
+        mu = jnp.asarray(system._coefficient(name), dtype)
         if mu.shape not in ((), (u,)):
             raise ValueError(
                 f"`{name}` must be a scalar or have one entry per unilateral "

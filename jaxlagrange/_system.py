@@ -51,6 +51,16 @@ def to_leaf(x: Any) -> Any:
     return x
 
 
+# The coefficients that may name a param (`restitution="e"`) instead of holding a
+# value.
+_COEFFICIENTS = ("restitution", "friction", "static_friction")
+
+
+def _leaf_or_name(x: Any) -> tuple[Any, str | None]:
+    """A coefficient as (leaf, None), or (None, name) when it names a param."""
+    return (None, x) if isinstance(x, str) else (to_leaf(x), None)
+
+
 def _accepts(fn: UserFunction, nargs: int) -> bool | None:
     """Whether `fn` can be called with `nargs` positional arguments (None: unknown)."""
     try:
@@ -98,10 +108,12 @@ class LagrangianSystem(eqx.Module):
         velocity at each unilateral contact (zero when it rolls or sticks). With
         it, the contacts have Coulomb friction (see `friction`).
     - `friction`: the kinetic friction coefficient μ_k ≥ 0, a scalar or one per
-        unilateral constraint (a differentiable leaf, like `params`). Slipping,
-        the contact force adds `−μ_k λ_N sign(s) ∂s/∂qd` to the generalized force.
-    - `static_friction`: μ_s ≥ μ_k (default μ_k): a contact with s = 0 sticks
-        (s = 0 is then a constraint with multiplier λ_T) while |λ_T| ≤ μ_s λ_N.
+        unilateral constraint (a differentiable leaf, like `params`); or the name
+        of a param that holds it (`friction="mu"`). Slipping, the contact force
+        adds `−μ_k λ_N sign(s) ∂s/∂qd` to the generalized force.
+    - `static_friction`: μ_s ≥ μ_k (default μ_k), or the name of a param that
+        holds it: a contact with s = 0 sticks (s = 0 is then a constraint with
+        multiplier λ_T) while |λ_T| ≤ μ_s λ_N.
     - `mass_solver`: how M q̈ = f is solved. None (the default): a dense Cholesky
         factorization, unrolled for small n. A lineax solver is used as given: an
         iterative one (`lineax.CG(rtol=1e-10, atol=1e-10)`, `GMRES`, ...) works
@@ -145,10 +157,14 @@ class LagrangianSystem(eqx.Module):
     nonholonomic: UserFunction | None = eqx.field(static=True)
     unilateral: UserFunction | None = eqx.field(static=True)
     slip: UserFunction | None = eqx.field(static=True)
-    restitution: Any  # None when `restitution_param` names the param holding it
+    # Each coefficient is a leaf, or None when its `*_param` names the param
+    # holding it (read by `_coefficient`).
+    restitution: Any
     restitution_param: str | None = eqx.field(static=True)
     friction: Any
+    friction_param: str | None = eqx.field(static=True)
     static_friction: Any
+    static_friction_param: str | None = eqx.field(static=True)
     mass_solver: lx.AbstractLinearSolver | None = eqx.field(static=True)
     mass_preconditioner: UserFunction | None = eqx.field(static=True)
     # How every solve with M is done, made once from `mass_solver` (`_mass`).
@@ -180,31 +196,33 @@ class LagrangianSystem(eqx.Module):
         self.holonomic = holonomic
         self.nonholonomic = nonholonomic
         self.unilateral = unilateral
-        if isinstance(restitution, str):
-            self.restitution, self.restitution_param = None, restitution
-        else:
-            self.restitution, self.restitution_param = to_leaf(restitution), None
+        self.restitution, self.restitution_param = _leaf_or_name(restitution)
         self.slip = slip
-        self.friction = to_leaf(friction)
-        self.static_friction = (
-            self.friction if static_friction is None else to_leaf(static_friction)
-        )
+        self.friction, self.friction_param = _leaf_or_name(friction)
+        if static_friction is None:
+            self.static_friction = self.friction
+            self.static_friction_param = self.friction_param
+        else:
+            self.static_friction, self.static_friction_param = _leaf_or_name(
+                static_friction
+            )
         check_mass_solver(mass_solver, mass_preconditioner)
         self.mass_solver = mass_solver
         self.mass_preconditioner = mass_preconditioner
         self.mass_strategy = mass_strategy(mass_solver)
 
     def __check_init__(self):
+        for coefficient in _COEFFICIENTS:
+            name = getattr(self, f"{coefficient}_param")
+            if name is not None and not (
+                isinstance(self.params, Mapping) and name in self.params
+            ):
+                names = sorted(self.params) if isinstance(self.params, Mapping) else []
+                raise ValueError(
+                    f"`{coefficient}` names the param {name!r}, which the system's "
+                    f"params do not have (they are: {names})."
+                )
         check_friction(self)
-        name = self.restitution_param
-        if name is not None and not (
-            isinstance(self.params, Mapping) and name in self.params
-        ):
-            names = sorted(self.params) if isinstance(self.params, Mapping) else []
-            raise ValueError(
-                f"`restitution` names the param {name!r}, which the system's params "
-                f"do not have (they are: {names})."
-            )
         restitution = self._restitution()
         if not isinstance(restitution, jax.core.Tracer):
             values = np.asarray(restitution)
@@ -281,11 +299,20 @@ class LagrangianSystem(eqx.Module):
         object.__setattr__(new, "mass_strategy", strategy)
         return new
 
+    def _coefficient(self, coefficient: str) -> Any:
+        """`restitution`, `friction` or `static_friction`: the leaf, or the param
+        it names."""
+        name = getattr(self, f"{coefficient}_param")
+        return getattr(self, coefficient) if name is None else self.params[name]
+
     def _restitution(self) -> Any:
-        """The coefficient of restitution: the leaf, or the param it names."""
-        if self.restitution_param is not None:
-            return self.params[self.restitution_param]
-        return self.restitution
+        return self._coefficient("restitution")
+
+    def _friction(self) -> Any:
+        return self._coefficient("friction")
+
+    def _static_friction(self) -> Any:
+        return self._coefficient("static_friction")
 
     # Calling user functions, with the trace-time shape checks.
 

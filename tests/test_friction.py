@@ -14,7 +14,19 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from friction_references import sphere_on_sphere, wheel_and_body
-from friction_systems import RHO, WHEEL, A, R, ball, block, sphere, wheel
+from friction_systems import (
+    RHO,
+    WHEEL,
+    A,
+    R,
+    _across,
+    _along,
+    _incline_lagrangian,
+    ball,
+    block,
+    sphere,
+    wheel,
+)
 from scipy.optimize import brentq
 
 import jaxlagrange as jl
@@ -343,8 +355,17 @@ def _s(q, qd, t):
             r"`static_friction` must be finite and non-negative",
         ),
         (
-            dict(unilateral=_h, slip=_s, friction="rough"),
+            dict(unilateral=_h, slip=_s, friction=["rough"]),
             "`friction` must be a number or a 1-D array",
+        ),
+        (
+            dict(unilateral=_h, slip=_s, friction="mu"),
+            r"`friction` names the param 'mu', which the system's params do not "
+            r"have \(they are: \[\]\)",
+        ),
+        (
+            dict(unilateral=_h, slip=_s, friction=0.3, static_friction="mu_s"),
+            r"`static_friction` names the param 'mu_s'",
         ),
         (
             dict(
@@ -384,6 +405,54 @@ def test_bad_slip_output_and_friction_shape():
 
 
 TWO = jnp.array([0.05, 0.1])
+
+
+def test_friction_read_from_params_follows_them():
+    # `friction="mu"` and `static_friction="mu_s"` read the coefficients from the
+    # params: a batch over them, and a gradient in them, change the motion.
+    system = jl.LagrangianSystem(
+        _incline_lagrangian,
+        params={"alpha": 0.4, "mu": 0.3, "mu_s": 0.45},
+        unilateral=_across,
+        slip=_along,
+        friction="mu",
+        static_friction="mu_s",
+    )
+    alpha, sin, cos = 0.4, np.sin(0.4), np.cos(0.4)
+    ts = jnp.array([0.5, 1.0])
+    # μ_s = 0.45 ≥ tan α holds the block; μ_s = 0.42 does not: it slides.
+    traj = jl.simulate_batch(
+        system,
+        jnp.zeros(2),
+        jnp.zeros(2),
+        params={"mu_s": jnp.array([0.45, 0.42])},
+        t1=1.0,
+        saveat=ts,
+        rtol=1e-10,
+        atol=1e-10,
+    )
+    np.testing.assert_allclose(traj.q[0, :, 0], 0.0, atol=1e-12)
+    accel = G * (sin - 0.3 * cos)
+    np.testing.assert_allclose(traj.q[1, :, 0], 0.5 * accel * ts**2, rtol=1e-9)
+
+    def slid(params):
+        sliding = eqx.tree_at(lambda s: s.params, system, params)
+        out = _sim(sliding, jnp.zeros(2), jnp.zeros(2), 1.0, [1.0])
+        return out.q[0, 0]
+
+    grad = jax.grad(slid)({"alpha": 0.4, "mu": 0.3, "mu_s": 0.42})
+    np.testing.assert_allclose(grad["mu"], -0.5 * G * cos, rtol=1e-8)
+    np.testing.assert_allclose(grad["mu_s"], 0.0, atol=1e-12)
+    assert system.friction is None and system.friction_param == "mu"
+    # Named kinetic friction: static friction follows it by default.
+    kinetic_only = jl.LagrangianSystem(
+        _incline_lagrangian,
+        params={"alpha": alpha, "mu": 0.3},
+        unilateral=_across,
+        slip=_along,
+        friction="mu",
+    )
+    assert kinetic_only.static_friction_param == "mu"
 
 
 def test_friction_is_a_differentiable_leaf_and_zero_without_slip():

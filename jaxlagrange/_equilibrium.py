@@ -16,8 +16,14 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 import optimistix as optx
 
-from ._constraints import contact_tolerance, dynamics, num_bilateral
+from ._constraints import (
+    SINGULAR_CONSTRAINTS,
+    contact_tolerance,
+    dynamics,
+    num_bilateral,
+)
 from ._custom_types import Array, Float, ScalarLike, VectorLike
+from ._eom import SINGULAR_MASS
 from ._errors import first_error
 from ._linearize import check_system
 from ._system import LagrangianSystem, as_state
@@ -101,17 +107,31 @@ def _active_set(system, q_guess, t, rtol, atol, max_steps):
     return active, q
 
 
+def _undefined(system, q, t, active) -> list:
+    """The checks that q̈ is defined at (q, 0, t): M regular, the constraints
+    independent (else the residual's q̈ row means nothing there)."""
+    point = dynamics(system, q, jnp.zeros_like(q), t, active=active)
+    return [
+        (point.singular_mass, SINGULAR_MASS),
+        (point.singular_constraints, SINGULAR_CONSTRAINTS),
+    ]
+
+
 @eqx.filter_jit
 def _equilibrium(system, q_guess, t, rtol, atol, max_steps):
     q_guess = check_finite_params(system.params, q_guess)  # named before the solve
     if system.unilateral is None:
         q, ok = _solve(system, q_guess, t, None, rtol, atol, max_steps)
-        return eqx.error_if(q, ~ok, _NOT_CONVERGED)
+        return first_error(q, _undefined(system, q, t, None) + [(~ok, _NOT_CONVERGED)])
     active, start = _active_set(system, q_guess, t, rtol, atol, max_steps)
     q, ok = _solve(system, start, t, active, rtol, atol, max_steps)
     release, engage = _contact_changes(system, q, t, active)
     consistent = ~jnp.any(release | engage)
-    return first_error(q, [(~ok, _NOT_CONVERGED), (~consistent, _NO_CONTACT_SET)])
+    return first_error(
+        q,
+        _undefined(system, q, t, active)
+        + [(~ok, _NOT_CONVERGED), (~consistent, _NO_CONTACT_SET)],
+    )
 
 
 def equilibrium(
@@ -145,8 +165,9 @@ def equilibrium(
 
     **Raises:** `ValueError` for a bad `system`, `rtol`, `atol` or `max_steps`, and
     for a non-finite `q_guess` or `t`; an error (also under `jax.jit`) naming a
-    non-finite param, when the solve does not converge, or when no set of contacts
-    is consistent.
+    non-finite param, a singular mass matrix or redundant constraints at the
+    point found, when the solve does not converge, or when no set of contacts is
+    consistent.
 
     **Example:**
 

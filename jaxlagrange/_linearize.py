@@ -25,8 +25,10 @@ import jax.tree_util as jtu
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from ._constraints import contact_set, dynamics, position_rows
+from ._constraints import SINGULAR_CONSTRAINTS, contact_set, dynamics, position_rows
 from ._custom_types import Array, Float, ScalarLike, VectorLike
+from ._eom import SINGULAR_MASS
+from ._errors import first_error
 from ._mass import (
     Rows,
     cholesky,
@@ -209,18 +211,29 @@ def _linearize(system, q, qd, t, coordinates, velocities, mask):
     x0 = jnp.concatenate([q[ci], qd[vi]])
     a = jax.jacfwd(flow, argnums=0)(x0, u0)
     b = jax.jacfwd(flow, argnums=1)(x0, u0).reshape(x0.shape[0], u0.shape[0])
-    return Linearization(a, b)
+    # q̈ is not defined where M is singular (a heavy top's Euler angles at θ = 0)
+    # or the constraints are redundant: its derivatives would be finite and
+    # meaningless.
+    point = dynamics(system, q, qd, t, active=active)
+    return first_error(
+        Linearization(a, b),
+        [
+            (point.singular_mass, SINGULAR_MASS),
+            (point.singular_constraints, SINGULAR_CONSTRAINTS),
+        ],
+    )
 
 
 @eqx.filter_jit
-def _manifold_residual(system, q, qd, t) -> tuple[Array, Array]:
-    """The largest constraint residual at (q, q̇, t), and whether it is off the
-    manifold. One program: run eagerly, each operation of the constraints (dozens
-    for a bicycle) was a small compile of its own."""
+def _manifold_residual(system, q, qd, t, velocities=True) -> tuple[Array, Array]:
+    """The largest constraint residual at (q, q̇, t) (the holonomic constraints
+    only, without `velocities`), and whether it is off the manifold. One program:
+    run eagerly, each operation of the constraints (dozens for a bicycle) was a
+    small compile of its own."""
     parts = [jnp.zeros((0,), q.dtype)]
     if system.holonomic is not None:
         parts.append(system._holonomic(q, t))
-    v = _velocity_constraints(system, q, qd, t)
+    v = _velocity_constraints(system, q, qd, t) if velocities else None
     if v is not None:
         parts.append(v)
     residual = jnp.max(jnp.abs(jnp.concatenate(parts)), initial=0.0)
@@ -261,8 +274,9 @@ def linearize(
 
     **Raises:** `ValueError` for bad indices or inputs, for a non-finite `q`, `qd`
     or `t`, and for an operating point off the constraint manifold; an error
-    (also under `jax.jit`) naming a non-finite param, and when the dependent
-    coordinates or velocities cannot be solved for.
+    (also under `jax.jit`) naming a non-finite param, a singular mass matrix or
+    redundant constraints at the operating point (where q̈ is not defined), and
+    when the dependent coordinates or velocities cannot be solved for.
 
     **Example:**
 
@@ -309,13 +323,13 @@ def _normal_modes(system, q, t):
     mass = 0.5 * (mass + mass.T)
     factor, f = system.mass_strategy.terms(system, q, qd, t)
     if system.holonomic is None:
-        lam = None
+        lam, redundant = None, False
         residual, _ = factor.solve(f)
     else:
         # The equilibrium multipliers: M q̈ = f + Gᵀλ with G q̈ = −b.
         jac, b, _, _ = position_rows(system._holonomic, q, qd, t)
         kkt = factor.constrain(Rows(lambda v: jac @ v, jac), f)
-        lam, _ = kkt.multipliers(-b)
+        lam, redundant = kkt.multipliers(-b)
         residual, _ = kkt.solution(lam)
 
     def generalized_force(q):
@@ -335,6 +349,10 @@ def _normal_modes(system, q, t):
         _, _, vt = jnp.linalg.svd(jax.lax.stop_gradient(g), full_matrices=True)
         start = vt[m:].T
         basis = start - g.T @ jnp.linalg.solve(g @ g.T, g @ start)
+    if basis.shape[1] == 0:  # the constraints hold every coordinate: no modes
+        # (An error tied to an empty array is never raised: tied to q̈.)
+        residual = first_error(residual, [(redundant, SINGULAR_CONSTRAINTS)])
+        return jnp.zeros((0,), q.dtype), basis, residual, jnp.array(False)
     reduced_mass = basis.T @ mass @ basis
     reduced_stiffness = basis.T @ stiffness @ basis
     # A position force that is no gradient (circulatory: Q = c(−q₂, q₁)) makes K
@@ -350,11 +368,16 @@ def _normal_modes(system, q, t):
     sym = 0.5 * (sym + sym.T)
     omega2, vectors = jnp.linalg.eigh(sym)
     modes = basis @ solve_upper_t(chol.factor, vectors)
-    omega2 = eqx.error_if(
+    omega2 = first_error(
         omega2,
-        chol.singular,
-        "The mass matrix restricted to the constraint tangent space is singular or "
-        "not positive definite at `q`.",
+        [
+            (redundant, SINGULAR_CONSTRAINTS),
+            (
+                chol.singular,
+                "The mass matrix restricted to the constraint tangent space is "
+                "singular or not positive definite at `q`.",
+            ),
+        ],
     )
     return omega2, modes, residual, circulatory
 
@@ -364,6 +387,12 @@ _CIRCULATORY = (
     "that is not the gradient of a potential (a circulatory force) acts there. "
     "Its small oscillations are no normal modes (they may grow, flutter): use "
     "jl.linearize(system, q, zeros) and the eigenvalues of its A."
+)
+
+_OFF_CONSTRAINTS = (
+    "`q` does not satisfy the holonomic constraints g(q, t) = 0: normal modes are "
+    "the small oscillations about an equilibrium on them. Find one with "
+    "jl.equilibrium(system, q), or jl.project_initial_state."
 )
 
 _NOT_EQUILIBRIUM = (
@@ -377,7 +406,9 @@ _NOT_EQUILIBRIUM = (
 def _off_equilibrium(q, omega2, residual):
     """Whether q̈ at q̇ = 0 exceeds √eps (1 + max |q|) max(1, max |ω²|): a
     displacement of √eps (1 + max |q|) along the stiffest mode, in units of q̈."""
-    scale = (1 + jnp.max(jnp.abs(q))) * jnp.maximum(1.0, jnp.max(jnp.abs(omega2)))
+    scale = (1 + jnp.max(jnp.abs(q))) * jnp.maximum(
+        1.0, jnp.max(jnp.abs(omega2), initial=0.0)
+    )
     tol = jnp.sqrt(jnp.finfo(q.dtype).eps) * scale
     return ~(jnp.max(jnp.abs(residual)) <= tol)
 
@@ -405,10 +436,11 @@ def normal_modes(
     holonomic constraints.
 
     **Raises:** `ValueError` for a bad `system`, a non-finite `q` or `t`, a `q`
-    that is not an equilibrium (q̈ at q̇ = 0 above rounding; the message gives it),
-    and a stiffness that is not symmetric (a circulatory position force);
-    an error (also under `jax.jit`) for the same, naming a non-finite param, and
-    when the mass matrix restricted to the tangent space is not positive definite.
+    off the holonomic constraints, a `q` that is not an equilibrium (q̈ at q̇ = 0
+    above rounding; the message gives it), and a stiffness that is not symmetric
+    (a circulatory position force); an error (also under `jax.jit`) for the same,
+    naming a non-finite param, redundant constraints, and a mass matrix that is
+    not positive definite on the tangent space.
 
     **Example:**
 
@@ -421,10 +453,18 @@ def normal_modes(
     q, _, t = as_state(q, jnp.zeros_like(jnp.asarray(q)), t)
     inputs = {"q": q, "t": t}
     q = check_finite_params(system.params, check_finite(inputs, q))
+    constraint, off_manifold = _manifold_residual(
+        system, q, jnp.zeros_like(q), t, velocities=False
+    )
+    known = not any(
+        isinstance(x, jax.core.Tracer) for x in jtu.tree_leaves((system, q, t))
+    )
+    if known and bool(off_manifold):
+        raise ValueError(_OFF_CONSTRAINTS + f" Residual: {float(constraint):.3g}.")
     omega2, modes, residual, circulatory = _normal_modes(system, q, t)
     omega2 = check_finite_params(system.params, check_finite(inputs, omega2))
     off = _off_equilibrium(q, omega2, residual)
-    if not any(isinstance(x, jax.core.Tracer) for x in jtu.tree_leaves((system, q, t))):
+    if known:
         if bool(off):
             contacts = (
                 ""
@@ -438,5 +478,12 @@ def normal_modes(
         if bool(circulatory):
             raise ValueError(_CIRCULATORY)
         return omega2, modes
-    omega2 = eqx.error_if(omega2, off, _NOT_EQUILIBRIUM.format("not 0"))
-    return eqx.error_if(omega2, circulatory, _CIRCULATORY), modes
+    omega2 = first_error(
+        omega2,
+        [
+            (off_manifold, _OFF_CONSTRAINTS),
+            (off, _NOT_EQUILIBRIUM.format("not 0")),
+            (circulatory, _CIRCULATORY),
+        ],
+    )
+    return omega2, modes

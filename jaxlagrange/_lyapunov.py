@@ -4,27 +4,40 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
-from ._constraints import dynamics
+from ._constraints import SINGULAR_CONSTRAINTS, dynamics
 from ._custom_types import Scalar, ScalarLike, VectorLike
+from ._eom import SINGULAR_MASS
+from ._errors import first_error
 from ._results import promote
 from ._system import LagrangianSystem, as_state
 from ._trajectory import RESULTS
 
 
+def _accelerations(system, q, qd, t):
+    # NaN where q̈ is not defined (a singular M, redundant constraints), so that
+    # the solve fails there rather than integrate a meaningless q̈.
+    dyn = dynamics(system, q, qd, t)
+    bad = dyn.singular_mass | dyn.singular_constraints
+    return jnp.where(bad, jnp.nan, dyn.accelerations)
+
+
 def _vector_field(t, y, system):
-    # The state, a unit tangent u of (q, qd) space and ρ = ln‖δ‖: with J the
-    # Jacobian of the flow's vector field, δ' = Jδ splits into u' = Ju − (u·Ju)u
-    # and ρ' = u·Ju. No overflow however fast δ grows, and the step-size
-    # controller sees the tangent's error as well as the state's.
+    # The state, a tangent u of (q, qd) space of about unit length, and
+    # ρ = ln‖δ‖: with J the Jacobian of the flow's vector field, δ' = Jδ splits
+    # into u' = Ju − r u and ρ' = r, r = u·Ju / u·u. No overflow however fast δ
+    # grows, and the step-size controller sees the tangent's error as well as
+    # the state's. ‖u‖ is constant in exact arithmetic; r divides by u·u, so
+    # its drift does not bias ρ (with r = u·Ju, the unit sphere repelled u in a
+    # contracting flow: ‖u‖ went to 0 and ρ stopped).
     q, qd, uq, uqd, _ = y
-
-    def acceleration(q, qd):
-        return dynamics(system, q, qd, t).accelerations
-
-    _, duqd = jax.jvp(acceleration, (q, qd), (uq, uqd))
-    qdd = acceleration(q, qd)
+    _, duqd = jax.jvp(
+        lambda q, qd: _accelerations(system, q, qd, t), (q, qd), (uq, uqd)
+    )
+    qdd = _accelerations(system, q, qd, t)
     ju = (uqd, duqd)
-    growth = jnp.vdot(uq, ju[0]) + jnp.vdot(uqd, ju[1])
+    growth = (jnp.vdot(uq, ju[0]) + jnp.vdot(uqd, ju[1])) / (
+        jnp.vdot(uq, uq) + jnp.vdot(uqd, uqd)
+    )
     return qd, qdd, ju[0] - growth * uq, ju[1] - growth * uqd, growth
 
 
@@ -60,6 +73,9 @@ def finite_time_lyapunov(
 
     **Returns:** λ, a scalar in units of 1/time.
 
+    **Raises:** with `throw`, an error (also under `jax.jit`) when the solve
+    fails, naming a singular mass matrix or redundant constraints at the start.
+
     **Example:**
 
     ```python
@@ -91,5 +107,14 @@ def finite_time_lyapunov(
     t_final = sol.ts[0]
     lam = log_growth / (t_final - t0)
     if throw:
+        # The start's named cause before the solver's failure it leads to.
+        start = dynamics(system, q0, qd0, t0)
+        lam = first_error(
+            lam,
+            [
+                (start.singular_mass, SINGULAR_MASS),
+                (start.singular_constraints, SINGULAR_CONSTRAINTS),
+            ],
+        )
         lam = result.error_if(lam, result != RESULTS.successful)
     return lam

@@ -368,6 +368,39 @@ def test_errors():
         eqx.EquinoxRuntimeError, match="restricted to the constraint tangent space is"
     ):
         jl.normal_modes(massless, jnp.zeros(2))
+    # Where q̈ is not defined, its derivatives are not either: linearize and
+    # equilibrium named nothing (a zero row of A for the massless coordinate).
+    singular = "The mass matrix ∂²L/∂qd² is singular or not positive definite"
+    with pytest.raises(eqx.EquinoxRuntimeError, match=singular):
+        jl.linearize(massless, jnp.zeros(2), jnp.zeros(2))
+    with pytest.raises(eqx.EquinoxRuntimeError, match=singular):
+        jl.equilibrium(massless, jnp.array([0.1, 0.2]))
+    # q off g(q) = 0 where q̈ = 0 (gravity along the rod): the modes of another
+    # pendulum (ω² = g/3 for a rod of 2) were returned.
+    off = r"`q` does not satisfy the holonomic constraints g\(q, t\) = 0: .* 5"
+    with pytest.raises(ValueError, match=off):
+        jl.normal_modes(system, jnp.array([0.0, -3.0]))
+    with pytest.raises(eqx.EquinoxRuntimeError, match="does not satisfy the holonomic"):
+        eqx.filter_jit(jl.normal_modes)(system, jnp.array([0.0, -3.0]))
+
+
+def test_modes_with_every_coordinate_held_or_redundant_constraints():
+    def lagrangian(q, qd, t):
+        return 0.5 * qd @ qd - G * q[-1]
+
+    pinned = jl.LagrangianSystem(
+        lagrangian, holonomic=lambda q, t: jnp.array([q[0], q[1] + 1.0])
+    )
+    omega2, modes = jl.normal_modes(pinned, jnp.array([0.0, -1.0]))
+    assert omega2.shape == (0,) and modes.shape == (2, 0)
+    redundant = "The constraint Jacobian .* is rank-deficient"
+    for rows in (
+        lambda q, t: jnp.array([q @ q - 1.0, 2 * (q @ q - 1.0)]),  # d = 1
+        lambda q, t: jnp.array([q @ q - 1.0, q[0], 3 * q[0]]),  # d = 0
+    ):
+        system = jl.LagrangianSystem(lagrangian, holonomic=rows)
+        with pytest.raises(eqx.EquinoxRuntimeError, match=redundant):
+            jl.normal_modes(system, jnp.array([0.0, 0.0, -1.0]))
 
 
 def test_a_circulatory_force_has_no_normal_modes():

@@ -11,6 +11,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ._batch_inputs import (
+    as_arrays,
     batch_size,
     check_options,
     check_state,
@@ -23,7 +24,7 @@ from ._custom_types import Array, Bool, Params
 from ._guard import name_causes, without_system
 from ._kernel._backend import check_backend, choose_kernel
 from ._lanes import UnsupportedPrimitiveError
-from ._results import MESSAGES, SUCCESSFUL, code_of, item_of
+from ._results import MESSAGES, NAMES, SUCCESSFUL, code_of, item_of
 from ._simulate import simulate, simulate_checked
 from ._system import LagrangianSystem
 from ._trajectory import RESULTS, Trajectory
@@ -306,8 +307,20 @@ def _raise_if_failed(traj: Trajectory) -> Trajectory:
     codes = np.asarray(codes).reshape(-1)
     bad = codes != SUCCESSFUL
     if bad.any():
-        # The error a compiled check raises (`eqx.EquinoxRuntimeError`), as before.
-        raise eqx.EquinoxRuntimeError(messages[int(codes[np.argmax(bad)])])
+        # The error a compiled check raises (`eqx.EquinoxRuntimeError`), naming
+        # the failed members (the first few), their causes and where they stopped.
+        index = np.flatnonzero(bad)
+        t_final = np.asarray(traj.t_final).reshape(-1)
+        listed = ", ".join(
+            f"{i} ({NAMES[codes[i]]} at t = {t_final[i]:.6g})" for i in index[:5]
+        )
+        more = f" and {index.size - 5} more" if index.size > 5 else ""
+        raise eqx.EquinoxRuntimeError(
+            f"`simulate_batch`: {index.size} of {codes.size} members failed: "
+            f"{'member' if index.size == 1 else 'members'} {listed}{more}. The "
+            f"first: {MESSAGES[codes[index[0]]]} Pass "
+            "`throw=False` and use `jl.failed(traj)` to see which members failed."
+        )
     return traj
 
 
@@ -399,6 +412,8 @@ def simulate_batch(
     qd0 = check_state(jnp.asarray(qd0), "qd0")
     if params is not None and not system.has_params:
         raise ValueError("`params` was given but the system has no params.")
+    if params is not None:
+        params = as_arrays(system.params, params)
     size = batch_size(q0, qd0, params)
     if params is not None:
         params = override(system.params, params, size)

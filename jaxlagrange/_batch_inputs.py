@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._custom_types import Array, Params
-from ._simulate import simulate
+from ._simulate import check_times, check_tolerance, simulate
 
 
 # Options of `simulate` that `simulate_batch` forwards; `throw` is handled here.
@@ -25,6 +25,9 @@ def _simulate_options() -> tuple[str, ...]:
 
 
 def check_options(options: Mapping[str, Any], where: str) -> None:
+    """Unknown options, a missing `t1`, and the known times and tolerances that
+    `simulate` would refuse: named with their values here, before anything is
+    compiled (or a sweep's store made). Traced ones are checked in the program."""
     valid = _simulate_options()
     for key in options:
         if key not in valid:
@@ -32,6 +35,18 @@ def check_options(options: Mapping[str, Any], where: str) -> None:
                 f"`{where}` got an unknown option {key!r}; the options of "
                 f"`simulate` are: {', '.join(valid)}."
             )
+    if "t1" not in options:
+        raise ValueError(f"`{where}` needs `t1`, the end time (as `simulate` does).")
+    saveat = options.get("saveat")
+    check_times(
+        options.get("t0", 0.0),
+        options["t1"],
+        jnp.asarray(saveat) if isinstance(saveat, list) else saveat,
+        jnp.result_type(float),
+    )
+    for name in ("rtol", "atol"):
+        if options.get(name) is not None:
+            check_tolerance(name, options[name])
 
 
 def split_options(simulate_options: Mapping[str, Any]) -> tuple[Any, Any]:
@@ -82,6 +97,18 @@ def override(base: Params, new: Params, size: int, path: str = "params") -> Para
                 f"leaf) = {expected}, got {n.shape}."
             )
     return jax.tree.map(lambda b, n: n.astype(jnp.result_type(b, float)), base, new)
+
+
+def as_arrays(base: Params, new: Params) -> Params:
+    """`new` with each list or tuple that stands for an array leaf of `base` made
+    an array (`params={"g": [9.8, 1.6]}`), rather than read as a pytree."""
+    if isinstance(new, Mapping) and isinstance(base, Mapping):
+        return {k: as_arrays(base[k], v) if k in base else v for k, v in new.items()}
+    if isinstance(new, (list, tuple)) and isinstance(
+        base, (jax.Array, np.ndarray, np.generic, float, int)
+    ):
+        return np.asarray(new)
+    return new
 
 
 def merge(base: Params, new: Params) -> Params:

@@ -129,9 +129,7 @@ class ChunkedStore:
         try:
             self._setup(size, chunk_size, inputs, outputs, attrs, writer)
         except BaseException:
-            if self._lock is not None:  # refused: leave no lock file behind
-                self._lock_file.unlink(missing_ok=True)
-            self.close()
+            self.close()  # refused: no lock file left behind
             raise
 
     def _setup(self, size, chunk_size, inputs, outputs, attrs, writer) -> None:
@@ -149,8 +147,8 @@ class ChunkedStore:
             if self.manifest.get("fingerprint") != self.key:
                 raise ValueError(
                     f"The store {str(self.path)!r} holds a different sweep "
-                    f"({_difference(existing.attrs, attrs)}); remove it or choose "
-                    "another output directory."
+                    f"({_difference(existing, attrs, inputs, chunk_size)}); remove it "
+                    "or choose another output directory."
                 )
             self.group = existing
             if writer:
@@ -298,18 +296,18 @@ class ChunkedStore:
         return self.manifest.get("checksum_form") == CHECKSUM_FORM
 
     def finish(self) -> None:
-        """Mark a store whose chunks are all written complete; a sweep that ends
-        so removes its lock file (holding the lock while it does)."""
+        """Mark a store whose chunks are all written complete, and close it."""
         if self.writer and not self.missing():
             self.manifest["complete"] = True
             self._write_manifest()
-            if self._lock is not None:
-                self._lock_file.unlink(missing_ok=True)
         self.close()
 
     def close(self) -> None:
-        """Release the writer's lock (also done when the process ends)."""
+        """Release the writer's lock and remove its file, holding the lock while
+        it does (`_acquire` then locks a new file). A killed process leaves the
+        file, unlocked: harmless."""
         if self._lock is not None:
+            self._lock_file.unlink(missing_ok=True)
             os.close(self._lock)  # closing the descriptor drops the flock
             self._lock = None
 
@@ -363,11 +361,34 @@ def _every_chunk():
     return import_zarr().config.set({"array.write_empty_chunks": True})
 
 
-def _difference(stored: Mapping[str, Any], attrs: Mapping[str, Any]) -> str:
-    """What differs between a store's description and a sweep's, in words."""
+def _difference(group, attrs: Mapping[str, Any], inputs, chunk_size: int) -> str:
+    """What differs between a store's sweep and this one, in words: its
+    description (short values given, stored and now), chunk size, or inputs."""
     new = json.loads(json.dumps(dict(attrs), default=repr))
-    old = {k: v for k, v in stored.items() if k != MANIFEST}
+    old = {k: v for k, v in group.attrs.items() if k != MANIFEST}
     keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     if keys:
-        return f"it differs in: {', '.join(keys)}"
-    return "other inputs, sizes or chunk size"
+        return "it differs in: " + ", ".join(
+            f"{k} (stored {old.get(k)!r}, now {new.get(k)!r})"
+            if len(repr(old.get(k))) + len(repr(new.get(k))) <= 80
+            else k
+            for k in keys
+        )
+    stored_chunk = dict(group.attrs[MANIFEST]).get("chunk_size")
+    if stored_chunk != chunk_size:
+        return f"it differs in: chunk_size (stored {stored_chunk}, now {chunk_size})"
+    changed = []
+    for name in sorted(set(inputs) | set(group["inputs"].array_keys())):
+        if name not in inputs or name not in group["inputs"]:
+            changed.append(name)
+            continue
+        x, old_x = inputs[name], group[f"inputs/{name}"]
+        if tuple(x.shape) != tuple(old_x.shape) or np.dtype(x.dtype) != old_x.dtype:
+            changed.append(f"{name} (stored {old_x.shape}, now {tuple(x.shape)})")
+            continue
+        for start in range(0, x.shape[0], chunk_size):
+            stop = start + chunk_size
+            if not np.array_equal(np.asarray(x[start:stop]), old_x[start:stop]):
+                changed.append(name)
+                break
+    return f"its inputs differ: {', '.join(changed)}" if changed else "other inputs"

@@ -6,12 +6,14 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ._batch import COLLAPSED, sharded_map
 from ._custom_types import Array
+from ._lanes import UnsupportedPrimitiveError
 from ._progress import progress_bar
 from ._store import ChunkedStore, open_store
 
@@ -133,6 +135,22 @@ def sweep(
     # The fused ensemble kernel where the backend picks it; an option it does not
     # support (backend="kernel") is an error before the store is touched.
     kernel = fn.batch_kernel(devices) if hasattr(fn, "batch_kernel") else None
+    if kernel is not None and getattr(fn, "backend", None) == "auto":
+        # "auto" falls back to vmap where the kernel's lanes cannot evaluate the
+        # system (a primitive they do not have), as in `simulate_batch`.
+        chunk = {
+            name: jax.ShapeDtypeStruct((chunk_size, *x.shape), x.dtype)
+            for name, x in member.items()
+        }
+        try:
+            eqx.filter_eval_shape(kernel, chunk, fn)
+        except UnsupportedPrimitiveError:
+            kernel = None
+    if hasattr(fn, "batch_kernel"):
+        # The integrator is part of what a store holds: the kernel's Tsit5 and
+        # diffrax's take other steps, and a chaotic member's motions part. A sweep
+        # resumed with the other would mix the two in one store.
+        attrs["backend"] = "vmap" if kernel is None else "kernel"
     writer = jax.process_index() == 0
     kwargs = dict(
         size=size, chunk_size=chunk_size, inputs=inputs, outputs=outputs, attrs=attrs

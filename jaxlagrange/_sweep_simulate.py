@@ -43,6 +43,11 @@ def _flatten_params(params: Params) -> dict[str, Any]:
         )
     flat = {}
     for key, value in params.items():
+        if "/" in str(key):
+            raise ValueError(
+                f"`params` has the key {key!r}: a sweep's store nests keys with '/', "
+                "so a key may not contain it."
+            )
         if isinstance(value, Mapping):
             flat.update({f"{key}/{k}": v for k, v in _flatten_params(value).items()})
         else:
@@ -214,8 +219,9 @@ def simulate_sweep(
         memmaps or Zarr arrays. `params` must be a dict (of dicts) of arrays.
         `backend="auto"` (default) integrates each chunk in the fused kernel on a
         GPU when the system and options allow it, else with `jax.vmap`; `"vmap"`
-        and `"kernel"` choose. The backend is how, not what: it is not part of
-        the store's identity, so a sweep may be resumed with another.
+        and `"kernel"` choose. The store records the backend used (its
+        `backend` attribute): the two integrators take other steps, so a sweep
+        is resumed with the same one (on another machine, name it).
     - `store`: the store directory.
     - `observe`: `observe(traj) -> dict[str, array]`, what to keep of each member's
         `Trajectory` (e.g. only the final energy); default `q` and `qd`.
@@ -233,20 +239,22 @@ def simulate_sweep(
     """
     check_options(simulate_options, "simulate_sweep")
     block_size = check_backend(backend, block_size)
+    # Arrays (memmaps, Zarr arrays) stay as they are, read chunk by chunk.
     q0, qd0 = (
-        np.asarray(q0) if np.ndim(q0) < 2 else q0,
-        np.asarray(qd0) if np.ndim(qd0) < 2 else qd0,
+        np.asarray(q0) if np.ndim(q0) < 2 or not hasattr(q0, "shape") else q0,
+        np.asarray(qd0) if np.ndim(qd0) < 2 or not hasattr(qd0, "shape") else qd0,
     )
     check_state(q0, "q0")
     check_state(qd0, "qd0")
     if params is not None and not system.has_params:
         raise ValueError("`params` was given but the system has no params.")
     flat = {} if params is None else _flatten_params(params)
+    flat = {k: v if hasattr(v, "shape") else np.asarray(v) for k, v in flat.items()}
     size = batch_size(
         jax.ShapeDtypeStruct(q0.shape, q0.dtype),
         jax.ShapeDtypeStruct(qd0.shape, qd0.dtype),
         {
-            k: jax.ShapeDtypeStruct(np.shape(v), np.asarray(v[:1]).dtype)
+            k: jax.ShapeDtypeStruct(np.shape(v), np.dtype(v.dtype))
             for k, v in flat.items()
         },
     )

@@ -101,7 +101,9 @@ def test_throw_false_marks_failed_members():
     # The others are unaffected, and right: q = cos(√k t).
     np.testing.assert_allclose(traj.q[::2, -1, 0], jnp.cos(jnp.sqrt(k[::2])), atol=1e-7)
     with pytest.raises(
-        eqx.EquinoxRuntimeError, match="a member failed: The maximum number of solver"
+        eqx.EquinoxRuntimeError,
+        match=r"`simulate_batch`: 1 of 3 members failed: member 1 \(max_steps_reached "
+        r"at t = 0\.\d+\)\. The first: The maximum number of solver",
     ):
         jl.simulate_batch(
             system, jnp.ones(1), jnp.zeros(1), params={"k": k}, t1=1.0, max_steps=500
@@ -138,6 +140,27 @@ def test_finite_time_lyapunov_closed_forms():
     oscillator = jl.LagrangianSystem(lambda q, qd, t: 0.5 * qd @ qd - 0.5 * q @ q)
     lam = jl.finite_time_lyapunov(oscillator, jnp.ones(1), jnp.zeros(1), t1=20.0)
     np.testing.assert_allclose(lam, 0.0, atol=1e-8)
+    # A damped oscillator, ζ = 0.1, ω = 2: the flow contracts, and the exact
+    # finite-time value is ln(‖e^{AT} δ₀‖/‖δ₀‖)/T (→ −ζω). The unit tangent
+    # shrank to 0 there, and λ with it (−0.086 for −0.198 at T = 100).
+    zeta, w = 0.1, 2.0
+    damped = jl.LagrangianSystem(
+        lambda q, qd, t: 0.5 * qd @ qd - 0.5 * w**2 * q @ q,
+        dissipation=lambda q, qd, t: zeta * w * qd @ qd,
+    )
+    a = np.array([[0.0, 1.0], [-(w**2), -2 * zeta * w]])
+    values, vectors = np.linalg.eig(a)
+    for t1 in (50.0, 100.0):
+        flow = (vectors @ np.diag(np.exp(values * t1)) @ np.linalg.inv(vectors)).real
+        exact = np.log(np.linalg.norm(flow @ np.ones(2)) / np.sqrt(2)) / t1
+        lam = jl.finite_time_lyapunov(
+            damped, jnp.ones(1), jnp.zeros(1), t1=t1, rtol=1e-10, atol=1e-10
+        )
+        np.testing.assert_allclose(lam, exact, rtol=1e-6)
+    # q̈ is not defined where M is singular: named, not a number.
+    massless = jl.LagrangianSystem(lambda q, qd, t: 0.5 * qd[0] ** 2 - 0.5 * q @ q)
+    with pytest.raises(eqx.EquinoxRuntimeError, match="The mass matrix .* is singular"):
+        jl.finite_time_lyapunov(massless, jnp.ones(2), jnp.zeros(2), t1=1.0)
 
 
 def test_structure_errors():
@@ -172,3 +195,19 @@ def test_structure_errors():
         jl.simulate_batch(vector, Q0, zeros, params={"w": G}, t1=1.0)
     with pytest.raises(ValueError, match="`devices` is empty"):
         jl.simulate_batch(DOUBLE, Q0, zeros, t1=1.0, devices=[])
+    # Known times and tolerances are named with their values, as by `simulate`
+    # (they were checked in the program only: "got t0 = t0 and t1 = a value not
+    # greater"); lists stand for arrays.
+    for options, match in (
+        (dict(t0=1.0, t1=0.5), r"got t0 = 1\.0 and t1 = 0\.5\."),
+        (dict(t1=1.0, saveat=[0.0, 2.0]), r"\[0\.0, 1\.0\], but saveat\[1\] = 2\.0"),
+        (dict(t1=1.0, rtol=-1.0), r"`rtol` must be positive and finite, got -1\.0"),
+        (dict(), r"`simulate_batch` needs `t1`, the end time"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            jl.simulate_batch(DOUBLE, Q0, zeros, **options)
+    listed = jl.simulate_batch(
+        DOUBLE, Q0.tolist(), zeros, params={"g": G.tolist()}, t1=0.1
+    )
+    arrays = jl.simulate_batch(DOUBLE, Q0, zeros, params={"g": G}, t1=0.1)
+    np.testing.assert_array_equal(listed.q, arrays.q)

@@ -281,7 +281,7 @@ def test_result_codes_per_member():
     np.testing.assert_allclose(kernel.q[0], alone.q, atol=1e-7)
     assert kernel.t_final[1] == 0.0 and jnp.all(jnp.isinf(kernel.q[1]))
     assert kernel.stats["num_steps"][3] == 60
-    with pytest.raises(eqx.EquinoxRuntimeError, match="a member failed"):
+    with pytest.raises(eqx.EquinoxRuntimeError, match="3 of 4 members failed"):
         jl.simulate_batch(
             system,
             q0s,
@@ -325,6 +325,22 @@ def test_a_mass_matrix_that_vanishes_on_the_way_is_named_as_on_vmap(tmp_path):
 
 
 # Gradients, float32, the backends.
+
+
+def test_a_state_gone_non_finite_is_not_named_a_singular_mass_matrix():
+    # √(1.5 − q) is NaN past q = 1.5 while M = 2 + cos q stays regular. The
+    # stages after the first NaN one evaluate M at a NaN state, which flagged
+    # it singular: the kernel named the failure singular_mass_matrix.
+    system = jl.LagrangianSystem(
+        lambda q, qd, t: 0.5 * (2.0 + jnp.cos(q[0])) * qd[0] ** 2 + jnp.sqrt(1.5 - q[0])
+    )
+    q0, qd0 = jnp.zeros((2, 1)), jnp.array([[0.1], [3.0]])
+    kernel, vmap = (
+        jl.simulate_batch(system, q0, qd0, t1=2.0, throw=False, backend=b, block_size=4)
+        for b in ("kernel", "vmap")
+    )
+    names = ["successful", "non_finite_state"]
+    assert list(jl.result_name(kernel)) == list(jl.result_name(vmap)) == names
 
 
 def test_gradient_equals_vmap_gradient():
@@ -544,6 +560,14 @@ def test_sweeps_reach_the_kernel(monkeypatch, tmp_path):
             np.testing.assert_allclose(
                 a[f"outputs/{name}"][:], b[f"outputs/{name}"][:], rtol=0, atol=1e-8
             )
+    # A store holds what one integrator computed: resumed with the other, the
+    # two (whose chaotic members part) would mix in it.
+    with pytest.raises(
+        ValueError,
+        match=r"holds a different sweep \(it differs in: backend \(stored 'kernel', "
+        r"now 'vmap'\)\)",
+    ):
+        swept("vmap", "k.zarr")
     # "auto" asks for the kernel (which it takes on a GPU only).
     calls = []
     monkeypatch.setattr(
@@ -552,6 +576,37 @@ def test_sweeps_reach_the_kernel(monkeypatch, tmp_path):
     swept("auto", "a.zarr")
     cli("auto", "ca.zarr")
     assert calls == ["auto", "auto"]
+
+
+def test_an_auto_sweep_takes_vmap_where_the_lanes_cannot(monkeypatch, tmp_path):
+    # As `simulate_batch` does: "auto" (here given the kernel, as on a GPU) falls
+    # back to vmap for a system whose q̈ the lanes cannot evaluate (a Cholesky).
+    # The sweep failed there, and records the backend it used.
+    from jaxlagrange import _sweep_simulate as _sweep
+    from jaxlagrange._kernel._backend import KernelBatch
+
+    def lagrangian(q, qd, t):
+        factor = jnp.linalg.cholesky(jnp.eye(1) * (2.0 + q[0] ** 2))
+        return 0.5 * qd @ qd - 0.5 * factor[0, 0] ** 2
+
+    def as_on_a_gpu(backend, system, options, devices, block_size):
+        return lambda static: KernelBatch(static, block_size, True)
+
+    monkeypatch.setattr(_sweep, "choose_kernel", as_on_a_gpu)
+    store = jl.simulate_sweep(
+        jl.LagrangianSystem(lagrangian),
+        np.array([[0.1], [0.2]]),
+        np.zeros(1),
+        store=tmp_path / "s.zarr",
+        progress=False,
+        t1=0.5,
+    )
+    assert store.attrs["backend"] == "vmap"
+    # L = ½q̇² − ½(2 + q²): q = q₀ cos t.
+    np.testing.assert_allclose(
+        store["outputs/q"][:, 0, 0], [0.1 * np.cos(0.5), 0.2 * np.cos(0.5)], rtol=1e-6
+    )
+    np.testing.assert_array_equal(store["outputs/result"][:], 0)
 
 
 def test_sweep_backend_errors(tmp_path):

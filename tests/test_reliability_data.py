@@ -243,7 +243,7 @@ def test_a_listed_chunk_whose_files_are_gone_is_recomputed(tmp_path, capsys):
 # Issue 29: a finished sweep leaves no lock file; a running one still holds it.
 
 
-def test_a_finished_sweep_removes_its_lock_file(tmp_path):
+def test_a_finished_sweep_removes_its_lock_file(tmp_path, monkeypatch):
     store = tmp_path / "s.zarr"
     chunked = ChunkedStore(
         store,
@@ -269,6 +269,17 @@ def test_a_finished_sweep_removes_its_lock_file(tmp_path):
     assert not lock.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.zarr"]
     jl.open_store(store)
+    # A sweep that stops on an error (here, writing its first chunk) removes it
+    # too.
+
+    def write(self, chunk, values):
+        assert lock.with_name(".t.zarr.lock").exists()
+        raise RuntimeError("stopped")
+
+    monkeypatch.setattr(ChunkedStore, "write", write)
+    with pytest.raises(RuntimeError, match="stopped"):
+        jl.sweep(lambda x: {"y": x["x"]}, {"x": np.ones(4)}, tmp_path / "t.zarr")
+    assert not lock.with_name(".t.zarr.lock").exists()
 
 
 # 4. Output directories: written into, wherever they lead.

@@ -190,6 +190,39 @@ def test_simulate_sweep_equals_simulate_batch(tmp_path):
         jl.sweep(lambda x: x["x"], {"x": g}, tmp_path / "t")
 
 
+def test_simulate_sweep_names_bad_inputs_before_its_store(tmp_path):
+    pendulum = unit_pendulum()
+    q0 = [[0.1], [0.2], [0.3]]  # lists, as simulate_batch takes them
+    store = tmp_path / "s.zarr"
+
+    def sweep(**kwargs):
+        return jl.simulate_sweep(
+            pendulum, q0, np.zeros(1), store=store, progress=False, **kwargs
+        )
+
+    for options, match in (
+        (dict(t1=1.0, saveat=np.array([0.0, 2.0])), r"but saveat\[1\] = 2\.0"),
+        (dict(t0=1.0, t1=0.5), r"got t0 = 1\.0 and t1 = 0\.5"),
+        (dict(t1=1.0, params={"g": 9.81}), r"`params\['g'\]` is a scalar"),
+        (dict(t1=1.0, params={"g/x": [1.0] * 3}), r"key 'g/x': a sweep's store"),
+        (dict(), r"`simulate_sweep` needs `t1`"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            sweep(**options)
+        assert not store.exists()  # a corrected call is not refused
+    group = sweep(t1=1.0, params={"g": [9.81, 9.81, 1.0]})
+    np.testing.assert_array_equal(group["inputs/params/g"][:], [9.81, 9.81, 1.0])
+    # A resume with other inputs names what differs.
+    with pytest.raises(ValueError, match=r"its inputs differ: params/g"):
+        sweep(t1=1.0, params={"g": [9.81, 9.81, 2.0]})
+    with pytest.raises(
+        ValueError,
+        match=r"it differs in: simulate_options \(stored \{'t1': 1\.0\}, now "
+        r"\{'t1': 2\.0\}\)\); remove it",
+    ):
+        sweep(t1=2.0, params={"g": [9.81, 9.81, 1.0]})
+
+
 def _write(tmp_path, text):
     path = tmp_path / "bad.toml"
     path.write_text(text)

@@ -89,8 +89,9 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
         "kind": "jaxlagrange sweep",
         "system": ready.name,
         "coordinates": list(ready.coordinates),
-        # The device and the backend are where and how, not what: they stay out
-        # of the store's identity (a sweep may be resumed on another machine).
+        # The device is where, not what: it stays out of the store's identity (a
+        # sweep may be resumed on another machine). So does the backend asked
+        # for; `sweep` records the one used ("auto" resolves by the device).
         "config": {
             **{k: config[k] for k in ("system", "initial", "simulate")},
             "sweep": {

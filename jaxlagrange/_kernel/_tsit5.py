@@ -20,9 +20,10 @@ the clip is resumed after it. Results agree with `simulate` to the tolerance.
 Failures are per lane and leave the other lanes alone: a non-finite initial
 state, `max_steps` reached, and a step size that collapses (to 16 ulp of the
 time span) after non-finite stages, reported as a singular mass matrix or
-redundant constraints when a stage flagged them, else as a non-finite state
-(or a collapsed step when every state was finite: `simulate_batch` and sweeps
-solve such members again on the vmap path, whose diagnosis names the cause).
+redundant constraints when a stage with a finite state flagged them, else as a
+non-finite state (or a collapsed step when every state was finite:
+`simulate_batch` and sweeps solve such members again on the vmap path, whose
+diagnosis names the cause).
 
 All memory is 1-D, read and written in (block,) slices at offsets computed from
 the program id, so the kernel lowers to Triton (power-of-two blocks) as well as
@@ -137,6 +138,13 @@ def _all_finite(values):
     return ok
 
 
+def _at_finite(ys, singular_mass, singular_constraints):
+    """A stage's singular M and C flags, only where its state is finite: one
+    made non-finite by an earlier stage gives NaN M and C, which are no cause."""
+    finite = _all_finite(ys)
+    return singular_mass & finite, singular_constraints & finite
+
+
 def _lanes_of(values, block, dtype):
     return [
         jnp.full((block,), v, dtype) if is_const(v) else v.astype(dtype) for v in values
@@ -217,21 +225,23 @@ def _kernel_body(problem: KernelProblem, dtype, bp: int):
             return d1, h0, [v + h0 * f for v, f in zip(y0, f0, strict=True)]
 
         if p.has_dt0 or p.unroll:
-            f0, _, _ = rhs(t0, y0)
+            f0, sm0, sc0 = rhs(t0, y0)
             if not p.has_dt0:
                 d1, h0, y1 = first_step(f0)
                 f1, _, _ = rhs(t0 + h0, y1)
         else:
             # Both evaluations in a loop: one copy of the right-hand side.
             def evaluate(i, carry):
-                f0, _ = carry
+                f0, _, sm0, sc0 = carry
                 _, h0, y1 = first_step(f0)
                 t_in = jnp.where(i == 0, t0, t0 + h0)
                 y_in = _where(i == 0, y0, y1)
-                f, _, _ = rhs(t_in, y_in)
-                return _where(i == 0, f, f0), f
+                f, sm, sc = rhs(t_in, y_in)
+                first = [_where(i == 0, [a], [b])[0] for a, b in ((sm, sm0), (sc, sc0))]
+                return (_where(i == 0, f, f0), f, *first)
 
-            f0, f1 = jax.lax.fori_loop(0, 2, evaluate, (y0, y0))
+            no = jnp.zeros((block,), bool)
+            f0, f1, sm0, sc0 = jax.lax.fori_loop(0, 2, evaluate, (y0, y0, no, no))
             d1, h0, _ = first_step(f0)
         if p.has_dt0:
             dt = scalar(_DT0)
@@ -247,6 +257,11 @@ def _kernel_body(problem: KernelProblem, dtype, bp: int):
         dt = dt.astype(dtype)
         zero = jnp.zeros((block,), jnp.int32)
         code = jnp.where(finite0, _CODE["successful"], _CODE["non_finite_state"])
+        # q̈ undefined at the start: the member fails there, named. (Later, a
+        # step whose last stage (FSAL) is not finite is rejected: its flags are
+        # among the step's.)
+        code = jnp.where(finite0 & sc0, _CODE["redundant_constraints"], code)
+        code = jnp.where(finite0 & sm0, _CODE["singular_mass_matrix"], code)
         code = code.astype(jnp.int32)
         state = (t0, y0, f0, dt, code, zero, zero, zero)
         inf = jnp.full((block,), jnp.inf, dtype)
@@ -276,6 +291,8 @@ def _kernel_body(problem: KernelProblem, dtype, bp: int):
                         ys = _axpy(y, h, _A[s - 1], ks)
                         k, m, c = rhs(t + _C[s] * h, ys)
                         ks.append(k)
+                        # (M at a stage made NaN by an earlier one is no cause.)
+                        m, c = _at_finite(ys, m, c)
                         sm, sc = sm | m, sc | c
                 else:
                     # The six new stages in a loop: one copy of a large right-hand
@@ -291,6 +308,7 @@ def _kernel_body(problem: KernelProblem, dtype, bp: int):
                         ys = _axpy(y, h, coefficients, ks)
                         k, m, c = rhs(t + _row_c(s) * h, ys)
                         ks = [ks[0], *[_where(s == i, k, ks[i]) for i in range(1, 7)]]
+                        m, c = _at_finite(ys, m, c)
                         return ks, sm | m, sc | c
 
                     ks, sm, sc = jax.lax.fori_loop(1, 7, stage, (ks, sm, sm))

@@ -83,6 +83,21 @@ def test_mass_slides_off_sphere():
     assert r[-1] > radius + 0.5  # it has left the sphere for good
 
 
+def test_release_time_differentiates_in_the_radius_of_a_ready_sphere():
+    # The time of release scales as √(R/g): ∂t/∂R = t/(2R). The ready system
+    # built inside the differentiated function (its default q0 holds R) failed
+    # with a TracerArrayConversionError.
+    def release(radius):
+        system, q0, qd0 = jl.systems.mass_on_sphere(
+            {"R": radius}, q0=jnp.stack([radius, 0.3]), qd0=jnp.zeros(2)
+        )
+        traj = jl.simulate(system, q0, qd0, t1=1.5, rtol=TOL, atol=TOL, max_events=4)
+        return traj.event_ts[0]
+
+    t, grad = jax.value_and_grad(release)(2.0)
+    np.testing.assert_allclose(grad, t / 4.0, rtol=1e-7)
+
+
 def test_mass_from_the_top_leaves_at_48_degrees():
     # From rest (almost) at the top: the textbook's cos θ = ⅔. The same system
     # structure and saveat shape as above: no new compilation. (Closer to the

@@ -227,7 +227,9 @@ def initial_state(
     """The initial state, defaults where None, with a shape check naming the system."""
     q0 = as_float(default_q0 if q0 is None else q0)
     qd0 = as_float(default_qd0 if qd0 is None else qd0)
-    expected = np.shape(default_q0)
+    # (A list of the defaults may hold a traced param: `mass_on_sphere`'s R
+    # under `jax.grad`, which NumPy cannot read.)
+    expected = jax.eval_shape(as_float, default_q0).shape
     for label, x in (("q0", q0), ("qd0", qd0)):
         if x.shape != expected:
             raise ValueError(

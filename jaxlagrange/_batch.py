@@ -21,6 +21,7 @@ from ._batch_inputs import (
     split_options,
 )
 from ._custom_types import Array, Bool, Params
+from ._errors import forward_mode_hint
 from ._guard import name_causes, without_system
 from ._kernel._backend import check_backend, choose_kernel
 from ._lanes import UnsupportedPrimitiveError
@@ -443,15 +444,17 @@ def simulate_batch(
         # The kernel names its causes itself; `fn` gives its gradients.
         fn = _Member(static_options)
         if backend == "kernel":
-            traj = sharded_map(
-                fn, batched, shared, size, devices, kernel(static_options)
-            )
-            traj = _collapsed_again(traj, batched, shared, deferred, system, devices)
-        else:
-            try:
+            with forward_mode_hint("simulate_batch(backend='kernel')"):
                 traj = sharded_map(
                     fn, batched, shared, size, devices, kernel(static_options)
                 )
+            traj = _collapsed_again(traj, batched, shared, deferred, system, devices)
+        else:
+            try:
+                with forward_mode_hint("simulate_batch(backend='kernel')"):
+                    traj = sharded_map(
+                        fn, batched, shared, size, devices, kernel(static_options)
+                    )
                 traj = _collapsed_again(
                     traj, batched, shared, deferred, system, devices
                 )

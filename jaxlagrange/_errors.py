@@ -1,7 +1,9 @@
 """`first_error`: several failure checks as one, each condition written next to
-its message."""
+its message; `forward_mode_hint`: JAX's error for forward mode through a
+reverse-mode solve, with the option that allows it."""
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
 
 import equinox as eqx
 import jax
@@ -42,3 +44,20 @@ def first_error(x, checks: Iterable[tuple[Bool[ArrayLike, "..."], str]]):
     index = unvmap_max(index)
     messages = ["", *(message for _, message in reversed(checks))]
     return eqx.branched_error_if(x, index > 0, index, messages)
+
+
+@contextlib.contextmanager
+def forward_mode_hint(where: str) -> Iterator[None]:
+    """Re-raise JAX's bare "can't apply forward-mode autodiff (jvp) to a
+    custom_vjp function" (`jax.jvp`, `jax.jacfwd` through a solve whose adjoint
+    is reverse mode only), naming the `adjoint` that supports forward mode."""
+    try:
+        yield
+    except TypeError as error:
+        if "forward-mode autodiff" not in str(error):
+            raise
+        raise TypeError(
+            f"{error} `{where}` is differentiated in reverse mode (`jax.grad`) by "
+            "its default adjoint: for `jax.jvp` or `jax.jacfwd` pass "
+            "`adjoint=diffrax.ForwardMode()` (or `diffrax.DirectAdjoint()`)."
+        ) from None

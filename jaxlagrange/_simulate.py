@@ -13,6 +13,7 @@ import numpy as np
 
 from ._coefficients import checked_values
 from ._custom_types import Array, ArrayLike, Float, ScalarLike, VectorLike
+from ._errors import forward_mode_hint
 from ._guard import Failure, _all_finite, diagnosed
 from ._hybrid import hybrid_solve
 from ._initial_state import check_initial_state
@@ -393,7 +394,8 @@ def simulate_checked(
         t1_only=saveat is None,
     )
     solve = hybrid_solve if options.hybrid else smooth_solve
-    traj, stop = solve(system, q0, qd0, t0, t1, ts, options)
+    with forward_mode_hint("simulate"):
+        traj, stop = solve(system, q0, qd0, t0, t1, ts, options)
     failure = Failure(system, q0, qd0, t0, baumgarte, stop)
     return traj, failure, options.max_events
 

@@ -226,3 +226,21 @@ def test_vmap_has_a_result_per_member():
     # With throw=True one failing member raises for the whole batch.
     with pytest.raises(eqx.EquinoxRuntimeError, match=r"initial state \(q0, qd0\)"):
         jax.vmap(lambda q0, qd0: run(q0, qd0, True))(q0, qd0)
+
+
+def test_forward_mode_names_the_adjoint_that_allows_it():
+    # The default adjoint is reverse mode only: JAX's own error said nothing of
+    # the option that allows `jax.jacfwd`.
+    system, q0, qd0 = jl.systems.pendulum()
+
+    def final(q0, **options):
+        return jl.simulate(system, q0, qd0, t1=0.5, **options).q[-1]
+
+    with pytest.raises(
+        TypeError,
+        match=r"`simulate` is differentiated in reverse mode .* pass "
+        r"`adjoint=diffrax\.ForwardMode\(\)`",
+    ):
+        jax.jacfwd(final)(q0)
+    forward = jax.jacfwd(lambda q: final(q, adjoint=diffrax.ForwardMode()))(q0)
+    np.testing.assert_allclose(forward, jax.jacrev(final)(q0), rtol=1e-8)

@@ -456,3 +456,23 @@ def test_a_constrained_system_is_fitted_from_noisy_data():
     assert 0 < stderr < 0.05 and abs(g - 9.81) < 4 * stderr
     q, qd = result.q0, result.qd0
     assert abs(float(q @ q) - 1.5**2) < 1e-10 and abs(float(q @ qd)) < 1e-10
+
+
+def test_a_given_start_off_the_constraints_is_refused_unless_a_param_moves_them():
+    # q0 = (1, 1) is off the rod x² + y² = l² = 1, and fitting g cannot move
+    # it: the fit started from its projection, biased by the distance, and
+    # reported g = 7.95 for 9.81 as converged. Fitting l, the distance is what
+    # fits it, and the start is taken.
+    true, q0, qd0 = jl.systems.cartesian_pendulum({"l": 1.0, "g": 9.81})
+    ts = jnp.linspace(0.0, 1.0, 11)
+    traj = jl.simulate(true, q0, qd0, t1=1.0, saveat=ts)
+    off = jl.Observations(ts, traj.q, traj.qd, q0=jnp.array([1.0, 1.0]))
+    with pytest.raises(
+        ValueError,
+        match=r"the initial position of data\[0\] \(its q0\) is off the holonomic "
+        r"constraints, which no fitted param moves: max \|g\| = 0\.5\.",
+    ):
+        jl.fit(true, off, trainable={"g"})
+    on_the_rod = jl.Observations(ts, traj.q, traj.qd, q0=traj.q[0] * 1.2)
+    result = jl.fit(true, on_the_rod, trainable={"l"}, positive={"l"})
+    assert np.isfinite(float(result.params["l"]))

@@ -33,6 +33,7 @@ from ._loss import (
 )
 from ._problem import (
     Problem,
+    check_given_starts,
     check_guess,
     check_weight,
     encode,
@@ -330,6 +331,8 @@ def fit(
             f"nothing to fit: no trainable params{hint} and fit_initial_state=False."
         )
     layouts = [layout_of(d, segments) for d in data]
+    if not fit_initial_state:
+        check_given_starts(system, params, trainable, data, layouts)
     problem = Problem(
         system,
         eqx.filter(params, trainable, inverse=True),

@@ -184,6 +184,40 @@ def check_weight(weight) -> Any:
     return weight
 
 
+def check_given_starts(system, params, trainable, data, layouts) -> None:
+    """Refuse a given initial position (`Observations(q0=...)`, held) off the
+    holonomic constraints where no fitted param moves them: no params reach it,
+    and the fit, which starts from its projection, was biased by the distance
+    (g = 7.95 fitted for 9.81, reported as converged). Where a fitted param
+    moves the constraints (a rod's length), the distance is what fits it."""
+    if system.holonomic is None:
+        return
+    fitted, held = eqx.partition(params, trainable)
+    for i, (obs, layout) in enumerate(zip(data, layouts, strict=True)):
+        if obs.q0 is None:
+            continue
+        q0, t0 = jnp.asarray(layout.starts[0][0]), jnp.asarray(layout.ts[0, 0])
+
+        def residual(fitted, q0=q0, t0=t0):
+            new = eqx.tree_at(lambda s: s.params, system, eqx.combine(fitted, held))
+            return new._holonomic(q0, t0)
+
+        g = np.asarray(residual(fitted))
+        slopes = [np.asarray(x) for x in jtu.tree_leaves(jax.jacfwd(residual)(fitted))]
+        moved = np.zeros(g.shape, bool)
+        for slope in slopes:
+            moved |= np.any(slope.reshape(g.size, -1) != 0, axis=1)
+        tol = np.sqrt(np.finfo(g.dtype).eps) * (1 + np.max(np.abs(q0)))
+        off = (np.abs(g) > tol) & ~moved
+        if off.any():
+            raise ValueError(
+                f"the initial position of data[{i}] (its q0) is off the holonomic "
+                f"constraints, which no fitted param moves: max |g| = "
+                f"{np.max(np.abs(g[off])):.3g}. Give a q0 on them (project it with "
+                "`jl.project_initial_state`), or fit it (`fit_initial_state`)."
+            )
+
+
 def check_guess(system: LagrangianSystem, params, data) -> None:
     """Name a non-finite starting guess or data that do not fit the system."""
     for path, x in jtu.tree_leaves_with_path(params):

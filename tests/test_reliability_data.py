@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import zarr
+from helpers import SETS
 
 import jaxlagrange as jl
 from jaxlagrange._cli import main
@@ -174,6 +175,34 @@ chunk_size = 2
 """
 
 
+def test_a_refused_resume_names_the_param_or_setting_that_changed(tmp_path, capsys):
+    # It blamed "a module its file imports" for a ready system's [system]
+    # params, and said "config" for a changed rtol.
+    text = (
+        '[system]\nname = "pendulum"\n{params}[simulate]\nt1 = 0.5\n{rtol}'
+        '[sweep]\n[sweep.axes]\n"q[0]" = {{ min = 0.1, max = 0.2, num = 2 }}\n'
+    )
+    config, out = tmp_path / "sweep.toml", str(tmp_path / "out")
+    config.write_text(text.format(params="", rtol=""))
+    assert main(["sweep", str(config), "--out", out, "--quiet", "--no-plots"]) == 0
+    for params, rtol, message in (
+        (
+            "params = { l = 2.0 }\n",
+            "",
+            "the system's params differ: l (stored 1.0, now 2.0)",
+        ),
+        (
+            "",
+            "rtol = 1e-10\n",
+            "it differs in: config.simulate.rtol (stored 1e-08, now 1e-10)",
+        ),
+    ):
+        capsys.readouterr()
+        config.write_text(text.format(params=params, rtol=rtol))
+        assert main(["sweep", str(config), "--out", out, "--quiet"]) == 1
+        assert message in capsys.readouterr().err
+
+
 def test_editing_the_system_file_refuses_the_resume(tmp_path, capsys):
     (tmp_path / "falling.py").write_text(SYSTEM_FILE.format(g=9.81))
     config = tmp_path / "sweep.toml"
@@ -301,7 +330,7 @@ saves = 11
 def _consistent(out: Path, q0: float) -> None:
     """`out` holds one whole set of a run from q0, and the user's file."""
     summary = json.loads((out / "summary.json").read_text())
-    names = {p.name for p in out.iterdir()} - {"notes.txt"}
+    names = {p.name for p in out.iterdir()} - {"notes.txt", SETS}
     assert names == set(summary["files"]), (names, summary["files"])
     with np.load(out / "trajectory.npz") as arrays:
         assert arrays["q"][0, 0] == summary["initial"]["q"][0] == q0
@@ -759,6 +788,18 @@ def test_a_fit_into_the_directory_of_its_data_keeps_the_data(tmp_path, capsys):
     names = {p.name for p in data.iterdir()}
     assert {"trajectory.npz", "params.json", "summary.json"} <= names
     assert json.loads((data / "summary.json").read_text())["command"] == "fit"
+    # A run again, without figures: its first set's figures go, though the
+    # fit's summary had replaced the one that listed them (they stayed, drawn
+    # for the first run's motion, beside the new trajectory.npz); the fit's
+    # files stay.
+    command = ["run", str(config), "--out", str(data), "--quiet", "--no-plots"]
+    assert main(command) == 0
+    names = {p.name for p in data.iterdir()}
+    assert not {"motion.png", "coordinates.png"} & names
+    assert {"trajectory.npz", "params.json", "fit.npz", "losses.csv"} <= names
+    sets = json.loads((data / SETS).read_text())
+    assert sets["run"] == ["summary.json", "trajectory.npz"]
+    assert "params.json" in sets["fit"]
 
 
 def test_a_hidden_sibling_of_the_output_is_left_alone(tmp_path, capsys):

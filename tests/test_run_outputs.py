@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import SETS
 from PIL import Image
 
 import jaxlagrange as jl
@@ -131,7 +132,7 @@ def test_nan_positions_keep_the_trajectory(tmp_path, capsys):
         "(NaN or inf) at t = " in captured.err
     )
     assert "motion.png and motion.gif are not drawn" in captured.err
-    names = {p.name for p in out.iterdir()}
+    names = {p.name for p in out.iterdir()} - {SETS}
     assert names == {
         "trajectory.npz",
         "summary.json",
@@ -153,7 +154,7 @@ def test_the_result_comes_before_the_figures(tmp_path, capsys, monkeypatch):
     coordinates = jl.plotting.coordinates
 
     def spy(*args, **kwargs):
-        seen["files"] = sorted(p.name for p in out.iterdir())
+        seen["files"] = sorted(p.name for p in out.iterdir() if p.name != SETS)
         seen["stdout"] = capsys.readouterr().out
         return coordinates(*args, **kwargs)
 
@@ -395,3 +396,21 @@ def test_gif_worker_draws_what_plotting_draws(monkeypatch):
     broken = _gif_worker.GifWorker()
     broken.start(ts, positions)
     assert broken.result() is None
+
+
+def test_output_into_a_closed_pipe_is_not_an_error():
+    # `jaxlagrange systems | head -1`: a BrokenPipeError, exit 1 (and in `run`
+    # the figures, drawn after the summary line, were lost).
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f"set -o pipefail; {sys.executable} -m jaxlagrange systems | head -1",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("bouncing_ball") and proc.stderr == ""

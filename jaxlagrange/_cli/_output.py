@@ -166,6 +166,10 @@ def write_outputs(directory: str | Path, files: Mapping[str, bytes]) -> list[Pat
 _STAGING = ".jaxlagrange-staging-"
 _COMMIT = ".jaxlagrange-commit-"
 _REMOVE = ".jaxlagrange-remove.json"  # in a commit folder: the old set's leftovers
+# In the directory: the files of the last set of each command written into it,
+# {command: [names]}, so that a set replaces its command's previous one even
+# after another command's set replaced the shared `summary.json`.
+_SETS = ".jaxlagrange-sets.json"
 
 
 def write_output_set(directory: str | Path, files: Mapping[str, bytes]) -> Path:
@@ -179,11 +183,12 @@ def write_output_set(directory: str | Path, files: Mapping[str, bytes]) -> Path:
     old set's files that the new set lacks are removed, and `summary.json` comes
     in last. So a `summary.json` present lists a whole set; the user's other
     files are never touched, nor those of another command's set (a `fit` into
-    the directory of the `run` whose `trajectory.npz` it reads keeps it: only
-    a set whose summary names the same "command" is replaced). A run killed before its commit leaves a staging
-    folder, removed by the next run; one killed during it leaves the committed
-    folder, which the next run into the directory finishes first. Concurrent
-    runs each write a whole set, and the last to commit wins.
+    the directory of the `run` whose `trajectory.npz` it reads keeps it): only
+    the last set of the same "command" is replaced, its files found in a hidden
+    index of each command's set (`_SETS`). A run killed before its commit
+    leaves a staging folder, removed by the next run; one killed during it
+    leaves the committed folder, which the next run into the directory finishes
+    first. Concurrent runs each write a whole set, and the last to commit wins.
     """
     raise_if_interrupted()
     directory = output_dir(directory)
@@ -203,10 +208,17 @@ def write_output_set(directory: str | Path, files: Mapping[str, bytes]) -> Path:
         with _locked(directory):
             _finish_interrupted(directory)
             previous = _read(directory / "summary.json")
-            same = _command(previous) == _command(summary)
-            old = _listed(previous) if same else []
+            command = _command(summary)
+            sets = _sets(_read(directory / _SETS))
+            old = set(sets.get(str(command), []))
+            if _command(previous) == command:
+                old |= set(_listed(previous))
             leftovers = sorted(n for n in old if n not in listed)
             _write_synced(staging / _REMOVE, json.dumps(leftovers).encode())
+            if command is not None:
+                # (Moved into place with the set's files.)
+                sets[str(command)] = sorted(listed)
+                _write_synced(staging / _SETS, json.dumps(sets, indent=1).encode())
             _fsync(staging)
             commit = directory / f"{_COMMIT}{staging.name[len(_STAGING) :]}"
             os.rename(staging, commit)
@@ -320,6 +332,21 @@ def _listed(summary: bytes | None) -> list[str]:
     except (TypeError, ValueError, KeyError):
         return []
     return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+
+
+def _sets(index: bytes | None) -> dict[str, list[str]]:
+    """The `_SETS` index: each command's files (empty if missing or unreadable)."""
+    try:
+        sets = json.loads(index)  # pyright: ignore[reportArgumentType]
+    except (TypeError, ValueError):
+        return {}
+    if not isinstance(sets, dict):
+        return {}
+    return {
+        str(k): [n for n in v if isinstance(n, str)]
+        for k, v in sets.items()
+        if isinstance(v, list)
+    }
 
 
 def _command(summary: bytes | None) -> Any:

@@ -29,16 +29,24 @@ if str(ROOT) not in sys.path:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a 32 x 32 grid, t1 = 10")
-    parser.add_argument("--num", type=int, default=512, help="grid points per axis")
-    parser.add_argument("--t1", type=float, default=20.0, help="length of the window")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="defaults for a quick run: a 32 x 32 grid, t1 = 10, chunks of 256, "
+        "into out/chaos_map_quick",
+    )
+    parser.add_argument("--num", type=int, help="grid points per axis (512)")
+    parser.add_argument("--t1", type=float, help="length of the window (20)")
     parser.add_argument("--rtol", type=float, default=1e-8)
-    parser.add_argument("--chunk-size", type=int, default=4096)
-    parser.add_argument("--out", default="out/chaos_map")
+    parser.add_argument("--chunk-size", type=int, help="members per chunk (4096)")
+    parser.add_argument("--out", help="output directory (out/chaos_map)")
     args = parser.parse_args(argv)
-    if args.quick:
-        args.num, args.t1, args.chunk_size = 32, 10.0, 256
-        args.out = args.out + "_quick"
+    # What is given stands; --quick changes only the defaults.
+    quick = (32, 10.0, 256, "out/chaos_map_quick")
+    defaults = quick if args.quick else (512, 20.0, 4096, "out/chaos_map")
+    for name, default in zip(("num", "t1", "chunk_size", "out"), defaults, strict=True):
+        if getattr(args, name) is None:
+            setattr(args, name, default)
 
     import jax
 

@@ -361,18 +361,29 @@ def _every_chunk():
     return import_zarr().config.set({"array.write_empty_chunks": True})
 
 
+def changed_entries(old: Any, new: Any, path: str = ""):
+    """(path, old value, new value) of each entry that differs between two
+    JSON-like descriptions, dicts followed into: `config.simulate.rtol`."""
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        for key in sorted(set(old) | set(new), key=str):
+            where = f"{path}.{key}" if path else str(key)
+            yield from changed_entries(old.get(key), new.get(key), where)
+    elif old != new:
+        yield path, old, new
+
+
 def _difference(group, attrs: Mapping[str, Any], inputs, chunk_size: int) -> str:
     """What differs between a store's sweep and this one, in words: its
     description (short values given, stored and now), chunk size, or inputs."""
     new = json.loads(json.dumps(dict(attrs), default=repr))
     old = {k: v for k, v in group.attrs.items() if k != MANIFEST}
-    keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-    if keys:
+    changes = list(changed_entries(old, new))
+    if changes:
         return "it differs in: " + ", ".join(
-            f"{k} (stored {old.get(k)!r}, now {new.get(k)!r})"
-            if len(repr(old.get(k))) + len(repr(new.get(k))) <= 80
-            else k
-            for k in keys
+            f"{path} (stored {a!r}, now {b!r})"
+            if len(repr(a)) + len(repr(b)) <= 80
+            else path
+            for path, a, b in changes
         )
     stored_chunk = dict(group.attrs[MANIFEST]).get("chunk_size")
     if stored_chunk != chunk_size:

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import SETS
 
 import jaxlagrange as jl
 from jaxlagrange import _cli, _config
@@ -67,7 +69,8 @@ def test_fit_end_to_end(tmp_path, capsys):
         "fit.png",
         "loss.png",
     }
-    assert {p.name for p in out.iterdir()} == expected  # no temporary files left
+    # No temporary files left; the index of the commands' sets stays.
+    assert {p.name for p in out.iterdir()} == expected | {SETS}
     params = json.loads((out / "params.json").read_text())
     assert set(params) == {"m", "l", "g", "m_stderr", "l_stderr", "g_stderr"}
     assert params["l"] == pytest.approx(2.0, rel=1e-6)
@@ -104,6 +107,30 @@ def test_fit_default_levenberg_marquardt(tmp_path, capsys):
     assert 0.0 <= params["l_stderr"] < 1e-6  # noise-free data: rounding level
     summary = json.loads((out / "summary.json").read_text())
     assert summary["converged"] is True and summary["solver_steps"] < 30
+
+
+def test_a_failed_replay_of_the_fitted_system_is_reported(tmp_path, capsys):
+    # Each of 4 segments fits within max_steps; the whole span, replayed for
+    # fit.npz, does not: q_fit_0 ends in inf, which was written without a word.
+    system, q0, qd0 = jl.systems.pendulum({"l": 2.0}, q0=[1.0])
+    full = jl.simulate(system, q0, qd0, t1=2.0, rtol=1e-10, atol=1e-10)
+    max_steps = int(full.stats["num_steps"]) // 2
+    np.savez(tmp_path / "data.npz", ts=TS, q=Q, qd=QD)
+    config = CONFIG.replace('steps = 30\noptimizer = "lbfgs"\n', "segments = 4\n")
+    (tmp_path / "fit.toml").write_text(config + f"max_steps = {max_steps}\n")
+    out = tmp_path / "result"
+    status, _, err = _main(
+        capsys, "fit", str(tmp_path / "fit.toml"), "--out", str(out), "--no-plots"
+    )
+    assert status == 0, err
+    stopped = (
+        r"the fitted system's motion over data 0's times stopped at t = [01]\.\d+ "
+    )
+    assert re.search(stopped + r"\(max_steps_reached\): q_fit_0 in fit.npz is inf", err)
+    summary = json.loads((out / "summary.json").read_text())
+    assert re.match(stopped, summary["quality"]["warnings"][-1])
+    with np.load(out / "fit.npz") as arrays:
+        assert np.isinf(arrays["q_fit_0"][-1]).all()
 
 
 def test_csv_data_matches_npz(tmp_path):
@@ -146,6 +173,31 @@ def test_csv_data_matches_npz(tmp_path):
             ),
             None,
             "[fit] learning_rate is for optimizer = 'adam'",
+        ),
+        # Settings that do nothing where they are (they were taken silently).
+        (
+            CONFIG.replace(
+                'optimizer = "lbfgs"', 'optimizer = "lbfgs"\njacobian = "forward"'
+            ),
+            None,
+            "[fit] jacobian is for the least-squares optimizers (lm, gauss_newton, "
+            "dogleg, bfgs); 'lbfgs' takes the gradient",
+        ),
+        (
+            CONFIG.replace("steps = 30\n", "continuity_weight = 10.0\n"),
+            None,
+            "[fit] continuity_weight weighs the gaps between shooting segments; "
+            "with segments = 1 there are none",
+        ),
+        (
+            CONFIG.replace('positive = ["l"]', 'positive = ["l", "g"]'),
+            None,
+            "[fit] positive: 'g' is not trainable",
+        ),
+        (
+            CONFIG + "[output]\nanimation = false\n",
+            None,
+            "unknown key 'animation' in [output]",
         ),
         (
             CONFIG.replace('optimizer = "lbfgs"', 'optimizer = "sgd"'),

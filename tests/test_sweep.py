@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -217,8 +218,8 @@ def test_simulate_sweep_names_bad_inputs_before_its_store(tmp_path):
         sweep(t1=1.0, params={"g": [9.81, 9.81, 2.0]})
     with pytest.raises(
         ValueError,
-        match=r"it differs in: simulate_options \(stored \{'t1': 1\.0\}, now "
-        r"\{'t1': 2\.0\}\)\); remove it",
+        match=r"it differs in: simulate_options\.t1 \(stored 1\.0, now 2\.0\)\); "
+        r"remove it",
     ):
         sweep(t1=2.0, params={"g": [9.81, 9.81, 1.0]})
 
@@ -230,6 +231,26 @@ def _write(tmp_path, text):
 
 
 BASE = '[system]\nname = "double_pendulum"\n'
+
+
+def test_a_sweep_of_a_coordinate_the_constraints_fix_is_refused(tmp_path, capsys):
+    # x of a Cartesian pendulum: each member started off x² + y² = l² and failed
+    # on its own, every one named non_finite_state.
+    config = (
+        '[system]\nname = "cartesian_pendulum"\n[simulate]\nt1 = 0.5\n'
+        '[sweep]\n[sweep.axes]\n"q[0]" = { min = 0.0, max = 0.9, num = 4 }\n'
+    )
+    path = _write(tmp_path, config)
+    assert main(["sweep", path, "--out", str(tmp_path / "out"), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert re.fullmatch(
+        r"jaxlagrange sweep: error: \d of 4 members start off the constraints of "
+        r"'cartesian_pendulum', the first at q\[0\] = [\d.]+: a coordinate the "
+        r"constraints fix cannot be swept \(sweep independent coordinates, or "
+        r"params\)\n",
+        err,
+    )
+    assert not (tmp_path / "out" / "sweep.zarr").exists()
 
 
 @pytest.mark.parametrize(
@@ -275,6 +296,14 @@ BASE = '[system]\nname = "double_pendulum"\n'
         (
             '[sweep]\nsize = 10\n[sweep.axes]\n"q[0]" = { min = 0, max = 1, num = 2 }',
             "[sweep] size is for random sampling",
+        ),
+        (
+            '[sweep]\nseed = 3\n[sweep.axes]\n"q[0]" = { min = 0, max = 1, num = 2 }',
+            "[sweep] seed is for random sampling; a grid has none",
+        ),
+        (
+            '[output]\nanimation = false\n[sweep]\n[sweep.axes]\n"g" = { min = 0, max = 1, num = 3 }',
+            "unknown key 'animation' in [output]",
         ),
         (
             '[sweep]\nsampling = "random"\n[sweep.axes]\n"g" = { min = 0, max = 1 }',

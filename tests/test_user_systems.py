@@ -3,6 +3,7 @@ config, and every problem with the file as one line naming it."""
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +68,31 @@ def test_run_from_a_user_file(tmp_path, capsys):
     assert summary["coordinates"] == ["r", "θ"]
     assert summary["params"]["k"] == 30.0 and summary["params"]["g"] == 9.81
     assert summary["energy"]["conserved"] and summary["energy"]["max_rel_drift"] < 1e-6
+
+
+def test_a_user_file_imports_the_modules_beside_it(tmp_path, monkeypatch):
+    # As `python file.py` does, from any working directory: it imported only
+    # from the file's own directory, and only under `python -m`.
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    (folder / "spring_constants.py").write_text("K = 4.0\n")
+    (folder / "oscillator.py").write_text(
+        "import jaxlagrange as jl\nimport spring_constants\n\n"
+        "def make():\n"
+        "    return jl.LagrangianSystem(\n"
+        "        lambda q, qd, t: 0.5 * qd[0] ** 2 - 0.5 * spring_constants.K * q[0] ** 2\n"
+        "    )\n"
+    )
+    (folder / "run.toml").write_text(
+        '[system]\nfile = "oscillator.py"\n[initial]\nq = [1.0]\nqd = [0.0]\n'
+        "[simulate]\nt1 = 1.0\nsaves = 2\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "out"
+    assert _cli.main(["run", "configs/run.toml", "--out", str(out), "--quiet"]) == 0
+    assert str(folder) not in sys.path  # put there for the import only
+    with np.load(out / "trajectory.npz") as arrays:
+        np.testing.assert_allclose(arrays["q"][-1, 0], np.cos(2.0), rtol=1e-6)
 
 
 def test_sweep_and_fit_from_a_user_file(tmp_path, capsys):

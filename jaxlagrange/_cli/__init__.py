@@ -36,7 +36,7 @@ from . import (
     sweep as _sweep_command,
     systems as _systems_command,
 )
-from ._common import _one_line, compilation_cache
+from ._common import _one_line, compilation_cache, stdout_to_devnull
 from ._output import (
     CLIError as CLIError,
     atomic_write as atomic_write,
@@ -125,6 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("jaxlagrange: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `jaxlagrange systems | head`: all it had to say
+        stdout_to_devnull()
+        return 0
     except (CLIError, ConfigError) as e:
         if args.debug:
             raise

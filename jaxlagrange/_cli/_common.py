@@ -283,7 +283,18 @@ def errors_as_values() -> Iterator[None]:
 
 def say(args, message: str) -> None:
     if not args.quiet:
-        print(message, flush=True)
+        try:
+            print(message, flush=True)
+        except BrokenPipeError:  # `jaxlagrange run | head -1`: the work goes on
+            stdout_to_devnull()
+
+
+def stdout_to_devnull() -> None:
+    """Send what is still printed to stdout (and its flush at exit) nowhere: its
+    reader has closed the pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def result_line(result) -> str:

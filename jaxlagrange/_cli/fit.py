@@ -12,7 +12,9 @@ from typing import Any
 import numpy as np
 
 from .. import _config
+from .._batch import failed
 from .._config import ConfigError
+from .._trajectory import result_message, result_name
 from ._common import (
     _one_line,
     add_device_argument,
@@ -270,6 +272,17 @@ def _fit_on(args: argparse.Namespace, config) -> int:
             )
             traj = trajectory_from(result.system, motion)
             arrays.update({f"ts_{i}": obs.ts, f"q_{i}": obs.q, f"q_fit_{i}": traj.q})
+            if bool(failed(traj)):
+                # (The fit's own solves may succeed where this one, over the
+                # whole span rather than a segment, does not.)
+                note = (
+                    f"the fitted system's motion over data {i}'s times stopped at "
+                    f"t = {float(traj.t_final):.6g} ({result_name(traj)}): q_fit_{i} "
+                    f"in fit.npz is inf after it. {result_message(traj)}"
+                )
+                notes.append(note)
+                if not args.quiet:
+                    print(f"jaxlagrange fit: warning: {note}", file=sys.stderr)
     losses = "step,loss\n" + "".join(
         f"{k},{loss!r}\n" for k, loss in enumerate(result.losses.tolist())
     )

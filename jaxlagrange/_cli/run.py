@@ -114,13 +114,22 @@ def _energy_along(system, ts, q, qd):
     return energies, jnp.all(rates == 0)
 
 
-def _conserved(system, autonomous) -> bool:
-    """Whether the Jacobi integral is conserved: it is not when there are forces
-    or dissipation, inelastic impacts (a restitution below 1), nor when L or a
-    constraint depends on t explicitly somewhere on the trajectory."""
-    forced = system.force is not None or system.dissipation is not None
-    if system.unilateral is not None:
-        forced = forced or not bool(np.all(np.asarray(system._restitution()) == 1))
+def _conserved(system, autonomous, traj) -> bool:
+    """Whether the Jacobi integral is conserved: it is not when there are forces,
+    dissipation or friction, inelastic impacts (a restitution below 1, where an
+    impact happened), nor when L or a constraint depends on t explicitly
+    somewhere on the trajectory."""
+    from .._trajectory import EVENT_IMPACT
+
+    forced = (
+        system.force is not None
+        or system.dissipation is not None
+        or system.slip is not None
+    )
+    if system.unilateral is not None and traj.event_kind is not None:
+        kinds = np.asarray(traj.event_kind)[: int(np.asarray(traj.num_events))]
+        inelastic = not bool(np.all(np.asarray(system._restitution()) == 1))
+        forced = forced or (inelastic and bool(np.any(kinds == EVENT_IMPACT)))
     return bool(autonomous) and not forced
 
 
@@ -155,13 +164,16 @@ def solve(
 
     if ready.system.has_constraints:
         # Eagerly, for a one-line error (under the compiled run it is a runtime one).
-        from .._initial_state import check_initial_state
+        from .._initial_state import _HINT, check_initial_state
 
         t0 = jnp.asarray(kwargs.get("t0", 0.0), ready.q0.dtype)
         try:
             check_initial_state(ready.system, ready.q0, ready.qd0, t0)
         except ValueError as e:
-            raise CLIError(f"[initial] state of {ready.name!r}: {e}") from None
+            # (The Python call it advises is not the config's way.)
+            hint = "Give an [initial] q and qd on the constraints."
+            message = str(e).replace(_HINT, hint)
+            raise CLIError(f"[initial] state of {ready.name!r}: {message}") from None
     solve_only = simulate_program(**kwargs, progress_meter=progress_meter_for(progress))
 
     def program(system, q0, qd0):
@@ -369,7 +381,7 @@ def _run_solve(args, config, device, ready, kwargs, out, plots, animation) -> in
         config=config,
         along=_energy_along,
     )
-    conserved = _conserved(ready.system, autonomous)
+    conserved = _conserved(ready.system, autonomous, traj)
     energies = np.asarray(energies)
     e0 = float(energies[0])
     drift = float(np.max(np.abs(energies - e0)))

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import _config
 from .._config import ConfigError
+from .._store import changed_entries
 from ._common import (
     add_device_argument,
     add_progress_arguments,
@@ -51,7 +52,7 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
 
     from .. import __version__, plotting
     from .._sweep import sweep
-    from .._sweep_identity import _describe, physics_digest
+    from .._sweep_identity import physics_digest
     from .._sweep_simulate import SweepMember
 
     ready = _config.ready_system(config)
@@ -85,6 +86,8 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
         section["lyapunov"],
         backend=section["backend"],
     )
+    if ready.system.has_constraints:
+        _check_starts(member, inputs, kwargs["t0"], ready.name, values)
     attrs = {
         "kind": "jaxlagrange sweep",
         "system": ready.name,
@@ -106,7 +109,7 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
         # module the system file imports, a data file `make()` reads).
         "physics": physics_digest(ready.system, n, ready.q0.dtype),
         # The values of its params, the config's and those `make()` chose.
-        "params": _describe(ready.system.params),
+        "params": _described_params(ready.system.params),
     }
     store = out / "sweep.zarr"
     path = _config.system_file(config)
@@ -266,12 +269,26 @@ def _check_physics(store: Path, attrs: dict | None, current: dict) -> None:
             f"{refuse}the system file {stored.get('path')!r} changed since the "
             f"store was written (its results would mix two physics){advice}"
         )
-    if any(k in attrs and attrs[k] != current[k] for k in ("physics", "params")):
+    if "params" in attrs and attrs["params"] != current["params"]:
+        changes = ", ".join(
+            f"{path} (stored {a}, now {b})"
+            for path, a, b in changed_entries(attrs["params"], current["params"])
+        )
+        raise CLIError(
+            f"{refuse}the system's params differ: {changes} (its results would mix "
+            f"two physics){advice}"
+        )
+    if "physics" in attrs and attrs["physics"] != current["physics"]:
+        where = (
+            "a module its file imports, a file it reads or a value it takes from "
+            "elsewhere changed"
+            if now
+            else "a value it takes from elsewhere, or jaxlagrange's own version of "
+            "it, changed"
+        )
         raise CLIError(
             f"{refuse}the system computes something else than when the store was "
-            "written (a module its file imports, a file it reads or a value it "
-            "takes from elsewhere changed: its results would mix two physics)"
-            f"{advice}"
+            f"written ({where}: its results would mix two physics){advice}"
         )
 
 
@@ -284,3 +301,37 @@ def _failed_by_result(result: np.ndarray) -> dict[str, int]:
         NAMES[code] if 0 <= code < len(NAMES) else f"code {code}": int(count)
         for code, count in zip(codes.tolist(), counts, strict=True)
     }
+
+
+def _check_starts(member, inputs, t0, name: str, values) -> None:
+    """Refuse a grid whose members start off the constraint manifold, naming
+    the first: they failed one by one, every member `non_finite_state`."""
+    import jax
+    import jax.numpy as jnp
+
+    from .._initial_state import _residuals, _tolerance
+
+    def worst(row):
+        r = _residuals(member.system_for(row), row["q0"], row["qd0"], jnp.asarray(t0))
+        return jnp.maximum(r.position, r.velocity)
+
+    rows = {k: jnp.asarray(v) for k, v in inputs.items()}
+    off = np.asarray(jax.jit(jax.vmap(worst))(rows)) > _tolerance(rows["q0"].dtype)
+    if off.any():
+        i = int(np.argmax(off))
+        at = ", ".join(f"{axis} = {np.asarray(v)[i]:.6g}" for axis, v in values.items())
+        raise CLIError(
+            f"{int(off.sum())} of {off.size} members start off the constraints of "
+            f"{name!r}, the first at {at}: a coordinate the constraints fix cannot be "
+            "swept (sweep independent coordinates, or params)"
+        )
+
+
+def _described_params(params):
+    """The params as JSON: a (nested) dict of values, so that a refused resume
+    can name the param that changed."""
+    from .._sweep_identity import _describe
+
+    if isinstance(params, dict):
+        return {str(k): _described_params(v) for k, v in params.items()}
+    return _describe(params)

@@ -65,7 +65,8 @@ FIT_SCHEMA: dict[str, dict[str, Key]] = {
         "adjoint": Key(str, "recursive_checkpoint", one_of(FIT_ADJOINTS)),
         "device": RUN_SCHEMA["run"]["device"],
     },
-    "output": RUN_SCHEMA["output"],
+    # (No animation: a fit draws none.)
+    "output": {k: v for k, v in RUN_SCHEMA["output"].items() if k != "animation"},
 }
 """The schema of `jaxlagrange fit` configs, e.g.
 
@@ -138,6 +139,26 @@ def fit_kwargs(config: Mapping[str, Any], ready) -> dict[str, Any]:
             f"{source}: [fit] learning_rate is for optimizer = 'adam'; "
             f"{section['optimizer']!r} chooses its own steps"
         )
+    # Settings that would do nothing here: named, as learning_rate is.
+    if section["optimizer"] in ("lbfgs", "adam") and section["jacobian"] != "auto":
+        raise ConfigError(
+            f"{source}: [fit] jacobian is for the least-squares optimizers (lm, "
+            f"gauss_newton, dogleg, bfgs); {section['optimizer']!r} takes the "
+            "gradient"
+        )
+    if section["segments"] == 1 and section["continuity_weight"] != 1.0:
+        raise ConfigError(
+            f"{source}: [fit] continuity_weight weighs the gaps between shooting "
+            "segments; with segments = 1 there are none"
+        )
+    trainable_names = section["trainable"]
+    if trainable_names is not None:
+        held = [name for name in section["positive"] if name not in trainable_names]
+        if held:
+            raise ConfigError(
+                f"{source}: [fit] positive: {held[0]!r} is not trainable (positive "
+                "params are fitted as logarithms); add it to trainable, or remove it"
+            )
     optimizer = _optimizer(section["optimizer"], rate)
     simulate = config["simulate"]
     # "recursive_checkpoint" is jl.fit's default (None).

@@ -15,7 +15,9 @@ from .run import RUN_SCHEMA
 SWEEP_SAMPLINGS = ("grid", "random")
 
 SWEEP_SCHEMA: dict[str, dict[str, Key]] = {
-    **{k: v for k, v in RUN_SCHEMA.items() if k != "run"},
+    **{k: v for k, v in RUN_SCHEMA.items() if k not in ("run", "output")},
+    # (No animation: a sweep draws none.)
+    "output": {k: v for k, v in RUN_SCHEMA["output"].items() if k != "animation"},
     # A sweep keeps few saves per member by default: t0 and t1.
     "simulate": {**RUN_SCHEMA["simulate"], "saves": Key(int, 2, at_least(2))},
     "sweep": {
@@ -23,7 +25,7 @@ SWEEP_SCHEMA: dict[str, dict[str, Key]] = {
         "axes": Key("table"),
         "size": Key(int, None, at_least(1)),
         "chunk_size": Key(int, 4096, at_least(1)),
-        "seed": Key(int, 0),
+        "seed": Key(int, None),  # random sampling's (default 0)
         "lyapunov": Key(bool, False),
         "device": RUN_SCHEMA["run"]["device"],
         "backend": Key(str, "auto", one_of(BACKENDS)),
@@ -151,6 +153,10 @@ def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]
                 f"{source}: [sweep] size is for random sampling; a grid's size is the "
                 "product of its axes' num"
             )
+        if section["seed"] is not None:
+            raise ConfigError(
+                f"{source}: [sweep] seed is for random sampling; a grid has none"
+            )
         _check_members(source, int(np.prod([a["num"] for a in axes.values()])), ready)
         grids = np.meshgrid(
             *(np.linspace(a["min"], a["max"], a["num"]) for a in axes.values()),
@@ -161,6 +167,6 @@ def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]
     if size is None:
         raise ConfigError(f"{source}: [sweep] size is required for random sampling")
     _check_members(source, size, ready)
-    rng = np.random.default_rng(section["seed"])
+    rng = np.random.default_rng(0 if section["seed"] is None else section["seed"])
     values = {name: rng.uniform(a["min"], a["max"], size) for name, a in axes.items()}
     return values, (size,)

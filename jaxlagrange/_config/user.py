@@ -53,6 +53,12 @@ def _module(path: Path, where: str):
         raise ConfigError(f"{where}: cannot import it as Python (use a .py file)")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # for dataclasses and pickling inside the file
+    # As `python file.py` does: the modules beside the file import, from any
+    # working directory and from the installed `jaxlagrange` script.
+    folder = str(path.resolve().parent)
+    added = folder not in sys.path
+    if added:
+        sys.path.insert(0, folder)
     try:
         spec.loader.exec_module(module)
     except SyntaxError as e:
@@ -63,6 +69,9 @@ def _module(path: Path, where: str):
         raise
     except BaseException as e:  # SystemExit too: one line, not an exit
         raise ConfigError(f"{where}: importing it raised {_one_line(e)}") from None
+    finally:
+        if added:
+            sys.path.remove(folder)
     return module
 
 

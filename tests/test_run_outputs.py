@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from helpers import SETS
@@ -414,3 +415,32 @@ def test_output_into_a_closed_pipe_is_not_an_error():
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("bouncing_ball") and proc.stderr == ""
+
+
+@pytest.mark.parametrize(
+    "system, t1, conserved",
+    [
+        ("mass_on_sphere", 0.5, True),  # no impact (e < 1, but none happens)
+        ("bouncing_ball", 1.0, False),  # inelastic impacts: energy is lost
+    ],
+)
+def test_energy_is_conserved_unless_something_takes_it(tmp_path, system, t1, conserved):
+    # It was "not conserved" whenever restitution < 1, impact or none; and a
+    # contact with friction counted as conserving.
+    config = tmp_path / "c.toml"
+    config.write_text(f'[system]\nname = "{system}"\n[simulate]\nt1 = {t1}\n')
+    out = tmp_path / "out"
+    assert _cli.main(["run", str(config), "--out", str(out), "--no-plots"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["energy"]["conserved"] is conserved
+    from jaxlagrange._cli.run import _conserved
+
+    rough = jl.LagrangianSystem(
+        lambda q, qd, t: 0.5 * qd @ qd - 9.81 * q[1],
+        unilateral=lambda q, t: q[1:],
+        slip=lambda q, qd, t: qd[:1],
+        friction=0.3,
+        restitution=1.0,
+    )
+    traj = jl.simulate(rough, jnp.zeros(2), jnp.array([1.0, 0.0]), t1=0.1)
+    assert not _conserved(rough, True, traj)

@@ -110,19 +110,20 @@ def main(argv=None):
     g = 9.81
     low = energy < -2.5 * g
     high = energy > 0.5 * g
+    mirrored = np.abs(lam.reshape(th1.shape) - lam.reshape(th1.shape)[::-1, ::-1])
+
+    def over(reduce, values):  # None where a coarse grid has no such member
+        return float(reduce(values)) if values.size else None
+
     rows = {
         "members": int(lam.size),
         "wall_s (this run)": round(wall, 1),
         "members_per_s (this run)": round(lam.size / wall, 1),
-        "median λ, E < -2.5 g (low energy)": float(np.median(lam[low])),
-        "median λ, E > 0.5 g (high energy)": float(np.median(lam[high])),
-        "fraction λ > 0.5, high energy": float(np.mean(lam[high] > 0.5)),
-        "symmetry max |λ(θ) − λ(−θ)|, low energy": float(
-            np.max(
-                np.abs(lam.reshape(th1.shape) - lam.reshape(th1.shape)[::-1, ::-1])[
-                    low.reshape(th1.shape)
-                ]
-            )
+        "median λ, E < -2.5 g (low energy)": over(np.median, lam[low]),
+        "median λ, E > 0.5 g (high energy)": over(np.median, lam[high]),
+        "fraction λ > 0.5, high energy": over(np.mean, lam[high] > 0.5),
+        "symmetry max |λ(θ) − λ(−θ)|, low energy": over(
+            np.max, mirrored[low.reshape(th1.shape)]
         ),
     }
     for k, v in rows.items():

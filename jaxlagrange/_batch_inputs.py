@@ -107,7 +107,8 @@ def as_arrays(base: Params, new: Params) -> Params:
     if isinstance(new, (list, tuple)) and isinstance(
         base, (jax.Array, np.ndarray, np.generic, float, int)
     ):
-        return np.asarray(new)
+        traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(new))
+        return jnp.asarray(new) if traced else np.asarray(new)
     return new
 
 

@@ -361,6 +361,16 @@ def _every_chunk():
     return import_zarr().config.set({"array.write_empty_chunks": True})
 
 
+def stored_attributes(store: str | os.PathLike) -> dict | None:
+    """The attributes of the store at `store` (None: none there, or unreadable:
+    `ChunkedStore` judges it), read without opening it."""
+    try:
+        attrs = json.loads((Path(store) / "zarr.json").read_text())["attributes"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return attrs if isinstance(attrs, dict) else None
+
+
 def changed_entries(old: Any, new: Any, path: str = ""):
     """(path, old value, new value) of each entry that differs between two
     JSON-like descriptions, dicts followed into: `config.simulate.rtol`."""
@@ -370,6 +380,14 @@ def changed_entries(old: Any, new: Any, path: str = ""):
             yield from changed_entries(old.get(key), new.get(key), where)
     elif old != new:
         yield path, old, new
+
+
+def _array_names(group, prefix: str = "") -> list[str]:
+    """The paths of the arrays in a Zarr group and its subgroups (`params/g`)."""
+    names = [prefix + name for name in group.array_keys()]
+    for name, sub in group.groups():
+        names += _array_names(sub, f"{prefix}{name}/")
+    return names
 
 
 def _difference(group, attrs: Mapping[str, Any], inputs, chunk_size: int) -> str:
@@ -389,7 +407,7 @@ def _difference(group, attrs: Mapping[str, Any], inputs, chunk_size: int) -> str
     if stored_chunk != chunk_size:
         return f"it differs in: chunk_size (stored {stored_chunk}, now {chunk_size})"
     changed = []
-    for name in sorted(set(inputs) | set(group["inputs"].array_keys())):
+    for name in sorted(set(inputs) | set(_array_names(group["inputs"]))):
         if name not in inputs or name not in group["inputs"]:
             changed.append(name)
             continue

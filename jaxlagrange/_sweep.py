@@ -15,7 +15,8 @@ from ._batch import COLLAPSED, sharded_map
 from ._custom_types import Array
 from ._lanes import UnsupportedPrimitiveError
 from ._progress import progress_bar
-from ._store import ChunkedStore, open_store
+from ._store import ChunkedStore, open_store, stored_attributes
+from ._store_verify import MANIFEST
 
 
 def _barrier(name: str) -> None:
@@ -147,10 +148,7 @@ def sweep(
         except UnsupportedPrimitiveError:
             kernel = None
     if hasattr(fn, "batch_kernel"):
-        # The integrator is part of what a store holds: the kernel's Tsit5 and
-        # diffrax's take other steps, and a chaotic member's motions part. A sweep
-        # resumed with the other would mix the two in one store.
-        attrs["backend"] = "vmap" if kernel is None else "kernel"
+        kernel = _backend_of(store, fn, kernel, attrs)
     writer = jax.process_index() == 0
     kwargs = dict(
         size=size, chunk_size=chunk_size, inputs=inputs, outputs=outputs, attrs=attrs
@@ -197,6 +195,39 @@ def sweep(
         chunked.close()
     _barrier("jaxlagrange.sweep.close")
     return open_store(store)
+
+
+def _backend_of(store, fn, kernel, attrs):
+    """The kernel (None: vmap) a resumed store keeps, recorded in `attrs`.
+
+    The integrator is part of what a store holds: the kernel's Tsit5 and
+    diffrax's take other steps, and a chaotic member's motions part, so a sweep
+    resumed with the other would mix the two. "auto" follows a store computed
+    with vmap (on a GPU too); a store computed in the kernel, met where "auto"
+    gives vmap (on a CPU, where the kernel is slow), is refused naming the
+    backend to resume it with. A store written before backends were recorded
+    is resumed as it was.
+    """
+    used = "vmap" if kernel is None else "kernel"
+    stored = stored_attributes(store)
+    if stored is None or MANIFEST not in stored:
+        attrs["backend"] = used
+        return kernel
+    before = stored.get("backend")
+    if before is None:
+        return kernel
+    if before == "vmap" and getattr(fn, "backend", None) == "auto":
+        kernel, used = None, "vmap"
+    if before != used:
+        raise ValueError(
+            f"The store {str(store)!r} was computed with backend={before!r}, and this "
+            f"sweep would take backend={used!r}: the two integrators take other steps, "
+            f"so their members would mix. Resume it with backend={before!r} (in a "
+            f'config: [sweep] backend = "{before}"), or choose another output '
+            "directory."
+        )
+    attrs["backend"] = used
+    return kernel
 
 
 def _collapsed_again(out, batched, fn, deferring, devices):

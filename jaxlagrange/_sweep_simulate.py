@@ -221,7 +221,9 @@ def simulate_sweep(
         GPU when the system and options allow it, else with `jax.vmap`; `"vmap"`
         and `"kernel"` choose. The store records the backend used (its
         `backend` attribute): the two integrators take other steps, so a sweep
-        is resumed with the same one (on another machine, name it).
+        is resumed with the same one (`"auto"` follows a store computed with
+        vmap; one computed in the kernel needs `"kernel"` where `"auto"` would
+        take vmap).
     - `store`: the store directory.
     - `observe`: `observe(traj) -> dict[str, array]`, what to keep of each member's
         `Trajectory` (e.g. only the final energy); default `q` and `qd`.

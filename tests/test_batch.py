@@ -211,3 +211,9 @@ def test_structure_errors():
     )
     arrays = jl.simulate_batch(DOUBLE, Q0, zeros, params={"g": G}, t1=0.1)
     np.testing.assert_array_equal(listed.q, arrays.q)
+
+    def last(g):  # a list holding a traced value
+        params = {"g": [g, *G[1:].tolist()]}
+        return jl.simulate_batch(DOUBLE, Q0, zeros, params=params, t1=0.1).q[0, -1, 0]
+
+    assert np.isfinite(jax.grad(last)(G[0]))

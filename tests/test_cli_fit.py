@@ -180,8 +180,8 @@ def test_csv_data_matches_npz(tmp_path):
                 'optimizer = "lbfgs"', 'optimizer = "lbfgs"\njacobian = "forward"'
             ),
             None,
-            "[fit] jacobian is for the least-squares optimizers (lm, gauss_newton, "
-            "dogleg, bfgs); 'lbfgs' takes the gradient",
+            "[fit] jacobian is for optimizer = 'lm' or 'gauss_newton'; 'lbfgs' takes "
+            "reverse-mode derivatives",
         ),
         (
             CONFIG.replace("steps = 30\n", "continuity_weight = 10.0\n"),

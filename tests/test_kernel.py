@@ -564,8 +564,9 @@ def test_sweeps_reach_the_kernel(monkeypatch, tmp_path):
     # two (whose chaotic members part) would mix in it.
     with pytest.raises(
         ValueError,
-        match=r"holds a different sweep \(it differs in: backend \(stored 'kernel', "
-        r"now 'vmap'\)\)",
+        match=r"was computed with backend='kernel', and this sweep would take "
+        r"backend='vmap': .* Resume it with backend='kernel' \(in a config: \[sweep\] "
+        r'backend = "kernel"\)',
     ):
         swept("vmap", "k.zarr")
     # "auto" asks for the kernel (which it takes on a GPU only).
@@ -602,11 +603,48 @@ def test_an_auto_sweep_takes_vmap_where_the_lanes_cannot(monkeypatch, tmp_path):
         t1=0.5,
     )
     assert store.attrs["backend"] == "vmap"
+    # "auto" where it would take the kernel follows a store computed with vmap.
+    pendulum, _, _ = jl.systems.pendulum()
+
+    def pendulums(backend):
+        return jl.simulate_sweep(
+            pendulum,
+            np.array([[0.1], [0.2]]),
+            np.zeros(1),
+            store=tmp_path / "p.zarr",
+            progress=False,
+            backend=backend,
+            t1=0.5,
+        )
+
+    before = pendulums("vmap")["outputs/q"][:]
+    np.testing.assert_array_equal(pendulums("auto")["outputs/q"][:], before)
     # L = ½q̇² − ½(2 + q²): q = q₀ cos t.
     np.testing.assert_allclose(
         store["outputs/q"][:, 0, 0], [0.1 * np.cos(0.5), 0.2 * np.cos(0.5)], rtol=1e-6
     )
     np.testing.assert_array_equal(store["outputs/result"][:], 0)
+
+
+def test_a_store_from_before_backends_were_recorded_is_resumed(monkeypatch, tmp_path):
+    from jaxlagrange import _sweep
+
+    system, _, _ = jl.systems.pendulum()
+
+    def sweep():
+        return jl.simulate_sweep(
+            system,
+            np.array([[0.1], [0.2]]),
+            np.zeros(1),
+            store=tmp_path / "s.zarr",
+            progress=False,
+            t1=0.5,
+        )
+
+    with monkeypatch.context() as patch:  # as it was written before
+        patch.setattr(_sweep, "_backend_of", lambda store, fn, kernel, attrs: kernel)
+        assert "backend" not in sweep().attrs
+    assert "backend" not in sweep().attrs  # resumed (here: reopened), not refused
 
 
 def test_sweep_backend_errors(tmp_path):

@@ -203,6 +203,31 @@ def test_a_refused_resume_names_the_param_or_setting_that_changed(tmp_path, caps
         assert message in capsys.readouterr().err
 
 
+def test_a_store_of_an_earlier_version_is_resumed(tmp_path, capsys, monkeypatch):
+    # A store written before the backend and the params by name were recorded
+    # (its params one text, no backend) was refused, its message a dump of the
+    # params over several lines.
+    from jaxlagrange import _sweep
+    from jaxlagrange._cli import sweep as sweep_command
+    from jaxlagrange._sweep_identity import _describe
+
+    config, out = tmp_path / "sweep.toml", str(tmp_path / "out")
+    config.write_text(
+        '[system]\nname = "pendulum"\n[simulate]\nt1 = 0.5\n[sweep]\nchunk_size = 1\n'
+        '[sweep.axes]\n"q[0]" = { min = 0.1, max = 0.2, num = 2 }\n'
+    )
+    command = ["sweep", str(config), "--out", out, "--no-plots"]
+    with monkeypatch.context() as patch:  # as it was written before
+        patch.setattr(_sweep, "_backend_of", lambda store, fn, kernel, attrs: kernel)
+        patch.setattr(sweep_command, "_described_params", _describe)
+        assert main([*command, "--quiet"]) == 0
+    assert main([*command, "--quiet"]) == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["members_computed"] == 0  # resumed: nothing left to compute
+    attrs = zarr.open_group(tmp_path / "out" / "sweep.zarr").attrs
+    assert "backend" not in attrs and isinstance(attrs["params"], str)
+
+
 def test_editing_the_system_file_refuses_the_resume(tmp_path, capsys):
     (tmp_path / "falling.py").write_text(SYSTEM_FILE.format(g=9.81))
     config = tmp_path / "sweep.toml"

@@ -251,6 +251,13 @@ def test_a_sweep_of_a_coordinate_the_constraints_fix_is_refused(tmp_path, capsys
         err,
     )
     assert not (tmp_path / "out" / "sweep.zarr").exists()
+    # A swept param that moves the constraints: the advice is not to sweep one.
+    path = _write(tmp_path, config.replace('"q[0]"', "l").replace("0.0,", "0.5,"))
+    assert main(["sweep", path, "--out", str(tmp_path / "out"), "--quiet"]) == 1
+    assert capsys.readouterr().err.endswith(
+        "the swept params move the constraints, and [initial] is on them at the "
+        "config's values only\n"
+    )
 
 
 @pytest.mark.parametrize(

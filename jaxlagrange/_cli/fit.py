@@ -39,6 +39,9 @@ from ._output import (
 )
 
 
+# `jl.fit`'s refusal of a given initial position off the constraints.
+_OFF_CONSTRAINTS = "the initial position of data[0] (its q0) is off"
+
 _FIT_EPILOG = """\
 data files: .npz with arrays ts (T,), q (T, n) and optionally qd (T, n), e.g. the
 trajectory.npz of `jaxlagrange run`; or .csv with a header row `t,q0,..,qd0,..`
@@ -234,7 +237,16 @@ def _fit_on(args: argparse.Namespace, config) -> int:
     except FloatingPointError as e:
         raise CLIError(_one_line(e)) from None
     except ValueError as e:
-        raise ConfigError(f"{config['source']}: [fit] {_one_line(e)}") from None
+        message = _one_line(e)
+        if message.startswith(_OFF_CONSTRAINTS):  # in the config's words
+            message = message.replace(_OFF_CONSTRAINTS, "[initial] q is off").replace(
+                "Give a q0 on them (project it with `jl.project_initial_state`), or "
+                "fit it (`fit_initial_state`).",
+                "Give an [initial] q on them, or fit it ([fit] fit_initial_state = "
+                "true).",
+            )
+            raise ConfigError(f"{config['source']}: {message}") from None
+        raise ConfigError(f"{config['source']}: [fit] {message}") from None
     fit_s = time.perf_counter() - start
     notes = [str(w.message) for w in issued if issubclass(w.category, UserWarning)]
     for note in notes:

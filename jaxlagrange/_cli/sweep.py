@@ -2,7 +2,6 @@
 
 import argparse
 import hashlib
-import json
 import os
 import time
 from pathlib import Path
@@ -11,7 +10,8 @@ import numpy as np
 
 from .. import _config
 from .._config import ConfigError
-from .._store import changed_entries
+from .._store import changed_entries, stored_attributes
+from .._sweep_identity import _describe
 from ._common import (
     add_device_argument,
     add_progress_arguments,
@@ -88,6 +88,11 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
     )
     if ready.system.has_constraints:
         _check_starts(member, inputs, kwargs["t0"], ready.name, values)
+    store = out / "sweep.zarr"
+    stored = stored_attributes(store)
+    # A store written before the params were recorded by name holds them as
+    # one text: kept so, it still resumes.
+    legacy = stored is not None and isinstance(stored.get("params"), str)
     attrs = {
         "kind": "jaxlagrange sweep",
         "system": ready.name,
@@ -98,9 +103,13 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
         "config": {
             **{k: config[k] for k in ("system", "initial", "simulate")},
             "sweep": {
-                k: v
-                for k, v in config["sweep"].items()
-                if k not in ("device", "backend")
+                # (seed: the one used, 0 unless given, as stores have it.)
+                **{
+                    k: v
+                    for k, v in config["sweep"].items()
+                    if k not in ("device", "backend")
+                },
+                "seed": config["sweep"]["seed"] or 0,
             },
         },
         "grid_shape": list(grid_shape),
@@ -109,9 +118,10 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
         # module the system file imports, a data file `make()` reads).
         "physics": physics_digest(ready.system, n, ready.q0.dtype),
         # The values of its params, the config's and those `make()` chose.
-        "params": _described_params(ready.system.params),
+        "params": _describe(ready.system.params)
+        if legacy
+        else _described_params(ready.system.params),
     }
-    store = out / "sweep.zarr"
     path = _config.system_file(config)
     if path is not None:
         # The physics of a user's system is in its file: part of the identity,
@@ -120,7 +130,6 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
             "path": config["system"]["file"],
             "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
         }
-    stored = _stored_attributes(store)
     _check_physics(store, stored, attrs)
     say(
         args,
@@ -148,6 +157,7 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
             text in str(e)
             for text in (
                 "holds a different sweep",
+                "was computed with backend=",
                 "is not a sweep store",
                 "is being written by another sweep",
             )
@@ -224,16 +234,6 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
     return 0
 
 
-def _stored_attributes(store: Path) -> dict | None:
-    """The attributes of the store already there (None: none, or unreadable:
-    the store itself judges it)."""
-    try:
-        attrs = json.loads((store / "zarr.json").read_text())["attributes"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return attrs if isinstance(attrs, dict) else None
-
-
 def _members_done(attrs: dict | None, size: int) -> int:
     """How many members the store (its `attrs`) holds already (0 without one)."""
     if attrs is None:
@@ -273,10 +273,11 @@ def _check_physics(store: Path, attrs: dict | None, current: dict) -> None:
         changes = ", ".join(
             f"{path} (stored {a}, now {b})"
             for path, a, b in changed_entries(attrs["params"], current["params"])
+            if path  # (a store's params as one text: no names to give)
         )
         raise CLIError(
-            f"{refuse}the system's params differ: {changes} (its results would mix "
-            f"two physics){advice}"
+            f"{refuse}the system's params differ{': ' + changes if changes else ''} "
+            f"(its results would mix two physics){advice}"
         )
     if "physics" in attrs and attrs["physics"] != current["physics"]:
         where = (
@@ -320,18 +321,25 @@ def _check_starts(member, inputs, t0, name: str, values) -> None:
     if off.any():
         i = int(np.argmax(off))
         at = ", ".join(f"{axis} = {np.asarray(v)[i]:.6g}" for axis, v in values.items())
+        if any(axis.startswith(("q[", "qd[")) for axis in values):
+            why = (
+                "a coordinate the constraints fix cannot be swept (sweep independent "
+                "coordinates, or params)"
+            )
+        else:
+            why = (
+                "the swept params move the constraints, and [initial] is on them at "
+                "the config's values only"
+            )
         raise CLIError(
             f"{int(off.sum())} of {off.size} members start off the constraints of "
-            f"{name!r}, the first at {at}: a coordinate the constraints fix cannot be "
-            "swept (sweep independent coordinates, or params)"
+            f"{name!r}, the first at {at}: {why}"
         )
 
 
 def _described_params(params):
     """The params as JSON: a (nested) dict of values, so that a refused resume
     can name the param that changed."""
-    from .._sweep_identity import _describe
-
     if isinstance(params, dict):
         return {str(k): _described_params(v) for k, v in params.items()}
     return _describe(params)

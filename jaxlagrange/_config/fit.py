@@ -85,7 +85,7 @@ steps = 100                    # the most solver steps (optimizer steps for opta
 optimizer = "lm"               # Levenberg–Marquardt (default), "gauss_newton",
                                # "dogleg", "bfgs" (optimistix); "lbfgs", "adam"
                                # (optax; adam with learning_rate, default 1e-2)
-jacobian = "auto"              # or "forward", "reverse" (optimistix solvers)
+jacobian = "auto"              # or "forward", "reverse" (lm, gauss_newton)
 trainable = ["l"]              # default: every param
 positive = ["l"]               # fitted as logarithms
 fit_initial_state = false
@@ -140,11 +140,13 @@ def fit_kwargs(config: Mapping[str, Any], ready) -> dict[str, Any]:
             f"{section['optimizer']!r} chooses its own steps"
         )
     # Settings that would do nothing here: named, as learning_rate is.
-    if section["optimizer"] in ("lbfgs", "adam") and section["jacobian"] != "auto":
+    if (
+        section["optimizer"] not in ("lm", "gauss_newton")
+        and section["jacobian"] != "auto"
+    ):
         raise ConfigError(
-            f"{source}: [fit] jacobian is for the least-squares optimizers (lm, "
-            f"gauss_newton, dogleg, bfgs); {section['optimizer']!r} takes the "
-            "gradient"
+            f"{source}: [fit] jacobian is for optimizer = 'lm' or 'gauss_newton'; "
+            f"{section['optimizer']!r} takes reverse-mode derivatives"
         )
     if section["segments"] == 1 and section["continuity_weight"] != 1.0:
         raise ConfigError(

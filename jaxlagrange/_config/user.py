@@ -54,10 +54,10 @@ def _module(path: Path, where: str):
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # for dataclasses and pickling inside the file
     # As `python file.py` does: the modules beside the file import, from any
-    # working directory and from the installed `jaxlagrange` script.
+    # working directory and from the installed `jaxlagrange` script, also when
+    # `make()` or the system's functions import them later.
     folder = str(path.resolve().parent)
-    added = folder not in sys.path
-    if added:
+    if folder not in sys.path:
         sys.path.insert(0, folder)
     try:
         spec.loader.exec_module(module)
@@ -69,9 +69,6 @@ def _module(path: Path, where: str):
         raise
     except BaseException as e:  # SystemExit too: one line, not an exit
         raise ConfigError(f"{where}: importing it raised {_one_line(e)}") from None
-    finally:
-        if added:
-            sys.path.remove(folder)
     return module
 
 

@@ -207,14 +207,20 @@ def check_given_starts(system, params, trainable, data, layouts) -> None:
         moved = np.zeros(g.shape, bool)
         for slope in slopes:
             moved |= np.any(slope.reshape(g.size, -1) != 0, axis=1)
-        tol = np.sqrt(np.finfo(g.dtype).eps) * (1 + np.max(np.abs(q0)))
-        off = (np.abs(g) > tol) & ~moved
+        # The distance from each constraint surface (|g| / |∂g/∂q|), against a
+        # tolerance that takes a q0 rounded to a measurement's digits: such a
+        # start is projected, its distance a negligible bias.
+        gradient = np.asarray(jax.jacfwd(lambda q: residual(fitted, q))(q0))
+        norms = np.linalg.norm(gradient.reshape(g.size, -1), axis=1)
+        distance = np.abs(g) / np.where(norms > 0, norms, 1.0)
+        tol = np.finfo(g.dtype).eps ** (1 / 3) * (1 + np.max(np.abs(q0)))
+        off = (distance > tol) & ~moved
         if off.any():
             raise ValueError(
                 f"the initial position of data[{i}] (its q0) is off the holonomic "
-                f"constraints, which no fitted param moves: max |g| = "
-                f"{np.max(np.abs(g[off])):.3g}. Give a q0 on them (project it with "
-                "`jl.project_initial_state`), or fit it (`fit_initial_state`)."
+                f"constraints, which no fitted param moves: it is "
+                f"{np.max(distance[off]):.3g} from them. Give a q0 on them (project "
+                "it with `jl.project_initial_state`), or fit it (`fit_initial_state`)."
             )
 
 

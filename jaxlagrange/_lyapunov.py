@@ -11,6 +11,7 @@ from ._errors import first_error
 from ._results import promote
 from ._system import LagrangianSystem, as_state
 from ._trajectory import RESULTS
+from ._validate import default_tolerance
 
 
 def _accelerations(system, q, qd, t):
@@ -49,8 +50,8 @@ def finite_time_lyapunov(
     t0: ScalarLike = 0.0,
     t1: ScalarLike,
     solver: diffrax.AbstractSolver | None = None,
-    rtol: float = 1e-8,
-    atol: float = 1e-8,
+    rtol: float | None = None,
+    atol: float | None = None,
     max_steps: int = 100_000,
     throw: bool = True,
 ) -> Scalar:
@@ -85,6 +86,9 @@ def finite_time_lyapunov(
     """
     q0, qd0, t0 = as_state(q0, qd0, t0, where="q0")
     dtype = q0.dtype
+    # As in `simulate`: 1e-8 in float64, 1e-5 in float32.
+    rtol = default_tolerance(dtype) if rtol is None else rtol
+    atol = default_tolerance(dtype) if atol is None else atol
     t1 = jnp.asarray(t1, dtype)
     n = q0.shape[0]
     u0 = jnp.full((n,), 1.0 / jnp.sqrt(2.0 * n), dtype)

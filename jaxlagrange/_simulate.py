@@ -213,12 +213,12 @@ def simulate(
         makes infinitely many bounces in finite time; a rebound that would rise
         less than `atol` (in the units of h) is made plastic, so it comes to rest
         in contact after finitely many (a ball dropped from 1 m with e = 0.8:
-        41). With events, `max_steps` applies to each solve between two events.
+        41 rebounds, 42 impacts with the last, plastic one). With events, `max_steps` applies to each solve between two events.
     - `throw`: raise on failure. With `throw=False` check `Trajectory.result`; under
         `vmap` every member then has its own result and `t_final`. (Naming the
-        cause of a failure probes the dynamics: under `vmap` those probes are part
-        of the program and run for every member; `jl.simulate_batch` runs them
-        afterwards, for the failed members only.)
+        cause of a failure probes the dynamics along the failed step: a host
+        callback that runs only after a member has stopped, for that member; no
+        probes are compiled into the program.)
 
     **Returns:** a `Trajectory`.
 

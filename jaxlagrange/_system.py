@@ -101,7 +101,8 @@ class LagrangianSystem(eqx.Module):
         constraints `a = 0`.
     - `unilateral`: `h(q, t[, params]) -> (u,)`, the one-sided constraints `h >= 0`.
     - `restitution`: coefficient of restitution of impacts on the unilateral
-        constraints, a scalar or one per constraint (0: plastic, 1: elastic); or
+        constraints, a scalar or one per constraint (0, the default: plastic; 1:
+        elastic); or
         the name of a param that holds it (`restitution="e"`), so that the fits,
         batches and sweeps over that param change it.
     - `slip`: `s(q, qd, t[, params]) -> (u,)`, affine in `qd`: the tangential slip

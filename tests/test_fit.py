@@ -5,6 +5,11 @@ below reuse one optimizer object, one system and equal data shapes wherever the
 point of the test allows.
 """
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import diffrax
 import equinox as eqx
 import jax
@@ -479,3 +484,76 @@ def test_a_given_start_off_the_constraints_is_refused_unless_a_param_moves_them(
     on_the_rod = jl.Observations(ts, traj.q, traj.qd, q0=traj.q[0] * 1.2)
     result = jl.fit(true, on_the_rod, trainable={"l"}, positive={"l"})
     assert np.isfinite(float(result.params["l"]))
+
+
+_FLOAT32_DEFAULTS = """
+import jax.numpy as jnp
+import jaxlagrange as jl
+system, q0, qd0 = jl.systems.pendulum()
+ts = jnp.linspace(0.0, 1.0, 11)
+traj = jl.simulate(system, q0, qd0, t1=1.0, saveat=ts)
+print(float(jl.fit_loss(system, jl.Observations(ts, traj.q, traj.qd))))
+print(float(jl.finite_time_lyapunov(system, q0, qd0, t1=1.0)))
+"""
+
+
+def test_fit_loss_and_lyapunov_defaults_follow_the_precision():
+    # In float32 (JAX's default) fit_loss refused its own default rtol = 1e-8,
+    # "below the precision of float32"; fit and simulate take 1e-5 there.
+    env = {k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _FLOAT32_DEFAULTS],
+        env={**env, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    loss, lam = (float(x) for x in proc.stdout.split())
+    assert loss < 1e-8 and abs(lam) < 2.0
+
+
+def test_fits_that_mislead_are_refused_or_warned():
+    # Found by a fitting audit: each was silent.
+    clean = jl.Observations(TS, Q, QD)
+    noisy = _noisy(1)
+    # sigma for one trajectory but not the other: σ̂ pooled residuals in two
+    # units, the one without sigma weighed 1e4 : 1 (errors 0.6× too small).
+    with pytest.raises(
+        ValueError, match=r"`sigma` is given for some observed .* data\[1\]"
+    ):
+        _length_fit([noisy, clean])
+    # A first sample masked by weight 0 was still the held initial state.
+    glitch = jl.Observations(
+        TS, Q.at[0].add(0.5), QD, weights=jnp.ones(TS.shape).at[0].set(0.0)
+    )
+    with pytest.raises(ValueError, match=r"the first sample of data\[0\] has weight 0"):
+        _length_fit(glitch)
+    # Two params that enter only as a product: NaN errors, said so.
+    product = jl.LagrangianSystem(
+        lambda q, qd, t, p: 0.5 * qd[0] ** 2 + p["a"] * p["b"] * jnp.cos(q[0]),
+        params={"a": 2.0, "b": 4.905},
+    )
+    q, qd = _observe(product, jnp.array([1.0]), jnp.array([0.0]), TS)
+    with pytest.warns(UserWarning, match=r"do not determine params \['a'\], \['b'\]"):
+        result = jl.fit(
+            product, jl.Observations(TS, q, qd), params={"a": 1.5, "b": 5.0}
+        )
+    assert np.isnan(float(result.stderr["a"]))
+    # Stopped at its step limit: said so (it was silent, with usual errors).
+    with pytest.warns(UserWarning, match=r"LevenbergMarquardt stopped before meeting"):
+        assert not _length_fit(clean, steps=3).converged
+    # Under a transformation: named, not a TracerArrayConversionError.
+    with pytest.raises(ValueError, match=r"jl\.fit runs its own compiled solver loop"):
+        jax.jit(
+            lambda length: jl.fit(PENDULUM, clean, params={**GUESS, "l": length}).loss
+        )(1.3)
+
+
+def test_the_data_spread_is_that_of_the_fitted_samples():
+    from jaxlagrange._fit._quality import data_scale
+
+    weights = jnp.ones(TS.shape).at[5].set(0.0)
+    outlier = jl.Observations(TS, Q.at[5].set(100.0), QD, weights=weights)
+    kept = np.asarray(Q)[np.arange(TS.shape[0]) != 5]
+    expected = np.sqrt(np.mean((kept - kept.mean(axis=0)) ** 2))
+    assert data_scale([outlier]) == pytest.approx(expected, rel=1e-12)

@@ -137,7 +137,10 @@ def test_lanes_unsupported_primitive():
         return jnp.linalg.cholesky(jnp.outer(x, x) + jnp.eye(2))[1]
 
     lanes = LaneFunction(fn, jnp.ones(2))
-    with pytest.raises(UnsupportedPrimitiveError, match="'cholesky'"):
+    with pytest.raises(
+        UnsupportedPrimitiveError,
+        match=r"'cholesky' lane by lane .* Use backend='vmap', which supports it\.$",
+    ):
         lanes(to_lanes(jnp.ones((4, 2))))
 
 

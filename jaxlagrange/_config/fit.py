@@ -81,7 +81,8 @@ qd = [0.0]
 [fit]
 data = "pendulum_data.npz"     # .npz (ts, q[, qd]) or .csv (t, q0.., qd0..); or a
                                # list of files; relative to the config's directory
-steps = 100                    # the most solver steps (optimizer steps for optax)
+steps = 100                    # the most solver steps, default 500 (optimizer
+                               # steps for optax)
 optimizer = "lm"               # Levenberg–Marquardt (default), "gauss_newton",
                                # "dogleg", "bfgs" (optimistix); "lbfgs", "adam"
                                # (optax; adam with learning_rate, default 1e-2)
@@ -91,7 +92,8 @@ positive = ["l"]               # fitted as logarithms
 fit_initial_state = false
 segments = 1                   # multiple shooting segments
 continuity_weight = 1.0
-sigma = 0.01                   # noise scale of the data (default 1)
+sigma = 0.01                   # noise scale of the data (default: estimated
+                               # from the misfit)
 starts = { l = [1.0, 2.0, 4.0] }   # several starting guesses; the best fit is kept
 adjoint = "recursive_checkpoint"   # or "backsolve"
 ```

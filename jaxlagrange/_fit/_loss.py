@@ -59,7 +59,8 @@ class Observations(eqx.Module):
         refine with `fit(..., fit_initial_state=True)`).
     - `weights`: non-negative weights of the residuals, shape (T,) or (T, n).
     - `sigma`: the noise scale of `q` (and `qd`), a positive scalar or shape (n,);
-        residuals are divided by it. Default 1.
+        residuals are divided by it. Default None: residuals in the data's
+        units, the noise then estimated from the misfit (`chi2_red` is None).
 
     **Raises:** `ValueError` naming the argument for a wrong shape, lengths that do
     not match `ts`, times that are not strictly increasing, and non-finite data.
@@ -342,6 +343,16 @@ def as_data(data) -> list[Observations]:
         raise ValueError(
             f"all observed trajectories must have the same number of coordinates, got {sorted(n)}."
         )
+    given = [d.sigma is not None for d in data]
+    if any(given) and not all(given):
+        # Residuals in units of σ beside residuals in the data's units: the noise
+        # then estimated from both weighs one set by 1/σ² against the other.
+        missing = [i for i, g in enumerate(given) if not g]
+        raise ValueError(
+            f"`sigma` is given for some observed trajectories but not for data"
+            f"{missing}: give it for all of them (their residuals are weighed by "
+            "it), or for none (the noise is then estimated from the misfit)."
+        )
     return list(data)
 
 
@@ -379,8 +390,8 @@ def fit_loss(
     continuity_weight: ScalarLike = 1.0,
     adjoint: diffrax.AbstractAdjoint | None = None,
     solver: diffrax.AbstractSolver | None = None,
-    rtol: ScalarLike = 1e-8,
-    atol: ScalarLike = 1e-8,
+    rtol: ScalarLike | None = None,
+    atol: ScalarLike | None = None,
     max_steps: int = 4096,
 ) -> Array:
     """The loss that `fit` minimizes, at the system's params.

@@ -43,6 +43,7 @@ from ._quality import (
     quality,
     start_params,
     unidentifiable,
+    warn_undetermined,
     warn_unidentifiable,
 )
 from ._solvers import (
@@ -161,7 +162,8 @@ def fit(
     """Fit the params of `system` (and optionally initial states) to observed data.
 
     Minimizes `fit_loss`, the weighted mean squared misfit between simulated and
-    observed coordinates (and velocities where observed), with an optax optimizer.
+    observed coordinates (and velocities where observed): by Levenberg–Marquardt
+    (optimistix) by default, or another optimistix solver or an optax optimizer.
 
     Only identifiable combinations can be recovered: a Lagrangian times a constant
     has the same motion, so fit a pendulum's length with g and m fixed, and a
@@ -238,7 +240,11 @@ def fit(
         holds fixed).
     - `ValueError`, before anything is compiled, for params with a non-finite
         value, integer params named in `trainable`, and data whose number of
-        coordinates does not fit the system (its mass matrix is singular there).
+        coordinates does not fit the system (its mass matrix is singular there);
+        `sigma` given for some observed trajectories but not all; a held initial
+        state that is a sample of weight 0, or a given q0 off the holonomic
+        constraints that no fitted param moves; and for a traced call (under
+        `jax.jit`, `vmap` or `grad`: use `fit_loss` there).
     - `FloatingPointError` naming the step at which the loss (or its gradient)
         became non-finite, e.g. because a solve diverged; the message says why.
 
@@ -254,6 +260,15 @@ def fit(
     result.params["l"], result.stderr["l"]  # ≈ 2.0, and its standard error
     ```
     """
+    if any(
+        isinstance(x, jax.core.Tracer)
+        for x in jtu.tree_leaves((system, params, data, starts))
+    ):
+        raise ValueError(
+            "jl.fit runs its own compiled solver loop and reads its results on the "
+            "host: it cannot be traced (under jax.jit, vmap or grad). Call it "
+            "outside them, or differentiate `jl.fit_loss`, the loss it minimizes."
+        )
     if starts is not None:
         begins = start_params(starts, check_params(system, params))
         if isinstance(starts, Mapping) and isinstance(
@@ -433,6 +448,15 @@ def fit(
     if misfit.warning is not None:
         warnings.warn(misfit.warning, UserWarning, stacklevel=2)
     warn_unidentifiable(unidentifiable(trained, dead))
+    warn_undetermined(stderr)
+    if not converged and not isinstance(optimizer, optax.GradientTransformation):
+        warnings.warn(
+            f"jl.fit: {type(optimizer).__name__} stopped before meeting its tolerance "
+            f"({solver_result}, after {count} steps): the params may not be at the "
+            "optimum yet. Raise `steps`, or start closer.",
+            UserWarning,
+            stacklevel=2,
+        )
     return FitResult(
         fitted,
         system_fit,

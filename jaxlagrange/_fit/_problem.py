@@ -190,6 +190,16 @@ def check_given_starts(system, params, trainable, data, layouts) -> None:
     and the fit, which starts from its projection, was biased by the distance
     (g = 7.95 fitted for 9.81, reported as converged). Where a fitted param
     moves the constraints (a rod's length), the distance is what fits it."""
+    for i, obs in enumerate(data):
+        # A first sample masked by a zero weight (an outlier) was still the held
+        # start, q0 = q[0]: the fit ran from it (l = 0.001 for 1.0).
+        w = None if obs.weights is None else np.asarray(obs.weights)
+        if obs.q0 is None and w is not None and not np.all(w[0] > 0):
+            raise ValueError(
+                f"the first sample of data[{i}] has weight 0, but it is the held "
+                "initial state (q0 = q[0] when none is given): give `q0` (and "
+                "`qd0`), or fit it (`fit_initial_state`)."
+            )
     if system.holonomic is None:
         return
     fitted, held = eqx.partition(params, trainable)

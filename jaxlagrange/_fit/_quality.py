@@ -40,9 +40,20 @@ _ADVICE = (
 
 
 def data_scale(data) -> float:
-    """The RMS spread of the observed coordinates about their time means."""
-    spreads = [np.asarray(d.q) - np.asarray(d.q).mean(axis=0) for d in data]
-    return float(np.sqrt(np.mean(np.concatenate([s.ravel() for s in spreads]) ** 2)))
+    """The RMS spread of the observed coordinates about their time means, over
+    the samples that are fitted (weight > 0: a masked outlier is no spread)."""
+    spreads = []
+    for d in data:
+        q = np.asarray(d.q)
+        used = np.ones(q.shape, bool)
+        if d.weights is not None:
+            used = np.broadcast_to(
+                np.asarray(d.weights).reshape(q.shape[0], -1) > 0, q.shape
+            )
+        for j in range(q.shape[1]):
+            column = q[used[:, j], j]
+            spreads.append(column - column.mean() if column.size else column)
+    return float(np.sqrt(np.mean(np.concatenate(spreads) ** 2)))
 
 
 def quality(data, layouts, chi, raw, total, count, unknowns: int) -> FitQuality:
@@ -105,8 +116,33 @@ def warn_unidentifiable(names: list[str]) -> str | None:
     text = (
         f"jl.fit: param {which} does not change the fitted motion (its column of "
         "the residuals' Jacobian is zero), so the data cannot determine it: its "
-        "standard error is inf; the other params' are kept. Hold it fixed "
+        "standard error is inf (the others' are computed without it). Hold it fixed "
         "(`trainable=`) or check that the Lagrangian uses it."
+    )
+    warnings.warn(text, UserWarning, stacklevel=3)
+    return text
+
+
+def warn_undetermined(stderr) -> str | None:
+    """Warn that params with a NaN standard error are not separately determined
+    (the residuals' Jacobian has dependent columns: they enter the motion only
+    through a combination, a product say); the text, or None."""
+    names = [
+        jtu.keystr(path)
+        for path, x in jtu.tree_leaves_with_path(stderr)
+        if x is not None and np.any(np.isnan(np.asarray(x)))
+    ]
+    if not names:
+        return None
+    shown = ", ".join(names[:5]) + (
+        f" and {len(names) - 5} more" if len(names) > 5 else ""
+    )
+    text = (
+        f"jl.fit: the data do not determine params {shown} separately: the "
+        "residuals' Jacobian has dependent columns (they enter the motion only "
+        "through a combination of them, a product say, or the Lagrangian has a "
+        "symmetry such as L → cL), so their standard errors are NaN. Hold all but "
+        "one of such a combination fixed (`trainable=`), or fit the combination."
     )
     warnings.warn(text, UserWarning, stacklevel=3)
     return text

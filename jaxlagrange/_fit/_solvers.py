@@ -432,6 +432,10 @@ def _check_finite(loss, grad_finite, codes, k, steps, losses, max_steps) -> None
     failed = codes != 0
     if failed.any():
         message = result_messages(max_steps)[int(codes[failed][0])]
+        # (The segments' solves take fit's `max_steps`.)
+        message = message.replace(
+            "jl.simulate(..., max_steps=", "jl.fit(..., max_steps="
+        )
         cause = f": {int(failed.sum())} of {codes.size} solves failed. {message}"
     else:
         cause = "."

@@ -606,6 +606,11 @@ def test_an_auto_sweep_takes_vmap_where_the_lanes_cannot(monkeypatch, tmp_path):
         t1=0.5,
     )
     assert store.attrs["backend"] == "vmap"
+    # L = ½q̇² − ½(2 + q²): q = q₀ cos t.
+    np.testing.assert_allclose(
+        store["outputs/q"][:, 0, 0], [0.1 * np.cos(0.5), 0.2 * np.cos(0.5)], rtol=1e-6
+    )
+    np.testing.assert_array_equal(store["outputs/result"][:], 0)
     # "auto" where it would take the kernel follows a store computed with vmap.
     pendulum, _, _ = jl.systems.pendulum()
 
@@ -622,11 +627,6 @@ def test_an_auto_sweep_takes_vmap_where_the_lanes_cannot(monkeypatch, tmp_path):
 
     before = pendulums("vmap")["outputs/q"][:]
     np.testing.assert_array_equal(pendulums("auto")["outputs/q"][:], before)
-    # L = ½q̇² − ½(2 + q²): q = q₀ cos t.
-    np.testing.assert_allclose(
-        store["outputs/q"][:, 0, 0], [0.1 * np.cos(0.5), 0.2 * np.cos(0.5)], rtol=1e-6
-    )
-    np.testing.assert_array_equal(store["outputs/result"][:], 0)
 
 
 def test_a_store_from_before_backends_were_recorded_is_resumed(monkeypatch, tmp_path):

@@ -174,6 +174,12 @@ def test_csv_data_matches_npz(tmp_path):
             None,
             "[fit] learning_rate is for optimizer = 'adam'",
         ),
+        (
+            CONFIG.replace('positive = ["l"]', 'positive = ["l"]\nsigma_qd = 0.1'),
+            dict(ts=TS, q=Q, qd=QD),
+            "data.npz: `sigma_qd` is the noise of the observed velocities `qd` beside "
+            "that of `q`: it needs `qd` and `sigma`.",
+        ),
         # Settings that do nothing where they are (they were taken silently).
         (
             CONFIG.replace(

@@ -8,6 +8,7 @@ point of the test allows.
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import diffrax
@@ -557,3 +558,26 @@ def test_the_data_spread_is_that_of_the_fitted_samples():
     kept = np.asarray(Q)[np.arange(TS.shape[0]) != 5]
     expected = np.sqrt(np.mean((kept - kept.mean(axis=0)) ** 2))
     assert data_scale([outlier]) == pytest.approx(expected, rel=1e-12)
+
+
+def test_velocities_with_their_own_noise_scale():
+    # q with noise 0.01, q̇ with 0.1 (finite differences, say): one σ for both
+    # read χ²_red ≈ 50 and gave errors 8× too small; with sigma_qd both are right.
+    rng = np.random.default_rng(3)
+    q = Q + 0.01 * rng.normal(size=Q.shape)
+    qd = QD + 0.1 * rng.normal(size=QD.shape)
+
+    def fitted(**sigmas):
+        data = jl.Observations(TS, q, qd, q0=Q[0], qd0=QD[0], **sigmas)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the one-σ fit's χ² warning
+            return _length_fit(data)
+
+    one, own = fitted(sigma=0.01), fitted(sigma=0.01, sigma_qd=0.1)
+    assert one.chi2_red > 20 and 0.6 < own.chi2_red < 1.5
+    assert float(own.stderr["l"]) > 3 * float(one.stderr["l"])
+    assert abs(float(own.params["l"]) - 2.0) < 4 * float(own.stderr["l"])
+    with pytest.raises(ValueError, match=r"`sigma_qd` is the noise of the observed"):
+        jl.Observations(TS, Q, sigma_qd=0.1)
+    with pytest.raises(ValueError, match=r"`sigma_qd` must be > 0, got"):
+        jl.Observations(TS, Q, QD, sigma=0.01, sigma_qd=-1.0)

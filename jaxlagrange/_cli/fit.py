@@ -79,11 +79,16 @@ def _fit_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def load_observations(
-    path: Path, n: int | None, sigma: float | None, q0: Any = None, qd0: Any = None
+    path: Path,
+    n: int | None,
+    sigma: float | None,
+    q0: Any = None,
+    qd0: Any = None,
+    sigma_qd: float | None = None,
 ):
     """A `jl.Observations` from an `.npz` or `.csv` file of `n` coordinates (None:
-    as many as the file has), with the noise scale `sigma` and the initial state
-    `q0`, `qd0` (None: the data's).
+    as many as the file has), with the noise scales `sigma` (and `sigma_qd` of
+    the velocities) and the initial state `q0`, `qd0` (None: the data's).
 
     **Raises:** `CLIError` naming the file for a missing or unreadable file, missing
     arrays or columns, and data that `Observations` rejects.
@@ -144,7 +149,7 @@ def load_observations(
             f"{name}: q has {np.shape(q)[1]} coordinates, but the system has {n}"
         )
     try:
-        return Observations(ts, q, qd, q0=q0, qd0=qd0, sigma=sigma)
+        return Observations(ts, q, qd, q0=q0, qd0=qd0, sigma=sigma, sigma_qd=sigma_qd)
     except ValueError as e:
         raise CLIError(f"{name}: {_one_line(e)}") from None
 
@@ -208,7 +213,11 @@ def _fit_on(args: argparse.Namespace, config) -> int:
     ready = _ready_system(config, paths, sigma)
     kwargs = _config.fit_kwargs(config, ready)
     n = ready.q0.shape[0]
-    data = [load_observations(p, n, sigma, initial["q"], initial["qd"]) for p in paths]
+    sigma_qd = config["fit"]["sigma_qd"]
+    data = [
+        load_observations(p, n, sigma, initial["q"], initial["qd"], sigma_qd)
+        for p in paths
+    ]
     out = (
         args.out or config["output"]["dir"] or os.path.join("out", f"fit_{ready.name}")
     )

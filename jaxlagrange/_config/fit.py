@@ -61,6 +61,7 @@ FIT_SCHEMA: dict[str, dict[str, Key]] = {
         "segments": Key(int, 1, at_least(1)),
         "continuity_weight": Key(float, 1.0, positive_or_reason),
         "sigma": Key(float, None, positive_or_reason),
+        "sigma_qd": Key(float, None, positive_or_reason),
         "starts": Key("numbers", {}),
         "adjoint": Key(str, "recursive_checkpoint", one_of(FIT_ADJOINTS)),
         "device": RUN_SCHEMA["run"]["device"],
@@ -94,6 +95,7 @@ segments = 1                   # multiple shooting segments
 continuity_weight = 1.0
 sigma = 0.01                   # noise scale of the data (default: estimated
                                # from the misfit)
+sigma_qd = 0.1                 # that of the velocities qd, if other (with sigma)
 starts = { l = [1.0, 2.0, 4.0] }   # several starting guesses; the best fit is kept
 adjoint = "recursive_checkpoint"   # or "backsolve"
 ```

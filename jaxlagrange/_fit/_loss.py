@@ -61,6 +61,9 @@ class Observations(eqx.Module):
     - `sigma`: the noise scale of `q` (and `qd`), a positive scalar or shape (n,);
         residuals are divided by it. Default None: residuals in the data's
         units, the noise then estimated from the misfit (`chi2_red` is None).
+    - `sigma_qd`: the noise scale of `qd` where it differs from that of `q`
+        (velocities from finite differences are often noisier), with `sigma`;
+        a positive scalar or shape (n,). Default: `sigma`.
 
     **Raises:** `ValueError` naming the argument for a wrong shape, lengths that do
     not match `ts`, times that are not strictly increasing, and non-finite data.
@@ -79,8 +82,20 @@ class Observations(eqx.Module):
     qd0: Float[Array, " n"] | None
     weights: Array | None
     sigma: Array | None
+    sigma_qd: Array | None
 
-    def __init__(self, ts, q, qd=None, *, q0=None, qd0=None, weights=None, sigma=None):
+    def __init__(
+        self,
+        ts,
+        q,
+        qd=None,
+        *,
+        q0=None,
+        qd0=None,
+        weights=None,
+        sigma=None,
+        sigma_qd=None,
+    ):
         self.ts = _as_float(ts, "ts")
         self.q = _as_float(q, "q")
         self.qd = _as_float(qd, "qd")
@@ -88,6 +103,7 @@ class Observations(eqx.Module):
         self.qd0 = _as_float(qd0, "qd0")
         self.weights = _as_float(weights, "weights")
         self.sigma = _as_float(sigma, "sigma")
+        self.sigma_qd = _as_float(sigma_qd, "sigma_qd")
 
     def __check_init__(self):
         ts, q = self.ts, self.q
@@ -120,9 +136,16 @@ class Observations(eqx.Module):
                 f"`weights` must have shape ({T},) or ({T}, {n}), got {w.shape}."
             )
         s = self.sigma
-        if s is not None and s.shape not in ((), (n,)):
+        for name in ("sigma", "sigma_qd"):
+            x = getattr(self, name)
+            if x is not None and x.shape not in ((), (n,)):
+                raise ValueError(
+                    f"`{name}` must be a scalar or shape ({n},), got {x.shape}."
+                )
+        if self.sigma_qd is not None and (self.qd is None or s is None):
             raise ValueError(
-                f"`sigma` must be a scalar or shape ({n},), got {s.shape}."
+                "`sigma_qd` is the noise of the observed velocities `qd` beside that "
+                "of `q`: it needs `qd` and `sigma`."
             )
         # Value checks need concrete data (not under jit).
         given = {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -147,8 +170,9 @@ class Observations(eqx.Module):
             np.any(known["weights"] < 0) or not known["weights"].any()
         ):
             raise ValueError("`weights` must be >= 0 and not all zero.")
-        if s is not None and np.any(known["sigma"] <= 0):
-            raise ValueError(f"`sigma` must be > 0, got {known['sigma']}.")
+        for name in ("sigma", "sigma_qd"):
+            if given[name] is not None and np.any(known[name] <= 0):
+                raise ValueError(f"`{name}` must be > 0, got {known[name]}.")
 
 
 class _Layout(eqx.Module):
@@ -164,6 +188,7 @@ class _Layout(eqx.Module):
     scale: np.ndarray  # (n,): 1 / sigma², for the continuity penalty
     ends: np.ndarray  # (K,) index of each segment's last real save time
     starts: tuple[np.ndarray, np.ndarray]  # (K, n) each: the data's segment starts
+    scale_qd: np.ndarray  # (n,): 1 / sigma_qd², of the velocities' residuals
 
 
 def layout_of(obs: Observations, segments: int) -> _Layout:
@@ -198,6 +223,11 @@ def layout_of(obs: Observations, segments: int) -> _Layout:
     # The loss is the weighted mean of the squared residuals in units of sigma.
     total = np.sum(weight)
     weight = weight / sigma**2
+    sigma_qd = (
+        sigma
+        if obs.sigma_qd is None
+        else np.broadcast_to(np.asarray(obs.sigma_qd), (n,))
+    )
     if qd is not None:
         velocities = qd
     else:
@@ -219,6 +249,7 @@ def layout_of(obs: Observations, segments: int) -> _Layout:
         1.0 / sigma**2,
         bounds[1:] - bounds[:-1],
         (start_q, start_qd),
+        1.0 / sigma_qd**2,
     )
 
 
@@ -254,15 +285,17 @@ def _pieces(system, layout: _Layout, starts, options, diagnose: bool):
     residuals = [(root * (traj.q - layout.q)).ravel()]
     raw = jnp.sum(layout.weight / layout.scale * (traj.q - layout.q) ** 2)
     total = layout.total
+    # The velocities' residuals and gaps in units of their own noise, σ_qd.
+    to_qd = jnp.sqrt(layout.scale_qd / layout.scale)
     if layout.qd is not None:
-        residuals.append((root * (traj.qd - layout.qd)).ravel())
+        residuals.append((root * to_qd * (traj.qd - layout.qd)).ravel())
         total = 2 * total
     rows = jnp.arange(q0s.shape[0])
     q_end, qd_end = traj.q[rows, layout.ends], traj.qd[rows, layout.ends]
-    scale = jnp.sqrt(layout.scale)
+    scale, scale_qd = jnp.sqrt(layout.scale), jnp.sqrt(layout.scale_qd)
     gaps = [
         (scale * (q_end[:-1] - q0s[1:])).ravel(),
-        (scale * (qd_end[:-1] - qd0s[1:])).ravel(),
+        (scale_qd * (qd_end[:-1] - qd0s[1:])).ravel(),
     ]
     count = 2 * q0s[1:].size
     if constrained:
@@ -271,7 +304,7 @@ def _pieces(system, layout: _Layout, starts, options, diagnose: bool):
         # a direction the residuals do not see: a singular normal matrix).
         gaps += [
             (scale * (begins[0][0] - q0s[0])).ravel(),
-            (scale * (begins[1][0] - qd0s[0])).ravel(),
+            (scale_qd * (begins[1][0] - qd0s[0])).ravel(),
         ]
         count += 2 * q0s[0].size
     code = code_of(traj.result)

@@ -345,7 +345,8 @@ def _data_norm(problem):
     for layout in problem.layouts:
         total += jnp.sum(layout.weight * layout.q**2)
         if layout.qd is not None:
-            total += jnp.sum(layout.weight * layout.qd**2)
+            qd_weight = layout.weight * layout.scale_qd / layout.scale
+            total += jnp.sum(qd_weight * layout.qd**2)
     return jnp.sqrt(total)
 
 

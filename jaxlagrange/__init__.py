@@ -6,7 +6,7 @@ from ._accelerations import (
     constraint_force as constraint_force,
     multipliers as multipliers,
 )
-from ._batch import failed as failed, simulate_batch as simulate_batch
+from ._batch import simulate_batch as simulate_batch
 from ._eom import (
     energy as energy,
     mass_matrix as mass_matrix,
@@ -36,6 +36,7 @@ from ._trajectory import (
     EVENT_STICK as EVENT_STICK,
     RESULTS as RESULTS,
     Trajectory as Trajectory,
+    failed as failed,
     result_message as result_message,
     result_name as result_name,
 )

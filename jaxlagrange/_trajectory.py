@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._custom_types import Array, ArrayLike, Float, Int, ScalarLike
+from ._custom_types import Array, ArrayLike, Bool, Float, Int, ScalarLike
 from ._results import MESSAGES, NAMES, RESULTS as RESULTS, SUCCESSFUL, code_of
 
 
@@ -233,3 +233,66 @@ def result_message(
     codes = _result_codes(result, "jl.result_message")
     messages = np.asarray(MESSAGES)[codes]
     return str(messages) if messages.ndim == 0 else messages
+
+
+def failed(traj: Trajectory) -> Bool[Array, " *batch"]:
+    """Which members of a (batched) trajectory failed.
+
+    **Arguments:**
+
+    - `traj`: a `Trajectory`, e.g. from `simulate_batch(..., throw=False)`.
+
+    **Returns:** a boolean array with the batch shape of `traj`: True where the solve
+    did not succeed. `jl.result_name(traj)[i]` names why (e.g.
+    `"singular_mass_matrix"`) and `jl.result_message(traj)[i]` explains it;
+    `traj.result == jl.RESULTS.singular_mass_matrix` tells one cause apart, also
+    under `jax.jit`.
+
+    **Example:**
+
+    ```python
+    traj = jl.simulate_batch(system, q0s, qd0s, t1=10.0, throw=False)
+    bad = jl.failed(traj)
+    print(f"{int(bad.sum())} of {bad.size} failed, e.g. member {int(bad.argmax())}")
+    print(jl.result_name(traj)[bad])  # e.g. ['singular_mass_matrix']
+    ```
+    """
+    return traj.result != RESULTS.successful
+
+
+def raise_if_failed(traj: Trajectory) -> Trajectory:
+    """`traj`, with an error naming the failed members of a batch (`throw=True`
+    of `simulate_batch`): raised eagerly, or under `jax.jit` as a runtime error."""
+    # Error messages are static, so the message is chosen by the first failure's
+    # result code; `jl.failed` finds the members.
+    messages = [
+        f"`simulate_batch`: a member failed: {message} Pass `throw=False` and use "
+        "`jl.failed(traj)` to see which members failed."
+        for message in MESSAGES
+    ]
+    codes = code_of(traj.result)
+    if isinstance(codes, jax.core.Tracer):
+        bad = failed(traj)
+        code = codes[jnp.argmax(bad)]
+        # Under jit the check must feed every output, or it is dead code.
+        return eqx.branched_error_if(traj, jnp.any(bad), code, messages)
+    # Run eagerly, the codes are read on the host (each eager JAX operation on
+    # them would compile a small program on its first use) and it raises at once.
+    codes = np.asarray(codes).reshape(-1)
+    bad = codes != SUCCESSFUL
+    if bad.any():
+        # The error a compiled check raises (`eqx.EquinoxRuntimeError`), naming
+        # the failed members (the first few), their causes and where they stopped.
+        index = np.flatnonzero(bad)
+        t_final = np.asarray(traj.t_final).reshape(-1)
+        listed = ", ".join(
+            f"{i} ({NAMES[codes[i]]} at t = {t_final[i]:.6g})" for i in index[:5]
+        )
+        more = f" and {index.size - 5} more" if index.size > 5 else ""
+        raise eqx.EquinoxRuntimeError(
+            f"`simulate_batch`: {index.size} of {codes.size} members failed: "
+            f"{'member' if index.size == 1 else 'members'} {listed}{more}. The "
+            f"first: {MESSAGES[codes[index[0]]]} Pass "
+            "`throw=False` and use `jl.failed(traj)` to see which members failed."
+        )
+    return traj

@@ -12,9 +12,8 @@ from typing import Any
 import numpy as np
 
 from .. import _config
-from .._batch import failed
 from .._config import ConfigError
-from .._trajectory import result_message, result_name
+from .._trajectory import failed, result_message, result_name
 from ._common import (
     _one_line,
     add_device_argument,

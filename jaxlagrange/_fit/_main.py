@@ -35,6 +35,7 @@ from ._problem import (
     Problem,
     check_given_starts,
     check_guess,
+    check_not_traced,
     check_weight,
     encode,
     mask,
@@ -43,6 +44,7 @@ from ._quality import (
     quality,
     start_params,
     unidentifiable,
+    warn_not_converged,
     warn_undetermined,
     warn_unidentifiable,
 )
@@ -260,15 +262,7 @@ def fit(
     result.params["l"], result.stderr["l"]  # ≈ 2.0, and its standard error
     ```
     """
-    if any(
-        isinstance(x, jax.core.Tracer)
-        for x in jtu.tree_leaves((system, params, data, starts))
-    ):
-        raise ValueError(
-            "jl.fit runs its own compiled solver loop and reads its results on the "
-            "host: it cannot be traced (under jax.jit, vmap or grad). Call it "
-            "outside them, or differentiate `jl.fit_loss`, the loss it minimizes."
-        )
+    check_not_traced(system, params, data, starts)
     if starts is not None:
         begins = start_params(starts, check_params(system, params))
         if isinstance(starts, Mapping) and isinstance(
@@ -450,13 +444,7 @@ def fit(
     warn_unidentifiable(unidentifiable(trained, dead))
     warn_undetermined(stderr)
     if not converged and not isinstance(optimizer, optax.GradientTransformation):
-        warnings.warn(
-            f"jl.fit: {type(optimizer).__name__} stopped before meeting its tolerance "
-            f"({solver_result}, after {count} steps): the params may not be at the "
-            "optimum yet. Raise `steps`, or start closer.",
-            UserWarning,
-            stacklevel=2,
-        )
+        warn_not_converged(type(optimizer).__name__, solver_result, int(count))
     return FitResult(
         fitted,
         system_fit,

@@ -234,6 +234,17 @@ def check_given_starts(system, params, trainable, data, layouts) -> None:
             )
 
 
+def check_not_traced(*inputs) -> None:
+    """Refuse a traced `fit`: it runs its own compiled loop and reads the results
+    on the host (a TracerArrayConversionError otherwise)."""
+    if any(isinstance(x, jax.core.Tracer) for x in jtu.tree_leaves(inputs)):
+        raise ValueError(
+            "jl.fit runs its own compiled solver loop and reads its results on the "
+            "host: it cannot be traced (under jax.jit, vmap or grad). Call it "
+            "outside them, or differentiate `jl.fit_loss`, the loss it minimizes."
+        )
+
+
 def check_guess(system: LagrangianSystem, params, data) -> None:
     """Name a non-finite starting guess or data that do not fit the system."""
     for path, x in jtu.tree_leaves_with_path(params):

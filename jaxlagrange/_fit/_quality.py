@@ -148,6 +148,18 @@ def warn_undetermined(stderr) -> str | None:
     return text
 
 
+def warn_not_converged(solver: str, result: str, steps: int) -> str:
+    """Warn that a least-squares solver stopped before its tolerance (at its step
+    limit, say); the text."""
+    text = (
+        f"jl.fit: {solver} stopped before meeting its tolerance ({result}, after "
+        f"{steps} steps): the params may not be at the optimum yet. Raise `steps`, "
+        "or start closer."
+    )
+    warnings.warn(text, UserWarning, stacklevel=3)
+    return text
+
+
 def start_params(starts, params) -> list[Any]:
     """The starting params of `fit(..., starts=...)`, each with the structure
     of `params`: a sequence of params (dicts may give only some names: the rest

@@ -18,13 +18,18 @@ calls routed through `call` (or `lower`) are kept as serialized
   through, `jax_enable_x64`, and the platform.
 
 A kept program is loaded and called instead of traced: its lowering to XLA is
-served by the compilation cache as before. Anything that goes wrong on the way
-(a program with host callbacks, which `jax.export` refuses, an output whose
-structure cannot be stored, an unreadable entry) falls back to the plain trace,
-so the store can never change a result, only skip work. The directory is the
-compilation cache's, which the command line only uses when it is the user's own
-(`_cli._common.cache_directory`): entries are loaded with `pickle`, as JAX
-loads compiled programs from the same place.
+served by the compilation cache as before. An entry is a small header (magic,
+format version, the key's digest, the payload's length and digest) and the
+bytes of `Exported.serialize()`, output structure included: nothing in it is
+unpickled, so it can hold a program and nothing else. An entry whose header
+does not match (another key's, truncated, damaged) or that fails to
+deserialize or lower is traced anew and replaced; a program that cannot be
+exported (host callbacks) or stored (an output structure JAX cannot serialize,
+such as an equinox Module) runs without being kept. So the store can only skip work,
+never change a result. The directory is the compilation cache's, which the
+command line only uses when it is the user's own
+(`_cli._common.cache_directory`), and entries that others may write are not
+read.
 
 Outside `kept_programs` (every library call) `call` is `fn(*args)`.
 """
@@ -34,8 +39,8 @@ import contextvars
 import functools
 import hashlib
 import os
-import pickle
 import re
+import struct
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -44,6 +49,8 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.tree_util as jtu
+
+from ._guard import Stop
 
 
 _STORE: contextvars.ContextVar["_Store | None"] = contextvars.ContextVar(
@@ -72,38 +79,34 @@ def call(name: str, fn: Callable, *args: Any) -> Any:
     """
     if _STORE.get() is None:
         return fn(*args)
-    compiled, unflatten = lower(name, fn, *args)
-    flat = jtu.tree_leaves(eqx.filter(args, eqx.is_array))
-    return unflatten(compiled.compile()(*flat))
+    lowered, _ = lower(name, fn, *args)
+    return lowered.compile()(*jtu.tree_leaves(eqx.filter(args, eqx.is_array)))
 
 
 def lower(name: str, fn: Callable, *args: Any):
-    """`(lowered, unflatten)`: `fn(*args)` lowered with its array arguments as
-    the flat inputs (`jtu.tree_leaves` of `eqx.filter(args, eqx.is_array)`), and
-    the function that rebuilds its output from the flat outputs. Loaded from the
-    store inside `kept_programs` when it is there."""
+    """`(lowered, loaded)`: `fn(*args)` lowered with its array arguments as the
+    flat inputs (`jtu.tree_leaves` of `eqx.filter(args, eqx.is_array)`) and its
+    output as `fn` returns it; `loaded` when it came from the store (inside
+    `kept_programs`) rather than a trace."""
     dynamic, static = eqx.partition(args, eqx.is_array)
     flat, tree = jtu.tree_flatten(dynamic)
-    out_tree = []
 
     def flat_fn(*leaves):
-        out = fn(*eqx.combine(jtu.tree_unflatten(tree, leaves), static))
-        out_leaves, structure = jtu.tree_flatten(out)
-        out_tree.append(structure)
-        return out_leaves
+        return fn(*eqx.combine(jtu.tree_unflatten(tree, leaves), static))
 
     store = _STORE.get()
-    if store is not None:
-        kept = store.load_or_export(name, fn, flat_fn, static, flat, out_tree)
-        if kept is not None:
-            exported, structure = kept
-            lowered = jax.jit(exported.call).lower(*flat)
-            return lowered, functools.partial(jtu.tree_unflatten, structure)
-    lowered = jax.jit(flat_fn).lower(*flat)
-    return lowered, lambda out: jtu.tree_unflatten(out_tree[-1], out)
+    if store is None:
+        return jax.jit(flat_fn).lower(*flat), False
+    return store.lower(name, fn, flat_fn, static, flat)
 
 
 _ANY_CALL = [jax.export.DisabledSafetyCheck.custom_call("ALL")]
+# A named tuple in an output structure is stored by this name (the command
+# line's solves return a failure's `Stop`).
+jax.export.register_namedtuple_serialization(Stop, serialized_name="jaxlagrange.Stop")
+# An entry: this header, then the bytes of `Exported.serialize()`.
+_MAGIC, _VERSION = b"JLXPROG\0", 1
+_HEADER = struct.Struct("<8sI32sQ32s")  # magic, version, key, length, sha256
 
 
 class _Store:
@@ -111,39 +114,37 @@ class _Store:
         self.directory = directory / "programs"
         self.context = context
 
-    def load_or_export(self, name, fn, flat_fn, static, flat, out_tree):
-        """The kept `(Exported, output structure)`, exported and written if it
-        is not there yet (used, but not written, if its output structure cannot
-        be stored); None if it cannot be exported."""
-        path = self.directory / f"{self._key(name, fn, static, flat)}.jlx"
-        try:
-            with open(path, "rb") as f:
-                # Unpickled only if it is the user's own and no one else's to write.
-                st = os.fstat(f.fileno())
-                if st.st_uid != os.geteuid() or st.st_mode & 0o022:
-                    raise PermissionError(path)
-                entry = pickle.load(f)
-            return jax.export.deserialize(bytearray(entry["exported"])), entry["tree"]
-        except Exception:  # absent, unreadable or stale: export it again
-            pass
+    def lower(self, name, fn, flat_fn, static, flat):
+        """`lower` of the kept program, exported and written if it is not there
+        (or not sound) yet."""
+        key = self._key(name, fn, static, flat)
+        path = self.directory / f"{key.hex()}.jlx"
+        payload = _read_entry(path, key)
+        if payload is not None:
+            try:  # where damaged StableHLO fails ("Failed to deserialize")
+                exported = jax.export.deserialize(bytearray(payload))
+                return jax.jit(exported.call).lower(*flat), True
+            except Exception:
+                pass  # traced anew below, and replaced
         try:
             # LAPACK's custom calls have no compatibility guarantee across jaxlib
             # versions; a kept program is only loaded by the same versions.
             exported = jax.export.export(jax.jit(flat_fn), disabled_checks=_ANY_CALL)(
                 *flat
             )
-        except Exception:
-            return None  # host callbacks, unserializable custom calls, ...
-        structure = out_tree[-1]
+        except Exception:  # host callbacks, unserializable custom calls, ...
+            return jax.jit(flat_fn).lower(*flat), False
         try:
-            if pickle.loads(pickle.dumps(structure)) == structure:
-                blob = {"exported": exported.serialize(), "tree": structure}
-                _write_atomically(path, pickle.dumps(blob))
+            payload = bytes(exported.serialize())
         except Exception:
-            pass  # e.g. equinox Modules, whose structures do not pickle: not kept
-        return exported, structure
+            pass  # e.g. equinox Modules out, whose structures JAX cannot store
+        else:
+            digest = hashlib.sha256(payload).digest()
+            header = _HEADER.pack(_MAGIC, _VERSION, key, len(payload), digest)
+            _write_atomically(path, header + payload)
+        return jax.jit(exported.call).lower(*flat), False
 
-    def _key(self, name, fn, static, flat) -> str:
+    def _key(self, name, fn, static, flat) -> bytes:
         leaves, structure = jtu.tree_flatten(static)
         parts = [
             self.context,
@@ -154,7 +155,28 @@ class _Store:
             *(_describe(leaf) for leaf in leaves),
             *(f"{x.shape}{x.dtype}{getattr(x, 'weak_type', '')}" for x in flat),
         ]
-        return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+        return hashlib.sha256("\0".join(parts).encode()).digest()
+
+
+def _read_entry(path: Path, key: bytes) -> bytes | None:
+    """The payload of the entry at `path` if it is sound and kept under `key`
+    (its header says so, and its bytes are those written), else None."""
+    try:
+        with open(path, "rb") as f:
+            # Only the user's own, and no one else's to write.
+            st = os.fstat(f.fileno())
+            if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+                return None
+            data = f.read()
+    except OSError:
+        return None
+    if len(data) < _HEADER.size:
+        return None
+    magic, version, kept_key, length, digest = _HEADER.unpack_from(data)
+    payload = data[_HEADER.size :]
+    if (magic, version, kept_key, length) != (_MAGIC, _VERSION, key, len(payload)):
+        return None
+    return payload if hashlib.sha256(payload).digest() == digest else None
 
 
 def _describe(leaf) -> str:

@@ -322,7 +322,7 @@ def test_second_run_loads_the_compiled_solve_from_the_cache(tmp_path):
     cache = tmp_path / "cache"
     env = {**os.environ, "JAXLAGRANGE_CACHE_DIR": str(cache)}
     args = ("run", "configs/pendulum.toml", "--quiet", "--no-plots")
-    entries, results = [], []
+    entries, results, times = [], [], []
     for _ in range(2):
         proc = subprocess.run(
             [sys.executable, "-m", "jaxlagrange", *args, "--out", str(tmp_path / "o")],
@@ -335,10 +335,16 @@ def test_second_run_loads_the_compiled_solve_from_the_cache(tmp_path):
         assert proc.returncode == 0, proc.stderr
         entries.append(sorted(str(p.relative_to(cache)) for p in cache.rglob("*")))
         results.append(np.load(tmp_path / "o" / "trajectory.npz")["q"])
+        summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+        times.append(summary["wall_time_s"])
     assert len([name for name in entries[0] if name.endswith(".jlx")]) == 1
     assert any(name.startswith("jit_call") for name in entries[0])
     assert entries[1] == entries[0]
     np.testing.assert_array_equal(results[1], results[0])
+    # The second run neither traces nor compiles: it loads both.
+    assert times[0]["trace"] > 0 and times[0]["kept_program_load"] == 0
+    assert times[1]["trace"] == 0 and times[1]["kept_program_load"] > 0
+    assert times[1]["compile"] == 0 and times[1]["cache_load"] > 0
 
 
 def test_progress_shows_on_a_terminal_or_when_asked(monkeypatch):

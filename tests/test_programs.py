@@ -1,5 +1,7 @@
 """Traced programs kept on disk between runs of the command line (`_programs`)."""
 
+from pathlib import Path
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -192,3 +194,98 @@ def test_cli_traces_again_after_an_edit_to_the_users_code(tmp_path, edit, capsys
         sys.path.remove(str(tmp_path))
         sys.modules.pop("helper_force_7d2", None)
         jax.config.update("jax_compilation_cache_dir", None)
+
+
+def _keep(tmp_path, context, scale, x=None):
+    """`call` of `_counted(scale)` in the store of `context`: (output, traces)."""
+    x = jnp.arange(3.0) if x is None else x
+    fn, traces = _counted(scale)
+    with _programs.kept_programs(tmp_path, context):
+        out = _programs.call("f", fn, x, {"n": jnp.asarray(1.0)})
+    return out, traces
+
+
+def test_an_entry_kept_under_another_key_is_not_run(tmp_path):
+    # The closure's scale stands for what the config determines (t1 = 1 or 2):
+    # an entry copied over another config's is traced anew and replaced.
+    _keep(tmp_path, "scale 1", 1.0)
+    (one,) = _entries(tmp_path)
+    _keep(tmp_path, "scale 2", 2.0)
+    (two,) = set(_entries(tmp_path)) - {one}
+    two.write_bytes(one.read_bytes())
+    out, traces = _keep(tmp_path, "scale 2", 2.0)
+    assert len(traces) == 1
+    np.testing.assert_allclose(out["y"], 2.0 * np.sin(np.arange(3.0)), rtol=1e-15)
+    assert two.read_bytes() != one.read_bytes()  # replaced: later runs load it
+    out, traces = _keep(tmp_path, "scale 2", 2.0)
+    assert traces == []
+    np.testing.assert_allclose(out["y"], 2.0 * np.sin(np.arange(3.0)), rtol=1e-15)
+
+
+class _Planted:
+    """A pickle that creates a file when it is loaded."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (Path.touch, (Path(self.marker),))
+
+
+def test_an_entry_holds_a_program_and_nothing_else(tmp_path):
+    import pickle
+
+    _keep(tmp_path, "context", 2.0)
+    (entry,) = _entries(tmp_path)
+    assert entry.read_bytes().startswith(b"JLXPROG\0")
+    # An entry replaced by a pickle (of the format kept programs once had):
+    # nothing in it is run, the program is traced anew.
+    marker = tmp_path / "ran"
+    entry.write_bytes(pickle.dumps({"exported": _Planted(marker), "tree": None}))
+    out, traces = _keep(tmp_path, "context", 2.0)
+    assert not marker.exists()
+    assert len(traces) == 1
+    np.testing.assert_allclose(out["y"], 2.0 * np.sin(np.arange(3.0)), rtol=1e-15)
+    assert entry.read_bytes().startswith(b"JLXPROG\0")
+
+
+def _reheadered(entry, payload):
+    """`entry` rewritten with `payload` under a sound header (its length and
+    digest updated): a program damaged where no checksum can see it."""
+    import hashlib
+    import struct
+
+    data = entry.read_bytes()
+    header = struct.Struct("<8sI32sQ32s")
+    magic, version, key, _, _ = header.unpack_from(data)
+    digest = hashlib.sha256(payload).digest()
+    entry.write_bytes(header.pack(magic, version, key, len(payload), digest) + payload)
+
+
+@pytest.mark.parametrize("damage", ["flipped bytes", "bad StableHLO", "truncated"])
+def test_a_damaged_program_is_traced_and_replaced_for_later_runs(tmp_path, damage):
+    _keep(tmp_path, "context", 2.0)
+    (entry,) = _entries(tmp_path)
+    good = entry.read_bytes()
+    data = bytearray(good)
+    if damage == "flipped bytes":  # in the program: caught by its digest
+        for i in range(len(data) // 2, len(data) // 2 + 16):
+            data[i] ^= 0xFF
+        entry.write_bytes(bytes(data))
+    elif damage == "bad StableHLO":  # the digest agrees: fails to deserialize
+        payload = bytearray(good[88:])
+        start = payload.find(b"ML\xefR")  # MLIR bytecode's magic
+        assert start > 0
+        for i in range(start + 4, start + 64):
+            payload[i] ^= 0xFF
+        _reheadered(entry, bytes(payload))
+    else:
+        entry.write_bytes(good[: len(good) // 3])
+    damaged = entry.read_bytes()
+    out, traces = _keep(tmp_path, "context", 2.0)
+    assert len(traces) >= 1
+    np.testing.assert_allclose(out["y"], 2.0 * np.sin(np.arange(3.0)), rtol=1e-15)
+    assert entry.read_bytes() != damaged
+    out, traces = _keep(tmp_path, "context", 2.0)
+    assert traces == []  # replaced: loaded by the next run
+    np.testing.assert_allclose(out["y"], 2.0 * np.sin(np.arange(3.0)), rtol=1e-15)

@@ -185,15 +185,15 @@ def solve(
     start = time.perf_counter()
     # A progress bar is a host callback: such a program is not kept.
     with errors_as_values(), kept_programs(None if progress else config, ready):
-        lowered, unflatten = lower("run.solve", program, *ready)
+        lowered, loaded = lower("run.solve", program, *ready)
         traced = time.perf_counter()
         with cache_hits() as hits:
             compiled = lowered.compile()
     compiled_at = time.perf_counter()
     flat = jax.tree_util.tree_leaves(eqx.filter(tuple(ready), eqx.is_array))
-    out = unflatten(jax.block_until_ready(compiled(*flat)))
+    out = jax.block_until_ready(compiled(*flat))
     run_s = time.perf_counter() - compiled_at
-    timing = Timing(traced - start, compiled_at - traced, hits[0] > 0, run_s)
+    timing = Timing(traced - start, compiled_at - traced, hits[0] > 0, run_s, loaded)
     traj = trajectory_from(ready.system, out[:2])
     # Checked in NumPy: an eager JAX comparison is one more small compile.
     name = result_name(traj)

@@ -188,8 +188,3 @@ def assert_same_dynamics(scalar, array, close):
             assert bool(a) == bool(b)
         else:
             close(a, b)
-
-
-# The hidden index of each command's last set in an output directory
-# (`jaxlagrange._cli._output`): a file of the directory, not of any set.
-SETS = ".jaxlagrange-sets.json"

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import SETS
 
 import jaxlagrange as jl
 from jaxlagrange import _cli
@@ -46,7 +45,7 @@ def test_run_default_end_to_end(tmp_path):
         "motion.gif",
     }
     # No temporary files left; the index of the commands' sets stays.
-    assert {p.name for p in out.iterdir()} == expected | {SETS}
+    assert {p.name for p in out.iterdir()} == expected
     with np.load(out / "trajectory.npz") as data:
         assert set(data.files) == {"ts", "q", "qd", "energy"}
         assert data["ts"].shape == (2001,) and data["q"].shape == (2001, 2)
@@ -232,7 +231,6 @@ def test_run_saves_multipliers_of_constrained_systems(
     assert {p.name for p in (tmp_path / "o").iterdir()} == {
         "trajectory.npz",
         "summary.json",
-        SETS,
     }
     with np.load(tmp_path / "o" / "trajectory.npz") as data:
         assert data["multipliers"].shape == (11, 1)

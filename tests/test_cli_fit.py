@@ -10,7 +10,6 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import SETS
 
 import jaxlagrange as jl
 from jaxlagrange import _cli, _config
@@ -70,7 +69,7 @@ def test_fit_end_to_end(tmp_path, capsys):
         "loss.png",
     }
     # No temporary files left; the index of the commands' sets stays.
-    assert {p.name for p in out.iterdir()} == expected | {SETS}
+    assert {p.name for p in out.iterdir()} == expected
     params = json.loads((out / "params.json").read_text())
     assert set(params) == {"m", "l", "g", "m_stderr", "l_stderr", "g_stderr"}
     assert params["l"] == pytest.approx(2.0, rel=1e-6)

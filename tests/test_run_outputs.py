@@ -10,7 +10,6 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import SETS
 from PIL import Image
 
 import jaxlagrange as jl
@@ -133,7 +132,7 @@ def test_nan_positions_keep_the_trajectory(tmp_path, capsys):
         "(NaN or inf) at t = " in captured.err
     )
     assert "motion.png and motion.gif are not drawn" in captured.err
-    names = {p.name for p in out.iterdir()} - {SETS}
+    names = {p.name for p in out.iterdir()}
     assert names == {
         "trajectory.npz",
         "summary.json",
@@ -155,7 +154,7 @@ def test_the_result_comes_before_the_figures(tmp_path, capsys, monkeypatch):
     coordinates = jl.plotting.coordinates
 
     def spy(*args, **kwargs):
-        seen["files"] = sorted(p.name for p in out.iterdir() if p.name != SETS)
+        seen["files"] = sorted(p.name for p in out.iterdir())
         seen["stdout"] = capsys.readouterr().out
         return coordinates(*args, **kwargs)
 

@@ -7,6 +7,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import sys
@@ -166,13 +167,21 @@ def write_outputs(directory: str | Path, files: Mapping[str, bytes]) -> list[Pat
 _STAGING = ".jaxlagrange-staging-"
 _COMMIT = ".jaxlagrange-commit-"
 _REMOVE = ".jaxlagrange-remove.json"  # in a commit folder: the old set's leftovers
-# In the directory: the files of the last set of each command written into it,
-# {command: [names]}, so that a set replaces its command's previous one even
-# after another command's set replaced the shared `summary.json`.
-_SETS = ".jaxlagrange-sets.json"
+# The names of each command's files in an output directory (besides
+# `summary.json`): a command's set replaces the files of these names that it
+# does not write again; no other file is ever removed.
+OUTPUTS = {
+    "run": r"trajectory\.npz|(coordinates|phase|energy|motion|configuration)\.png"
+    r"|motion\.gif",
+    "fit": r"params\.json|losses\.csv|fit\.npz|(fit|loss)\.png",
+    "sweep": r"map_(lyapunov|final_q\d+)\.png",
+}
+_ANY_OUTPUT = "|".join(f"({names})" for names in OUTPUTS.values())
 
 
-def write_output_set(directory: str | Path, files: Mapping[str, bytes]) -> Path:
+def write_output_set(
+    directory: str | Path, files: Mapping[str, bytes], *, outputs: str
+) -> Path:
     """Write `files` into `directory` as one set, listed by its `summary.json`.
 
     The directory itself is written into, never renamed: through a symbolic link,
@@ -180,16 +189,21 @@ def write_output_set(directory: str | Path, files: Mapping[str, bytes]) -> Path:
     first written (and synced) into a hidden staging folder inside it. Then,
     holding a lock on the directory, the folder is marked committed (renamed),
     the old `summary.json` is removed, each new file is renamed into place, the
-    old set's files that the new set lacks are removed, and `summary.json` comes
-    in last. So a `summary.json` present lists a whole set; the user's other
-    files are never touched, nor those of another command's set (a `fit` into
-    the directory of the `run` whose `trajectory.npz` it reads keeps it): only
-    the last set of the same "command" is replaced, its files found in a hidden
-    index of each command's set (`_SETS`). A run killed before its commit
-    leaves a staging folder, removed by the next run; one killed during it
-    leaves the committed folder, which the next run into the directory finishes
-    first. Concurrent runs each write a whole set, and the last to commit wins.
+    files of the command's previous set that the new set lacks (those named as
+    its outputs: `outputs`, a regular expression that every name of `files`
+    but `summary.json` matches) are removed, and `summary.json` comes in last.
+    So a `summary.json` present lists a whole set; the user's other files are
+    never touched, nor those of another command's set (a `fit` into the
+    directory of the `run` whose `trajectory.npz` it reads keeps it). A run
+    killed before its commit leaves a staging folder, removed by the next run;
+    one killed during it leaves the committed folder, which the next run into
+    the directory finishes first. Concurrent runs each write a whole set, and
+    the last to commit wins.
     """
+    owned = re.compile(outputs)
+    stray = [n for n in files if n != "summary.json" and not owned.fullmatch(n)]
+    if stray:  # a new output must join its command's `OUTPUTS`
+        raise ValueError(f"{stray[0]!r} is not one of the outputs {outputs!r}")
     raise_if_interrupted()
     directory = output_dir(directory)
     with _locked(directory):
@@ -202,36 +216,29 @@ def write_output_set(directory: str | Path, files: Mapping[str, bytes]) -> Path:
     try:
         for name, data in files.items():
             _write_synced(staging / name, data)
-        summary = files.get("summary.json")
-        listed = set(_listed(summary)) | set(files)
         raise_if_interrupted()
         with _locked(directory):
             _finish_interrupted(directory)
-            previous = _read(directory / "summary.json")
-            command = _command(summary)
-            sets = _sets(_read(directory / _SETS))
-            old = set(sets.get(str(command), []))
-            if _command(previous) == command:
-                old |= set(_listed(previous))
-            leftovers = sorted(n for n in old if n not in listed)
+            leftovers = sorted(
+                p.name
+                for p in directory.iterdir()
+                if owned.fullmatch(p.name) and p.name not in files
+            )
             _write_synced(staging / _REMOVE, json.dumps(leftovers).encode())
-            if command is not None:
-                # (Moved into place with the set's files.)
-                sets[str(command)] = sorted(listed)
-                _write_synced(staging / _SETS, json.dumps(sets, indent=1).encode())
             _fsync(staging)
             commit = directory / f"{_COMMIT}{staging.name[len(_STAGING) :]}"
             os.rename(staging, commit)
             _fsync(directory)
-            _apply(directory, commit)
+            _apply(directory, commit, owned)
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # only if never committed
         os.close(fd)
     return directory
 
 
-def _apply(directory: Path, commit: Path) -> None:
-    """Move a committed set into place; safe to repeat after an interruption."""
+def _apply(directory: Path, commit: Path, owned: re.Pattern) -> None:
+    """Move a committed set into place; safe to repeat after an interruption.
+    Of its leftovers, only names that `owned` matches are removed."""
     summary = commit / "summary.json"
     if summary.exists():
         (directory / "summary.json").unlink(missing_ok=True)
@@ -244,6 +251,8 @@ def _apply(directory: Path, commit: Path) -> None:
         leftovers = []
     for name in leftovers:
         path = directory / str(name)
+        if not owned.fullmatch(str(name)):
+            continue  # (the list is a file in the user's directory)
         if path.parent == directory and path.is_file() and not path.is_symlink():
             path.unlink(missing_ok=True)  # a file of the old set (never a folder)
     if summary.exists():
@@ -267,8 +276,8 @@ def _finish_interrupted(directory: Path) -> None:
         try:
             if not _flock(fd, blocking=False):
                 continue  # its run is still going
-            if committed:
-                _apply(directory, item)
+            if committed:  # (a killed run's command is not known)
+                _apply(directory, item, re.compile(_ANY_OUTPUT))
             else:
                 shutil.rmtree(item, ignore_errors=True)
         finally:
@@ -318,45 +327,6 @@ def _fsync(directory: Path) -> None:
         os.close(fd)
 
 
-def _read(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except OSError:
-        return None
-
-
-def _listed(summary: bytes | None) -> list[str]:
-    """The file names a `summary.json` lists (none if unreadable)."""
-    try:
-        names = json.loads(summary)["files"]  # pyright: ignore[reportArgumentType]
-    except (TypeError, ValueError, KeyError):
-        return []
-    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
-
-
-def _sets(index: bytes | None) -> dict[str, list[str]]:
-    """The `_SETS` index: each command's files (empty if missing or unreadable)."""
-    try:
-        sets = json.loads(index)  # pyright: ignore[reportArgumentType]
-    except (TypeError, ValueError):
-        return {}
-    if not isinstance(sets, dict):
-        return {}
-    return {
-        str(k): [n for n in v if isinstance(n, str)]
-        for k, v in sets.items()
-        if isinstance(v, list)
-    }
-
-
-def _command(summary: bytes | None) -> Any:
-    """The command that wrote a set, from its `summary.json` (None if unsaid)."""
-    try:
-        return json.loads(summary).get("command")  # pyright: ignore[reportArgumentType]
-    except (TypeError, ValueError, AttributeError):
-        return None
-
-
 def run_id() -> dict[str, Any]:
     """What names this run in its summary: when, and which process."""
     now = time.time()
@@ -382,4 +352,5 @@ def write_with_summary(
     """`write_output_set` of `files` and `summary.json`, the summary listing the
     set's files (under "files")."""
     summary["files"] = sorted([*files, "summary.json"])
-    write_output_set(out, {**files, "summary.json": json_bytes(summary)})
+    files = {**files, "summary.json": json_bytes(summary)}
+    write_output_set(out, files, outputs=OUTPUTS[summary["command"]])

@@ -22,7 +22,14 @@ from ._common import (
     say,
     show_progress,
 )
-from ._output import CLIError, json_bytes, output_dir, png_bytes, write_output_set
+from ._output import (
+    OUTPUTS,
+    CLIError,
+    json_bytes,
+    output_dir,
+    png_bytes,
+    write_output_set,
+)
 
 
 def _sweep_arguments(parser: argparse.ArgumentParser) -> None:
@@ -225,7 +232,7 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
             "mean": float(lam.mean()) if lam.size else None,
         }
     files["summary.json"] = json_bytes(summary)
-    write_output_set(out, files)
+    write_output_set(out, files, outputs=OUTPUTS["sweep"])
     say(
         args,
         f"{size} members ({_computed(size, done_before)}) in {wall:.1f} s, "

@@ -462,7 +462,7 @@ for i in range(40):
     files = {n: body for n in names}
     summary = {"files": names + ["summary.json"], "id": f"{tag}-{i}"}
     files["summary.json"] = json.dumps(summary).encode()
-    write_output_set(out, files, outputs=r"[ab]\d\.txt|common\.txt")
+    write_output_set(out, files, outputs=r"[ab]\\d\\.txt|common\\.txt")
 """
 
 

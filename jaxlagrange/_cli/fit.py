@@ -186,6 +186,7 @@ def _ready_system(config, paths, sigma):
     state = {
         "q": initial["q"] if initial["q"] is not None else probe.q[0].tolist(),
         "qd": initial["qd"] if initial["qd"] is not None else [0.0] * n,
+        "data": str(paths[0]) if initial["q"] is None else None,
     }
     return _config.ready_system({**config, "initial": state})
 

@@ -67,6 +67,8 @@ def type_error(kind, value) -> str | None:
     elif kind is int:
         ok = isinstance(value, int) and not isinstance(value, bool)
         expected = "an integer"
+        if ok and not -(2**63) <= value < 2**63:  # (JAX's largest: int64)
+            return f"must be an integer from -2**63 to 2**63 - 1, got {value!r}"
     elif kind is bool:
         ok = isinstance(value, bool)
         expected = "true or false"

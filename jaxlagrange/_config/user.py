@@ -81,7 +81,7 @@ def system_file(config: Mapping[str, Any]) -> Path | None:
     return base / section["file"]
 
 
-def _check_positions(positions, params, q0, where: str, file: str) -> None:
+def _check_positions(positions, params, q0, where: str, file: str, advice: str):
     """That the file's `positions` reads no coordinate past q0's n (see below)."""
     from jax.experimental import checkify
 
@@ -96,12 +96,11 @@ def _check_positions(positions, params, q0, where: str, file: str) -> None:
     if message:
         raise ConfigError(
             f"{where}, but `positions` in {file!r} reads past them "
-            f"({message.strip().splitlines()[0].strip()}); give one entry per "
-            "coordinate of the system"
+            f"({message.strip().splitlines()[0].strip()}); {advice}"
         )
 
 
-def _check_coordinates(system, q0, qd0, where: str, file: str, made: str) -> None:
+def _check_coordinates(system, q0, qd0, where: str, file: str, made: str, advice: str):
     """That the system's functions fit q0's n coordinates.
 
     JAX clamps an index past the end of an array, so a Lagrangian that reads
@@ -145,21 +144,24 @@ def _check_coordinates(system, q0, qd0, where: str, file: str, made: str) -> Non
         )(q0, qd0)
         message = error.get()
     except ValueError as e:  # a wrong output shape or dtype, named by `_system`
+        if "values to unpack" in str(e):  # q unpacked into more or fewer names
+            raise ConfigError(
+                f"{where}, but the system of {file!r} unpacks q into another number "
+                f"of coordinates ({_one_line(e)}); {advice}"
+            ) from None
         raise ConfigError(f"{made}: the system it returns: {_one_line(e)}") from None
     except Exception:
         return
     if message:
         raise ConfigError(
             f"{where}, but the system of {file!r} reads past them "
-            f"({message.strip().splitlines()[0].strip()}); give one entry per "
-            "coordinate of the system"
+            f"({message.strip().splitlines()[0].strip()}); {advice}"
         )
     unused = [int(i) for i in jnp.flatnonzero(~used_coordinates)]
     if unused:
         raise ConfigError(
             f"{where}, but the Lagrangian of {file!r} does not depend on coordinate "
-            f"{', '.join(map(str, unused))} (counting from 0); give one entry per "
-            "coordinate of the system"
+            f"{', '.join(map(str, unused))} (counting from 0); {advice}"
         )
 
 
@@ -230,13 +232,18 @@ def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
             f"{qd0.shape[0] if qd0.ndim == 1 else qd0.shape} entries"
         )
     n = q0.shape[0]
+    data = initial.get("data")  # fit: the data file whose first sample is q0
     origin = (
-        "[initial] q and qd give"
+        f"the data file {data!r} gives"
+        if data is not None
+        else "[initial] q and qd give"
         if initial["q"] is not None or initial["qd"] is not None
         else f"the initial state of {function}() gives"
     )
     fits = f"{source}: {origin} {n} coordinate(s)"
-    _check_coordinates(system, q0, qd0, fits, section["file"], where)
+    per = "column of q" if data is not None else "entry"
+    advice = f"give one {per} per coordinate of the system"
+    _check_coordinates(system, q0, qd0, fits, section["file"], where, advice)
     labels = getattr(module, "coordinates", None) or coordinates
     if labels is None:
         labels = tuple(f"q{i}" for i in range(n))
@@ -260,7 +267,7 @@ def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
             and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
         }
         full.update(params)
-        _check_positions(positions, full, q0, fits, section["file"])
+        _check_positions(positions, full, q0, fits, section["file"], advice)
 
         def points(q, t, system_params, _positions=positions):
             del t, system_params

@@ -160,3 +160,44 @@ def test_fit_data_of_the_wrong_size_is_named(tmp_path, capsys, columns, message)
     )
     assert re.search(expected, err), err
     assert "the system it returns" not in err
+
+
+# Kept programs: one kept under another config's name is never run.
+
+
+@pytest.mark.slow  # three processes; test_programs has the quick version
+def test_a_kept_program_of_another_config_is_not_run(tmp_path):
+    cache = tmp_path / "cache"
+    env = {
+        **os.environ,
+        "JAXLAGRANGE_CACHE_DIR": str(cache),
+        "PYTHONPATH": str(ROOT),
+        "JAX_PLATFORMS": "cpu",
+    }
+
+    def run(t1):
+        config = tmp_path / f"t1_{t1}.toml"
+        config.write_text(RUN.format(t1=t1))
+        out = tmp_path / f"out_{t1}"
+        command = ["run", str(config), "--out", str(out), "--quiet", "--no-plots"]
+        proc = subprocess.run(
+            [sys.executable, "-m", "jaxlagrange", *command],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert proc.returncode == 0, proc.stderr
+        with np.load(out / "trajectory.npz") as arrays:
+            return arrays["ts"], arrays["q"]
+
+    run(1.0)
+    (one,) = (cache / "programs").iterdir()
+    ts, q = run(2.0)
+    (two,) = set((cache / "programs").iterdir()) - {one}
+    shutil.copy(one, two)  # the t1 = 1 program under the t1 = 2 config's name
+    again_ts, again_q = run(2.0)
+    assert again_ts[-1] == ts[-1] == 2.0
+    np.testing.assert_array_equal(again_q, q)
+    assert two.read_bytes() != one.read_bytes()  # replaced

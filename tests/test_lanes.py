@@ -288,7 +288,7 @@ def _lowered_for_cuda(system, n):
     problem = _ensemble._problem(system, n, leaves, tree, float, 2, controller, {}, 128)
 
     def run(y0, params, scalars):
-        return _tsit5.run(problem, y0, params, scalars, interpret=False)
+        return _tsit5.run(problem, y0, params, scalars)
 
     width = sum(leaf.size for leaf in leaves)
     args = (jnp.zeros((256, 2 * n)), jnp.zeros((256, width)), jnp.zeros(8))

@@ -74,7 +74,7 @@ def _custom_calls(text):
 
 
 _LOWER = """
-import json, sys, time
+import json, sys
 import jax
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_platform_name", "cpu")
@@ -83,14 +83,12 @@ from test_kernel_lowering import _batch, _custom_calls
 out = {}
 for name, dtype in json.loads(sys.argv[1]):
     fn, q0s = _batch(name, dtype)
-    start = time.perf_counter()
     traced = jax.jit(fn).trace(q0s)  # once: lowered for CUDA, and for the CPU
     cuda = traced.lower(lowering_platforms=("cuda",)).as_text()
     cpu = traced.lower(lowering_platforms=("cpu",)).as_text()
     out[name + "/" + dtype] = {
         "cuda": _custom_calls(cuda),
         "cpu": _custom_calls(cpu),
-        "seconds": time.perf_counter() - start,
     }
 print(json.dumps(out))
 """
@@ -114,15 +112,24 @@ def _lowered(cases):
 
 
 def _lowering(name, dtype):
-    group = [name] if name in SLOW else [s for s in SUPPORTED if s not in SLOW]
-    return _lowered(tuple((s, d) for s in group for d in DTYPES))[f"{name}/{dtype}"]
+    if name in SLOW:
+        return _lowered(((name, dtype),))[f"{name}/{dtype}"]
+    cases = tuple((s, d) for s in SUPPORTED if s not in SLOW for d in DTYPES)
+    return _lowered(cases)[f"{name}/{dtype}"]
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize(
-    "name",
-    [pytest.param(s, marks=pytest.mark.slow) if s in SLOW else s for s in SUPPORTED],
-)
+def _cases():
+    for name in SUPPORTED:
+        for dtype in DTYPES:
+            marks = [pytest.mark.slow] if name in SLOW else []
+            if (name, dtype) == ("whipple_bicycle", "float32"):
+                # Its float64 params promote the float32 state (on the vmap path
+                # too): a dtype error while tracing, before any lowering.
+                marks.append(pytest.mark.xfail(strict=True, raises=AssertionError))
+            yield pytest.param(name, dtype, marks=marks)
+
+
+@pytest.mark.parametrize("name, dtype", list(_cases()))
 def test_cuda_lowering_holds_the_triton_kernel(name, dtype):
     lowering = _lowering(name, dtype)
     targets = {target for target, _ in lowering["cuda"]}

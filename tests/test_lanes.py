@@ -325,7 +325,7 @@ def test_auto_falls_back_for_what_the_kernel_cannot_evaluate(monkeypatch):
     monkeypatch.setattr(
         _batch,
         "choose_kernel",
-        lambda *args: lambda static: KernelBatch(static, 2, True),
+        lambda *args: lambda static: KernelBatch(static, 2),
     )
     traj = jl.simulate_batch(system, q0, qd0, t1=0.1, **TIGHT)
     np.testing.assert_allclose(traj.q[:, -1], q0 * jnp.cos(0.1), rtol=0, atol=1e-9)

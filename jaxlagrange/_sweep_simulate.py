@@ -182,7 +182,6 @@ class _SweepKernel(eqx.Module):
             params,
             options,
             block_size=self.batch.block_size,
-            interpret=self.batch.interpret,
         )
         out = member.kernel_outputs(traj, params)
         return {**out, "result": code_of(traj.result), "t_final": traj.t_final}

@@ -430,7 +430,7 @@ def test_auto_on_a_gpu():
 
     system, _, _ = jl.systems.double_pendulum()
     kernel = choose_kernel("auto", system, {"t1": 1.0}, [Device()], 128)
-    assert kernel is not None and not kernel(()).interpret
+    assert kernel is not None
     # Unsupported systems or options under "auto" fall back without a word.
     bouncing, _, _ = jl.systems.bouncing_ball()
     for system_, options in (
@@ -517,7 +517,7 @@ def test_lowers_to_triton(name, loop, monkeypatch):
     assert problem.unroll is not loop
 
     def run(y0, params, scalars):
-        return _tsit5.run(problem, y0, params, scalars, interpret=False)
+        return _tsit5.run(problem, y0, params, scalars)
 
     args = (jnp.zeros((256, 2 * n)), jnp.zeros((256, len(leaves))), jnp.zeros(8))
     lowered = jax.jit(run).trace(*args).lower(lowering_platforms=("cuda",))
@@ -594,7 +594,7 @@ def test_an_auto_sweep_takes_vmap_where_the_lanes_cannot(monkeypatch, tmp_path):
         return 0.5 * qd @ qd - 0.5 * factor[0, 0] ** 2
 
     def as_on_a_gpu(backend, system, options, devices, block_size):
-        return lambda static: KernelBatch(static, block_size, True)
+        return lambda static: KernelBatch(static, block_size)
 
     monkeypatch.setattr(_sweep, "choose_kernel", as_on_a_gpu)
     store = jl.simulate_sweep(
@@ -731,7 +731,7 @@ def test_too_large_for_the_kernel(monkeypatch):
     monkeypatch.setattr(
         _batch,
         "choose_kernel",
-        lambda *args: lambda static: KernelBatch(static, 4, True),
+        lambda *args: lambda static: KernelBatch(static, 4),
     )
     traj = jl.simulate_batch(system, q0, qd0, t1=0.1)
     np.testing.assert_allclose(traj.q[:, -1], jnp.cos(0.1), rtol=1e-7)

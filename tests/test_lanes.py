@@ -288,7 +288,7 @@ def _lowered_for_cuda(system, n):
     problem = _ensemble._problem(system, n, leaves, tree, float, 2, controller, {}, 128)
 
     def run(y0, params, scalars):
-        return _tsit5.run(problem, y0, params, scalars, interpret=False)
+        return _tsit5.run(problem, y0, params, scalars)
 
     width = sum(leaf.size for leaf in leaves)
     args = (jnp.zeros((256, 2 * n)), jnp.zeros((256, width)), jnp.zeros(8))
@@ -325,7 +325,7 @@ def test_auto_falls_back_for_what_the_kernel_cannot_evaluate(monkeypatch):
     monkeypatch.setattr(
         _batch,
         "choose_kernel",
-        lambda *args: lambda static: KernelBatch(static, 2, True),
+        lambda *args: lambda static: KernelBatch(static, 2),
     )
     traj = jl.simulate_batch(system, q0, qd0, t1=0.1, **TIGHT)
     np.testing.assert_allclose(traj.q[:, -1], q0 * jnp.cos(0.1), rtol=0, atol=1e-9)

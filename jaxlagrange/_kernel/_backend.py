@@ -48,7 +48,7 @@ def choose_kernel(backend, system, options, devices, block_size):
             return None
     else:
         check_supported(system, options)
-    return lambda static_options: KernelBatch(static_options, block_size, not on_gpu)
+    return lambda static_options: KernelBatch(static_options, block_size)
 
 
 class KernelBatch(eqx.Module):
@@ -56,7 +56,6 @@ class KernelBatch(eqx.Module):
 
     static_options: Any = eqx.field(static=True)
     block_size: int = eqx.field(static=True)
-    interpret: bool = eqx.field(static=True)
 
     def __call__(self, batched, shared):
         (system, q0, qd0), dyn_options = shared
@@ -76,7 +75,6 @@ class KernelBatch(eqx.Module):
             params,
             options,
             block_size=self.block_size,
-            interpret=self.interpret,
         )
 
 

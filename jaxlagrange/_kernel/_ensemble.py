@@ -174,7 +174,6 @@ def simulate_kernel(
     options: dict[str, Any],
     *,
     block_size: int = DEFAULT_BLOCK_SIZE,
-    interpret: bool | None = None,
 ) -> Trajectory:
     """A vmapped `simulate(system, q0[i], qd0[i], **options)` with `params[i]`,
     computed by the fused kernel. `q0`, `qd0`: (B, n); `params`: the system's
@@ -234,14 +233,8 @@ def simulate_kernel(
         [t0, t1, rtol.astype(dtype), atol.astype(dtype), dt0, resolution, *gains]
     )
     scalars = jnp.concatenate([scalars, ts])
-    if interpret is None:
-        interpret = jax.default_backend() == "cpu"
     ys, t_final, codes = run(
-        problem,
-        jnp.concatenate([q0, qd0], axis=1),
-        batched,
-        scalars,
-        interpret=interpret,
+        problem, jnp.concatenate([q0, qd0], axis=1), batched, scalars
     )
     return _trajectory(system, tree, params, ys, t_final, codes, ts, t0, options)
 

@@ -30,6 +30,7 @@ the program id, so the kernel lowers to Triton (power-of-two blocks) as well as
 running in Pallas's interpret mode on the CPU.
 """
 
+import functools
 from typing import NamedTuple
 
 import diffrax
@@ -385,14 +386,14 @@ def run(
     y0: jax.Array,
     params: jax.Array,
     scalars: jax.Array,
-    *,
-    interpret: bool,
 ):
     """Integrate the members: `y0` (B, 2n), `params` (B, P), `scalars` (S,).
 
     Returns the saved states (B, T, 2n) (inf where not reached), the final times
     (B,), and the int32 result codes, steps, accepted and rejected steps (B,)
-    each.
+    each. The platform the program is lowered for picks the kernel: Triton on a
+    GPU, Pallas's interpret mode (an exact emulator) elsewhere. So a program
+    lowered for CUDA holds the GPU kernel on any machine, a CPU's included.
     """
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as pl_triton
@@ -409,19 +410,28 @@ def run(
     x = jnp.concatenate([y0.T, params.T.astype(dtype)]).reshape(-1)
     s = jnp.repeat(scalars.astype(dtype), block)
     n2 = 2 * problem.n
-    ys, tf, codes = pl.pallas_call(
-        _kernel_body(problem, dtype, bp),
-        out_shape=(
-            jax.ShapeDtypeStruct((problem.num_saves * n2 * bp,), dtype),
-            jax.ShapeDtypeStruct((bp,), dtype),
-            jax.ShapeDtypeStruct((4 * bp,), jnp.int32),
-        ),
-        grid=(bp // block,),
-        interpret=interpret,
-        # The Triton lowering: one program per block of lanes, elementwise ops.
-        compiler_params=None if interpret else pl_triton.CompilerParams(num_warps=4),
-        name="jaxlagrange_tsit5",
-    )(x, s)
+    kernel = _kernel_body(problem, dtype, bp)
+
+    def call(interpret, x, s):
+        triton = pl_triton.CompilerParams(num_warps=4)
+        return pl.pallas_call(
+            kernel,
+            out_shape=(
+                jax.ShapeDtypeStruct((problem.num_saves * n2 * bp,), dtype),
+                jax.ShapeDtypeStruct((bp,), dtype),
+                jax.ShapeDtypeStruct((4 * bp,), jnp.int32),
+            ),
+            grid=(bp // block,),
+            interpret=interpret,
+            # Triton: one program per block of lanes, elementwise ops.
+            compiler_params=None if interpret else triton,
+            name="jaxlagrange_tsit5",
+        )(x, s)
+
+    gpu = functools.partial(call, False)
+    ys, tf, codes = jax.lax.platform_dependent(
+        x, s, cuda=gpu, rocm=gpu, default=functools.partial(call, True)
+    )
     ys = ys.reshape(problem.num_saves, n2, bp).transpose(2, 0, 1)[:size]
     codes = codes.reshape(4, bp)[:, :size]
     return ys, tf[:size], codes

@@ -217,7 +217,8 @@ def animation(
         for j in range(positions.shape[1])
     ]
     # Fixed margins: tight_layout's measuring costs as much as 60 frames.
-    fig.subplots_adjust(left=0.15, right=0.96, bottom=0.12, top=0.92)
+    left, right = (0.0, 0.88) if three else (0.15, 0.96)  # 3-D: z label at right
+    fig.subplots_adjust(left=left, right=right, bottom=0.12, top=0.92)
     canvas.draw()
     background = canvas.copy_from_bbox(fig.bbox)
     width, height = canvas.get_width_height()
@@ -259,6 +260,5 @@ def animation(
         append_images=quantized[1:],
         duration=round(1000 / fps),
         loop=0,
-        optimize=False,  # one shared palette already: no per-frame histogram
     )
     return buffer.getvalue()

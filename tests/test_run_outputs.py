@@ -52,7 +52,7 @@ def test_units_on_the_axes():
         "mass 2",
         "mass 3",
     )
-    assert jl.systems.cavity(modes=2).units == ("m", "kg^½ m", "kg^½ m")
+    assert jl.systems.cavity(modes=2).units == ("m", "√kg m", "√kg m")
 
 
 def test_energy_time_sweep_and_fit_labels_have_units():

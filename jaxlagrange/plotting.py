@@ -55,11 +55,6 @@ def _units(n: int, units: Sequence[str] | None) -> list[str] | None:
     return list(units)
 
 
-def _time_label(units) -> str:
-    # Systems that know their units are in SI, time included.
-    return "time t [s]" if units is not None else "time t"
-
-
 _MANY = 6  # above this many coordinates, draw a space-time image instead of lines
 
 
@@ -137,7 +132,7 @@ def coordinates(
         fig.colorbar(
             image, ax=ax, label=with_unit(label, shared) if label == "value" else label
         )
-    ax.set_xlabel(_time_label(units))
+    ax.set_xlabel(with_unit("time t", units and "s"))
     ax.set_xlim(ts[0], ts[-1])
     ax.set_title(title or "Coordinates against time")
     return fig
@@ -186,7 +181,9 @@ def phase_portrait(
         ax.grid(alpha=0.3)
     axes[0].legend(loc="best", framealpha=0.85)
     fig.colorbar(
-        points, ax=list(axes), label=_time_label(units) if ts is not None else "sample"
+        points,
+        ax=list(axes),
+        label=with_unit("time t", units and "s") if ts is not None else "sample",
     )
     shown = "" if k == n else f" (first {k} of {n} coordinates)"
     fig.suptitle((title or "Phase portrait") + shown)
@@ -227,7 +224,9 @@ def configuration(
     ax.grid(alpha=0.3)
     ax.legend(loc="best", framealpha=0.85)
     fig.colorbar(
-        points, ax=ax, label=_time_label(units) if ts is not None else "sample"
+        points,
+        ax=ax,
+        label=with_unit("time t", units and "s") if ts is not None else "sample",
     )
     ax.set_title(title or f"Configuration path ({labels[0]}, {labels[1]})")
     return fig
@@ -289,7 +288,7 @@ def energy(
             ax.legend(loc="best", framealpha=0.85)
         ax.set_ylabel(with_unit("energy E(t)", unit))
         ax.set_title(title or "Energy (not conserved: driven or damped system)")
-    ax.set_xlabel(_time_label(unit))
+    ax.set_xlabel(with_unit("time t", unit and "s"))
     ax.set_xlim(ts[0], ts[-1])
     ax.grid(alpha=0.3, which="both")
     return fig
@@ -399,7 +398,7 @@ def fit_comparison(
     - `coordinates`: one label per coordinate.
     - `units`: one unit per coordinate (None: unknown); with units, time is in s.
     - `sigma`: the data's noise, a scalar or one per coordinate, drawn as a ±σ
-        band on the residuals (None: the residuals' own standard deviation, σ̂).
+        band on the residuals (None: the residuals' own standard deviation).
     - `title`: the figure title.
 
     **Returns:** a `matplotlib.figure.Figure`: per coordinate (at most six) a panel
@@ -412,7 +411,7 @@ def fit_comparison(
     unit_list = _units(q.shape[1], units) or [None] * q.shape[1]
     residuals = q - q_fit
     band, band_label = (
-        (np.std(residuals, axis=0), "±σ̂ (spread of the residuals)")
+        (np.std(residuals, axis=0), "±σ of the residuals")
         if sigma is None
         else (np.broadcast_to(np.asarray(sigma, float), q.shape[1:]), "±σ (noise)")
     )
@@ -438,9 +437,8 @@ def fit_comparison(
         residual_axes.append(res)
     axes[0].legend(loc="best", framealpha=0.85)
     residual_axes[0].legend(loc="upper right", framealpha=0.85, fontsize="small")
-    axes = residual_axes
-    axes[-1].set_xlabel(_time_label(units))
-    axes[-1].set_xlim(ts[0], ts[-1])
+    res.set_xlabel(with_unit("time t", units and "s"))
+    res.set_xlim(ts[0], ts[-1])
     fig.suptitle(title or "Observed and fitted trajectory")
     return fig
 

@@ -7,7 +7,8 @@ plane; r is the spring's length and θ its angle from the downward vertical:
 
 `jaxlagrange run configs/elastic_pendulum.toml` calls `make(**params)` with the
 config's `[system] params`, draws the motion with `positions`, and labels the
-coordinates with `coordinates`.
+figures with `coordinates`, their `units`, the `point_names` of `positions`
+and their `length_unit`.
 """
 
 import jax.numpy as jnp
@@ -16,6 +17,9 @@ import jaxlagrange as jl
 
 
 coordinates = ["r", "θ"]
+units = ["m", "rad"]  # SI: time is then in s and energy in J on the figures
+point_names = ["pivot", "bob"]
+length_unit = "m"
 
 
 def lagrangian(q, qd, t, params):

@@ -129,16 +129,16 @@ def plot_modes(result, path):
     ax_e.plot(ts, field, color="C0", lw=1.2, label="field, Σ E_k")
     ax_e.plot(ts, result["mirror_energy"], color="C3", lw=1.2, label="mirror, ½mq̇² + V")
     ax_e.plot(ts, field + result["mirror_energy"], "k--", lw=1, label="sum")
-    ax_e.set_ylabel("energy")
+    ax_e.set_ylabel("energy [J]")
     ax_e.set_title(f"Field and mirror exchange energy (N = {modes})")
     ax_e.legend(fontsize=8, framealpha=0.85, loc="best")
     for k in range(modes):
         ax_log.semilogy(ts, energies[:, k], lw=0.9, color=colours[k], label=f"E{k + 1}")
     ax_log.legend(fontsize=7, ncols=2, framealpha=0.85, loc="lower right")
-    ax_log.set_ylabel("mode energy E_k (log)")
+    ax_log.set_ylabel("mode energy E_k [J]")
     ax_log.set_title("Mode energies E_k = ½(P_k² + ω_k² Q_k²)")
     ax_q.plot(ts, result["mirror"], color="C3", lw=1.2)
-    ax_q.set_ylabel("mirror position q")
+    ax_q.set_ylabel("mirror position q [m]")
     ax_q.set_title("The mirror, pushed by radiation pressure")
     h = result["jacobi"]
     drift = np.abs(h - h[0]) / np.abs(h[0])
@@ -146,7 +146,7 @@ def plot_modes(result, path):
     ax_h.set_ylabel("|h(t) − h(0)| / |h(0)|")
     ax_h.set_title(f"Jacobi integral drift (max {drift.max():.1e})")
     for ax in (ax_e, ax_log, ax_q, ax_h):
-        ax.set_xlabel("time t")
+        ax.set_xlabel("time t [s]")
         ax.grid(alpha=0.3, which="both")
     fig.savefig(path, dpi=130)
 

@@ -96,10 +96,10 @@ def main(argv=None):
     lam = group["outputs/lyapunov"][:]
     energy = group["outputs/energy"][:]
     fig = plotting.sweep_map(
-        {"θ₁(0)": th1.ravel(), "θ₂(0)": th2.ravel()},
+        {"θ₁(0) [rad]": th1.ravel(), "θ₂(0) [rad]": th2.ravel()},
         lam,
         grid_shape=th1.shape,
-        label=f"finite-time Lyapunov exponent λ (t1 = {args.t1:g})",
+        label=f"finite-time Lyapunov exponent λ [1/s] (t1 = {args.t1:g} s)",
         title=f"Double pendulum from rest, {args.num} × {args.num}",
     )
     fig.savefig(out / "chaos_map.png", dpi=150)

@@ -124,7 +124,7 @@ def plot(rows, ts, path):
             color=shades[j],
             label=f"tol {r['tol']:.0e}",
         )
-    ax_t.set_xlabel("time t")
+    ax_t.set_xlabel("time t [s]")
     ax_t.set_ylabel("|E(t) − E(0)| / |E(0)|")
     ax_t.set_title(f"Energy error against time ({best})")
     for ax in (ax_tol, ax_steps, ax_t):

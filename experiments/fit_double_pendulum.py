@@ -149,6 +149,7 @@ def main():
             data.q,
             fitted,
             ("θ₁", "θ₂"),
+            units=("rad", "rad"),
             title=f"Double pendulum: data and fit ({segments} shooting segments)",
         )
         fig.savefig(out / "fit.png", dpi=130)

@@ -168,7 +168,13 @@ def main():
         result.system, result.q0, result.qd0, t1=8.0, saveat=ts, rtol=1e-10
     ).q
     fig = jl.plotting.fit_comparison(
-        ts, noisy, fitted, ("θ",), title=f"Damped pendulum, σ = {sigma}: data and fit"
+        ts,
+        noisy,
+        fitted,
+        ("θ",),
+        units=("rad",),
+        sigma=sigma,
+        title=f"Damped pendulum, σ = {sigma} rad: data and fit",
     )
     fig.savefig(out / "fit.png", dpi=130)
     print(f"wrote {out}/")

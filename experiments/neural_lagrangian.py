@@ -248,7 +248,7 @@ def main():
             np.asarray(ts), np.where(error > 0, error, np.nan), lw=1.0, label=name
         )
     ax.axvline(2.0, color="k", lw=0.6, ls="--", label="training horizon")
-    ax.set_xlabel("time t")
+    ax.set_xlabel("time t [s]")
     ax.set_ylabel("|E_true − E_true(0)| / |E_true(0)|")
     ax.grid(alpha=0.3, which="both")
     ax.legend()

@@ -200,7 +200,7 @@ def plot(path, quick):
     left.plot(kappa, np.sqrt(omega2), "o", label="jl.normal_modes")
     left.set(
         xlabel="wave number κ = jπ/(n+1)",
-        ylabel="ω (k = m = 1)",
+        ylabel="ω [rad/s] (k = m = 1)",
         title=f"spring chain, n = {n}",
     )
     left.legend()

@@ -55,11 +55,6 @@ def _units(n: int, units: Sequence[str] | None) -> list[str] | None:
     return list(units)
 
 
-def _time_label(units) -> str:
-    # Systems that know their units are in SI, time included.
-    return "time t [s]" if units is not None else "time t"
-
-
 _MANY = 6  # above this many coordinates, draw a space-time image instead of lines
 
 
@@ -137,7 +132,7 @@ def coordinates(
         fig.colorbar(
             image, ax=ax, label=with_unit(label, shared) if label == "value" else label
         )
-    ax.set_xlabel(_time_label(units))
+    ax.set_xlabel(with_unit("time t", units and "s"))
     ax.set_xlim(ts[0], ts[-1])
     ax.set_title(title or "Coordinates against time")
     return fig
@@ -186,7 +181,9 @@ def phase_portrait(
         ax.grid(alpha=0.3)
     axes[0].legend(loc="best", framealpha=0.85)
     fig.colorbar(
-        points, ax=list(axes), label=_time_label(units) if ts is not None else "sample"
+        points,
+        ax=list(axes),
+        label=with_unit("time t", units and "s") if ts is not None else "sample",
     )
     shown = "" if k == n else f" (first {k} of {n} coordinates)"
     fig.suptitle((title or "Phase portrait") + shown)
@@ -227,7 +224,9 @@ def configuration(
     ax.grid(alpha=0.3)
     ax.legend(loc="best", framealpha=0.85)
     fig.colorbar(
-        points, ax=ax, label=_time_label(units) if ts is not None else "sample"
+        points,
+        ax=ax,
+        label=with_unit("time t", units and "s") if ts is not None else "sample",
     )
     ax.set_title(title or f"Configuration path ({labels[0]}, {labels[1]})")
     return fig
@@ -238,6 +237,7 @@ def energy(
     energies: Any,
     *,
     conserved: bool = True,
+    unit: str | None = None,
     title: str | None = None,
 ):
     """The energy error |E(t) − E(0)| (relative where E(0) ≠ 0), or E(t) itself.
@@ -248,6 +248,7 @@ def energy(
     - `energies`: the energy (Jacobi integral) at `ts`, shape (T,).
     - `conserved`: whether the energy should be conserved. If so the error is
         drawn on a log scale; if not (a driven or damped system) E(t) is drawn.
+    - `unit`: the unit of energy (`"J"`; None: unknown); with one, time is in s.
     - `title`: the figure title.
 
     **Returns:** a `matplotlib.figure.Figure`.
@@ -263,9 +264,12 @@ def energy(
             error = error / abs(e0)
         # Exact zeros (at t0, say) have no place on a log scale: leave gaps.
         ax.semilogy(ts, np.where(error > 0, error, np.nan), lw=1.0, color="C3")
-        ax.set_ylabel("|E(t) − E(0)| / |E(0)|" if relative else "|E(t) − E(0)|")
+        ax.set_ylabel(
+            "|E(t) − E(0)| / |E(0)|" if relative else with_unit("|E(t) − E(0)|", unit)
+        )
+        e0_text = f"{e0:.6g} {unit}" if unit else f"{e0:.6g}"
         ax.set_title(
-            title or f"Energy error (max {np.max(error):.2e}, E(0) = {e0:.6g})"
+            title or f"Energy error (max {np.max(error):.2e}, E(0) = {e0_text})"
         )
     else:
         ax.plot(ts, energies, lw=0.5, color="C3", alpha=0.6, label="E(t)")
@@ -282,9 +286,9 @@ def energy(
                 label=f"running mean ({window} samples)",
             )
             ax.legend(loc="best", framealpha=0.85)
-        ax.set_ylabel("energy E(t)")
+        ax.set_ylabel(with_unit("energy E(t)", unit))
         ax.set_title(title or "Energy (not conserved: driven or damped system)")
-    ax.set_xlabel("time t")
+    ax.set_xlabel(with_unit("time t", unit and "s"))
     ax.set_xlim(ts[0], ts[-1])
     ax.grid(alpha=0.3, which="both")
     return fig
@@ -298,6 +302,8 @@ def sweep_map(
     label: str = "value",
     title: str | None = None,
     cmap: str = "magma",
+    coordinates: Sequence[str] | None = None,
+    units: Sequence[str] | None = None,
 ):
     """A quantity over a sweep: an image over a 2-D grid, else a line or scatter.
 
@@ -308,7 +314,9 @@ def sweep_map(
     - `values`: the quantity per member, shape (size,); NaN (failed members) is
         drawn blank.
     - `grid_shape`: the grid's shape when the members form a grid in C order.
-    - `label`, `title`, `cmap`: colour-bar label, title and colour map.
+    - `label`, `title`, `cmap`: colour-bar label (with its unit), title, colour map.
+    - `coordinates`, `units`: the system's coordinate labels and units, to label
+        axes named `q[i]` and `qd[i]` as `θ₁ [rad]` and `dθ₁/dt [rad/s]`.
 
     **Returns:** a `matplotlib.figure.Figure`.
 
@@ -320,6 +328,7 @@ def sweep_map(
     ```
     """
     names = list(axes)
+    titles = [_axis_name(a, coordinates, units) for a in names]
     values = np.asarray(values, dtype=float)
     finite = values[np.isfinite(values)]
     vmin, vmax = (
@@ -333,7 +342,7 @@ def sweep_map(
     if len(names) == 1:
         order = np.argsort(x)
         ax.plot(x[order], values[order], lw=1.0)
-        ax.set_xlabel(names[0])
+        ax.set_xlabel(titles[0])
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     else:
@@ -351,11 +360,22 @@ def sweep_map(
             )
         else:
             image = ax.scatter(x, y, c=values, s=4, cmap=cmap, vmin=vmin, vmax=vmax)
-        ax.set_xlabel(names[0])
-        ax.set_ylabel(names[1])
+        ax.set_xlabel(titles[0])
+        ax.set_ylabel(titles[1])
         fig.colorbar(image, ax=ax, label=label)
     ax.set_title(title or f"{label} over the sweep")
     return fig
+
+
+def _axis_name(name: str, coordinates, units) -> str:
+    """`q[0]` -> `θ₁ [rad]`, `qd[0]` -> `dθ₁/dt [rad/s]`; other names as they are."""
+    kind, _, index = name.rstrip("]").partition("[")
+    if kind not in ("q", "qd") or not index.isdigit() or coordinates is None:
+        return name
+    label, unit = coordinates[int(index)], units and units[int(index)]
+    if kind == "qd":
+        label, unit = _rate(label), unit and f"{unit}/s"
+    return with_unit(label, unit)
 
 
 def fit_comparison(
@@ -364,6 +384,8 @@ def fit_comparison(
     q_fit: Any,
     coordinates: Sequence[str] | None = None,
     *,
+    units: Sequence[str] | None = None,
+    sigma: Any = None,
     title: str | None = None,
 ):
     """Observed coordinates (points) against a fitted trajectory (lines).
@@ -374,15 +396,25 @@ def fit_comparison(
     - `q`: the observed coordinates, shape (T, n).
     - `q_fit`: the fitted trajectory at `ts`, shape (T, n).
     - `coordinates`: one label per coordinate.
+    - `units`: one unit per coordinate (None: unknown); with units, time is in s.
+    - `sigma`: the data's noise, a scalar or one per coordinate, drawn as a ±σ
+        band on the residuals (None: the residuals' own standard deviation).
     - `title`: the figure title.
 
     **Returns:** a `matplotlib.figure.Figure`: per coordinate (at most six) a panel
     of the data and the fit, and below it a panel of the residuals, observed −
-    fitted.
+    fitted, with their ±σ band.
     """
     ts, q, q_fit = np.asarray(ts), np.asarray(q), np.asarray(q_fit)
     n = min(q.shape[1], _MANY)
     labels = _labels(q.shape[1], coordinates)
+    unit_list = _units(q.shape[1], units) or [None] * q.shape[1]
+    residuals = q - q_fit
+    band, band_label = (
+        (np.std(residuals, axis=0), "±σ of the residuals")
+        if sigma is None
+        else (np.broadcast_to(np.asarray(sigma, float), q.shape[1:]), "±σ (noise)")
+    )
     fig = new_figure(8, 1.2 + 3.3 * n)
     grid = fig.add_gridspec(2 * n, 1, height_ratios=[2, 1] * n)
     axes, residual_axes = [], []
@@ -390,22 +422,23 @@ def fit_comparison(
         ax = fig.add_subplot(grid[2 * i], sharex=axes[0] if axes else None)
         ax.plot(ts, q[:, i], ".", ms=3, color="k", alpha=0.6, label="observed")
         ax.plot(ts, q_fit[:, i], lw=1.3, color="C3", label="fitted")
-        ax.set_ylabel(labels[i])
+        ax.set_ylabel(with_unit(labels[i], unit_list[i]))
         ax.grid(alpha=0.3)
         ax.tick_params(labelbottom=False)
         res = fig.add_subplot(grid[2 * i + 1], sharex=ax)
-        res.plot(ts, q[:, i] - q_fit[:, i], ".", ms=2, color="C0")
+        res.axhspan(-band[i], band[i], color="C0", alpha=0.15, lw=0, label=band_label)
+        res.plot(ts, residuals[:, i], ".", ms=2, color="C0")
         res.axhline(0.0, color="k", lw=0.6)
-        res.set_ylabel("residual")
+        res.set_ylabel(with_unit("residual", unit_list[i]))
         res.grid(alpha=0.3)
         if i < n - 1:
             res.tick_params(labelbottom=False)
         axes.append(ax)
         residual_axes.append(res)
-    axes = residual_axes
-    axes[0].figure.axes[0].legend(loc="best", framealpha=0.85)
-    axes[-1].set_xlabel("time t")
-    axes[-1].set_xlim(ts[0], ts[-1])
+    axes[0].legend(loc="best", framealpha=0.85)
+    residual_axes[0].legend(loc="upper right", framealpha=0.85, fontsize="small")
+    res.set_xlabel(with_unit("time t", units and "s"))
+    res.set_xlim(ts[0], ts[-1])
     fig.suptitle(title or "Observed and fitted trajectory")
     return fig
 

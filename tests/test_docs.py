@@ -1,8 +1,9 @@
 """Every page of the docs site runs as a reader runs it: a page reads as one
 session, so its ```python blocks run in order in one fresh Python process (in
 JAX's default float32 unless the page enables float64), and each block prints
-what the ```text block after it says, compared as `tests/test_readme.py`
-compares the README's (doctest's ELLIPSIS and NORMALIZE_WHITESPACE). Lines
+what the ```text block after it says (nothing, without one), compared as
+`tests/test_readme.py` compares the README's (doctest's ELLIPSIS and
+NORMALIZE_WHITESPACE). Lines
 ending in `# quick: CODE` run as CODE, their block's output then unchecked.
 """
 
@@ -67,6 +68,6 @@ def test_docs_page_runs_and_prints_what_it_says(page, tmp_path):
     for (line, code, expected), (printed, error) in zip(blocks, outputs, strict=False):
         where = f"docs/{page.relative_to(DOCS)}, the block at line {line}"
         assert error is None, f"{where} failed:\n{error[-3000:]}"
-        if expected is not None and not quick(code)[1]:
+        if not quick(code)[1]:
             _check_output(where, printed, expected)
     assert len(outputs) == len(blocks)

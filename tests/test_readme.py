@@ -5,8 +5,10 @@ the docs pages the same way.
 
 - Expected output: a ```text block that follows a ```python block with only
   blank lines between them is what the block prints. It is compared as doctest
-  compares, with ELLIPSIS (`...` matches anything, e.g. `-10.60...`) and
-  NORMALIZE_WHITESPACE. A block without one must still run cleanly.
+  compares, with ELLIPSIS (`...` matches anything, e.g. `-10.60...`: the
+  digits that vary with a noise draw or a solver's path, as the page says) and
+  NORMALIZE_WHITESPACE. A block without one must run cleanly and print
+  nothing: what a reader would see is on the page.
 - Precision: blocks run in JAX's default float32 unless they enable float64
   themselves; the first block (the ten lines) runs in both.
 - Shortened runs: a line ending in `# quick: CODE` runs as CODE in the test
@@ -87,8 +89,8 @@ def _environment(x64: bool) -> dict[str, str]:
 
 
 def test_readme_has_blocks_with_outputs():
-    assert len(BLOCKS) >= 6
-    assert sum(expected is not None for _, _, expected in BLOCKS) >= 6
+    assert len(BLOCKS) >= 2
+    assert all(expected is not None for _, _, expected in BLOCKS)
 
 
 def test_block_parsing_and_quick_lines():
@@ -116,12 +118,14 @@ def test_readme_block_runs_and_prints_what_it_says(block, x64, tmp_path):
     )
     where = f"README.md, the block at line {line}"
     assert run.returncode == 0, f"{where} failed:\n{run.stderr[-3000:]}"
-    if expected is None or shortened:
+    if not shortened:
+        _check_output(where, run.stdout, expected)
+
+
+def _check_output(where: str, printed: str, expected: str | None) -> None:
+    if expected is None:
+        assert not printed, f"{where} printed\n{printed}\nbut the page shows nothing"
         return
-    _check_output(where, run.stdout, expected)
-
-
-def _check_output(where: str, printed: str, expected: str) -> None:
     checker = doctest.OutputChecker()
     flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
     assert checker.check_output(expected, printed, flags), (

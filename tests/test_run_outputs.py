@@ -38,10 +38,59 @@ def test_units_on_the_axes():
     assert fig.axes[1].get_ylabel() == "dθ/dt [rad/s]"
     with pytest.raises(ValueError, match=r"`units` must have one entry per coordinate"):
         jl.plotting.coordinates(TS, q, units=("m",))
-    # The registry knows the SI systems' units, not those in scaled units.
+    # Every ready system has a unit per coordinate and a name per drawn point.
     assert jl.systems.double_pendulum().units == ("rad", "rad")
     assert jl.systems.mass_on_sphere().units == ("m", "rad")
-    assert jl.systems.kepler().units is None
+    for name in jl.systems.names():
+        ready = jl.systems.make(name)
+        assert len(ready.units) == len(ready.coordinates), name
+        assert len(ready.point_names) == ready.positions(ready.q0).shape[0], name
+    chain = jl.systems.spring_chain(n=3)
+    assert chain.units == ("m",) * 3 and chain.point_names[1:-1] == (
+        "mass 1",
+        "mass 2",
+        "mass 3",
+    )
+    assert jl.systems.cavity(modes=2).units == ("m", "√kg m", "√kg m")
+
+
+def test_energy_time_sweep_and_fit_labels_have_units():
+    energies = 16.024 + 1e-9 * TS
+    ax = jl.plotting.energy(TS, energies, unit="J").axes[0]
+    assert ax.get_xlabel() == "time t [s]" and "E(0) = 16.024 J" in ax.get_title()
+    ax = jl.plotting.energy(TS, energies - 16.024, unit="J").axes[0]
+    assert ax.get_ylabel() == "|E(t) − E(0)| [J]"
+    ax = jl.plotting.energy(TS, energies, conserved=False, unit="J").axes[0]
+    assert ax.get_ylabel() == "energy E(t) [J]"
+    assert jl.plotting.energy(TS, energies).axes[0].get_xlabel() == "time t"
+    # Sweep maps name the swept coordinates, velocities too.
+    a, b = np.meshgrid(np.linspace(-1, 1, 4), np.linspace(0, 1, 3), indexing="ij")
+    fig = jl.plotting.sweep_map(
+        {"q[0]": a.ravel(), "qd[1]": b.ravel()},
+        a.ravel() * b.ravel(),
+        grid_shape=a.shape,
+        label="λ [1/s]",
+        coordinates=("θ₁", "θ₂"),
+        units=("rad", "rad"),
+    )
+    ax = fig.axes[0]
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("θ₁ [rad]", "dθ₂/dt [rad/s]")
+    assert fig.axes[1].get_ylabel() == "λ [1/s]"
+    # The fit's residuals have units and a ±σ band (given, or their own spread).
+    q = np.sin(TS)[:, None]
+    noise = 0.01 * np.random.default_rng(0).standard_normal(q.shape)
+    fig = jl.plotting.fit_comparison(
+        TS, q + noise, q, ("θ",), units=("rad",), sigma=0.01
+    )
+    data, residuals = fig.axes[0], fig.axes[1]
+    assert data.get_ylabel() == "θ [rad]" and residuals.get_ylabel() == "residual [rad]"
+    assert residuals.get_xlabel() == "time t [s]"
+    band = residuals.patches[0]
+    assert np.allclose([band.get_y(), band.get_height()], [-0.01, 0.02])
+    assert residuals.get_legend().get_texts()[0].get_text() == "±σ (noise)"
+    fig = jl.plotting.fit_comparison(TS, q + noise, q, ("θ",))
+    band = fig.axes[1].patches[0]
+    assert np.isclose(band.get_height(), 2 * np.std(noise))
 
 
 def test_motion_has_a_legend():
@@ -71,13 +120,14 @@ def _gif(ts, **kwargs):
 
 
 def test_gif_plays_at_the_motion_pace():
-    # 2 s of motion: 2 s of GIF at 25 frames per second, 51 frames.
+    # 2 s of motion: 2 s of GIF at 20 frames per second, 41 frames of 400 px.
     image = _gif(np.linspace(0.0, 2.0, 401))
-    assert image.n_frames == 51 and image.info["duration"] == 40
+    assert image.n_frames == 41 and image.info["duration"] == 50
+    assert image.size == (400, 400)
     # 40 s of motion: sped up to fit 10 s, and the title says so.
     ts = np.linspace(0.0, 40.0, 801)
     image = _gif(ts)
-    assert image.n_frames == 251
+    assert image.n_frames == 201
     positions = np.zeros((801, 2, 2))
     positions[:, 1, 1] = np.sin(ts)
     # The title is drawn once, in the background: find it through the figure.
@@ -443,3 +493,29 @@ def test_energy_is_conserved_unless_something_takes_it(tmp_path, system, t1, con
     )
     traj = jl.simulate(rough, jnp.zeros(2), jnp.array([1.0, 0.0]), t1=0.1)
     assert not _conserved(rough, True, traj)
+
+
+def test_a_user_file_declares_units_and_point_names(tmp_path):
+    from jaxlagrange import _config
+    from jaxlagrange._config import ConfigError
+
+    labels = 'units = ["rad"]\npoint_names = ["pivot", "bob"]\nlength_unit = "m"\n'
+    (tmp_path / "swing.py").write_text(USER_FILE + labels)
+    (tmp_path / "swing.toml").write_text(
+        "[system]\nfile = 'swing.py'\n[initial]\nq = [0.0]\nqd = [0.1]\n"
+    )
+    ready = _config.ready_system(_config.load(tmp_path / "swing.toml"))
+    assert (ready.units, ready.point_names, ready.length_unit) == (
+        ("rad",),
+        ("pivot", "bob"),
+        "m",
+    )
+    (tmp_path / "swing.py").write_text(USER_FILE + 'units = ["rad", "m"]\n')
+    with pytest.raises(ConfigError, match=r"`units` has 2 labels for 1 coordinates"):
+        _config.ready_system(_config.load(tmp_path / "swing.toml"))
+    (tmp_path / "swing.py").write_text(USER_FILE + 'point_names = ["bob"]\n')
+    with pytest.raises(ConfigError, match=r"`point_names` has 1 labels for 2 points"):
+        _config.ready_system(_config.load(tmp_path / "swing.toml"))
+    (tmp_path / "swing.py").write_text(USER_FILE + 'units = "rad"\n')
+    with pytest.raises(ConfigError, match=r"`units` must be a list of labels, one per"):
+        _config.ready_system(_config.load(tmp_path / "swing.toml"))

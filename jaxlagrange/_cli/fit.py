@@ -361,6 +361,8 @@ def _fit_on(args: argparse.Namespace, config) -> int:
                 arrays["q_0"],
                 arrays["q_fit_0"],
                 ready.coordinates,
+                units=ready.units,
+                sigma=sigma,
                 title=f"{ready.name}: observed ({paths[0].name}) and fitted",
             ),
             "loss.png": plotting.losses(result.losses),

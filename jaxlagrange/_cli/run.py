@@ -251,7 +251,7 @@ def _figures(ready, traj, energies, conserved: bool, animation, warn):
     from .. import plotting
 
     title, labels = f"{ready.name}: ", ready.coordinates
-    units = getattr(ready, "units", None)
+    units = ready.units
     figures = {
         "coordinates.png": plotting.coordinates(
             traj.ts,
@@ -268,7 +268,9 @@ def _figures(ready, traj, energies, conserved: bool, animation, warn):
             ts=traj.ts,
             title=title + "phase portrait",
         ),
-        "energy.png": plotting.energy(traj.ts, energies, conserved=conserved),
+        "energy.png": plotting.energy(
+            traj.ts, energies, conserved=conserved, unit=units and "J"
+        ),
     }
     files = {}
     if ready.points is not None:
@@ -278,15 +280,16 @@ def _figures(ready, traj, energies, conserved: bool, animation, warn):
             warn(f"{e}; motion.png and motion.gif are not drawn")
             positions = None
         if positions is not None:
-            unit = getattr(ready, "length_unit", None)
+            unit, names = ready.length_unit, ready.point_names
             figures["motion.png"] = plotting.motion(
-                positions, title=title + "paths of the bodies", unit=unit
+                positions, title=title + "paths of the bodies", unit=unit, names=names
             )
             gif = (np.asarray(traj.ts), positions)
+            style = {"title": ready.name, "unit": unit, "time_unit": units and "s"}
             if isinstance(animation, GifWorker):
-                animation.start(*gif, title=ready.name)
+                animation.start(*gif, **style)
             elif animation:
-                files["motion.gif"] = plotting.animation(*gif, title=ready.name)
+                files["motion.gif"] = plotting.animation(*gif, **style)
     elif ready.q0.shape[0] >= 2:
         figures["configuration.png"] = plotting.configuration(
             traj.q, labels, units=units, ts=traj.ts
@@ -297,7 +300,7 @@ def _figures(ready, traj, energies, conserved: bool, animation, warn):
         files["motion.gif"] = (
             gif
             if gif is not None
-            else plotting.animation(np.asarray(traj.ts), positions, title=ready.name)
+            else plotting.animation(np.asarray(traj.ts), positions, **style)
         )
     return files
 

@@ -181,11 +181,13 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
     if section["lyapunov"]:
         maps["lyapunov"] = (
             group["outputs/lyapunov"][:],
-            "finite-time Lyapunov exponent λ",
+            "finite-time Lyapunov exponent λ" + (" [1/s]" if ready.units else ""),
         )
     for i in range(n):
         label = ready.coordinates[i] if i < len(ready.coordinates) else f"q{i}"
-        maps[f"final_q{i}"] = (outputs["q"][:, i], f"{label} at t1 = {kwargs['t1']:g}")
+        unit = ready.units[i] if ready.units else None
+        at = f"{label} at t1 = {kwargs['t1']:g}{' s' if unit else ''}"
+        maps[f"final_q{i}"] = (outputs["q"][:, i], plotting.with_unit(at, unit))
     files = {}
     if config["output"]["plots"] and not args.no_plots:
         for name, (v, label) in maps.items():
@@ -197,6 +199,8 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
                 label=label,
                 title=f"{ready.name}: {label}",
                 cmap="magma" if name == "lyapunov" else "twilight",
+                coordinates=ready.coordinates,
+                units=ready.units,
             )
             files[f"map_{name}.png"] = png_bytes(fig)
     summary = {

@@ -17,7 +17,8 @@ with its own initial state). The file may also define `coordinates`, a list of
 labels, and `positions(q, **params)`, the points to draw at coordinates q, shape
 (k, 2) or (k, 3), for the motion plot and `motion.gif` of `jaxlagrange run`; it
 gets the system's full params (the defaults of `make` updated by the config's),
-and is evaluated once at the initial state before anything is solved.
+and is evaluated once at the initial state before anything is solved. Labels
+for the figures: `units`, `point_names`, `length_unit` (see docs/cli.md).
 
 Every problem with the file (missing, a syntax error, an import that fails, no
 such function, the function raising or returning something else) is one
@@ -210,8 +211,9 @@ def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
     if isinstance(made, _systems.ReadySystem):
         system, q0, qd0 = made
         coordinates, points = made.coordinates, made.points
+        labels = {k: getattr(made, k) for k in _FILE_LABELS[1:]}
     elif isinstance(made, LagrangianSystem):
-        system, q0, qd0, coordinates, points = made, None, None, None, None
+        system, q0, qd0, coordinates, points, labels = made, None, None, None, None, {}
     else:
         raise ConfigError(
             f"{where}: returned {type(made).__name__}, not a jl.LagrangianSystem"
@@ -244,19 +246,13 @@ def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
     per = "column of q" if data is not None else "entry"
     advice = f"give one {per} per coordinate of the system"
     _check_coordinates(system, q0, qd0, fits, section["file"], where, advice)
-    labels = getattr(module, "coordinates", None) or coordinates
-    if labels is None:
-        labels = tuple(f"q{i}" for i in range(n))
-    if isinstance(labels, (str, bytes)) or not isinstance(labels, Iterable):
-        raise ConfigError(
-            f"{where}: `coordinates` must be a list of labels, one per coordinate, "
-            f"got {labels!r}"
-        )
-    labels = tuple(str(x) for x in labels)
-    if len(labels) != n:
-        raise ConfigError(
-            f"{where}: `coordinates` has {len(labels)} labels for {n} coordinates"
-        )
+    # The file's labels for the figures, over those of a ReadySystem make() gave.
+    labels |= {k: getattr(module, k) for k in _FILE_LABELS if hasattr(module, k)}
+    labels["coordinates"] = (
+        labels.get("coordinates") or coordinates or [f"q{i}" for i in range(n)]
+    )
+    for key in ("coordinates", "units"):
+        labels[key] = _label_list(labels, key, n, "coordinate", where)
     positions = getattr(module, "positions", None)
     if callable(positions):
         # The system's full params: the defaults of make() and the config's.
@@ -273,13 +269,32 @@ def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
             del t, system_params
             return _positions(q, **full)
 
-        _check_points(points, q0, f"{source}: [system] file {section['file']!r}")
-    return _systems.ReadySystem(system, q0, qd0, name, labels, points=points)
+        k = _check_points(points, q0, f"{source}: [system] file {section['file']!r}")
+        labels["point_names"] = _label_list(labels, "point_names", k, "point", where)
+    return _systems.ReadySystem(system, q0, qd0, name, points=points, **labels)
 
 
-def _check_points(points, q0, where: str) -> None:
+_FILE_LABELS = ("coordinates", "units", "point_names", "length_unit")
+
+
+def _label_list(labels, key: str, n: int, what: str, where: str):
+    """`labels[key]` as `n` strings (one per coordinate or point), or None."""
+    labels = labels.get(key)
+    if labels is None:
+        return None
+    if isinstance(labels, (str, bytes)) or not isinstance(labels, Iterable):
+        raise ConfigError(
+            f"{where}: `{key}` must be a list of labels, one per {what}, got {labels!r}"
+        )
+    labels = tuple(str(x) for x in labels)
+    if len(labels) != n:
+        raise ConfigError(f"{where}: `{key}` has {len(labels)} labels for {n} {what}s")
+    return labels
+
+
+def _check_points(points, q0, where: str) -> int:
     """Evaluate `positions` once at q0, before any solve: a broken one is one
-    line naming it, not a failure after the whole run."""
+    line naming it, not a failure after the whole run. Returns the number of points."""
     try:
         shape = jnp.shape(jnp.asarray(points(q0, 0.0, None)))
     except Exception as e:
@@ -291,3 +306,4 @@ def _check_points(points, q0, where: str) -> None:
             f"{where}, function 'positions': must return shape (k, 2) or (k, 3) "
             f"for one state, got shape {shape}"
         )
+    return shape[0]

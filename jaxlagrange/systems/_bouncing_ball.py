@@ -22,7 +22,7 @@ def _points(q, t, params):
     return jnp.stack([jnp.zeros_like(q[0]), q[0]])[None]
 
 
-@register("bouncing_ball")
+@register("bouncing_ball", units=("m",), point_names=("ball",))
 def bouncing_ball(params=None, *, q0=None, qd0=None) -> ReadySystem:
     """A point mass `m` falling under gravity `g` onto a floor at y = 0.
 

@@ -26,7 +26,7 @@ def _points(q, t, params):
     return jnp.stack([jnp.zeros_like(q), q])
 
 
-@register("cartesian_pendulum")
+@register("cartesian_pendulum", units=("m", "m"), point_names=("pivot", "bob"))
 def cartesian_pendulum(params=None, *, q0=None, qd0=None) -> ReadySystem:
     """The simple pendulum in the Cartesian coordinates (x, y) of its bob.
 
@@ -94,7 +94,11 @@ def _double_points(q, t, params):
     return jnp.concatenate([jnp.zeros((1, 2), q.dtype), q.reshape(2, 2)])
 
 
-@register("cartesian_double_pendulum")
+@register(
+    "cartesian_double_pendulum",
+    units=("m",) * 4,
+    point_names=("pivot", "bob 1", "bob 2"),
+)
 def cartesian_double_pendulum(params=None, *, q0=None, qd0=None) -> ReadySystem:
     """The planar double pendulum in the Cartesian coordinates of its two bobs.
 

@@ -50,7 +50,12 @@ def _points(q, t, params):
     return jnp.stack([jnp.stack([zero, zero]), jnp.stack([q[0], zero])])
 
 
-@register("cavity")
+# A mode amplitude Q has ½Q̇² in joules: Q in √kg m.
+@register(
+    "cavity",
+    units=lambda n: ("m",) + ("√kg m",) * (n - 1),
+    point_names=("fixed mirror", "moving mirror"),
+)
 def cavity(params=None, *, modes: int = 10, q0=None, qd0=None) -> ReadySystem:
     """A one-dimensional optical cavity of length q whose end mirror moves.
 

@@ -22,7 +22,7 @@ def _points(q, t, params):
     return q[None]
 
 
-@register("charged_particle")
+@register("charged_particle", units=("m",) * 3, point_names=("charge",))
 def charged_particle(params=None, *, q0=None, qd0=None) -> ReadySystem:
     """A point charge in uniform fields B and E: a velocity-dependent potential.
 

@@ -29,7 +29,9 @@ def _points(q, t, params):
     return jnp.stack([jnp.zeros_like(first), first, second])
 
 
-@register("double_pendulum")
+@register(
+    "double_pendulum", units=("rad",) * 2, point_names=("pivot", "bob 1", "bob 2")
+)
 def double_pendulum(params=None, *, q0=None, qd0=None) -> ReadySystem:
     """Two point masses on massless rods, the second hung from the first.
 

@@ -34,7 +34,11 @@ def _points(p, t, params):
     return jnp.stack([tips[0], centre, tips[1], centre, tips[2]])
 
 
-@register("free_rigid_body")
+# The drawn principal axes have lengths I_k / max I: dimensionless.
+_AXES = ("axis 1", "centre", "axis 2", "centre", "axis 3")
+
+
+@register("free_rigid_body", units=("1",) * 4, point_names=_AXES, length_unit="1")
 def free_rigid_body(params=None, *, q0=None, qd0=None) -> ReadySystem:
     """A torque-free rigid body, in unit-quaternion coordinates q = p = (w, x, y, z).
 

@@ -37,7 +37,7 @@ def _points(q, t, params):
     return jnp.stack([jnp.zeros_like(centre), centre, rim])
 
 
-@register("heavy_top")
+@register("heavy_top", units=("rad",) * 3, point_names=("tip", "centre of mass", "rim"))
 def heavy_top(params=None, *, q0=None, qd0=None) -> ReadySystem:
     """A heavy symmetric top spinning on a fixed tip, in ZXZ Euler angles.
 

@@ -27,7 +27,7 @@ def _points(q, t, params):
     return jnp.stack([pivot, bob])
 
 
-@register("kapitza")
+@register("kapitza", units=("rad",), point_names=("pivot", "bob"))
 def kapitza(params=None, *, q0=None, qd0=None) -> ReadySystem:
     """A pendulum of length `l` whose pivot moves as y = a cos ωt.
 

@@ -28,7 +28,7 @@ def _points(q, t, params):
     return jnp.stack([jnp.zeros_like(q), q])
 
 
-@register("kepler")
+@register("kepler", units=("m", "m"), point_names=("centre", "body"))
 def kepler(params=None, *, q0=None, qd0=None) -> ReadySystem:
     """A mass `m` in the plane, attracted to the origin by the potential −μm/r.
 

@@ -28,7 +28,7 @@ def _points(q, t, params):
     return jnp.stack([jnp.zeros_like(mass), mass])
 
 
-@register("mass_on_sphere")
+@register("mass_on_sphere", units=("m", "rad"), point_names=("centre", "mass"))
 def mass_on_sphere(params=None, *, q0=None, qd0=None) -> ReadySystem:
     """A point mass `m` sliding without friction on top of a fixed sphere of radius `R`.
 

@@ -20,7 +20,7 @@ def _points(q, t, params):
     return jnp.stack([jnp.zeros_like(bob), bob])
 
 
-@register("pendulum")
+@register("pendulum", units=("rad",), point_names=("pivot", "bob"))
 def pendulum(params=None, *, q0=None, qd0=None) -> ReadySystem:
     """A point mass `m` on a massless rod of length `l` under gravity `g`.
 

@@ -1,5 +1,7 @@
 """`ReadySystem` and the registry of ready systems by name."""
 
+import dataclasses
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -26,6 +28,10 @@ class ReadySystem(eqx.Module):
     - `points`: `points(q, t, params)`, the points to draw at one state, shape
         (k, 2) or (k, 3); None where the system has none. Read through
         `positions`.
+    - `units`: the unit of each coordinate (`"rad"`, `"m"`, ...; None: unknown);
+        with units, time is in seconds and energy in joules (SI).
+    - `point_names`: one name per point of `positions`, for legends.
+    - `length_unit`: the unit of `positions` (None: unknown).
     """
 
     system: LagrangianSystem
@@ -34,24 +40,12 @@ class ReadySystem(eqx.Module):
     name: str = eqx.field(static=True)
     coordinates: tuple[str, ...] = eqx.field(static=True)
     points: Callable[..., Array] | None = eqx.field(static=True, default=None)
+    units: tuple[str, ...] | None = eqx.field(static=True, default=None)
+    point_names: tuple[str, ...] | None = eqx.field(static=True, default=None)
+    length_unit: str | None = eqx.field(static=True, default=None)
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.system, self.q0, self.qd0))
-
-    @property
-    def units(self) -> tuple[str, ...] | None:
-        """The SI unit of each coordinate, where the system fixes them; else None.
-
-        Systems whose default params are in SI (g = 9.81) have them; those in
-        scaled units (Kepler's μ = 1, a spring chain's k = m = 1) do not.
-        """
-        known = _UNITS.get(self.name)
-        return known[1] if known and known[0] == self.coordinates else None
-
-    @property
-    def length_unit(self) -> str | None:
-        """The unit of `positions`, where the system fixes it; else None."""
-        return "m" if self.units is not None else None
 
     def positions(self, q: Any, t: Any = 0.0) -> Array:
         """The points of the system in physical space at coordinates `q`.
@@ -98,30 +92,26 @@ class ReadySystem(eqx.Module):
 
 _REGISTRY: dict[str, Callable[..., ReadySystem]] = {}
 
-# The units of the SI systems' coordinates, with the labels they belong to (a
-# user system of the same name, with other coordinates, gets none).
-_UNITS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "bouncing_ball": (("y",), ("m",)),
-    "cartesian_double_pendulum": (("x₁", "y₁", "x₂", "y₂"), ("m",) * 4),
-    "cartesian_pendulum": (("x", "y"), ("m", "m")),
-    "double_pendulum": (("θ₁", "θ₂"), ("rad", "rad")),
-    "kapitza": (("θ",), ("rad",)),
-    "mass_on_sphere": (("r", "θ"), ("m", "rad")),
-    "pendulum": (("θ",), ("rad",)),
-    "rolling_coin": (("x", "y", "θ", "φ"), ("m", "m", "rad", "rad")),
-    "rolling_disk": (("y", "φ"), ("m", "rad")),
-    "spherical_pendulum": (("θ", "φ"), ("rad", "rad")),
-}
 
-
-def register(name: str):
-    """Add a ready-system factory to the registry under `name`."""
+def register(name: str, *, units=None, point_names=None, length_unit="m"):
+    """Add a ready-system factory to the registry under `name`, with the labels
+    of its figures: the `units` of its coordinates and the `point_names` of its
+    positions (each a tuple, or a function of the number of coordinates)."""
 
     def wrap(factory: Callable[..., ReadySystem]) -> Callable[..., ReadySystem]:
         if name in _REGISTRY:
             raise ValueError(f"A ready system named {name!r} is already registered.")
-        _REGISTRY[name] = factory
-        return factory
+
+        @functools.wraps(factory)
+        def labelled(*args, **kwargs) -> ReadySystem:
+            ready = factory(*args, **kwargs)
+            n = len(ready.q0)
+            label = {"units": units, "point_names": point_names}
+            label = {k: v(n) if callable(v) else v for k, v in label.items()}
+            return dataclasses.replace(ready, **label, length_unit=length_unit)
+
+        _REGISTRY[name] = labelled
+        return labelled
 
     return wrap
 

@@ -35,7 +35,7 @@ def _points(q, t, params):
     return q[None, :2]
 
 
-@register("rolling_coin")
+@register("rolling_coin", units=("m", "m", "rad", "rad"), point_names=("contact",))
 def rolling_coin(params=None, *, q0=None, qd0=None) -> ReadySystem:
     """A vertical uniform disk (mass `m`, radius `R`) rolling without slipping.
 

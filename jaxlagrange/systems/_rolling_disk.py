@@ -36,7 +36,7 @@ def _points(q, t, params):
     return jnp.stack([centre, rim])
 
 
-@register("rolling_disk")
+@register("rolling_disk", units=("m", "rad"), point_names=("centre", "rim"))
 def rolling_disk(
     params=None, *, q0=None, qd0=None, rolling: str = "holonomic"
 ) -> ReadySystem:

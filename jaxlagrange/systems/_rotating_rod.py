@@ -24,7 +24,7 @@ def _points(q, t, params):
     return jnp.stack([jnp.zeros_like(q), q])
 
 
-@register("rotating_rod")
+@register("rotating_rod", units=("m", "m"), point_names=("axis", "bead"))
 def rotating_rod(params=None, *, q0=None, qd0=None) -> ReadySystem:
     """A bead of mass `m` sliding on a rod that turns at the rate `omega` (no gravity).
 

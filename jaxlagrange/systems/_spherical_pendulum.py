@@ -25,7 +25,7 @@ def _points(q, t, params):
     return jnp.stack([jnp.zeros_like(bob), bob])
 
 
-@register("spherical_pendulum")
+@register("spherical_pendulum", units=("rad",) * 2, point_names=("pivot", "bob"))
 def spherical_pendulum(params=None, *, q0=None, qd0=None) -> ReadySystem:
     """A point mass on a massless rod of length `l`, free to swing in 3D.
 

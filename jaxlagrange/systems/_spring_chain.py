@@ -31,7 +31,11 @@ def _points(q, t, params):
     return jnp.stack([x, jnp.zeros_like(x)], axis=-1)
 
 
-@register("spring_chain")
+def _point_names(n):
+    return ("wall", *(f"mass {i}" for i in range(1, n + 1)), "wall")
+
+
+@register("spring_chain", units=lambda n: ("m",) * n, point_names=_point_names)
 def spring_chain(params=None, *, q0=None, qd0=None, n: int = 5) -> ReadySystem:
     """`n` equal masses `m` in a line, joined to each other and to two fixed walls
     by `n + 1` equal springs of stiffness `k`.

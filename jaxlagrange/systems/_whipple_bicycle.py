@@ -130,7 +130,11 @@ def _points(q, t, params):
     return centres * jnp.array([1.0, 1.0, -1.0], q.dtype)
 
 
-@register("whipple_bicycle")
+@register(
+    "whipple_bicycle",
+    units=("m", "m") + ("rad",) * 6,
+    point_names=("rear wheel", "rear frame", "front fork", "front wheel"),
+)
 def whipple_bicycle(
     params=None, *, q0=None, qd0=None, speed: float = 5.0
 ) -> ReadySystem:

@@ -255,6 +255,10 @@ def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
     ```
     """
     m = _model.read_source(source)
+    if m.nv == 0:
+        raise ValueError(
+            f"MuJoCo model {_model.model_name(m)!r} has no joints: nothing moves."
+        )
     tree = _model.tree(m)
     name = _model.model_name(m)
     merged = merge_params(name, _model.default_params(m, tree), params)

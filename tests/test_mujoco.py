@@ -3,6 +3,7 @@ limits disabled) at random states for every joint type and feature, M equals
 `mj_fullM` where the coordinates coincide, trajectories follow MuJoCo's RK4, and
 gradients match finite differences."""
 
+import json
 import subprocess
 import sys
 import warnings
@@ -380,3 +381,72 @@ def test_errors(tmp_path):
     armature[8] = 0.5  # the free joint's second angular dof
     with pytest.raises(ValueError, match="angular dofs 7..9 of joint 'free'"):
         jl.mujoco.load(m, params={"dof_armature": armature})
+
+
+def test_command_line_runs_a_mujoco_file(tmp_path):
+    from jaxlagrange import _cli
+
+    (tmp_path / "arm.xml").write_text(ARM)
+    run = (
+        '[system]\nmujoco = "arm.xml"\nparams = { dof_damping = [0.3, 0.05] }\n'
+        "[initial]\nq = [1.0, -0.5]\n[simulate]\nt1 = 2.0\nsaves = 41\n"
+    )
+    (tmp_path / "run.toml").write_text(run)
+    out = tmp_path / "run"
+    assert _cli.main(["run", str(tmp_path / "run.toml"), "--out", str(out), "--quiet"]) == 0
+    assert {"trajectory.npz", "motion.gif"} <= {p.name for p in out.iterdir()}
+    ready = jl.mujoco.load(ARM, params={"dof_damping": [0.3, 0.05]})
+    expected = jl.simulate(
+        ready.system, jnp.array([1.0, -0.5]), ready.qd0, t1=2.0, rtol=1e-8, atol=1e-8
+    )
+    with np.load(out / "trajectory.npz") as arrays:
+        np.testing.assert_allclose(arrays["q"][-1], expected.q[-1], atol=1e-6)
+
+
+
+@pytest.mark.slow
+def test_command_line_sweeps_and_fits_a_mujoco_file(tmp_path):
+    from jaxlagrange import _cli
+
+    test_command_line_runs_a_mujoco_file(tmp_path)
+    run = (tmp_path / "run.toml").read_text()
+    ready = jl.mujoco.load(ARM, params={"dof_damping": [0.3, 0.05]})
+    expected = jl.simulate(
+        ready.system, jnp.array([1.0, -0.5]), ready.qd0, t1=2.0, rtol=1e-8, atol=1e-8
+    )
+    sweep = run.replace("saves = 41", "saves = 2") + (
+        '[sweep]\n[sweep.axes]\n"q[0]" = { min = 0.5, max = 1.0, num = 2 }\n'
+    )
+    (tmp_path / "sweep.toml").write_text(sweep)
+    out = tmp_path / "sweep"
+    assert _cli.main(["sweep", str(tmp_path / "sweep.toml"), "--out", str(out), "--quiet"]) == 0
+    group = jl.open_store(out / "sweep.zarr")
+    np.testing.assert_allclose(group["outputs/q"][1, -1], expected.q[-1], atol=1e-6)
+
+    fit = (
+        '[system]\nmujoco = "arm.xml"\nparams = { dof_damping = [0.2, 0.1] }\n'
+        '[fit]\ndata = "run/trajectory.npz"\ntrainable = ["dof_damping"]\n'
+        "[simulate]\nrtol = 1e-10\natol = 1e-10\n"
+    )
+    (tmp_path / "fit.toml").write_text(fit)
+    out = tmp_path / "fit"
+    assert _cli.main(["fit", str(tmp_path / "fit.toml"), "--out", str(out), "--quiet"]) == 0
+    params = json.loads((out / "params.json").read_text())
+    np.testing.assert_allclose(params["dof_damping"], [0.3, 0.05], rtol=1e-3)
+
+
+def test_command_line_errors_name_the_mujoco_key(tmp_path, capsys):
+    from jaxlagrange import _cli
+
+    (tmp_path / "a.toml").write_text('[system]\nmujoco = "nowhere.xml"\n')
+    assert _cli.main(["run", str(tmp_path / "a.toml"), "--quiet"]) != 0
+    assert "[system] mujoco 'nowhere.xml': No MuJoCo model file" in capsys.readouterr().err
+    (tmp_path / "arm.xml").write_text(ARM)
+    (tmp_path / "b.toml").write_text(
+        '[system]\nmujoco = "arm.xml"\nname = "pendulum"\n'
+    )
+    assert _cli.main(["run", str(tmp_path / "b.toml"), "--quiet"]) != 0
+    assert "exactly one of `name`" in capsys.readouterr().err
+    (tmp_path / "c.toml").write_text('[system]\nmujoco = "arm.xml"\n[initial]\nq = [1.0]\n')
+    assert _cli.main(["run", str(tmp_path / "c.toml"), "--quiet"]) != 0
+    assert "[initial] q must have 2 entries for 'arm.xml'" in capsys.readouterr().err

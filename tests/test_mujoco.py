@@ -204,7 +204,8 @@ def test_mass_matrix_equals_mj_fullM_for_hinges_and_slides():
 
 
 @pytest.mark.parametrize("name", ["cartpole", "acrobot", "cheetah", "humanoid"])
-def test_dm_control_suite_models(name):
+def test_dm_control_suite_models(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # MuJoCo writes its compiler warnings to the cwd
     m = mujoco.MjModel.from_xml_path(str(SUITE / f"{name}.xml"))
     m.opt.disableflags |= D.mjDSBL_CONTACT | D.mjDSBL_LIMIT
     # Their actuators' ctrl and force ranges are not imported (MuJoCo clamps):
@@ -365,7 +366,7 @@ def test_errors(tmp_path):
             "</worldbody></mujoco>"
         )
     m = _model(BALL_FREE)
-    with pytest.raises(ValueError, match="Unknown parameter 'mass' .* valid parameters"):
+    with pytest.raises(ValueError, match="Unknown parameter 'mass' .* valid param"):
         jl.mujoco.load(m, params={"mass": 1.0})
     with pytest.raises(
         ValueError, match=r"Parameter 'gravity' .* must have shape \(3,\), got \(2,\)"
@@ -393,7 +394,8 @@ def test_command_line_runs_a_mujoco_file(tmp_path):
     )
     (tmp_path / "run.toml").write_text(run)
     out = tmp_path / "run"
-    assert _cli.main(["run", str(tmp_path / "run.toml"), "--out", str(out), "--quiet"]) == 0
+    args = ["run", str(tmp_path / "run.toml"), "--out", str(out), "--quiet"]
+    assert _cli.main(args) == 0
     assert {"trajectory.npz", "motion.gif"} <= {p.name for p in out.iterdir()}
     ready = jl.mujoco.load(ARM, params={"dof_damping": [0.3, 0.05]})
     expected = jl.simulate(
@@ -419,7 +421,8 @@ def test_command_line_sweeps_and_fits_a_mujoco_file(tmp_path):
     )
     (tmp_path / "sweep.toml").write_text(sweep)
     out = tmp_path / "sweep"
-    assert _cli.main(["sweep", str(tmp_path / "sweep.toml"), "--out", str(out), "--quiet"]) == 0
+    args = ["sweep", str(tmp_path / "sweep.toml"), "--out", str(out), "--quiet"]
+    assert _cli.main(args) == 0
     group = jl.open_store(out / "sweep.zarr")
     np.testing.assert_allclose(group["outputs/q"][1, -1], expected.q[-1], atol=1e-6)
 
@@ -430,7 +433,8 @@ def test_command_line_sweeps_and_fits_a_mujoco_file(tmp_path):
     )
     (tmp_path / "fit.toml").write_text(fit)
     out = tmp_path / "fit"
-    assert _cli.main(["fit", str(tmp_path / "fit.toml"), "--out", str(out), "--quiet"]) == 0
+    args = ["fit", str(tmp_path / "fit.toml"), "--out", str(out), "--quiet"]
+    assert _cli.main(args) == 0
     params = json.loads((out / "params.json").read_text())
     np.testing.assert_allclose(params["dof_damping"], [0.3, 0.05], rtol=1e-3)
 
@@ -440,13 +444,16 @@ def test_command_line_errors_name_the_mujoco_key(tmp_path, capsys):
 
     (tmp_path / "a.toml").write_text('[system]\nmujoco = "nowhere.xml"\n')
     assert _cli.main(["run", str(tmp_path / "a.toml"), "--quiet"]) != 0
-    assert "[system] mujoco 'nowhere.xml': No MuJoCo model file" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "[system] mujoco 'nowhere.xml': No MuJoCo model file" in err
     (tmp_path / "arm.xml").write_text(ARM)
     (tmp_path / "b.toml").write_text(
         '[system]\nmujoco = "arm.xml"\nname = "pendulum"\n'
     )
     assert _cli.main(["run", str(tmp_path / "b.toml"), "--quiet"]) != 0
     assert "exactly one of `name`" in capsys.readouterr().err
-    (tmp_path / "c.toml").write_text('[system]\nmujoco = "arm.xml"\n[initial]\nq = [1.0]\n')
+    (tmp_path / "c.toml").write_text(
+        '[system]\nmujoco = "arm.xml"\n[initial]\nq = [1.0]\n'
+    )
     assert _cli.main(["run", str(tmp_path / "c.toml"), "--quiet"]) != 0
     assert "[initial] q must have 2 entries for 'arm.xml'" in capsys.readouterr().err

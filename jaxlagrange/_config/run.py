@@ -228,7 +228,8 @@ def _mujoco_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
         if value is not None and len(value) != default.shape[0]:
             raise ConfigError(
                 f"{source}: [initial] {key} must have {default.shape[0]} entries for "
-                f"{section['mujoco']!r} ({', '.join(ready.coordinates)}), got {len(value)}"
+                f"{section['mujoco']!r} ({', '.join(ready.coordinates)}), got "
+                f"{len(value)}"
             )
         state[key] = default if value is None else jnp.asarray(value, default.dtype)
     return eqx.tree_at(lambda r: (r.q0, r.qd0), ready, (state["q"], state["qd"]))

@@ -8,14 +8,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .. import rigid
+
 
 HINGE, SLIDE, BALL, FREE = 3, 2, 1, 0  # mujoco.mjtJoint
 
 
-class Joint(NamedTuple):
-    """One joint, with its addresses in qpos (`q`) and qvel (`v`)."""
-
-    id: int
+class Joint(NamedTuple):  # with its addresses in qpos (`q`) and qvel (`v`)
     kind: int
     q: int
     v: int
@@ -32,16 +31,14 @@ class Body(NamedTuple):
     joints: tuple[Joint, ...]
 
 
-class Tree(NamedTuple):
-    """What the Lagrangian needs of the model, as constants."""
-
+class Tree(NamedTuple):  # what the Lagrangian needs of the model, as constants
     bodies: tuple[Body, ...]  # bodies 1 … nbody − 1 (the world is fixed)
     gravity: bool
     spring: bool
     damper: bool
     qpos_spring: np.ndarray
     norm_inertia: tuple[float, ...]  # per ball/free joint, see `_system`
-    motors: tuple[tuple[int, int, float], ...]  # (actuator, qpos address, gain·gear)
+    motors: tuple[np.ndarray, ...]  # actuators, their qpos addresses, gain·gear
 
 
 def read_source(source: Any):
@@ -70,20 +67,13 @@ def read_source(source: Any):
 
 
 def _quat_matrix(p) -> np.ndarray:
-    w, x, y, z = np.asarray(p, float) / np.linalg.norm(p)
-    return np.array(
-        [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-        ]
-    )
+    return np.asarray(rigid.quaternion_to_matrix(np.asarray(p, float)))
 
 
 def _disabled(m, flag: str) -> bool:
     import mujoco
 
-    return bool(m.opt.disableflags & int(getattr(mujoco.mjtDisableBit, flag)))
+    return bool(m.opt.disableflags & getattr(mujoco.mjtDisableBit, f"mjDSBL_{flag}"))
 
 
 def _name(m, kind: str, i: int) -> str:
@@ -99,17 +89,13 @@ def model_name(m) -> str:
 
 def coordinates(m) -> tuple[str, ...]:
     """One label per qpos entry, from the joint names."""
-    labels = []
-    for j in range(m.njnt):
-        name = _name(m, "JOINT", j)
-        parts = {
-            HINGE: [""],
-            SLIDE: [""],
-            BALL: ["w", "x", "y", "z"],
-            FREE: ["x", "y", "z", "qw", "qx", "qy", "qz"],
-        }[int(m.jnt_type[j])]
-        labels += [f"{name}.{p}" if p else name for p in parts]
-    return tuple(labels)
+    parts = {HINGE: [""], SLIDE: [""], BALL: list("wxyz")}
+    parts[FREE] = ["x", "y", "z", "qw", "qx", "qy", "qz"]
+    return tuple(
+        f"{_name(m, 'JOINT', j)}{'.' * bool(p)}{p}"
+        for j in range(m.njnt)
+        for p in parts[int(m.jnt_type[j])]
+    )
 
 
 def _motor(m, a: int) -> bool:
@@ -136,7 +122,7 @@ def _contacts(m) -> bool:
     excluded = {
         tuple(sorted((int(s >> 16), int(s & 0xFFFF)))) for s in m.exclude_signature
     }
-    filterparent = not _disabled(m, "mjDSBL_FILTERPARENT")
+    filterparent = not _disabled(m, "FILTERPARENT")
     for i in range(m.ngeom):
         for k in range(i + 1, m.ngeom):
             a, b = int(weld[i]), int(weld[k])
@@ -155,48 +141,53 @@ def _contacts(m) -> bool:
 
 def not_imported(m) -> list[str]:
     """What the model has that the Lagrangian leaves out, one phrase each."""
-    missing = []
-    if not _disabled(m, "mjDSBL_CONTACT") and _contacts(m):
-        missing.append("contacts")
-    limited = [_name(m, "JOINT", j) for j in range(m.njnt) if m.jnt_limited[j]]
-    if limited and not _disabled(m, "mjDSBL_LIMIT"):
-        missing.append(f"joint limits ({', '.join(limited)})")
-    if m.ntendon:
-        missing.append(f"tendons ({m.ntendon})")
-    if m.neq and not _disabled(m, "mjDSBL_EQUALITY"):
-        missing.append(f"equality constraints ({m.neq})")
-    if m.opt.density or m.opt.viscosity or np.any(m.opt.wind):
-        missing.append("fluid forces (opt.density, viscosity, wind)")
-    others = [
-        _name(m, "ACTUATOR", a) for a in range(m.nu) if not _motor(m, a)
+
+    def listed(kind, ids):
+        return ", ".join(_name(m, kind, i) for i in ids)
+
+    on = {k: not _disabled(m, k) for k in ("ACTUATION", "LIMIT", "SPRING")}
+    limited = [j for j in range(m.njnt) if m.jnt_limited[j]]
+    sprung = [j for j in range(m.njnt) if m.jnt_type[j] <= BALL and m.jnt_stiffness[j]]
+    others = [a for a in range(m.nu) if not _motor(m, a)]
+    limits = m.actuator_ctrllimited + m.actuator_forcelimited
+    ranged = [a for a in range(m.nu) if limits[a]]
+    checks = [
+        (not _disabled(m, "CONTACT") and _contacts(m), "contacts"),
+        (limited and on["LIMIT"], f"joint limits ({listed('JOINT', limited)})"),
+        (m.ntendon, f"tendons ({m.ntendon})"),
+        (m.neq and not _disabled(m, "EQUALITY"), f"equality constraints ({m.neq})"),
+        (
+            m.opt.density or m.opt.viscosity or np.any(m.opt.wind),
+            "fluid forces (opt.density, viscosity, wind)",
+        ),
+        (
+            others and on["ACTUATION"],
+            "actuators other than motors on hinges and slides "
+            f"({listed('ACTUATOR', others)})",
+        ),
+        (
+            ranged and on["ACTUATION"],
+            f"ctrl and force ranges (not clamped: {listed('ACTUATOR', ranged)})",
+        ),
+        (
+            np.any(m.dof_frictionloss) and not _disabled(m, "FRICTIONLOSS"),
+            "joint friction loss",
+        ),
+        (np.any(m.body_gravcomp), "gravity compensation"),
+        (
+            sprung and on["SPRING"],
+            f"stiffness of ball and free joints ({listed('JOINT', sprung)})",
+        ),
+        (
+            np.any(m.jnt_stiffnesspoly) or np.any(m.dof_dampingpoly),
+            "nonlinear joint stiffness or damping",
+        ),
+        (
+            np.any(m.actuator_damping) or np.any(m.actuator_armature),
+            "actuator damping and armature",
+        ),
     ]
-    if others and not _disabled(m, "mjDSBL_ACTUATION"):
-        missing.append(
-            f"actuators other than motors on hinges and slides ({', '.join(others)})"
-        )
-    ranged = [
-        _name(m, "ACTUATOR", a)
-        for a in range(m.nu)
-        if m.actuator_ctrllimited[a] or m.actuator_forcelimited[a]
-    ]
-    if ranged and not _disabled(m, "mjDSBL_ACTUATION"):
-        missing.append(f"actuator ctrl and force ranges ({', '.join(ranged)})")
-    if np.any(m.dof_frictionloss) and not _disabled(m, "mjDSBL_FRICTIONLOSS"):
-        missing.append("joint friction loss")
-    if np.any(m.body_gravcomp):
-        missing.append("gravity compensation")
-    sprung = [
-        _name(m, "JOINT", j)
-        for j in range(m.njnt)
-        if m.jnt_type[j] in (BALL, FREE) and m.jnt_stiffness[j]
-    ]
-    if sprung and not _disabled(m, "mjDSBL_SPRING"):
-        missing.append(f"stiffness of ball and free joints ({', '.join(sprung)})")
-    if np.any(m.jnt_stiffnesspoly) or np.any(m.dof_dampingpoly):
-        missing.append("nonlinear joint stiffness or damping")
-    if np.any(m.actuator_damping) or np.any(m.actuator_armature):
-        missing.append("actuator damping and armature")
-    return missing
+    return [phrase for condition, phrase in checks if condition]
 
 
 def warn_not_imported(m) -> None:
@@ -212,28 +203,16 @@ def warn_not_imported(m) -> None:
 def tree(m) -> Tree:
     bodies = []
     for b in range(1, m.nbody):
-        start, count = int(m.body_jntadr[b]), int(m.body_jntnum[b])
+        ids = range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b])
         joints = tuple(
-            Joint(
-                j,
-                int(m.jnt_type[j]),
-                int(m.jnt_qposadr[j]),
-                int(m.jnt_dofadr[j]),
-                np.array(m.jnt_pos[j]),
-                np.array(m.jnt_axis[j]),
-                float(m.qpos0[m.jnt_qposadr[j]]),
-            )
-            for j in range(start, start + max(count, 0))
+            Joint(*(int(x[j]) for x in (m.jnt_type, m.jnt_qposadr, m.jnt_dofadr)),
+                  np.array(m.jnt_pos[j]), np.array(m.jnt_axis[j]),
+                  float(m.qpos0[m.jnt_qposadr[j]]))
+            for j in ids
         )
-        bodies.append(
-            Body(
-                int(m.body_parentid[b]),
-                np.array(m.body_pos[b]),
-                _quat_matrix(m.body_quat[b]),
-                _quat_matrix(m.body_iquat[b]),
-                joints,
-            )
-        )
+        rot, irot = (_quat_matrix(x[b]) for x in (m.body_quat, m.body_iquat))
+        parent, pos = int(m.body_parentid[b]), np.array(m.body_pos[b])
+        bodies.append(Body(parent, pos, rot, irot, joints))
     # The inertia given to a quaternion's norm direction: M's diagonal at qpos0
     # for its angular dofs (it changes only the multiplier, so any size of the
     # body's moments keeps M well conditioned).
@@ -243,41 +222,34 @@ def tree(m) -> Tree:
         for j in b.joints
         if j.kind in (BALL, FREE)
     )
-    motors = tuple(
-        (
-            a,
-            int(m.jnt_qposadr[m.actuator_trnid[a, 0]]),
-            float(m.actuator_gear[a, 0] * m.actuator_gainprm[a, 0]),
-        )
-        for a in range(m.nu)
-        if _motor(m, a)
-    )
+    motors = [a for a in range(m.nu) if _motor(m, a)]
+    if _disabled(m, "ACTUATION"):
+        motors = []
+    joints = m.actuator_trnid[motors, 0]
+    gains = m.actuator_gear[motors, 0] * m.actuator_gainprm[motors, 0]
+    motors = (np.array(motors, int), np.array(m.jnt_qposadr[joints], int), gains)
     return Tree(
         tuple(bodies),
-        not _disabled(m, "mjDSBL_GRAVITY"),
-        not _disabled(m, "mjDSBL_SPRING"),
-        not _disabled(m, "mjDSBL_DAMPER"),
+        not _disabled(m, "GRAVITY"),
+        not _disabled(m, "SPRING"),
+        not _disabled(m, "DAMPER"),
         np.array(m.qpos_spring),
         norm,
-        motors if not _disabled(m, "mjDSBL_ACTUATION") else (),
+        motors,
     )
 
 
 def default_params(m, tree: Tree) -> dict[str, np.ndarray]:
     """The params named after the MjModel fields; those a disable flag turns off
     (or, for `ctrl`, a model without actuators) are absent."""
-    params = {
-        "body_mass": m.body_mass,
-        "body_inertia": m.body_inertia,
-        "body_ipos": m.body_ipos,
-        "dof_armature": m.dof_armature,
-    }
-    if tree.damper:
-        params["dof_damping"] = m.dof_damping
-    if tree.spring:
-        params["jnt_stiffness"] = m.jnt_stiffness
-    if tree.gravity:
-        params["gravity"] = m.opt.gravity
-    if m.nu and not _disabled(m, "mjDSBL_ACTUATION"):
-        params["ctrl"] = np.zeros(m.nu)
+    params = {"body_mass": m.body_mass, "body_inertia": m.body_inertia}
+    params.update(body_ipos=m.body_ipos, dof_armature=m.dof_armature)
+    for on, key, value in (
+        (tree.damper, "dof_damping", m.dof_damping),
+        (tree.spring, "jnt_stiffness", m.jnt_stiffness),
+        (tree.gravity, "gravity", m.opt.gravity),
+        (m.nu and not _disabled(m, "ACTUATION"), "ctrl", np.zeros(m.nu)),
+    ):
+        if on:
+            params[key] = value
     return {k: np.array(v, dtype=float) for k, v in params.items()}

@@ -80,94 +80,77 @@ def _layout(tree: Tree) -> tuple[tuple[int, int, int], ...]:
     return tuple((j.kind, j.q, j.v) for b in tree.bodies for j in b.joints)
 
 
-def _quaternions(layout) -> list[int]:
-    """The qpos address of each ball and free joint's quaternion."""
-    return [a + 3 * (kind == FREE) for kind, a, _ in layout if kind in (BALL, FREE)]
-
-
-def _dof_velocity(layout, q: Array, qd: Array) -> Array:
-    """MuJoCo's qvel from q̇, ω in the child frame for quaternions (..., nv)."""
-    parts = []
-    for kind, a, _ in layout:
-        if kind == FREE:
-            parts.append(qd[..., a : a + 3])
-            a += 3
-        if kind in (BALL, FREE):
-            parts.append(_omega(q[..., a : a + 4], qd[..., a : a + 4]))
-        else:
-            parts.append(qd[..., a : a + 1])
-    return jnp.concatenate(parts, -1)
-
-
-def _rates(layout, qpos: Array, qvel: Array) -> Array:
-    """q̇ from MuJoCo's qvel: ṗ = ½ p ⊗ (0, ω) for quaternions (..., nq)."""
+def _velocities(layout, q: Array, rates: Array, *, to_mujoco: bool) -> Array:
+    """MuJoCo's qvel from q̇ (`to_mujoco`), or q̇ from qvel (batched over leading
+    axes): ω = 2 Im(p̄ ⊗ ṗ) in the child frame ⇄ ṗ = ½ p ⊗ (0, ω) for quaternions."""
     parts = []
     for kind, a, v in layout:
+        at = a if to_mujoco else v
         if kind == FREE:
-            parts.append(qvel[..., v : v + 3])
-            a, v = a + 3, v + 3
+            parts.append(rates[..., at : at + 3])
+            a, v, at = a + 3, v + 3, at + 3
         if kind in (BALL, FREE):
-            parts.append(_rate(qpos[..., a : a + 4], qvel[..., v : v + 3]))
+            p = q[..., a : a + 4]
+            parts.append(
+                _omega(p, rates[..., a : a + 4])
+                if to_mujoco
+                else _rate(p, rates[..., v : v + 3])
+            )
         else:
-            parts.append(qvel[..., v : v + 1])
+            parts.append(rates[..., at : at + 1])
     return jnp.concatenate(parts, -1)
 
 
-def _functions(tree: Tree, irot: np.ndarray):
-    """The Lagrangian, dissipation, force and points of the model."""
+def _functions(tree: Tree):
+    """The Lagrangian, dissipation, force, constraint and points of the model."""
     layout = _layout(tree)
-    quaternions = _quaternions(layout)
-    sprung = [(j.id, j.q) for b in tree.bodies for j in b.joints if j.kind in (HINGE, SLIDE)]
-    sprung_ids, sprung_q = np.array([i for i, _ in sprung], int), np.array([a for _, a in sprung], int)
+    quaternions = [a + 3 * (k == FREE) for k, a, _ in layout if k in (BALL, FREE)]
+    units = [rigid.unit_quaternion(range(a, a + 4)) for a in quaternions]
+    # Joint i is layout[i]: the springs of hinges and slides by joint and address.
+    sprung = [(i, a) for i, (k, a, _) in enumerate(layout) if k in (HINGE, SLIDE)]
+    irot = np.stack([b.irot for b in tree.bodies])
+    actuators, addresses, gains = tree.motors
+
+    def dofs(q, qd):  # MuJoCo's qvel
+        return _velocities(layout, q, qd, to_mujoco=True)
 
     def centres(q, params):
         x, r = _frames(tree, q)
-        ipos = params["body_ipos"][1:]
-        return x[1:] + jnp.einsum("bij,bj->bi", r[1:], ipos), r[1:]
+        return x[1:] + jnp.einsum("bij,bj->bi", r[1:], params["body_ipos"][1:]), r[1:]
 
     def lagrangian(q, qd, t, params):
         (x, r), (v, r_dot) = jax.jvp(lambda q: centres(q, params), (q,), (qd,))
         # The inertia about the centre of mass in the body frame, Rᵢ diag(I) Rᵢᵀ.
         inertia = jnp.einsum("bij,bj,bkj->bik", irot, params["body_inertia"][1:], irot)
         mass = params["body_mass"][1:]
-        kinetic = jnp.sum(
-            jax.vmap(rigid._body_kinetic_energy)(mass, inertia, v, r, r_dot)
-        )
-        dof_v = _dof_velocity(layout, q, qd)
-        kinetic += 0.5 * jnp.sum(params["dof_armature"] * dof_v**2)
+        energy = jax.vmap(rigid._body_kinetic_energy)(mass, inertia, v, r, r_dot)
+        kinetic = jnp.sum(energy) + 0.5 * params["dof_armature"] @ dofs(q, qd) ** 2
         for J, a in zip(tree.norm_inertia, quaternions, strict=True):
             kinetic += rigid.quaternion_norm_term(J, q[a : a + 4], qd[a : a + 4])
         potential = 0.0
         if tree.gravity:
             potential -= jnp.sum(mass * (x @ params["gravity"]))
         if tree.spring and sprung:
-            stretch = q[sprung_q] - tree.qpos_spring[sprung_q]
-            potential += 0.5 * jnp.sum(params["jnt_stiffness"][sprung_ids] * stretch**2)
+            i, a = np.array(sprung).T
+            stretch = q[a] - tree.qpos_spring[a]
+            potential += 0.5 * params["jnt_stiffness"][i] @ stretch**2
         return kinetic - potential
 
     def dissipation(q, qd, t, params):
-        return 0.5 * jnp.sum(params["dof_damping"] * _dof_velocity(layout, q, qd) ** 2)
-
-    actuators = np.array([a for a, _, _ in tree.motors], int)
-    addresses = np.array([q for _, q, _ in tree.motors], int)
-    gains = np.array([g for _, _, g in tree.motors])
+        return 0.5 * params["dof_damping"] @ dofs(q, qd) ** 2
 
     def force(q, qd, t, params):
-        torque = gains * params["ctrl"][actuators]
-        return jnp.zeros_like(q).at[addresses].add(torque)
+        return jnp.zeros_like(q).at[addresses].add(gains * params["ctrl"][actuators])
 
     def holonomic(q, t, params):
-        return jnp.concatenate([rigid.unit_quaternion(range(a, a + 4))(q, t) for a in quaternions])
-
-    def points(q, t, params):
-        return centres(q, params)[0]
+        return jnp.concatenate([unit(q, t) for unit in units])
 
     return (
         lagrangian,
         dissipation if tree.damper else None,
-        force if tree.motors else None,
-        holonomic if quaternions else None,
-        points,
+        force if gains.size else None,
+        holonomic if units else None,
+        lambda q, t, params: centres(q, params)[0],
     )
 
 
@@ -180,30 +163,26 @@ class MujocoSystem(ReadySystem):
         """MuJoCo's `(qpos, qvel)` of a state `(q, qd)` (or a batch (..., nq)):
         qpos = q, and ω = 2 Im(p̄ ⊗ ṗ) in the child frame for ball and free joints."""
         q, qd = jnp.asarray(q), jnp.asarray(qd)
-        return q, _dof_velocity(self.layout, q, qd)
+        return q, _velocities(self.layout, q, qd, to_mujoco=True)
 
     def from_mujoco(self, qpos: Any, qvel: Any) -> tuple[Array, Array]:
         """The state `(q, qd)` of MuJoCo's `(qpos, qvel)` (or a batch): q = qpos,
         and ṗ = ½ p ⊗ (0, ω) for ball and free joints."""
         qpos, qvel = jnp.asarray(qpos), jnp.asarray(qvel)
-        return qpos, _rates(self.layout, qpos, qvel)
+        return qpos, _velocities(self.layout, qpos, qvel, to_mujoco=False)
 
 
-def _check_armature(m, armature: Any) -> None:
+def _check_armature(m, layout, armature: Any) -> None:
     """One armature for the three angular dofs of each ball and free joint."""
-    if isinstance(armature, jax.core.Tracer):
-        return
-    armature = np.asarray(armature)
-    for j in range(m.njnt):
-        if m.jnt_type[j] in (BALL, FREE):
-            v = m.jnt_dofadr[j] + 3 * (m.jnt_type[j] == FREE)
-            angular = armature[v : v + 3]
-            if np.ptp(angular) > 0:
-                raise ValueError(
-                    f"`dof_armature` of the angular dofs {v}..{v + 2} of joint "
-                    f"{_model._name(m, 'JOINT', j)!r} must be one value (MuJoCo adds "
-                    f"it without gyroscopic terms), got {angular.tolist()}."
-                )
+    for j, (kind, _, v) in enumerate(layout):
+        v += 3 * (kind == FREE)
+        angular = armature[v : v + 3]
+        if kind in (BALL, FREE) and np.ptp(angular) > 0:
+            raise ValueError(
+                f"`dof_armature` of the angular dofs {v}..{v + 2} of joint "
+                f"{_model._name(m, 'JOINT', j)!r} must be one value (MuJoCo adds "
+                f"it without gyroscopic terms), got {angular.tolist()}."
+            )
 
 
 def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
@@ -255,31 +234,20 @@ def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
     ```
     """
     m = _model.read_source(source)
-    if m.nv == 0:
-        raise ValueError(
-            f"MuJoCo model {_model.model_name(m)!r} has no joints: nothing moves."
-        )
-    tree = _model.tree(m)
     name = _model.model_name(m)
+    if m.nv == 0:
+        raise ValueError(f"MuJoCo model {name!r} has no joints: nothing moves.")
+    tree = _model.tree(m)
+    layout = _layout(tree)
     merged = merge_params(name, _model.default_params(m, tree), params)
-    _check_armature(m, merged["dof_armature"])
+    if not isinstance(merged["dof_armature"], jax.core.Tracer):
+        _check_armature(m, layout, np.asarray(merged["dof_armature"]))
     _model.warn_not_imported(m)
-    irot = np.stack([b.irot for b in tree.bodies]) if tree.bodies else np.zeros((0, 3, 3))
-    lagrangian, dissipation, force, holonomic, points = _functions(tree, irot)
-    system = LagrangianSystem(
-        lagrangian,
-        params=merged,
-        dissipation=dissipation,
-        force=force,
-        holonomic=holonomic,
-    )
+    lagrangian, dissipation, force, holonomic, points = _functions(tree)
+    functions = dict(dissipation=dissipation, force=force, holonomic=holonomic)
+    system = LagrangianSystem(lagrangian, params=merged, **functions)
     q0 = jnp.asarray(m.qpos0, dtype=float)
+    coordinates = _model.coordinates(m)
     return MujocoSystem(
-        system,
-        q0,
-        jnp.zeros_like(q0),
-        name,
-        _model.coordinates(m),
-        points=points,
-        layout=_layout(tree),
+        system, q0, jnp.zeros_like(q0), name, coordinates, points=points, layout=layout
     )

@@ -457,3 +457,22 @@ def test_command_line_errors_name_the_mujoco_key(tmp_path, capsys):
     )
     assert _cli.main(["run", str(tmp_path / "c.toml"), "--quiet"]) != 0
     assert "[initial] q must have 2 entries for 'arm.xml'" in capsys.readouterr().err
+
+
+def test_ensembles_with_per_member_params_on_both_backends():
+    ready = jl.mujoco.load(ARM, params={"ctrl": [0.3]})
+    q0 = jnp.array([[0.5, 0.1], [0.3, -0.2]])
+    damping = jnp.array([[0.1, 0.05], [0.2, 0.1]])
+    params = {k: jnp.stack([v, v]) for k, v in ready.system.params.items()}
+    params["dof_damping"] = damping
+    finals = {}
+    for backend in ("vmap", "kernel"):
+        qd0 = jnp.zeros_like(q0)
+        traj = jl.simulate_batch(
+            ready.system, q0, qd0, params=params, backend=backend, t1=1.0
+        )
+        finals[backend] = traj.q[:, -1]
+    np.testing.assert_allclose(finals["kernel"], finals["vmap"], atol=1e-9)
+    one = jl.mujoco.load(ARM, params={"ctrl": [0.3], "dof_damping": damping[1]})
+    alone = jl.simulate(one.system, q0[1], jnp.zeros(2), t1=1.0)
+    np.testing.assert_allclose(finals["vmap"][1], alone.q[-1], atol=1e-12)

@@ -1,6 +1,6 @@
 """jaxlagrange: differentiable Lagrangian mechanics in JAX."""
 
-from . import plotting as plotting, rigid as rigid, systems as systems
+from . import mujoco as mujoco, plotting as plotting, rigid as rigid, systems as systems
 from ._accelerations import (
     accelerations as accelerations,
     constraint_force as constraint_force,

@@ -27,6 +27,7 @@ def test_default_config():
     assert config["system"] == {
         "name": "double_pendulum",
         "file": None,
+        "mujoco": None,
         "function": "make",
         "params": {},
         "options": {},
@@ -91,7 +92,7 @@ def test_translates_into_the_public_calls(tmp_path):
         (
             "[system]\nname = 'pendulum'\nfoo = 1",
             r"unknown key 'foo' in \[system\]; "
-            r"valid keys: file, function, name, options, params",
+            r"valid keys: file, function, mujoco, name, options, params",
         ),
         (
             "[system]\nname = 'pendulum'\n[simulate]\nrtool = 1e-6",

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import diffrax
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -58,6 +59,7 @@ RUN_SCHEMA: dict[str, dict[str, Key]] = {
     "system": {
         "name": Key(str, None, _known_system),
         "file": Key(str, None),
+        "mujoco": Key(str, None),  # an MJCF or URDF file, relative to the config
         "function": Key(str, "make"),
         "params": Key("numbers", {}),
         "options": Key("table", {}),
@@ -174,13 +176,16 @@ def ready_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
     """
     source, section = config["source"], config["system"]
     name = section["name"]
-    if (name is None) == (section["file"] is None):
+    if sum(section[k] is not None for k in ("name", "file", "mujoco")) != 1:
         raise ConfigError(
             f"{source}: [system] needs exactly one of `name` (a ready system, see "
-            "`jaxlagrange systems`) and `file` (a Python file of your own)"
+            "`jaxlagrange systems`), `file` (a Python file of your own) and `mujoco` "
+            "(an MJCF or URDF file)"
         )
     if section["file"] is not None:
         return user_system(config)
+    if section["mujoco"] is not None:
+        return _mujoco_system(config)
     factory = _systems.get(name)
     options = _options(config, factory)
     try:
@@ -202,6 +207,32 @@ def ready_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
         )
     except ValueError as e:
         raise ConfigError(f"{source}: [system] params: {e}") from None
+
+
+def _mujoco_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
+    """`jl.mujoco.load` of the config's `[system] mujoco` file with its params."""
+    from .. import mujoco
+
+    source, section = config["source"], config["system"]
+    base = Path.cwd() if source == "default config" else Path(source).parent
+    where = f"{source}: [system] mujoco {section['mujoco']!r}"
+    try:
+        ready = mujoco.load(base / section["mujoco"], params=section["params"] or None)
+    except ImportError:
+        raise ConfigError(f"{where}: needs `pip install jaxlagrange[mujoco]`") from None
+    except ValueError as e:
+        raise ConfigError(f"{where}: {e}") from None
+    state = {}
+    for key, default in (("q", ready.q0), ("qd", ready.qd0)):
+        value = config["initial"][key]
+        if value is not None and len(value) != default.shape[0]:
+            raise ConfigError(
+                f"{source}: [initial] {key} must have {default.shape[0]} entries for "
+                f"{section['mujoco']!r} ({', '.join(ready.coordinates)}), got "
+                f"{len(value)}"
+            )
+        state[key] = default if value is None else jnp.asarray(value, default.dtype)
+    return eqx.tree_at(lambda r: (r.q0, r.qd0), ready, (state["q"], state["qd"]))
 
 
 def solver(name: str) -> diffrax.AbstractSolver:

@@ -1,0 +1,7 @@
+"""MuJoCo models (MJCF or URDF) as Lagrangians: `jl.mujoco.load(source)`.
+
+Needs the `mujoco` package (`pip install jaxlagrange[mujoco]`), imported only
+when `load` is called.
+"""
+
+from ._system import MujocoSystem as MujocoSystem, load as load

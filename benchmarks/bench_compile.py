@@ -87,7 +87,7 @@ for name, (fn, args) in cases.items():
 
 # `simulate_batch` called eagerly compiles its own program (`_batch._run`), which
 # a `jax.jit` around it would not show: that program is timed where it is built.
-from jaxlagrange import _batch
+from jaxlagrange._ensemble import _batch
 run = _batch._run
 stages = {}
 def timed(*args, **kwargs):

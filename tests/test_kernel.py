@@ -16,7 +16,7 @@ import zarr
 from helpers import oscillator, unit_pendulum_lagrangian
 
 import jaxlagrange as jl
-from jaxlagrange._kernel._backend import choose_kernel
+from jaxlagrange._ensemble._backend import choose_kernel
 from jaxlagrange._kernel._ensemble import simulate_kernel
 from jaxlagrange._lanes import (
     LaneFunction,
@@ -527,7 +527,7 @@ def test_lowers_to_triton(name, loop, monkeypatch):
 def test_sweeps_reach_the_kernel(monkeypatch, tmp_path):
     # backend="kernel" (interpret mode on the CPU) against backend="vmap", for
     # `simulate_sweep` and for the command line's member.
-    from jaxlagrange import _sweep_simulate as _sweep
+    from jaxlagrange._ensemble import _sweep_simulate as _sweep
 
     system, _, _ = jl.systems.double_pendulum()
     q0 = np.array([[1.0, 0.5], [1.2, 0.4], [0.3, -0.2]])
@@ -586,8 +586,8 @@ def test_an_auto_sweep_takes_vmap_where_the_lanes_cannot(monkeypatch, tmp_path):
     # As `simulate_batch` does: "auto" (here given the kernel, as on a GPU) falls
     # back to vmap for a system whose q̈ the lanes cannot evaluate (a Cholesky).
     # The sweep failed there, and records the backend it used.
-    from jaxlagrange import _sweep_simulate as _sweep
-    from jaxlagrange._kernel._backend import KernelBatch
+    from jaxlagrange._ensemble import _sweep_simulate as _sweep
+    from jaxlagrange._ensemble._backend import KernelBatch
 
     def lagrangian(q, qd, t):
         factor = jnp.linalg.cholesky(jnp.eye(1) * (2.0 + q[0] ** 2))
@@ -630,7 +630,7 @@ def test_an_auto_sweep_takes_vmap_where_the_lanes_cannot(monkeypatch, tmp_path):
 
 
 def test_a_store_from_before_backends_were_recorded_is_resumed(monkeypatch, tmp_path):
-    from jaxlagrange import _sweep
+    from jaxlagrange._ensemble import _sweep
 
     system, _, _ = jl.systems.pendulum()
 
@@ -651,7 +651,7 @@ def test_a_store_from_before_backends_were_recorded_is_resumed(monkeypatch, tmp_
 
 
 def test_sweep_backend_errors(tmp_path):
-    from jaxlagrange import _sweep_simulate as _sweep
+    from jaxlagrange._ensemble import _sweep_simulate as _sweep
 
     system, q0, qd0 = jl.systems.pendulum()
     kwargs = dict(store=tmp_path / "s.zarr", progress=False, t1=0.1)
@@ -725,8 +725,8 @@ def test_too_large_for_the_kernel(monkeypatch):
     with pytest.raises(ValueError, match="more than 32 coordinates.*'vmap' supp"):
         jl.simulate_batch(system, q0, qd0, t1=0.1, backend="kernel")
     # "auto" (here made to pick the kernel, as on a GPU) falls back to vmap.
-    from jaxlagrange import _batch
-    from jaxlagrange._kernel._backend import KernelBatch
+    from jaxlagrange._ensemble import _batch
+    from jaxlagrange._ensemble._backend import KernelBatch
 
     monkeypatch.setattr(
         _batch,

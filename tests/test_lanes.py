@@ -319,8 +319,8 @@ def test_auto_falls_back_for_what_the_kernel_cannot_evaluate(monkeypatch):
     with pytest.raises(UnsupportedPrimitiveError, match="'sort'"):
         jl.simulate_batch(system, q0, qd0, t1=0.1, backend="kernel", block_size=2)
     # "auto" (made to pick the kernel, as on a GPU) falls back to vmap.
-    from jaxlagrange import _batch
-    from jaxlagrange._kernel._backend import KernelBatch
+    from jaxlagrange._ensemble import _batch
+    from jaxlagrange._ensemble._backend import KernelBatch
 
     monkeypatch.setattr(
         _batch,

@@ -16,7 +16,7 @@ from helpers import SETS
 
 import jaxlagrange as jl
 from jaxlagrange._cli import main
-from jaxlagrange._store import ChunkedStore
+from jaxlagrange._ensemble._store import ChunkedStore
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -207,9 +207,9 @@ def test_a_store_of_an_earlier_version_is_resumed(tmp_path, capsys, monkeypatch)
     # A store written before the backend and the params by name were recorded
     # (its params one text, no backend) was refused, its message a dump of the
     # params over several lines.
-    from jaxlagrange import _sweep
+    from jaxlagrange._ensemble import _sweep
     from jaxlagrange._cli import sweep as sweep_command
-    from jaxlagrange._sweep_identity import _describe
+    from jaxlagrange._ensemble._identity import _describe
 
     config, out = tmp_path / "sweep.toml", str(tmp_path / "out")
     config.write_text(

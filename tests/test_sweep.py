@@ -367,7 +367,7 @@ def _mixed_lagrangian(q, qd, t, params):
 
 def test_a_sweep_names_the_cause_of_each_failed_member(tmp_path, monkeypatch):
     from jaxlagrange import _guard
-    from jaxlagrange._sweep_simulate import SweepMember
+    from jaxlagrange._ensemble._sweep_simulate import SweepMember
 
     calls = counting(monkeypatch, _guard, "_diagnose")
     # A new function: no compiled program of an earlier test can hide a trace.

@@ -163,7 +163,7 @@ def test_corrupted_store_metadata_is_named(tmp_path):
 def test_a_second_writer_is_refused_while_the_first_runs(tmp_path):
     import os
 
-    from jaxlagrange._store import _acquire
+    from jaxlagrange._ensemble._store import _acquire
 
     xs = jnp.linspace(0.0, 1.0, 4)
     held = _acquire(tmp_path / "s")  # another sweep holding the store
@@ -181,7 +181,7 @@ def test_a_second_writer_is_refused_while_the_first_runs(tmp_path):
 
 
 def test_interrupted_creation_leaves_no_store(tmp_path, monkeypatch):
-    import jaxlagrange._store as store
+    import jaxlagrange._ensemble._store as store
 
     xs = jnp.linspace(0.0, 1.0, 4)
 

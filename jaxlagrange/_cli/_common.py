@@ -171,7 +171,7 @@ def kept_programs(config: Mapping[str, Any] | None, ready=None):
 
             context += system_file(config).read_text()
         if ready is not None:
-            from .._sweep_identity import physics_digest
+            from .._ensemble._identity import physics_digest
 
             context += physics_digest(ready.system, ready.q0.shape[0], ready.q0.dtype)
     except Exception:  # a source or a system that cannot be read: trace as usual

@@ -10,8 +10,8 @@ import numpy as np
 
 from .. import _config
 from .._config import ConfigError
-from .._store import changed_entries, stored_attributes
-from .._sweep_identity import _describe
+from .._ensemble._store import changed_entries, stored_attributes
+from .._ensemble._identity import _describe
 from ._common import (
     add_device_argument,
     add_progress_arguments,
@@ -51,9 +51,9 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
     import jax
 
     from .. import __version__, plotting
-    from .._sweep import sweep
-    from .._sweep_identity import physics_digest
-    from .._sweep_simulate import SweepMember
+    from .._ensemble._sweep import sweep
+    from .._ensemble._identity import physics_digest
+    from .._ensemble._sweep_simulate import SweepMember
 
     ready = _config.ready_system(config)
     kwargs = _config.simulate_kwargs(config)

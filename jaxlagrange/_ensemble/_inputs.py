@@ -10,8 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._custom_types import Array, Params
-from ._simulate import check_times, check_tolerance, simulate
+from .._custom_types import Array, Params
+from .._simulate import check_times, check_tolerance, simulate
 
 
 # Options of `simulate` that `simulate_batch` forwards; `throw` is handled here.

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._custom_types import Params
-from ._ensemble import DEFAULT_BLOCK_SIZE, check_supported, simulate_kernel
+from .._kernel._ensemble import DEFAULT_BLOCK_SIZE, check_supported, simulate_kernel
 
 
 BACKENDS = ("auto", "vmap", "kernel")

@@ -12,9 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._batch import COLLAPSED, sharded_map
-from ._custom_types import Array
-from ._lanes import UnsupportedPrimitiveError
-from ._progress import progress_bar
+from .._custom_types import Array
+from .._lanes import UnsupportedPrimitiveError
+from .._progress import progress_bar
 from ._store import ChunkedStore, open_store, stored_attributes
 from ._store_verify import MANIFEST
 

@@ -9,7 +9,7 @@ import jax
 import numpy as np
 
 from ._batch import devices_of
-from ._batch_inputs import (
+from ._inputs import (
     batch_size,
     check_options,
     check_state,
@@ -18,21 +18,21 @@ from ._batch_inputs import (
     override,
     split_options,
 )
-from ._custom_types import Array, Params
-from ._guard import name_causes, without_system
-from ._kernel._backend import broadcast_params, check_backend, choose_kernel
-from ._kernel._ensemble import simulate_kernel
-from ._results import code_of
-from ._simulate import simulate, simulate_checked
+from .._custom_types import Array, Params
+from .._guard import name_causes, without_system
+from ._backend import broadcast_params, check_backend, choose_kernel
+from .._kernel._ensemble import simulate_kernel
+from .._results import code_of
+from .._simulate import simulate, simulate_checked
 from ._sweep import dtype_of, sweep
-from ._sweep_identity import (
+from ._identity import (
     SYSTEM_FUNCTIONS,
     _describe,
     code_digest,
     physics_digest,
 )
-from ._system import LagrangianSystem
-from ._trajectory import Trajectory
+from .._system import LagrangianSystem
+from .._trajectory import Trajectory
 
 
 def _flatten_params(params: Params) -> dict[str, Any]:

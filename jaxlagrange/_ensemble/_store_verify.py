@@ -1,6 +1,6 @@
 """Checking a sweep store: the checksums of its chunks, and `open_store`.
 
-See `jaxlagrange._store` for the layout and what the manifest records.
+See `jaxlagrange._ensemble._store` for the layout and what the manifest records.
 """
 
 import hashlib

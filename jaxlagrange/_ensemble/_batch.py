@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from ._batch_inputs import (
+from ._inputs import (
     as_arrays,
     batch_size,
     check_options,
@@ -20,15 +20,15 @@ from ._batch_inputs import (
     override,
     split_options,
 )
-from ._custom_types import Array, Params
-from ._errors import forward_mode_hint
-from ._guard import name_causes, without_system
-from ._kernel._backend import check_backend, choose_kernel
-from ._lanes import UnsupportedPrimitiveError
-from ._results import code_of, item_of
-from ._simulate import simulate, simulate_checked
-from ._system import LagrangianSystem
-from ._trajectory import RESULTS, Trajectory, raise_if_failed
+from .._custom_types import Array, Params
+from .._errors import forward_mode_hint
+from .._guard import name_causes, without_system
+from ._backend import check_backend, choose_kernel
+from .._lanes import UnsupportedPrimitiveError
+from .._results import code_of, item_of
+from .._simulate import simulate, simulate_checked
+from .._system import LagrangianSystem
+from .._trajectory import RESULTS, Trajectory, raise_if_failed
 
 
 _AXIS = "batch"

@@ -213,6 +213,7 @@ def simulate_program(**kwargs):
     import diffrax
 
     from .._results import code_of
+    from .._options import Options
     from .._simulate import simulate_checked
 
     # Nothing here is differentiated: diffrax's forward-mode adjoint is one plain
@@ -221,7 +222,8 @@ def simulate_program(**kwargs):
 
     def program(system, q0, qd0, **more):
         options = {**kwargs, **more}
-        traj, failure = simulate_checked(system, q0, qd0, **options, throw=False)[:2]
+        checked = simulate_checked(system, q0, qd0, Options(**options), throw=False)
+        traj, failure = checked[:2]
         fields = {f.name: getattr(traj, f.name) for f in dataclasses.fields(traj)}
         fields["result"] = code_of(traj.result)
         if failure is None:

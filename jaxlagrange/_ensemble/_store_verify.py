@@ -18,6 +18,11 @@ MANIFEST = "manifest"
 CHECKSUM_FORM = "canonical-nan/1"
 
 
+class StoreRefused(ValueError):
+    """A directory a sweep cannot write into (or read as a store): one holding
+    another sweep, one being written, or no store at all."""
+
+
 def import_zarr():
     # Imported on first use: most sessions never write a sweep store.
     import zarr
@@ -151,7 +156,7 @@ def open_store(
             if (inside / "zarr.json").is_file()
             else " (a store is a directory with a zarr.json)"
         )
-        raise ValueError(f"{str(path)!r} is not a sweep store{hint}.")
+        raise StoreRefused(f"{str(path)!r} is not a sweep store{hint}.")
     group = open_root(import_zarr(), path, "r")
     manifest = group.attrs.get(MANIFEST)
     if manifest is None:

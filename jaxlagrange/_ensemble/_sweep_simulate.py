@@ -1,4 +1,5 @@
-"""`simulate_sweep`: `sweep` over initial states and params of `simulate`."""
+"""`simulate_sweep`: `sweep` over initial states and params of `simulate`, and
+the command line's member."""
 
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -8,31 +9,16 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from ._batch import devices_of
-from ._inputs import (
-    batch_size,
-    check_options,
-    check_state,
-    joined_options,
-    merge,
-    override,
-    split_options,
-)
 from .._custom_types import Array, Params
-from .._guard import name_causes, without_system
-from ._backend import broadcast_params, check_backend, choose_kernel
-from .._kernel._ensemble import simulate_kernel
+from .._options import Options, checked_options
 from .._results import code_of
-from .._simulate import simulate, simulate_checked
-from ._sweep import dtype_of, sweep
-from ._identity import (
-    SYSTEM_FUNCTIONS,
-    _describe,
-    code_digest,
-    physics_digest,
-)
 from .._system import LagrangianSystem
 from .._trajectory import Trajectory
+from ._backend import check_backend
+from ._identity import SYSTEM_FUNCTIONS, _describe, code_digest, physics_digest
+from ._inputs import batch_size, check_state, override
+from ._member import AbstractMember, swept_params
+from ._sweep import dtype_of, stream
 
 
 def _flatten_params(params: Params) -> dict[str, Any]:
@@ -55,59 +41,15 @@ def _flatten_params(params: Params) -> dict[str, Any]:
     return flat
 
 
-def _unflatten_params(flat: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for path, value in flat.items():
-        *parents, leaf = path.split("/")
-        node = out
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
-    return out
+class SimulateSweepMember(AbstractMember):
+    """A member of `simulate_sweep`: what `observe` keeps (default `q`, `qd`)."""
 
-
-def _solve(member, system, q0, qd0, **options):
-    """`simulate(..., throw=False)`; for a `defer`-ing member, the trajectory with
-    a stopped solve's provisional code, and where it stopped (`named`)."""
-    if not member.defer:
-        return simulate(system, q0, qd0, throw=False, **options), None
-    traj, failure, _ = simulate_checked(system, q0, qd0, throw=False, **options)
-    return traj, without_system(failure)
-
-
-def _named(member, out, failures, batched):
-    """A chunk's outputs, with the causes of its stopped solves named."""
-    codes = name_causes(
-        out["result"], failures, type(member).system_for, member, batched
-    )
-    return {**out, "result": codes}
-
-
-class _SimulateMember(eqx.Module):
     system: LagrangianSystem
-    options: Any
-    static_options: Any = eqx.field(static=True)
+    options: Options
     observe: Callable | None = eqx.field(static=True)
     defer: bool = eqx.field(static=True, default=False)
-    backend: str = eqx.field(static=True, default="auto")
-    block_size: int = eqx.field(static=True, default=128)
 
-    def system_for(self, member: dict[str, Array]) -> LagrangianSystem:
-        system = self.system
-        params = {
-            k[len("params/") :]: v
-            for k, v in member.items()
-            if k != "q0" and k != "qd0"
-        }
-        if params:
-            params = merge(system.params, _unflatten_params(params))
-            system = eqx.tree_at(lambda s: s.params, system, params)
-        return system
-
-    def __call__(self, member: dict[str, Array]):
-        system = self.system_for(member)
-        options = joined_options(self.options, self.static_options)
-        traj, failure = _solve(self, system, member["q0"], member["qd0"], **options)
+    def outputs(self, traj, system, row):
         out = (
             {"q": traj.q, "qd": traj.qd} if self.observe is None else self.observe(traj)
         )
@@ -120,71 +62,6 @@ class _SimulateMember(eqx.Module):
                 raise ValueError(
                     f"`observe` may not return the reserved key {reserved!r}."
                 )
-        out = {**out, "result": code_of(traj.result), "t_final": traj.t_final}
-        return (out, failure) if self.defer else out
-
-    # `sweep` runs the member deferring the causes of stopped solves (`_named`).
-    def deferring(self):
-        return _SimulateMember(
-            self.system,
-            self.options,
-            self.static_options,
-            self.observe,
-            True,
-            self.backend,
-            self.block_size,
-        )
-
-    def named(self, out, failures, batched):
-        return _named(self, out, failures, batched)
-
-    # The fused kernel's share of the work (`_SweepKernel`).
-    def kernel_options(self) -> dict[str, Any]:
-        return joined_options(self.options, self.static_options)
-
-    def batch_kernel(self, devices):
-        return _kernel_for(
-            self.system, self.kernel_options(), devices, self.backend, self.block_size
-        )
-
-    def kernel_outputs(self, traj: Trajectory, params) -> dict[str, Array]:
-        del params
-        if self.observe is None:
-            return {"q": traj.q, "qd": traj.qd}
-        return jax.vmap(self.observe)(traj)
-
-
-def _kernel_for(system, options, devices, backend="auto", block_size=128):
-    """The sweep's `_SweepKernel` where `backend` picks the kernel, else None."""
-    kernel = choose_kernel(backend, system, options, devices_of(devices), block_size)
-    return None if kernel is None else _SweepKernel(kernel(()))
-
-
-class _SweepKernel(eqx.Module):
-    """A chunk of a simulate sweep in the fused kernel; `member` is the sweep's
-    per-member function (its system, options and outputs)."""
-
-    batch: Any = eqx.field(static=True)  # a `KernelBatch`
-
-    def __call__(self, batched, member):
-        options = member.kernel_options()
-        q0, qd0 = batched["q0"], batched["qd0"]
-        swept = {k[len("params/") :]: v for k, v in batched.items() if "/" in k}
-        system = member.system
-        params = None
-        if system.has_params:
-            new = _unflatten_params(swept) if swept else None
-            params = broadcast_params(system.params, new, q0.shape[0])
-        traj = simulate_kernel(
-            system,
-            q0,
-            qd0,
-            params,
-            options,
-            block_size=self.batch.block_size,
-            interpret=self.batch.interpret,
-        )
-        out = member.kernel_outputs(traj, params)
         return {**out, "result": code_of(traj.result), "t_final": traj.t_final}
 
 
@@ -239,7 +116,7 @@ def simulate_sweep(
     final = group["outputs/q"][:, -1]
     ```
     """
-    check_options(simulate_options, "simulate_sweep")
+    options = checked_options("simulate_sweep", simulate_options)
     block_size = check_backend(backend, block_size)
     # Arrays (memmaps, Zarr arrays) stay as they are, read chunk by chunk.
     q0, qd0 = (
@@ -267,7 +144,7 @@ def simulate_sweep(
         )
     if params is not None:
         # Shapes and keys only: checked on the first member.
-        first = jax.tree.map(lambda v: np.asarray(v[:1]), _unflatten_params(flat))
+        first = swept_params({f"params/{k}": np.asarray(v[:1]) for k, v in flat.items()})
         override(system.params, first, 1)
     n = q0.shape[-1]
     dtype = np.result_type(dtype_of(q0), dtype_of(qd0), float)
@@ -280,21 +157,12 @@ def simulate_sweep(
         else np.broadcast_to(np.asarray(qd0, dtype), (size, n)),
         **{f"params/{k}": v for k, v in flat.items()},
     }
-    dyn_options, static_options = split_options(simulate_options)
-    fn = _SimulateMember(
-        system,
-        dyn_options,
-        static_options,
-        observe,
-        backend=backend,
-        block_size=block_size,
-    )
+    fn = SimulateSweepMember(system, options, observe)
     attrs = {
         "kind": "simulate_sweep",
         "system": _describe(system),
         "simulate_options": {
-            k: _describe(v)
-            for k, v in joined_options(dyn_options, static_options).items()
+            k: _describe(getattr(options, k)) for k in sorted(simulate_options)
         },
         "observe": _describe(observe),
         # What the functions compute, and their code: a script edited between
@@ -307,7 +175,7 @@ def simulate_sweep(
             ]
         ),
     }
-    return sweep(
+    return stream(
         fn,
         inputs,
         store,
@@ -315,10 +183,15 @@ def simulate_sweep(
         devices=devices,
         progress=progress,
         attrs=attrs,
+        backend=backend,
+        block_size=block_size,
     )
 
 
-class SweepMember(eqx.Module):
+_LYAPUNOV_OPTIONS = ("t0", "t1", "solver", "rtol", "atol", "max_steps")
+
+
+class SweepMember(AbstractMember):
     """One member of `jaxlagrange sweep`: `simulate` (its energies) and optionally
     `finite_time_lyapunov`, with swept initial states and scalar params.
 
@@ -327,48 +200,14 @@ class SweepMember(eqx.Module):
     """
 
     system: LagrangianSystem
-    saveat: Array
-    options: tuple = eqx.field(static=True)
-    swept_params: tuple = eqx.field(static=True)
+    options: Options
     lyapunov: bool = eqx.field(static=True)
-    defer: bool = eqx.field(static=True)
-    backend: str = eqx.field(static=True)
+    defer: bool = eqx.field(static=True, default=False)
 
-    def __init__(
-        self,
-        system,
-        swept_params,
-        simulate_kwargs,
-        lyapunov,
-        defer=False,
-        backend="auto",
-    ):
-        self.system = system
-        self.saveat = simulate_kwargs["saveat"]
-        self.options = tuple(
-            sorted((k, v) for k, v in simulate_kwargs.items() if k != "saveat")
-        )
-        self.swept_params = tuple(swept_params)
-        self.lyapunov = lyapunov
-        self.defer = defer
-        self.backend = backend
+    def outputs(self, traj, system, row):
+        from .._eom import energy_unchecked as energy
+        from .._lyapunov import finite_time_lyapunov
 
-    def system_for(self, inputs: dict[str, Array]) -> LagrangianSystem:
-        system = self.system
-        if self.swept_params:
-            params = dict(system.params)
-            params.update({k: inputs[f"params/{k}"] for k in self.swept_params})
-            system = eqx.tree_at(lambda s: s.params, system, params)
-        return system
-
-    def __call__(self, inputs: dict[str, Array]):
-        from ._eom import energy_unchecked as energy
-        from ._lyapunov import finite_time_lyapunov
-
-        system = self.system_for(inputs)
-        q0, qd0 = inputs["q0"], inputs["qd0"]
-        options = dict(self.options)
-        traj, failure = _solve(self, system, q0, qd0, saveat=self.saveat, **options)
         energies = jax.vmap(energy, in_axes=(None, 0, 0, 0))(
             system, traj.q, traj.qd, traj.ts
         )
@@ -380,45 +219,17 @@ class SweepMember(eqx.Module):
             "t_final": traj.t_final,
         }
         if self.lyapunov:
+            kwargs = {k: getattr(self.options, k) for k in _LYAPUNOV_OPTIONS}
             out["lyapunov"] = finite_time_lyapunov(
-                system, q0, qd0, **options, throw=False
+                system, row.q0, row.qd0, **kwargs, throw=False
             )
-        return (out, failure) if self.defer else out
+        return out
 
-    def deferring(self):
-        kwargs = {**dict(self.options), "saveat": self.saveat}
-        return SweepMember(
-            self.system, self.swept_params, kwargs, self.lyapunov, True, self.backend
-        )
-
-    def named(self, out, failures, batched):
-        return _named(self, out, failures, batched)
-
-    def kernel_options(self):
-        return {**dict(self.options), "saveat": self.saveat}
-
-    def batch_kernel(self, devices):
-        if self.lyapunov:
-            if self.backend == "kernel":
-                raise ValueError(
-                    "`lyapunov` is not supported by backend='kernel' (the exponent "
-                    "integrates the tangent flow beside each member): use "
-                    "backend='vmap' or 'auto'."
-                )
+    def kernel_refusal(self):
+        if not self.lyapunov:
             return None
-        return _kernel_for(self.system, self.kernel_options(), devices, self.backend)
-
-    def kernel_outputs(self, traj: Trajectory, params) -> dict[str, Array]:
-        from ._eom import energy_unchecked as energy
-
-        def energies(q, qd, ts, params):
-            system = self.system
-            if params is not None:
-                system = eqx.tree_at(lambda s: s.params, system, params)
-            return jax.vmap(energy, in_axes=(None, 0, 0, 0))(system, q, qd, ts)
-
-        return {
-            "q": traj.q,
-            "qd": traj.qd,
-            "energy": jax.vmap(energies)(traj.q, traj.qd, traj.ts, params),
-        }
+        return (
+            "`lyapunov` is not supported by backend='kernel' (the exponent "
+            "integrates the tangent flow beside each member): use "
+            "backend='vmap' or 'auto'."
+        )

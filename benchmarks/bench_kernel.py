@@ -53,6 +53,7 @@ jax.config.update("jax_enable_x64", True)
 
 import jaxlagrange as jl  # noqa: E402
 from jaxlagrange._kernel._ensemble import simulate_kernel  # noqa: E402
+from jaxlagrange._options import Options  # noqa: E402
 from jaxlagrange._kernel._tsit5 import Controller, KernelProblem, run  # noqa: E402
 
 
@@ -311,7 +312,9 @@ def cpu():
     options = dict(t1=1.0, rtol=1e-10, atol=1e-10)
     start = time.perf_counter()
     kernel = jax.block_until_ready(
-        simulate_kernel(SYSTEM, q0, qd0, None, options, block_size=4, interpret=True)
+        simulate_kernel(
+            SYSTEM, q0, qd0, None, Options(**options), block_size=4, interpret=True
+        )
     )
     seconds = time.perf_counter() - start
     vmap = jl.simulate_batch(SYSTEM, q0, qd0, backend="vmap", throw=False, **options)

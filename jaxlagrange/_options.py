@@ -63,7 +63,7 @@ def checked_options(where: str, given: Mapping[str, Any]) -> Options:
         **{k: jnp.asarray(v) if isinstance(v, list) else v for k, v in given.items()}
     )
     check_times(options.t0, options.t1, options.saveat, jnp.result_type(float))
-    for name in ("rtol", "atol"):
+    for name in ("rtol", "atol", "dt0"):
         if getattr(options, name) is not None:
             check_tolerance(name, getattr(options, name))
     check_max_steps(options.max_steps)
@@ -128,8 +128,8 @@ def check_max_steps(max_steps) -> int:
 
 
 def check_tolerance(name: str, value) -> Array:
-    """A solver tolerance: a positive finite scalar, or an error naming `name`
-    (a `ValueError` when its value is known, else `eqx.error_if`)."""
+    """A solver tolerance (or step): a positive finite scalar, or an error naming
+    `name` (a `ValueError` when its value is known, else `eqx.error_if`)."""
     value = as_real(name, value)
     if value.shape != () or not (
         jnp.issubdtype(value.dtype, jnp.floating)

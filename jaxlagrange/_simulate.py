@@ -279,7 +279,7 @@ def simulate_checked(
         # member of a batch with bad params fails on its own, by its result).
         system = checked_values(system)
     if dt0 is not None:
-        dt0 = as_real("dt0", dt0).astype(dtype)
+        dt0 = check_tolerance("dt0", dt0).astype(dtype)
     if baumgarte is not None:
         baumgarte = tuple(jnp.asarray(gain, dtype) for gain in baumgarte)
     if variational:
@@ -341,13 +341,6 @@ def _check_variational(system, q0, qd0, t0, dt0, stepsize_controller, baumgarte)
             "jl.VariationalMidpoint takes fixed steps of size `dt0` and keeps the "
             "constraints exactly: `stepsize_controller` and `baumgarte` do not apply."
         )
-    known = _known(dt0)
-    message = "`dt0` must be positive and finite, got {}."
-    if known is not None and not (np.isfinite(known) and known > 0):
-        raise ValueError(message.format(float(known)))
-    if known is None:
-        bad = ~(jnp.isfinite(dt0) & (dt0 > 0))
-        dt0 = eqx.error_if(dt0, bad, message.format("a value that is not"))
     if system.has_constraints:
         q0 = check_initial_state(system, q0, qd0, t0)
     return q0, dt0

@@ -217,3 +217,20 @@ def test_structure_errors():
         return jl.simulate_batch(DOUBLE, Q0, zeros, params=params, t1=0.1).q[0, -1, 0]
 
     assert np.isfinite(jax.grad(last)(G[0]))
+
+
+@pytest.mark.parametrize("backend", ["vmap", "kernel"])
+def test_dt0_is_checked_as_simulate_checks_it(backend):
+    # 0, NaN and negative steps ended as other failures in the two backends (or
+    # as diffrax's error quoting tracers), none naming `dt0`.
+    zeros = jnp.zeros(2)
+    for dt0, match in (
+        (0.0, r"`dt0` must be positive and finite, got 0\.0\."),
+        (-0.01, r"`dt0` must be positive and finite, got -0\.01\."),
+        (float("nan"), r"`dt0` must be positive and finite, got nan\."),
+        (jnp.array([0.1, 0.1]), r"`dt0` must be a positive scalar, got shape \(2,\)"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            jl.simulate(DOUBLE, Q0[0], zeros, t1=1.0, dt0=dt0)
+        with pytest.raises(ValueError, match=match):
+            jl.simulate_batch(DOUBLE, Q0, zeros, t1=1.0, dt0=dt0, backend=backend)

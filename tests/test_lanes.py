@@ -13,6 +13,7 @@ import pytest
 from test_kernel import TIGHT, assert_close, both
 
 import jaxlagrange as jl
+from jaxlagrange._options import Options
 from jaxlagrange._lanes import (
     LaneFunction,
     UnsupportedPrimitiveError,
@@ -284,8 +285,10 @@ def _lowered_for_cuda(system, n):
 
     leaves, tree = jax.tree.flatten(eqx.filter(system.params, eqx.is_array_like))
     leaves = [jnp.asarray(leaf, float) for leaf in leaves]
-    controller = _ensemble.check_supported(system, {})
-    problem = _ensemble._problem(system, n, leaves, tree, float, 2, controller, {}, 128)
+    controller = _ensemble.check_supported(system, Options())
+    problem = _ensemble._problem(
+        system, n, leaves, tree, float, 2, controller, Options(), 128
+    )
 
     def run(y0, params, scalars):
         return _tsit5.run(problem, y0, params, scalars, interpret=False)
@@ -319,14 +322,9 @@ def test_auto_falls_back_for_what_the_kernel_cannot_evaluate(monkeypatch):
     with pytest.raises(UnsupportedPrimitiveError, match="'sort'"):
         jl.simulate_batch(system, q0, qd0, t1=0.1, backend="kernel", block_size=2)
     # "auto" (made to pick the kernel, as on a GPU) falls back to vmap.
-    from jaxlagrange._ensemble import _batch
-    from jaxlagrange._ensemble._backend import KernelBatch
+    from jaxlagrange._ensemble import _backend
 
-    monkeypatch.setattr(
-        _batch,
-        "choose_kernel",
-        lambda *args: lambda static: KernelBatch(static, 2, True),
-    )
+    monkeypatch.setattr(_backend, "_kernel_is_faster", lambda devices: True)
     traj = jl.simulate_batch(system, q0, qd0, t1=0.1, **TIGHT)
     np.testing.assert_allclose(traj.q[:, -1], q0 * jnp.cos(0.1), rtol=0, atol=1e-9)
     vmap = jl.simulate_batch(system, q0, qd0, t1=0.1, backend="vmap", **TIGHT)

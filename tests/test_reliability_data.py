@@ -208,6 +208,7 @@ def test_a_store_of_an_earlier_version_is_resumed(tmp_path, capsys, monkeypatch)
     # (its params one text, no backend) was refused, its message a dump of the
     # params over several lines.
     from jaxlagrange._ensemble import _sweep
+    from jaxlagrange._ensemble._backend import VmapBackend
     from jaxlagrange._cli import sweep as sweep_command
     from jaxlagrange._ensemble._identity import _describe
 
@@ -218,7 +219,7 @@ def test_a_store_of_an_earlier_version_is_resumed(tmp_path, capsys, monkeypatch)
     )
     command = ["sweep", str(config), "--out", out, "--no-plots"]
     with monkeypatch.context() as patch:  # as it was written before
-        patch.setattr(_sweep, "_backend_of", lambda store, fn, kernel, attrs: kernel)
+        patch.setattr(_sweep, "_backend_of", lambda *args: VmapBackend())
         patch.setattr(sweep_command, "_described_params", _describe)
         assert main([*command, "--quiet"]) == 0
     assert main([*command, "--quiet"]) == 0

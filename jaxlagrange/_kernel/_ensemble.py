@@ -219,7 +219,8 @@ def simulate_kernel(
         system, n, leaves, tree, dtype, ts.shape[0], controller, options, block_size
     )
     dt0 = options.dt0
-    dt0 = jnp.zeros((), dtype) if dt0 is None else jnp.asarray(dt0, dtype)
+    dt0 = jnp.zeros((), dtype) if dt0 is None else check_tolerance("dt0", dt0)
+    dt0 = dt0.astype(dtype)
     span = jnp.maximum(jnp.abs(t0), jnp.abs(t1))
     resolution = 16 * jnp.finfo(dtype).eps * span
     baumgarte = options.baumgarte

@@ -73,14 +73,20 @@ def test_float32_tolerance_below_precision():
         jl.simulate(PENDULUM, Q0, QD0, t1=1.0, rtol=1e-16)
 
 
-def test_output_larger_than_memory(monkeypatch):
+def test_output_larger_than_memory(monkeypatch, tmp_path, capsys):
+    # The command line refuses save arrays that cannot fit in memory (XLA would
+    # abort); `simulate` keeps its own bounds only, and probes no memory limits
+    # on each call.
+    from jaxlagrange._cli import main
+
     monkeypatch.setattr(validate, "physical_memory", lambda: 2**20)
-    with pytest.raises(
-        ValueError,
-        match=r"`saveat` has 100000 times: the trajectory "
-        r"alone would need .* more than this machine's",
-    ):
-        jl.simulate(PENDULUM, Q0, QD0, t1=1.0, saveat=jnp.linspace(0, 1, 100_000))
+    config = tmp_path / "big.toml"
+    config.write_text('[system]\nname = "pendulum"\n[simulate]\nt1 = 1.0\nsaves = 100000\n')
+    assert main(["run", str(config), "--out", str(tmp_path / "out"), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "saves = 100000 is too many" in err and "more than this machine's" in err
+    monkeypatch.setattr(validate, "memory_limits", lambda: pytest.fail("probed"))
+    jl.simulate(PENDULUM, Q0, QD0, t1=1.0, saveat=jnp.linspace(0, 1, 100_000))
 
 
 @pytest.mark.parametrize(

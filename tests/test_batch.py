@@ -234,3 +234,18 @@ def test_dt0_is_checked_as_simulate_checks_it(backend):
             jl.simulate(DOUBLE, Q0[0], zeros, t1=1.0, dt0=dt0)
         with pytest.raises(ValueError, match=match):
             jl.simulate_batch(DOUBLE, Q0, zeros, t1=1.0, dt0=dt0, backend=backend)
+
+
+def test_a_member_off_the_constraints_is_named():
+    # It was "max |g| = (not known under jit)", naming no member.
+    pendulum, q0, qd0 = jl.systems.cartesian_pendulum()
+    q0s = jnp.stack([q0, q0, 1.1 * q0])
+    for backend in ("vmap", "kernel"):
+        with pytest.raises(
+            ValueError,
+            match=r"`simulate_batch`: member 2 \(1 of 3 members\) cannot start: The "
+            r"initial state is off the constraint manifold.*\(max \|g\| = 0\.\d+\)",
+        ):
+            jl.simulate_batch(pendulum, q0s, qd0, t1=0.1, backend=backend)
+    traj = jl.simulate_batch(pendulum, q0s[:2], qd0, t1=0.1)
+    assert jnp.all(traj.result == jl.RESULTS.successful)

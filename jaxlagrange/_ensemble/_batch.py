@@ -7,8 +7,10 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .._custom_types import Array, Params
+from .._initial_state import _initial_checks, _residuals, _tolerance
 from .._options import Options, checked_options
 from .._results import code_of, item_of
 from .._system import LagrangianSystem
@@ -106,6 +108,7 @@ def simulate_batch(
 
     ```python
     import jax.numpy as jnp
+import numpy as np
     import jaxlagrange as jl
 
     def lagrangian(q, qd, t, params):
@@ -137,6 +140,39 @@ def simulate_batch(
         jnp.broadcast_to(q0, (size, n)), jnp.broadcast_to(qd0, (size, n)), params
     )
     member = BatchMember(system, options)
+    _check_starts(member, rows)
     chosen = backend_for(backend, block_size, member, rows, devices)
     traj = chosen.run(member, rows, size, devices)
     return raise_if_failed(traj) if throw else traj
+
+
+@eqx.filter_jit
+def _start_residuals(member: BatchMember, rows: Rows, t0):
+    def one(row):
+        return _residuals(member.system_for(row), row.q0, row.qd0, t0)
+
+    return jax.vmap(one)(rows)
+
+
+def _check_starts(member: BatchMember, rows: Rows) -> None:
+    """A member that cannot start (off the constraints, or singular at t0),
+    named with its index and residuals, which the check in the batch's program
+    (one for all members, traced) cannot give."""
+    leaves = jax.tree.leaves((member, rows))
+    if not member.system.has_constraints or any(
+        isinstance(x, jax.core.Tracer) for x in leaves
+    ):
+        return
+    t0 = jnp.asarray(member.options.t0, rows.q0.dtype)
+    r = jax.tree.map(np.asarray, _start_residuals(member, rows, t0))
+    tol = _tolerance(rows.q0.dtype)
+    flags = [np.asarray(failed) for failed, _ in _initial_checks(r, tol, known=False)]
+    bad = np.logical_or.reduce(flags)
+    if bad.any():
+        i = int(np.argmax(bad))
+        one = jax.tree.map(lambda x: x[i], r)
+        message = next(m for f, m in _initial_checks(one, tol, known=True) if f)
+        raise ValueError(
+            f"`simulate_batch`: member {i} ({int(bad.sum())} of {bad.size} members) "
+            f"cannot start: {message}"
+        )

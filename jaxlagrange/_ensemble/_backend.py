@@ -162,7 +162,13 @@ def _kernel_is_faster(devices: Sequence[jax.Device]) -> bool:
     return _on_gpu(devices)
 
 
-def check_block_size(block_size: int | None) -> int:
+def check_backend(backend: str, block_size: int | None) -> int:
+    """A `ValueError` for an unknown `backend`; `block_size` as checked."""
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise ValueError(
+            f"`backend` must be one of {', '.join(map(repr, BACKENDS))}, got "
+            f"{backend!r}."
+        )
     if block_size is None:
         return DEFAULT_BLOCK_SIZE
     valid = isinstance(block_size, (int, np.integer)) and not isinstance(
@@ -173,16 +179,6 @@ def check_block_size(block_size: int | None) -> int:
             f"`block_size` must be a positive power of two, got {block_size!r}."
         )
     return int(block_size)
-
-
-def check_backend(backend: str, block_size: int | None) -> int:
-    """A `ValueError` for an unknown `backend`; `block_size` as checked."""
-    if not isinstance(backend, str) or backend not in BACKENDS:
-        raise ValueError(
-            f"`backend` must be one of {', '.join(map(repr, BACKENDS))}, got "
-            f"{backend!r}."
-        )
-    return check_block_size(block_size)
 
 
 def backend_for(

@@ -16,7 +16,7 @@ from .._results import code_of, item_of
 from .._system import LagrangianSystem
 from .._trajectory import Trajectory, raise_if_failed
 from ._backend import backend_for
-from ._inputs import as_arrays, batch_size, check_state, override
+from ._inputs import as_arrays, batch_size, override
 from ._member import AbstractMember, Rows
 
 
@@ -121,20 +121,12 @@ import numpy as np
     ```
     """
     options = checked_options("simulate_batch", simulate_options)
-    q0 = check_state(jnp.asarray(q0), "q0")
-    qd0 = check_state(jnp.asarray(qd0), "qd0")
-    if params is not None and not system.has_params:
-        raise ValueError("`params` was given but the system has no params.")
+    q0, qd0 = jnp.asarray(q0), jnp.asarray(qd0)
     if params is not None:
         params = as_arrays(system.params, params)
-    size = batch_size(q0, qd0, params)
+    size = batch_size(system, q0, qd0, params)
     if params is not None:
         params = override(system.params, params, size)
-    if q0.shape[-1] != qd0.shape[-1]:
-        raise ValueError(
-            f"q0 and qd0 must have the same number of coordinates, got q0 {q0.shape} "
-            f"and qd0 {qd0.shape}."
-        )
     n = q0.shape[-1]
     rows = Rows(
         jnp.broadcast_to(q0, (size, n)), jnp.broadcast_to(qd0, (size, n)), params

@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._custom_types import Array, Params
+from .._custom_types import Params
 
 
 def override(base: Params, new: Params, size: int, path: str = "params") -> Params:
@@ -60,7 +60,16 @@ def merge(base: Params, new: Params) -> Params:
     return new
 
 
-def batch_size(q0: Array, qd0: Array, params: Params) -> int:
+def batch_size(system, q0, qd0, params: Params) -> int:
+    """The batch size that the states (arrays or shapes) and the batched params
+    agree on, or a `ValueError` naming what disagrees."""
+    for x, name in ((q0, "q0"), (qd0, "qd0")):
+        if x.ndim not in (1, 2):
+            raise ValueError(
+                f"`{name}` must have shape (n,) or (batch, n), got shape {x.shape}."
+            )
+    if params is not None and not system.has_params:
+        raise ValueError("`params` was given but the system has no params.")
     sizes = {}
     if q0.ndim == 2:
         sizes["q0"] = q0.shape[0]
@@ -85,12 +94,9 @@ def batch_size(q0: Array, qd0: Array, params: Params) -> int:
     (size,) = set(sizes.values())
     if size == 0:
         raise ValueError("The batch is empty (batch size 0).")
-    return size
-
-
-def check_state(x: Array, name: str) -> Array:
-    if x.ndim not in (1, 2):
+    if q0.shape[-1] != qd0.shape[-1]:
         raise ValueError(
-            f"`{name}` must have shape (n,) or (batch, n), got shape {x.shape}."
+            f"q0 and qd0 must have the same number of coordinates, got q0 {q0.shape} "
+            f"and qd0 {qd0.shape}."
         )
-    return x
+    return size

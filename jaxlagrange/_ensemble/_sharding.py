@@ -110,20 +110,19 @@ def _local(dyn, fn, static, kernel=None):
         if kernel.forward:
             return _kernel_forward(dyn, fn=fn, static=static, kernel=kernel)
         return _kernel_local(dyn, fn, static, kernel)
-    (batched_dyn, shared_dyn), (batched_static, shared_static) = dyn, static
-    batched = eqx.combine(batched_dyn, batched_static)
-    shared = eqx.combine(shared_dyn, shared_static)
-    return jax.vmap(fn, in_axes=(0, None))(batched, shared)
+    return jax.vmap(fn, in_axes=(0, None))(*_joined(dyn, static))
+
+
+def _joined(dyn, static):
+    """(batched, shared) from their arrays and their static parts."""
+    return tuple(eqx.combine(d, s) for d, s in zip(dyn, static, strict=True))
 
 
 # The kernel computes the forward pass; its derivatives are the vmapped `fn`'s:
 # the reverse pass recomputes each member's solve on the vmap path.
 @eqx.filter_custom_vjp
 def _kernel_local(dyn, fn, static, kernel):
-    (batched_dyn, shared_dyn), (batched_static, shared_static) = dyn, static
-    batched = eqx.combine(batched_dyn, batched_static)
-    shared = eqx.combine(shared_dyn, shared_static)
-    return kernel(batched, shared)
+    return kernel(*_joined(dyn, static))
 
 
 @_kernel_local.def_fwd
@@ -160,14 +159,11 @@ def _kernel_forward_jvp(primals, tangents, *, fn, static, kernel):
 def _local_vjp(dyn, cotangents, fn, static):
     """Per-member gradients on one device's share: batched ones, and the shared
     inputs' per-member contributions (summed over the batch by the caller)."""
-    (batched_dyn, shared_dyn), (batched_static, shared_static) = dyn, static
+    batched_dyn, shared_dyn = dyn
 
     def member(batched_dyn, cotangent):
         def f(dyn):
-            batched_dyn, shared_dyn = dyn
-            batched = eqx.combine(batched_dyn, batched_static)
-            shared = eqx.combine(shared_dyn, shared_static)
-            return fn(batched, shared)
+            return fn(*_joined(dyn, static))
 
         _, vjp = eqx.filter_vjp(f, (batched_dyn, shared_dyn))
         (grad,) = vjp(cotangent)

@@ -16,7 +16,7 @@ from .._system import LagrangianSystem
 from .._trajectory import Trajectory
 from ._backend import check_backend
 from ._identity import SYSTEM_FUNCTIONS, _describe, code_digest, physics_digest
-from ._inputs import batch_size, check_state, override
+from ._inputs import batch_size, override
 from ._member import AbstractMember, swept_params
 from ._sweep import dtype_of, stream
 
@@ -123,25 +123,15 @@ def simulate_sweep(
         np.asarray(q0) if np.ndim(q0) < 2 or not hasattr(q0, "shape") else q0,
         np.asarray(qd0) if np.ndim(qd0) < 2 or not hasattr(qd0, "shape") else qd0,
     )
-    check_state(q0, "q0")
-    check_state(qd0, "qd0")
-    if params is not None and not system.has_params:
-        raise ValueError("`params` was given but the system has no params.")
     flat = {} if params is None else _flatten_params(params)
     flat = {k: v if hasattr(v, "shape") else np.asarray(v) for k, v in flat.items()}
+    shapes = {k: jax.ShapeDtypeStruct(np.shape(v), v.dtype) for k, v in flat.items()}
     size = batch_size(
+        system,
         jax.ShapeDtypeStruct(q0.shape, q0.dtype),
         jax.ShapeDtypeStruct(qd0.shape, qd0.dtype),
-        {
-            k: jax.ShapeDtypeStruct(np.shape(v), np.dtype(v.dtype))
-            for k, v in flat.items()
-        },
+        None if params is None else shapes,
     )
-    if q0.shape[-1] != qd0.shape[-1]:
-        raise ValueError(
-            f"q0 and qd0 must have the same number of coordinates, got q0 {q0.shape} "
-            f"and qd0 {qd0.shape}."
-        )
     if params is not None:
         # Shapes and keys only: checked on the first member.
         first = swept_params({f"params/{k}": np.asarray(v[:1]) for k, v in flat.items()})

@@ -66,7 +66,7 @@ def checked_options(where: str, given: Mapping[str, Any]) -> Options:
     for name in ("rtol", "atol", "dt0"):
         if getattr(options, name) is not None:
             check_tolerance(name, getattr(options, name))
-    check_max_steps(options.max_steps)
+    positive_int("max_steps", options.max_steps)
     return options
 
 
@@ -116,15 +116,11 @@ def check_times(t0, t1, saveat, dtype) -> tuple[Array, Array, Array]:
     return t0, t1, ts
 
 
-def check_max_steps(max_steps) -> int:
-    """`max_steps` as an int, or a `ValueError` naming it."""
-    if (
-        isinstance(max_steps, bool)
-        or not isinstance(max_steps, (int, np.integer))
-        or max_steps < 1
-    ):
-        raise ValueError(f"`max_steps` must be a positive int, got {max_steps!r}.")
-    return int(max_steps)
+def positive_int(name: str, value, what: str = "") -> int:
+    """`value` as an int, or a `ValueError` naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"`{name}` must be a positive int{what}, got {value!r}.")
+    return int(value)
 
 
 def check_tolerance(name: str, value) -> Array:
@@ -147,20 +143,6 @@ def check_tolerance(name: str, value) -> Array:
         return value
     bad = ~(jnp.isfinite(value) & (value > 0))
     return eqx.error_if(value, bad, message.format("a value that is not"))
-
-
-def check_max_events(max_events) -> int:
-    """`max_events` as an int, or a `ValueError` naming it."""
-    if (
-        isinstance(max_events, bool)
-        or not isinstance(max_events, (int, np.integer))
-        or max_events < 1
-    ):
-        raise ValueError(
-            f"`max_events` must be a positive int (the most events "
-            f"before t1), got {max_events!r}."
-        )
-    return int(max_events)
 
 
 class SimulateOptions(eqx.Module):

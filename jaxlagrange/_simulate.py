@@ -21,8 +21,7 @@ from ._options import (
     MAX_STEPS,
     Options,
     SimulateOptions,
-    check_max_events,
-    check_max_steps,
+    positive_int,
     check_times,
     check_tolerance,
 )
@@ -63,6 +62,7 @@ def _as_initial_state(q0, qd0) -> tuple[Array, Array]:
     return q0.astype(dtype), qd0.astype(dtype)
 
 
+_EVENTS = " (the most events before t1)"
 _NON_FINITE_INITIAL = (
     "The initial state (q0, qd0) contains a non-finite value (NaN or inf)."
 )
@@ -242,7 +242,7 @@ def simulate_checked(
         raise ValueError(
             f"`system` must be a jaxlagrange.LagrangianSystem, got {type(system).__name__}."
         )
-    max_steps = check_max_steps(options.max_steps)
+    max_steps = positive_int("max_steps", options.max_steps)
     variational = isinstance(solver, VariationalMidpoint)
     if solver is not None and not (
         variational or isinstance(solver, diffrax.AbstractSolver)
@@ -312,7 +312,9 @@ def simulate_checked(
         baumgarte=baumgarte,
         rest=atol if hybrid else None,
         max_steps=max_steps,
-        max_events=check_max_events(options.max_events) if hybrid else None,
+        max_events=positive_int("max_events", options.max_events, _EVENTS)
+        if hybrid
+        else None,
         t1_only=options.saveat is None,
     )
     solve = hybrid_solve if checked.hybrid else smooth_solve

@@ -181,7 +181,7 @@ def test_simulate_sweep_equals_simulate_batch(tmp_path):
         )
     with pytest.raises(ValueError, match="exists and is not a sweep store"):
         jl.sweep(lambda x: {"y": x["x"]}, {"x": g}, tmp_path, progress=False)
-    with pytest.raises(ValueError, match="`chunk_size` must be a positive integer"):
+    with pytest.raises(ValueError, match="`chunk_size` must be a positive int"):
         jl.sweep(lambda x: {"y": x["x"]}, {"x": g}, tmp_path / "t", chunk_size=0)
     with pytest.raises(
         ValueError, match="share one leading batch axis, got: x 11, z 3"

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._custom_types import Array
+from .._options import positive_int
 from .._progress import progress_bar
 from ._backend import _apply, backend_for
 from ._member import AbstractMember, Rows
@@ -118,14 +119,7 @@ def stream(
     """`sweep` of a function `fn` (`backend` None), or of the library's member
     `fn` (an `AbstractMember`, its inputs `Rows.of` a sweep's) solved by the
     backend named `backend`, which the store records."""
-    if (
-        not isinstance(chunk_size, int)
-        or isinstance(chunk_size, bool)
-        or chunk_size < 1
-    ):
-        raise ValueError(
-            f"`chunk_size` must be a positive integer, got {chunk_size!r}."
-        )
+    chunk_size = positive_int("chunk_size", chunk_size)
     if not inputs:
         raise ValueError("`inputs` is empty.")
     sizes = {name: x.shape[0] if np.ndim(x) else None for name, x in inputs.items()}

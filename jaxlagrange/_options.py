@@ -1,4 +1,4 @@
-"""`simulate`'s options: as given, as checked for the solves, and the vector field's args.
+"""`simulate`'s options as given and as checked, and the vector field's args.
 
 `simulate` gathers its keyword arguments into one `Options`, which batches,
 sweeps and the fused kernel take as they are (`checked_options` names a bad one

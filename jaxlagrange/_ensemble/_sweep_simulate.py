@@ -55,7 +55,8 @@ class SimulateSweepMember(AbstractMember):
         )
         if not isinstance(out, Mapping):
             raise ValueError(
-                f"`observe` must return a dict of arrays keyed by name, got {type(out)}."
+                "`observe` must return a dict of arrays keyed by name, got "
+                f"{type(out)}."
             )
         for reserved in ("result", "t_final"):
             if reserved in out:
@@ -134,7 +135,8 @@ def simulate_sweep(
     )
     if params is not None:
         # Shapes and keys only: checked on the first member.
-        first = swept_params({f"params/{k}": np.asarray(v[:1]) for k, v in flat.items()})
+        first = {f"params/{k}": np.asarray(v[:1]) for k, v in flat.items()}
+        first = swept_params(first)
         override(system.params, first, 1)
     n = q0.shape[-1]
     dtype = np.result_type(dtype_of(q0), dtype_of(qd0), float)

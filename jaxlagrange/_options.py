@@ -19,7 +19,7 @@ import numpy as np
 
 from ._custom_types import Array
 from ._system import LagrangianSystem
-from ._validate import as_real, known
+from ._validate import as_real, check_precision, default_tolerance, known
 
 
 # The most steps of a solve (between two events), unless `max_steps` says otherwise.
@@ -143,6 +143,15 @@ def check_tolerance(name: str, value) -> Array:
         return value
     bad = ~(jnp.isfinite(value) & (value > 0))
     return eqx.error_if(value, bad, message.format("a value that is not"))
+
+
+def tolerances(options: Options, dtype) -> tuple[Array, Array]:
+    """`rtol` and `atol` as checked; None: the precision's default."""
+    default = default_tolerance(dtype)
+    rtol = check_tolerance("rtol", default if options.rtol is None else options.rtol)
+    atol = check_tolerance("atol", default if options.atol is None else options.atol)
+    check_precision("rtol", rtol, dtype)
+    return rtol, atol
 
 
 class SimulateOptions(eqx.Module):

@@ -21,9 +21,10 @@ from ._options import (
     MAX_STEPS,
     Options,
     SimulateOptions,
-    positive_int,
     check_times,
     check_tolerance,
+    positive_int,
+    tolerances,
 )
 from ._projection import ProjectedSolver, has_equality_constraints
 from ._segment import smooth_solve
@@ -34,12 +35,7 @@ from ._trajectory import (
     _known,
     raise_on_failure,
 )
-from ._validate import (
-    as_real,
-    check_affine,
-    check_precision,
-    default_tolerance,
-)
+from ._validate import as_real, check_affine
 from ._variational import VariationalMidpoint, variational_simulate
 
 
@@ -235,7 +231,6 @@ def simulate_checked(
     the command line compile this and diagnose a failure afterwards, on demand.
     """
     solver, dt0, baumgarte = options.solver, options.dt0, options.baumgarte
-    rtol, atol = options.rtol, options.atol
     stepsize_controller, adjoint = options.stepsize_controller, options.adjoint
     progress_meter = options.progress_meter
     if not isinstance(system, LagrangianSystem):
@@ -262,9 +257,7 @@ def simulate_checked(
     q0, qd0 = _as_initial_state(q0, qd0)
     dtype = q0.dtype
     t0, t1, ts = check_times(options.t0, options.t1, options.saveat, dtype)
-    rtol = check_tolerance("rtol", default_tolerance(dtype) if rtol is None else rtol)
-    atol = check_tolerance("atol", default_tolerance(dtype) if atol is None else atol)
-    check_precision("rtol", rtol, dtype)
+    rtol, atol = tolerances(options, dtype)
     if ts.shape[0] >= 2**31:  # (memory is the caller's to judge: the CLI checks it)
         raise ValueError(f"`saveat` has {ts.shape[0]} times, more than 2**31.")
 

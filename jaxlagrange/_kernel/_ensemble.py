@@ -19,12 +19,11 @@ import optimistix as optx
 from .._constraints import dynamics
 from .._initial_state import check_initial_state
 from .._lanes import LaneFunction, UnsupportedPrimitiveError
-from .._options import Options, check_times, check_tolerance
+from .._options import Options, check_times, check_tolerance, tolerances
 from .._projection import has_equality_constraints, project_state
 from .._results import item_of
 from .._system import LagrangianSystem
 from .._trajectory import Trajectory, without_events
-from .._validate import check_precision, default_tolerance
 from ._tsit5 import Controller, KernelProblem, run
 
 
@@ -189,15 +188,10 @@ def simulate_kernel(
     dtype = jnp.result_type(q0.dtype, qd0.dtype, float)
     q0, qd0 = q0.astype(dtype), qd0.astype(dtype)
     t0, t1, ts = check_times(options.t0, options.t1, options.saveat, dtype)
-    # None (the default): the tolerance follows the dtype, as in `simulate`.
-    tolerance = default_tolerance(dtype)
-    rtol, atol = options.rtol, options.atol
-    rtol = check_tolerance("rtol", tolerance if rtol is None else rtol)
-    atol = check_tolerance("atol", tolerance if atol is None else atol)
+    rtol, atol = tolerances(options, dtype)  # as `simulate` checks them
     if options.stepsize_controller is not None and controller.adaptive:
         rtol = jnp.asarray(options.stepsize_controller.rtol)
         atol = jnp.asarray(options.stepsize_controller.atol)
-    check_precision("rtol", rtol, dtype)
     if params is None:
         leaves, tree = [], None
         batched = jnp.zeros((size, 0), dtype)

@@ -101,8 +101,9 @@ def simulate_batch(
     padding is stripped and the result gathered).
 
     **Raises:** `ValueError` for inconsistent batch sizes or shapes, unknown
-    options or params keys; with `throw=True`, an error naming the cause if a member
-    fails.
+    options or params keys, the option values `simulate` refuses (named with their
+    values), and a member that cannot start (off the constraints), named by its
+    index; with `throw=True`, an error naming the cause if a member fails.
 
     **Example:**
 

@@ -38,7 +38,7 @@ BACKENDS = ("auto", "vmap", "kernel")
 COLLAPSED = int(code_of(RESULTS.step_size_collapsed))
 
 
-def _apply(row, fn):
+def apply(row, fn):
     return fn(row)
 
 
@@ -65,7 +65,7 @@ class VmapBackend(AbstractBackend):
     name: ClassVar[str] = "vmap"
 
     def run(self, member, rows, size, devices):
-        out, failures = sharded_map(_apply, rows, member.deferring(), size, devices)
+        out, failures = sharded_map(apply, rows, member.deferring(), size, devices)
         return named(member, out, failures, rows)
 
 
@@ -80,7 +80,7 @@ class KernelBackend(AbstractBackend):
         interpret = not _on_gpu(devices_of(devices))
         share = _KernelShare(self.block_size, interpret, _forward(member))
         with forward_mode_hint("simulate_batch(backend='kernel')"):
-            out = sharded_map(_apply, rows, member, size, devices, share)
+            out = sharded_map(apply, rows, member, size, devices, share)
         return _collapsed_again(member, out, rows, devices)
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from .._custom_types import Array
 from .._options import positive_int
 from .._progress import progress_bar
-from ._backend import _apply, backend_for
+from ._backend import apply, backend_for
 from ._member import AbstractMember, Rows
 from ._sharding import sharded_map
 from ._store import ChunkedStore, open_store, stored_attributes
@@ -148,7 +148,7 @@ def stream(
     if backend is None:
 
         def compute(batched):
-            return sharded_map(_apply, batched, fn, chunk_size, devices)
+            return sharded_map(apply, batched, fn, chunk_size, devices)
 
     else:
         # An option the kernel does not support (backend="kernel") is an error

@@ -85,10 +85,10 @@ for name, (fn, args) in cases.items():
         best = min(best, time.process_time() - r0)
     print(f"{name}|{c1 - c0:.2f}|{c2 - c1:.2f}|{lines}|{best * 1e3:.3f}")
 
-# `simulate_batch` called eagerly compiles its own program (`_batch._run`), which
+# `simulate_batch` called eagerly compiles its own program (`_sharding._run`), which
 # a `jax.jit` around it would not show: that program is timed where it is built.
-from jaxlagrange import _batch
-run = _batch._run
+from jaxlagrange._ensemble import _sharding
+run = _sharding._run
 stages = {}
 def timed(*args, **kwargs):
     c0 = time.process_time()
@@ -98,9 +98,9 @@ def timed(*args, **kwargs):
     c2 = time.process_time()
     stages.update(trace=c1 - c0, compile=c2 - c1, call=(compiled, args, kwargs))
     return compiled(*args, **kwargs)
-_batch._run = timed
+_sharding._run = timed
 jax.block_until_ready(jl.simulate_batch(dp, batched(p0), batched(pd0), t1=5.0))
-_batch._run = run
+_sharding._run = run
 compiled, args, kwargs = stages["call"]
 lines = compiled.compiled.as_text().count("\n")
 best = float("inf")

@@ -6,7 +6,7 @@ from ._accelerations import (
     constraint_force as constraint_force,
     multipliers as multipliers,
 )
-from ._batch import simulate_batch as simulate_batch
+from ._ensemble._batch import simulate_batch as simulate_batch
 from ._eom import (
     energy as energy,
     mass_matrix as mass_matrix,
@@ -25,9 +25,9 @@ from ._linearize import (
 from ._lyapunov import finite_time_lyapunov as finite_time_lyapunov
 from ._neural import neural_lagrangian as neural_lagrangian
 from ._simulate import simulate as simulate
-from ._store import open_store as open_store
-from ._sweep import sweep as sweep
-from ._sweep_simulate import simulate_sweep as simulate_sweep
+from ._ensemble._store import open_store as open_store
+from ._ensemble._sweep import sweep as sweep
+from ._ensemble._sweep_simulate import simulate_sweep as simulate_sweep
 from ._system import LagrangianSystem as LagrangianSystem
 from ._trajectory import (
     EVENT_IMPACT as EVENT_IMPACT,

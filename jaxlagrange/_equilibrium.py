@@ -26,8 +26,9 @@ from ._custom_types import Array, Float, ScalarLike, VectorLike
 from ._eom import SINGULAR_MASS
 from ._errors import first_error
 from ._linearize import check_system
+from ._options import check_tolerance, positive_int
 from ._system import LagrangianSystem, as_state
-from ._validate import check_finite, check_finite_params, check_tolerance
+from ._validate import check_finite, check_finite_params
 
 
 _NOT_CONVERGED = (
@@ -180,10 +181,9 @@ def equilibrium(
     q_guess, _, t = as_state(
         q_guess, jnp.zeros_like(jnp.asarray(q_guess)), t, where="q_guess"
     )
-    rtol = check_tolerance("rtol", rtol)
-    atol = check_tolerance("atol", atol)
-    if not (isinstance(max_steps, int) and max_steps > 0):
-        raise ValueError(f"`max_steps` must be a positive int, got {max_steps!r}.")
+    check_tolerance("rtol", rtol)  # (the values stay as given: static when known)
+    check_tolerance("atol", atol)
+    max_steps = positive_int("max_steps", max_steps)
     inputs = {"q_guess": q_guess, "t": t}
     q_guess = check_finite(inputs, q_guess)
     q = _equilibrium(system, q_guess, t, rtol, atol, max_steps)

@@ -8,6 +8,7 @@ from ._constraints import SINGULAR_CONSTRAINTS, dynamics
 from ._custom_types import Scalar, ScalarLike, VectorLike
 from ._eom import SINGULAR_MASS
 from ._errors import first_error
+from ._options import MAX_STEPS
 from ._results import promote
 from ._system import LagrangianSystem, as_state
 from ._trajectory import RESULTS
@@ -52,7 +53,7 @@ def finite_time_lyapunov(
     solver: diffrax.AbstractSolver | None = None,
     rtol: float | None = None,
     atol: float | None = None,
-    max_steps: int = 100_000,
+    max_steps: int = MAX_STEPS,
     throw: bool = True,
 ) -> Scalar:
     """The finite-time estimate of the largest Lyapunov exponent at (q0, qd0).

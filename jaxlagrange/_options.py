@@ -1,33 +1,157 @@
-"""What `simulate` hands down to its solves: its options, and the vector field's args.
+"""`simulate`'s options as given and as checked, and the vector field's args.
 
-`simulate` checks its keyword arguments and builds one `SimulateOptions`, which
-the smooth solve (`_segment`) and the hybrid one (`_hybrid`) take as they are,
-as diffrax's `diffeqsolve` takes its options by keyword. Each diffrax solve of
-the equations of motion gets its args as one `VectorFieldArgs`.
+`simulate` gathers its keyword arguments into one `Options`, which batches,
+sweeps and the fused kernel take as they are (`checked_options` names a bad one
+before anything is compiled). `simulate_checked` checks them and builds one
+`SimulateOptions`, which the smooth solve (`_segment`) and the hybrid one
+(`_hybrid`) take, as diffrax's `diffeqsolve` takes its options by keyword. Each
+diffrax solve of the equations of motion gets its args as one `VectorFieldArgs`.
 """
 
+import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import diffrax
 import equinox as eqx
+import jax.numpy as jnp
 import numpy as np
 
 from ._custom_types import Array
 from ._system import LagrangianSystem
+from ._validate import as_real, check_precision, default_tolerance, known
 
 
-def check_max_events(max_events) -> int:
-    """`max_events` as an int, or a `ValueError` naming it."""
-    if (
-        isinstance(max_events, bool)
-        or not isinstance(max_events, (int, np.integer))
-        or max_events < 1
+# The most steps of a solve (between two events), unless `max_steps` says otherwise.
+MAX_STEPS = 100_000
+
+
+class Options(eqx.Module):
+    """`simulate`'s keyword options as given (None: the default). A new option of
+    `simulate` is a field here and a keyword there."""
+
+    t0: Any = 0.0
+    t1: Any = None
+    saveat: Any = None
+    solver: Any = None
+    rtol: Any = None
+    atol: Any = None
+    dt0: Any = None
+    stepsize_controller: Any = None
+    max_steps: int = MAX_STEPS
+    adjoint: Any = None
+    baumgarte: Any = None
+    progress_meter: Any = None
+    max_events: int = 64
+
+
+def checked_options(where: str, given: Mapping[str, Any]) -> Options:
+    """`given` (`simulate`'s options by name) as `Options`, with the mistakes that
+    `simulate` would refuse named with their values here, before anything is
+    compiled (or a sweep's store made); traced values are checked in the program.
+    Lists (`saveat=[...]`) become arrays."""
+    names = [field.name for field in dataclasses.fields(Options)]
+    for key in given:
+        if key not in names:
+            raise ValueError(
+                f"`{where}` got an unknown option {key!r}; the options of "
+                f"`simulate` are: {', '.join(names)}."
+            )
+    if "t1" not in given:
+        raise ValueError(f"`{where}` needs `t1`, the end time (as `simulate` does).")
+    options = Options(
+        **{k: jnp.asarray(v) if isinstance(v, list) else v for k, v in given.items()}
+    )
+    check_times(options.t0, options.t1, options.saveat, jnp.result_type(float))
+    for name in ("rtol", "atol", "dt0"):
+        if getattr(options, name) is not None:
+            check_tolerance(name, getattr(options, name))
+    positive_int("max_steps", options.max_steps)
+    return options
+
+
+def check_times(t0, t1, saveat, dtype) -> tuple[Array, Array, Array]:
+    t0, t1 = as_real("t0", t0), as_real("t1", t1)
+    if saveat is not None:
+        saveat = as_real("saveat", saveat)
+    a, b = known(t0), known(t1)
+    s = b[None] if saveat is None and b is not None else known(saveat)
+    for name, t in (("t0", t0), ("t1", t1)):
+        if t.shape != ():
+            raise ValueError(f"`{name}` must be a scalar, got shape {t.shape}.")
+    t0 = t0.astype(dtype)
+    t1 = t1.astype(dtype)
+    if saveat is None:
+        ts = t1[None]
+    else:
+        ts = jnp.asarray(saveat)
+        if ts.ndim != 1 or ts.shape[0] == 0:
+            raise ValueError(
+                "`saveat` must be a non-empty 1-D array of times, got shape "
+                f"{ts.shape}."
+            )
+        ts = ts.astype(dtype)
+
+    order = "`t1` must be greater than `t0`, got t0 = {} and t1 = {}."
+    increasing = "`saveat` must be strictly increasing{}."
+    inside = "`saveat` must lie in [t0, t1] = [{}, {}]{}."
+    if a is not None and b is not None and s is not None:
+        a, b = float(a), float(b)
+        if not (np.isfinite(a) and np.isfinite(b) and b > a):
+            raise ValueError(order.format(a, b))
+        if np.any(np.diff(s) <= 0):
+            i = int(np.argmax(np.diff(s) <= 0))
+            raise ValueError(
+                increasing.format(
+                    f", but saveat[{i}] = {s[i]} and saveat[{i + 1}] = {s[i + 1]}"
+                )
+            )
+        if np.any((s < a) | (s > b)) or not np.all(np.isfinite(s)):
+            i = int(np.argmax((s < a) | (s > b) | ~np.isfinite(s)))
+            raise ValueError(inside.format(a, b, f", but saveat[{i}] = {s[i]}"))
+        return t0, t1, ts
+    t1 = eqx.error_if(t1, ~(t1 > t0), order.format("t0", "a value not greater"))
+    ts = eqx.error_if(ts, jnp.any(ts[1:] <= ts[:-1]), increasing.format(""))
+    ts = eqx.error_if(ts, jnp.any((ts < t0) | (ts > t1)), inside.format("t0", "t1", ""))
+    return t0, t1, ts
+
+
+def positive_int(name: str, value, what: str = "") -> int:
+    """`value` as an int, or a `ValueError` naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"`{name}` must be a positive int{what}, got {value!r}.")
+    return int(value)
+
+
+def check_tolerance(name: str, value) -> Array:
+    """A solver tolerance (or step): a positive finite scalar, or an error naming
+    `name` (a `ValueError` when its value is known, else `eqx.error_if`)."""
+    value = as_real(name, value)
+    if value.shape != () or not (
+        jnp.issubdtype(value.dtype, jnp.floating)
+        or jnp.issubdtype(value.dtype, jnp.integer)
     ):
         raise ValueError(
-            f"`max_events` must be a positive int (the most events "
-            f"before t1), got {max_events!r}."
+            f"`{name}` must be a positive scalar, got shape {value.shape} and "
+            f"dtype {value.dtype}."
         )
-    return int(max_events)
+    message = f"`{name}` must be positive and finite, got {{}}."
+    value_known = known(value)
+    if value_known is not None:
+        if not (np.isfinite(value_known) and value_known > 0):
+            raise ValueError(message.format(float(value_known)))
+        return value
+    bad = ~(jnp.isfinite(value) & (value > 0))
+    return eqx.error_if(value, bad, message.format("a value that is not"))
+
+
+def tolerances(options: Options, dtype) -> tuple[Array, Array]:
+    """`rtol` and `atol` as checked; None: the precision's default."""
+    default = default_tolerance(dtype)
+    rtol = check_tolerance("rtol", default if options.rtol is None else options.rtol)
+    atol = check_tolerance("atol", default if options.atol is None else options.atol)
+    check_precision("rtol", rtol, dtype)
+    return rtol, atol
 
 
 class SimulateOptions(eqx.Module):

@@ -9,7 +9,7 @@ calls routed through `call` (or `lower`) are kept as serialized
 
 - `context`, the command line's description of the run (the resolved config,
   the source of the user's system file and local modules, and what the
-  system's functions compute, `_sweep_identity.physics_digest`);
+  system's functions compute, `_ensemble._identity.physics_digest`);
 - the program's name and code, and the static (non-array) part of its
   arguments, with object addresses removed from their text (the values the
   program closes over are the caller's to put in the name or the context);

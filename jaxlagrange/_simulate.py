@@ -17,7 +17,15 @@ from ._errors import forward_mode_hint
 from ._guard import Failure, _all_finite, diagnosed
 from ._hybrid import hybrid_solve
 from ._initial_state import check_initial_state
-from ._options import SimulateOptions, check_max_events
+from ._options import (
+    MAX_STEPS,
+    Options,
+    SimulateOptions,
+    check_times,
+    check_tolerance,
+    positive_int,
+    tolerances,
+)
 from ._projection import ProjectedSolver, has_equality_constraints
 from ._segment import smooth_solve
 from ._system import LagrangianSystem
@@ -27,80 +35,8 @@ from ._trajectory import (
     _known,
     raise_on_failure,
 )
-from ._validate import (
-    as_real,
-    check_affine,
-    check_output_size,
-    check_precision,
-    default_tolerance,
-)
+from ._validate import as_real, check_affine
 from ._variational import VariationalMidpoint, variational_simulate
-
-
-def check_tolerance(name: str, value) -> Array:
-    value = as_real(name, value)
-    known = _known(value)
-    if value.shape != () or not (
-        jnp.issubdtype(value.dtype, jnp.floating)
-        or jnp.issubdtype(value.dtype, jnp.integer)
-    ):
-        raise ValueError(
-            f"`{name}` must be a positive scalar, got shape {value.shape} and "
-            f"dtype {value.dtype}."
-        )
-    message = f"`{name}` must be positive and finite, got {{}}."
-    if known is not None:
-        if not (np.isfinite(known) and known > 0):
-            raise ValueError(message.format(float(known)))
-        return value
-    bad = ~(jnp.isfinite(value) & (value > 0))
-    return eqx.error_if(value, bad, message.format("a value that is not"))
-
-
-def check_times(t0, t1, saveat, dtype) -> tuple[Array, Array, Array]:
-    t0, t1 = as_real("t0", t0), as_real("t1", t1)
-    if saveat is not None:
-        saveat = as_real("saveat", saveat)
-    a, b = _known(t0), _known(t1)
-    s = b[None] if saveat is None and b is not None else _known(saveat)
-    for name, t in (("t0", t0), ("t1", t1)):
-        if t.shape != ():
-            raise ValueError(f"`{name}` must be a scalar, got shape {t.shape}.")
-    t0 = t0.astype(dtype)
-    t1 = t1.astype(dtype)
-    if saveat is None:
-        ts = t1[None]
-    else:
-        ts = jnp.asarray(saveat)
-        if ts.ndim != 1 or ts.shape[0] == 0:
-            raise ValueError(
-                "`saveat` must be a non-empty 1-D array of times, got shape "
-                f"{ts.shape}."
-            )
-        ts = ts.astype(dtype)
-
-    order = "`t1` must be greater than `t0`, got t0 = {} and t1 = {}."
-    increasing = "`saveat` must be strictly increasing{}."
-    inside = "`saveat` must lie in [t0, t1] = [{}, {}]{}."
-    if a is not None and b is not None and s is not None:
-        a, b = float(a), float(b)
-        if not (np.isfinite(a) and np.isfinite(b) and b > a):
-            raise ValueError(order.format(a, b))
-        if np.any(np.diff(s) <= 0):
-            i = int(np.argmax(np.diff(s) <= 0))
-            raise ValueError(
-                increasing.format(
-                    f", but saveat[{i}] = {s[i]} and saveat[{i + 1}] = {s[i + 1]}"
-                )
-            )
-        if np.any((s < a) | (s > b)) or not np.all(np.isfinite(s)):
-            i = int(np.argmax((s < a) | (s > b) | ~np.isfinite(s)))
-            raise ValueError(inside.format(a, b, f", but saveat[{i}] = {s[i]}"))
-        return t0, t1, ts
-    t1 = eqx.error_if(t1, ~(t1 > t0), order.format("t0", "a value not greater"))
-    ts = eqx.error_if(ts, jnp.any(ts[1:] <= ts[:-1]), increasing.format(""))
-    ts = eqx.error_if(ts, jnp.any((ts < t0) | (ts > t1)), inside.format("t0", "t1", ""))
-    return t0, t1, ts
 
 
 def _as_initial_state(q0, qd0) -> tuple[Array, Array]:
@@ -122,6 +58,7 @@ def _as_initial_state(q0, qd0) -> tuple[Array, Array]:
     return q0.astype(dtype), qd0.astype(dtype)
 
 
+_EVENTS = " (the most events before t1)"
 _NON_FINITE_INITIAL = (
     "The initial state (q0, qd0) contains a non-finite value (NaN or inf)."
 )
@@ -140,7 +77,7 @@ def simulate(
     atol: ScalarLike | None = None,
     dt0: ScalarLike | None = None,
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
-    max_steps: int = 100_000,
+    max_steps: int = MAX_STEPS,
     adjoint: diffrax.AbstractAdjoint | None = None,
     baumgarte: tuple[ScalarLike, ScalarLike] | None = None,
     progress_meter: diffrax.AbstractProgressMeter | None = None,
@@ -259,10 +196,7 @@ def simulate(
     traj.q.shape  # (101, 1)
     ```
     """
-    traj, failure, max_events = simulate_checked(
-        system,
-        q0,
-        qd0,
+    options = Options(
         t0=t0,
         t1=t1,
         saveat=saveat,
@@ -276,7 +210,9 @@ def simulate(
         baumgarte=baumgarte,
         progress_meter=progress_meter,
         max_events=max_events,
-        throw=throw,
+    )
+    traj, failure, max_events = simulate_checked(
+        system, q0, qd0, options, throw=throw
     )
     traj = diagnosed(traj, failure)
     if throw:
@@ -285,43 +221,23 @@ def simulate(
 
 
 def simulate_checked(
-    system,
-    q0,
-    qd0,
-    *,
-    t0=0.0,
-    t1,
-    saveat=None,
-    solver=None,
-    rtol=None,
-    atol=None,
-    dt0=None,
-    stepsize_controller=None,
-    max_steps=100_000,
-    adjoint=None,
-    baumgarte=None,
-    progress_meter=None,
-    max_events=64,
-    throw=True,
+    system, q0, qd0, options: Options, *, throw: bool = True
 ) -> tuple[Trajectory, Failure | None, int | None]:
     """`simulate` without naming the cause of a stopped solve.
 
     Returns the trajectory (a stopped solve with its provisional code), what
     `_guard.diagnosed` needs to name the cause (None: nothing can stop), and
-    `max_events` as checked (None without unilateral constraints). The command
-    line compiles this and diagnoses a failure afterwards, on demand.
+    `max_events` as checked (None without unilateral constraints). Batches and
+    the command line compile this and diagnose a failure afterwards, on demand.
     """
+    solver, dt0, baumgarte = options.solver, options.dt0, options.baumgarte
+    stepsize_controller, adjoint = options.stepsize_controller, options.adjoint
+    progress_meter = options.progress_meter
     if not isinstance(system, LagrangianSystem):
         raise ValueError(
             f"`system` must be a jaxlagrange.LagrangianSystem, got {type(system).__name__}."
         )
-    if (
-        isinstance(max_steps, bool)
-        or not isinstance(max_steps, (int, np.integer))
-        or max_steps < 1
-    ):
-        raise ValueError(f"`max_steps` must be a positive int, got {max_steps!r}.")
-    max_steps = int(max_steps)
+    max_steps = positive_int("max_steps", options.max_steps)
     variational = isinstance(solver, VariationalMidpoint)
     if solver is not None and not (
         variational or isinstance(solver, diffrax.AbstractSolver)
@@ -340,11 +256,10 @@ def simulate_checked(
     q0_in, qd0_in = q0, qd0
     q0, qd0 = _as_initial_state(q0, qd0)
     dtype = q0.dtype
-    t0, t1, ts = check_times(t0, t1, saveat, dtype)
-    rtol = check_tolerance("rtol", default_tolerance(dtype) if rtol is None else rtol)
-    atol = check_tolerance("atol", default_tolerance(dtype) if atol is None else atol)
-    check_precision("rtol", rtol, dtype)
-    check_output_size(ts.shape[0], q0.shape[0], 0, dtype)
+    t0, t1, ts = check_times(options.t0, options.t1, options.saveat, dtype)
+    rtol, atol = tolerances(options, dtype)
+    if ts.shape[0] >= 2**31:  # (memory is the caller's to judge: the CLI checks it)
+        raise ValueError(f"`saveat` has {ts.shape[0]} times, more than 2**31.")
 
     known = (_known(q0_in), _known(qd0_in))
     if throw and known[0] is not None and known[1] is not None:
@@ -357,7 +272,7 @@ def simulate_checked(
         # member of a batch with bad params fails on its own, by its result).
         system = checked_values(system)
     if dt0 is not None:
-        dt0 = as_real("dt0", dt0).astype(dtype)
+        dt0 = check_tolerance("dt0", dt0).astype(dtype)
     if baumgarte is not None:
         baumgarte = tuple(jnp.asarray(gain, dtype) for gain in baumgarte)
     if variational:
@@ -381,7 +296,7 @@ def simulate_checked(
     if progress_meter is None:
         progress_meter = diffrax.NoProgressMeter()
     hybrid = system.unilateral is not None
-    options = SimulateOptions(
+    checked = SimulateOptions(
         solver=solver,
         stepsize_controller=stepsize_controller,
         adjoint=adjoint,
@@ -390,14 +305,16 @@ def simulate_checked(
         baumgarte=baumgarte,
         rest=atol if hybrid else None,
         max_steps=max_steps,
-        max_events=check_max_events(max_events) if hybrid else None,
-        t1_only=saveat is None,
+        max_events=positive_int("max_events", options.max_events, _EVENTS)
+        if hybrid
+        else None,
+        t1_only=options.saveat is None,
     )
-    solve = hybrid_solve if options.hybrid else smooth_solve
+    solve = hybrid_solve if checked.hybrid else smooth_solve
     with forward_mode_hint("simulate"):
-        traj, stop = solve(system, q0, qd0, t0, t1, ts, options)
+        traj, stop = solve(system, q0, qd0, t0, t1, ts, checked)
     failure = Failure(system, q0, qd0, t0, baumgarte, stop)
-    return traj, failure, options.max_events
+    return traj, failure, checked.max_events
 
 
 def _check_variational(system, q0, qd0, t0, dt0, stepsize_controller, baumgarte):
@@ -419,13 +336,6 @@ def _check_variational(system, q0, qd0, t0, dt0, stepsize_controller, baumgarte)
             "jl.VariationalMidpoint takes fixed steps of size `dt0` and keeps the "
             "constraints exactly: `stepsize_controller` and `baumgarte` do not apply."
         )
-    known = _known(dt0)
-    message = "`dt0` must be positive and finite, got {}."
-    if known is not None and not (np.isfinite(known) and known > 0):
-        raise ValueError(message.format(float(known)))
-    if known is None:
-        bad = ~(jnp.isfinite(dt0) & (dt0 > 0))
-        dt0 = eqx.error_if(dt0, bad, message.format("a value that is not"))
     if system.has_constraints:
         q0 = check_initial_state(system, q0, qd0, t0)
     return q0, dt0

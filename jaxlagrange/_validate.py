@@ -213,23 +213,6 @@ def check_finite_params(params, x):
     return raise_first(x, *param_flags(params))
 
 
-def check_tolerance(name: str, value):
-    """A solver tolerance: a positive finite number (a `ValueError` naming `name`
-    otherwise), as a Python float when its value is known at trace time."""
-    message = f"`{name}` must be a positive finite number, got {value!r}."
-    if isinstance(value, jax.core.Tracer):
-        return value
-    if isinstance(value, (bool, str, bytes)) or value is None:
-        raise ValueError(message)
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(message) from None
-    if not (np.isfinite(number) and number > 0):
-        raise ValueError(message)
-    return number
-
-
 def check_affine(name: str, fn, q: Array, qd: Array, t: Array, x: Array) -> Array:
     """`x`, with an error naming `name` unless fn(q, q̇, t) is affine in q̇ at (q, t).
 

@@ -217,3 +217,35 @@ def test_structure_errors():
         return jl.simulate_batch(DOUBLE, Q0, zeros, params=params, t1=0.1).q[0, -1, 0]
 
     assert np.isfinite(jax.grad(last)(G[0]))
+
+
+@pytest.mark.parametrize("backend", ["vmap", "kernel"])
+def test_dt0_is_checked_as_simulate_checks_it(backend):
+    # 0, NaN and negative steps ended as other failures in the two backends (or
+    # as diffrax's error quoting tracers), none naming `dt0`.
+    zeros = jnp.zeros(2)
+    for dt0, match in (
+        (0.0, r"`dt0` must be positive and finite, got 0\.0\."),
+        (-0.01, r"`dt0` must be positive and finite, got -0\.01\."),
+        (float("nan"), r"`dt0` must be positive and finite, got nan\."),
+        (jnp.array([0.1, 0.1]), r"`dt0` must be a positive scalar, got shape \(2,\)"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            jl.simulate(DOUBLE, Q0[0], zeros, t1=1.0, dt0=dt0)
+        with pytest.raises(ValueError, match=match):
+            jl.simulate_batch(DOUBLE, Q0, zeros, t1=1.0, dt0=dt0, backend=backend)
+
+
+def test_a_member_off_the_constraints_is_named():
+    # It was "max |g| = (not known under jit)", naming no member.
+    pendulum, q0, qd0 = jl.systems.cartesian_pendulum()
+    q0s = jnp.stack([q0, q0, 1.1 * q0])
+    for backend in ("vmap", "kernel"):
+        with pytest.raises(
+            ValueError,
+            match=r"`simulate_batch`: member 2 \(1 of 3 members\) cannot start: The "
+            r"initial state is off the constraint manifold.*\(max \|g\| = 0\.\d+\)",
+        ):
+            jl.simulate_batch(pendulum, q0s, qd0, t1=0.1, backend=backend)
+    traj = jl.simulate_batch(pendulum, q0s[:2], qd0, t1=0.1)
+    assert jnp.all(traj.result == jl.RESULTS.successful)

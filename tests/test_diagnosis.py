@@ -10,26 +10,13 @@ from helpers import counting, degenerating_lagrangian
 
 import jaxlagrange as jl
 from jaxlagrange import _guard
+from jaxlagrange._options import Options
 from jaxlagrange._simulate import simulate_checked
 
 
 # M = diag(1, 1 − q₀) turns singular at q₀ = 1, reached at t = 1 from q₀ = 0.
 q0, qd0 = jnp.zeros(2), jnp.array([1.0, 0.0])
-_OPTIONS = dict(
-    t0=0.0,
-    saveat=None,
-    solver=None,
-    rtol=1e-8,
-    atol=1e-8,
-    dt0=None,
-    stepsize_controller=None,
-    max_steps=100_000,
-    adjoint=None,
-    baumgarte=None,
-    progress_meter=None,
-    max_events=64,
-    throw=False,
-)
+_OPTIONS = Options(t1=3.0, rtol=1e-8, atol=1e-8)
 
 
 @pytest.fixture
@@ -43,7 +30,7 @@ def test_diagnosis_runs_only_after_a_failure(host_diagnoses):
     assert traj.result == jl.RESULTS.successful
     assert host_diagnoses == []
     # The solve alone gives the provisional code: the failed step was NaN.
-    raw, failure, _ = simulate_checked(system, q0, qd0, t1=3.0, **_OPTIONS)
+    raw, failure, _ = simulate_checked(system, q0, qd0, _OPTIONS, throw=False)
     assert raw.result == jl.RESULTS.non_finite_state
     assert bool(failure.stop.stopped)
     # `simulate` names the cause, with a second program run on the failed state.
@@ -88,7 +75,7 @@ def test_the_solve_traces_no_probes():
         jax.make_jaxpr(lambda qd: fn(system, qd).q)(qd0)
         return len(traces)
 
-    deferred = count(lambda s, qd: simulate_checked(s, q0, qd, t1=3.0, **_OPTIONS)[0])
+    deferred = count(lambda s, qd: simulate_checked(s, q0, qd, _OPTIONS, throw=False)[0])
     # Traced, `simulate` names the cause by a host callback: no probes either.
     traced = count(lambda s, qd: jl.simulate(s, q0, qd, t1=3.0, throw=False))
     raising = count(lambda s, qd: jl.simulate(s, q0, qd, t1=3.0))

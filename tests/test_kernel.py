@@ -16,7 +16,10 @@ import zarr
 from helpers import oscillator, unit_pendulum_lagrangian
 
 import jaxlagrange as jl
-from jaxlagrange._kernel._backend import choose_kernel
+from jaxlagrange._ensemble import _backend
+from jaxlagrange._ensemble._batch import BatchMember
+from jaxlagrange._ensemble._member import Rows
+from jaxlagrange._ensemble._sweep import stream
 from jaxlagrange._kernel._ensemble import simulate_kernel
 from jaxlagrange._lanes import (
     LaneFunction,
@@ -24,7 +27,7 @@ from jaxlagrange._lanes import (
     from_lanes,
     to_lanes,
 )
-from jaxlagrange._options import VectorFieldArgs
+from jaxlagrange._options import Options, VectorFieldArgs
 from jaxlagrange._projection import project_state
 from jaxlagrange._segment import _vector_field
 
@@ -183,7 +186,7 @@ def test_double_pendulum():
         q0s,
         jnp.broadcast_to(qd0, q0s.shape),
         jax.tree.map(lambda x: jnp.full((3,), x), system.params),
-        dict(t1=1.0, saveat=jnp.array([0.25, 1.0]), **TIGHT),
+        Options(t1=1.0, saveat=jnp.array([0.25, 1.0]), **TIGHT),
         block_size=2,
     )
     np.testing.assert_allclose(direct.q, kernel.q, rtol=1e-14)
@@ -424,22 +427,26 @@ def test_auto_on_cpu_is_vmap():
     np.testing.assert_array_equal(auto.q, vmap.q)
 
 
-def test_auto_on_a_gpu():
-    class Device:  # what `choose_kernel` reads of a device
+def test_auto_on_a_gpu(monkeypatch):
+    class Device:  # what `_on_gpu` reads of a device
         platform = "gpu"
 
-    system, _, _ = jl.systems.double_pendulum()
-    kernel = choose_kernel("auto", system, {"t1": 1.0}, [Device()], 128)
-    assert kernel is not None
+    assert _backend._on_gpu([Device()]) and not _backend._on_gpu(jax.devices("cpu"))
+    monkeypatch.setattr(_backend, "_kernel_is_faster", lambda devices: True)
+
+    def chosen(backend, ready, **options):
+        system, q0, qd0 = ready
+        member = BatchMember(system, Options(t1=1.0, **options))
+        rows = Rows(q0[None], qd0[None])
+        return _backend.backend_for(backend, None, member, rows, None)
+
+    pendulum, bouncing = jl.systems.double_pendulum(), jl.systems.bouncing_ball()
+    assert isinstance(chosen("auto", pendulum), _backend.KernelBackend)
     # Unsupported systems or options under "auto" fall back without a word.
-    bouncing, _, _ = jl.systems.bouncing_ball()
-    for system_, options in (
-        (system, {"solver": diffrax.Dopri5()}),
-        (bouncing, {}),
-    ):
-        assert choose_kernel("auto", system_, options, [Device()], 128) is None
+    for ready, options in ((pendulum, {"solver": diffrax.Dopri5()}), (bouncing, {})):
+        assert isinstance(chosen("auto", ready, **options), _backend.VmapBackend)
     with pytest.raises(ValueError, match="Dopri5"):
-        choose_kernel("kernel", system, {"solver": diffrax.Dopri5()}, [Device()], 128)
+        chosen("kernel", pendulum, solver=diffrax.Dopri5())
 
 
 def test_unknown_backend_and_block_size():
@@ -512,8 +519,10 @@ def test_lowers_to_triton(name, loop, monkeypatch):
     n = q0.shape[0]
     leaves, tree = jax.tree.flatten(system.params)
     leaves = [jnp.asarray(leaf, float) for leaf in leaves]
-    controller = _ensemble.check_supported(system, {})
-    problem = _ensemble._problem(system, n, leaves, tree, float, 2, controller, {}, 128)
+    controller = _ensemble.check_supported(system, Options())
+    problem = _ensemble._problem(
+        system, n, leaves, tree, float, 2, controller, Options(), 128
+    )
     assert problem.unroll is not loop
 
     def run(y0, params, scalars):
@@ -527,7 +536,7 @@ def test_lowers_to_triton(name, loop, monkeypatch):
 def test_sweeps_reach_the_kernel(monkeypatch, tmp_path):
     # backend="kernel" (interpret mode on the CPU) against backend="vmap", for
     # `simulate_sweep` and for the command line's member.
-    from jaxlagrange import _sweep_simulate as _sweep
+    from jaxlagrange._ensemble import _sweep_simulate as _sweep
 
     system, _, _ = jl.systems.double_pendulum()
     q0 = np.array([[1.0, 0.5], [1.2, 0.4], [0.3, -0.2]])
@@ -550,10 +559,8 @@ def test_sweeps_reach_the_kernel(monkeypatch, tmp_path):
     inputs = {"q0": q0, "qd0": np.zeros((3, 2)), "params/g": g["g"]}
 
     def cli(backend, name):
-        member = _sweep.SweepMember(
-            system, ["g"], dict(options), False, backend=backend
-        )
-        return jl.sweep(member, inputs, tmp_path / name, progress=False)
+        member = _sweep.SweepMember(system, Options(**options), False)
+        return stream(member, inputs, tmp_path / name, progress=False, backend=backend)
 
     for a, b, names in (
         (swept("kernel", "k.zarr"), swept("vmap", "v.zarr"), ("q", "qd")),
@@ -575,28 +582,22 @@ def test_sweeps_reach_the_kernel(monkeypatch, tmp_path):
     # "auto" asks for the kernel (which it takes on a GPU only).
     calls = []
     monkeypatch.setattr(
-        _sweep, "choose_kernel", lambda backend, *args: calls.append(backend)
+        _backend, "_kernel_is_faster", lambda devices: calls.append(devices) or False
     )
     swept("auto", "a.zarr")
     cli("auto", "ca.zarr")
-    assert calls == ["auto", "auto"]
+    assert len(calls) == 2
 
 
 def test_an_auto_sweep_takes_vmap_where_the_lanes_cannot(monkeypatch, tmp_path):
     # As `simulate_batch` does: "auto" (here given the kernel, as on a GPU) falls
     # back to vmap for a system whose q̈ the lanes cannot evaluate (a Cholesky).
     # The sweep failed there, and records the backend it used.
-    from jaxlagrange import _sweep_simulate as _sweep
-    from jaxlagrange._kernel._backend import KernelBatch
-
     def lagrangian(q, qd, t):
         factor = jnp.linalg.cholesky(jnp.eye(1) * (2.0 + q[0] ** 2))
         return 0.5 * qd @ qd - 0.5 * factor[0, 0] ** 2
 
-    def as_on_a_gpu(backend, system, options, devices, block_size):
-        return lambda static: KernelBatch(static, block_size)
-
-    monkeypatch.setattr(_sweep, "choose_kernel", as_on_a_gpu)
+    monkeypatch.setattr(_backend, "_kernel_is_faster", lambda devices: True)
     store = jl.simulate_sweep(
         jl.LagrangianSystem(lagrangian),
         np.array([[0.1], [0.2]]),
@@ -630,7 +631,7 @@ def test_an_auto_sweep_takes_vmap_where_the_lanes_cannot(monkeypatch, tmp_path):
 
 
 def test_a_store_from_before_backends_were_recorded_is_resumed(monkeypatch, tmp_path):
-    from jaxlagrange import _sweep
+    from jaxlagrange._ensemble import _sweep
 
     system, _, _ = jl.systems.pendulum()
 
@@ -645,13 +646,13 @@ def test_a_store_from_before_backends_were_recorded_is_resumed(monkeypatch, tmp_
         )
 
     with monkeypatch.context() as patch:  # as it was written before
-        patch.setattr(_sweep, "_backend_of", lambda store, fn, kernel, attrs: kernel)
+        patch.setattr(_sweep, "_backend_of", lambda *args: _backend.VmapBackend())
         assert "backend" not in sweep().attrs
     assert "backend" not in sweep().attrs  # resumed (here: reopened), not refused
 
 
 def test_sweep_backend_errors(tmp_path):
-    from jaxlagrange import _sweep_simulate as _sweep
+    from jaxlagrange._ensemble import _sweep_simulate as _sweep
 
     system, q0, qd0 = jl.systems.pendulum()
     kwargs = dict(store=tmp_path / "s.zarr", progress=False, t1=0.1)
@@ -664,10 +665,11 @@ def test_sweep_backend_errors(tmp_path):
             system, q0[None], qd0, backend="kernel", solver=diffrax.Dopri5(), **kwargs
         )
     member = _sweep.SweepMember(
-        system, [], dict(t1=0.1, saveat=jnp.array([0.1])), True, backend="kernel"
+        system, Options(t1=0.1, saveat=jnp.array([0.1])), True
     )
     with pytest.raises(ValueError, match=r"`lyapunov` is not supported by backend='k"):
-        jl.sweep(member, {"q0": q0[None], "qd0": qd0[None]}, tmp_path / "l.zarr")
+        inputs = {"q0": q0[None], "qd0": qd0[None]}
+        stream(member, inputs, tmp_path / "l.zarr", backend="kernel")
 
 
 _SWEEP_CONFIG = """\
@@ -725,14 +727,7 @@ def test_too_large_for_the_kernel(monkeypatch):
     with pytest.raises(ValueError, match="more than 32 coordinates.*'vmap' supp"):
         jl.simulate_batch(system, q0, qd0, t1=0.1, backend="kernel")
     # "auto" (here made to pick the kernel, as on a GPU) falls back to vmap.
-    from jaxlagrange import _batch
-    from jaxlagrange._kernel._backend import KernelBatch
-
-    monkeypatch.setattr(
-        _batch,
-        "choose_kernel",
-        lambda *args: lambda static: KernelBatch(static, 4),
-    )
+    monkeypatch.setattr(_backend, "_kernel_is_faster", lambda devices: True)
     traj = jl.simulate_batch(system, q0, qd0, t1=0.1)
     np.testing.assert_allclose(traj.q[:, -1], jnp.cos(0.1), rtol=1e-7)
 

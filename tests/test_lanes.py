@@ -22,6 +22,7 @@ from jaxlagrange._lanes import (
 from jaxlagrange._lanes._evaluator import _Evaluator
 from jaxlagrange._lanes._known import const_array
 from jaxlagrange._mass import _scalar
+from jaxlagrange._options import Options
 
 
 def by_lanes(fn, xs):
@@ -284,8 +285,10 @@ def _lowered_for_cuda(system, n):
 
     leaves, tree = jax.tree.flatten(eqx.filter(system.params, eqx.is_array_like))
     leaves = [jnp.asarray(leaf, float) for leaf in leaves]
-    controller = _ensemble.check_supported(system, {})
-    problem = _ensemble._problem(system, n, leaves, tree, float, 2, controller, {}, 128)
+    controller = _ensemble.check_supported(system, Options())
+    problem = _ensemble._problem(
+        system, n, leaves, tree, float, 2, controller, Options(), 128
+    )
 
     def run(y0, params, scalars):
         return _tsit5.run(problem, y0, params, scalars)
@@ -319,14 +322,9 @@ def test_auto_falls_back_for_what_the_kernel_cannot_evaluate(monkeypatch):
     with pytest.raises(UnsupportedPrimitiveError, match="'sort'"):
         jl.simulate_batch(system, q0, qd0, t1=0.1, backend="kernel", block_size=2)
     # "auto" (made to pick the kernel, as on a GPU) falls back to vmap.
-    from jaxlagrange import _batch
-    from jaxlagrange._kernel._backend import KernelBatch
+    from jaxlagrange._ensemble import _backend
 
-    monkeypatch.setattr(
-        _batch,
-        "choose_kernel",
-        lambda *args: lambda static: KernelBatch(static, 2),
-    )
+    monkeypatch.setattr(_backend, "_kernel_is_faster", lambda devices: True)
     traj = jl.simulate_batch(system, q0, qd0, t1=0.1, **TIGHT)
     np.testing.assert_allclose(traj.q[:, -1], q0 * jnp.cos(0.1), rtol=0, atol=1e-9)
     vmap = jl.simulate_batch(system, q0, qd0, t1=0.1, backend="vmap", **TIGHT)

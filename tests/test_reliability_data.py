@@ -15,7 +15,7 @@ import zarr
 
 import jaxlagrange as jl
 from jaxlagrange._cli import main
-from jaxlagrange._store import ChunkedStore
+from jaxlagrange._ensemble._store import ChunkedStore
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -206,9 +206,10 @@ def test_a_store_of_an_earlier_version_is_resumed(tmp_path, capsys, monkeypatch)
     # A store written before the backend and the params by name were recorded
     # (its params one text, no backend) was refused, its message a dump of the
     # params over several lines.
-    from jaxlagrange import _sweep
+    from jaxlagrange._ensemble import _sweep
+    from jaxlagrange._ensemble._backend import VmapBackend
     from jaxlagrange._cli import sweep as sweep_command
-    from jaxlagrange._sweep_identity import _describe
+    from jaxlagrange._ensemble._identity import _describe
 
     config, out = tmp_path / "sweep.toml", str(tmp_path / "out")
     config.write_text(
@@ -217,7 +218,7 @@ def test_a_store_of_an_earlier_version_is_resumed(tmp_path, capsys, monkeypatch)
     )
     command = ["sweep", str(config), "--out", out, "--no-plots"]
     with monkeypatch.context() as patch:  # as it was written before
-        patch.setattr(_sweep, "_backend_of", lambda store, fn, kernel, attrs: kernel)
+        patch.setattr(_sweep, "_backend_of", lambda *args: VmapBackend())
         patch.setattr(sweep_command, "_described_params", _describe)
         assert main([*command, "--quiet"]) == 0
     assert main([*command, "--quiet"]) == 0

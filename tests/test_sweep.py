@@ -181,7 +181,7 @@ def test_simulate_sweep_equals_simulate_batch(tmp_path):
         )
     with pytest.raises(ValueError, match="exists and is not a sweep store"):
         jl.sweep(lambda x: {"y": x["x"]}, {"x": g}, tmp_path, progress=False)
-    with pytest.raises(ValueError, match="`chunk_size` must be a positive integer"):
+    with pytest.raises(ValueError, match="`chunk_size` must be a positive int"):
         jl.sweep(lambda x: {"y": x["x"]}, {"x": g}, tmp_path / "t", chunk_size=0)
     with pytest.raises(
         ValueError, match="share one leading batch axis, got: x 11, z 3"
@@ -367,7 +367,9 @@ def _mixed_lagrangian(q, qd, t, params):
 
 def test_a_sweep_names_the_cause_of_each_failed_member(tmp_path, monkeypatch):
     from jaxlagrange import _guard
-    from jaxlagrange._sweep_simulate import SweepMember
+    from jaxlagrange._ensemble._sweep import stream
+    from jaxlagrange._ensemble._sweep_simulate import SweepMember
+    from jaxlagrange._options import Options
 
     calls = counting(monkeypatch, _guard, "_diagnose")
     # A new function: no compiled program of an earlier test can hide a trace.
@@ -404,7 +406,10 @@ def test_a_sweep_names_the_cause_of_each_failed_member(tmp_path, monkeypatch):
     t_final = group["outputs/t_final"][...]
     assert 0.6 < t_final[3] < 0.7 and t_final[2] < 1.0
     # The command line's member (energies along the solve) alike.
-    member = SweepMember(system, ["k"], {"t1": 1.0, "saveat": saveat}, False)
+    member = SweepMember(system, Options(t1=1.0, saveat=saveat), False)
     inputs = {"q0": np.zeros((5, 1)), "qd0": qd0, "params/k": k}
-    cli = jl.sweep(member, inputs, tmp_path / "cli.zarr", chunk_size=2, progress=False)
+    cli = stream(
+        member, inputs, tmp_path / "cli.zarr", chunk_size=2, progress=False,
+        backend="auto",
+    )
     assert jl.result_name(cli["outputs/result"][...]).tolist() == names

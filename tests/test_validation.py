@@ -73,14 +73,20 @@ def test_float32_tolerance_below_precision():
         jl.simulate(PENDULUM, Q0, QD0, t1=1.0, rtol=1e-16)
 
 
-def test_output_larger_than_memory(monkeypatch):
+def test_output_larger_than_memory(monkeypatch, tmp_path, capsys):
+    # The command line refuses save arrays that cannot fit in memory (XLA would
+    # abort); `simulate` keeps its own bounds only, and probes no memory limits
+    # on each call.
+    from jaxlagrange._cli import main
+
     monkeypatch.setattr(validate, "physical_memory", lambda: 2**20)
-    with pytest.raises(
-        ValueError,
-        match=r"`saveat` has 100000 times: the trajectory "
-        r"alone would need .* more than this machine's",
-    ):
-        jl.simulate(PENDULUM, Q0, QD0, t1=1.0, saveat=jnp.linspace(0, 1, 100_000))
+    config = tmp_path / "big.toml"
+    config.write_text('[system]\nname = "pendulum"\n[simulate]\nt1 = 1.0\nsaves = 100000\n')
+    assert main(["run", str(config), "--out", str(tmp_path / "out"), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "saves = 100000 is too many" in err and "more than this machine's" in err
+    monkeypatch.setattr(validate, "memory_limits", lambda: pytest.fail("probed"))
+    jl.simulate(PENDULUM, Q0, QD0, t1=1.0, saveat=jnp.linspace(0, 1, 100_000))
 
 
 @pytest.mark.parametrize(
@@ -163,7 +169,7 @@ def test_corrupted_store_metadata_is_named(tmp_path):
 def test_a_second_writer_is_refused_while_the_first_runs(tmp_path):
     import os
 
-    from jaxlagrange._store import _acquire
+    from jaxlagrange._ensemble._store import _acquire
 
     xs = jnp.linspace(0.0, 1.0, 4)
     held = _acquire(tmp_path / "s")  # another sweep holding the store
@@ -181,7 +187,7 @@ def test_a_second_writer_is_refused_while_the_first_runs(tmp_path):
 
 
 def test_interrupted_creation_leaves_no_store(tmp_path, monkeypatch):
-    import jaxlagrange._store as store
+    import jaxlagrange._ensemble._store as store
 
     xs = jnp.linspace(0.0, 1.0, 4)
 

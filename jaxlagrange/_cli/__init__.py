@@ -10,7 +10,8 @@ one, the embedded default: a chaotic double pendulum) and writes, into `--out`
 (default: `[output] dir`, else `out/<system name>` under the current directory),
 `trajectory.npz` (`ts`, `q`, `qd`, `energy`, and `multipliers` for constrained
 systems), `summary.json` and PNG plots. The simulation runs in float64. `sweep`
-runs a chunked, resumable ensemble into a Zarr store (see `jaxlagrange._sweep`).
+runs a chunked, resumable ensemble into a Zarr store (see
+`jaxlagrange._ensemble._sweep`).
 `fit` fits the params of a system to observed trajectories with `jl.fit` and
 writes the fitted params, the loss history and plots.
 

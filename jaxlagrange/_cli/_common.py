@@ -171,7 +171,7 @@ def kept_programs(config: Mapping[str, Any] | None, ready=None):
 
             context += system_file(config).read_text()
         if ready is not None:
-            from .._sweep_identity import physics_digest
+            from .._ensemble._identity import physics_digest
 
             context += physics_digest(ready.system, ready.q0.shape[0], ready.q0.dtype)
     except Exception:  # a source or a system that cannot be read: trace as usual
@@ -213,6 +213,7 @@ def simulate_program(**kwargs):
     import diffrax
 
     from .._results import code_of
+    from .._options import Options
     from .._simulate import simulate_checked
 
     # Nothing here is differentiated: diffrax's forward-mode adjoint is one plain
@@ -221,7 +222,8 @@ def simulate_program(**kwargs):
 
     def program(system, q0, qd0, **more):
         options = {**kwargs, **more}
-        traj, failure = simulate_checked(system, q0, qd0, **options, throw=False)[:2]
+        checked = simulate_checked(system, q0, qd0, Options(**options), throw=False)
+        traj, failure = checked[:2]
         fields = {f.name: getattr(traj, f.name) for f in dataclasses.fields(traj)}
         fields["result"] = code_of(traj.result)
         if failure is None:

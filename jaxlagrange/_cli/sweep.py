@@ -10,8 +10,9 @@ import numpy as np
 
 from .. import _config
 from .._config import ConfigError
-from .._store import changed_entries, stored_attributes
-from .._sweep_identity import _describe
+from .._ensemble._store import changed_entries, stored_attributes
+from .._ensemble._store_verify import StoreRefused
+from .._ensemble._identity import _describe
 from ._common import (
     add_device_argument,
     add_progress_arguments,
@@ -58,9 +59,12 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
     import jax
 
     from .. import __version__, plotting
-    from .._sweep import sweep
-    from .._sweep_identity import physics_digest
-    from .._sweep_simulate import SweepMember
+    from .._ensemble._identity import physics_digest
+    from .._ensemble._sweep import stream
+    from .._ensemble._sweep_simulate import SweepMember
+    from .._kernel._ensemble import KernelUnsupported
+    from .._lanes import UnsupportedPrimitiveError
+    from .._options import Options
 
     ready = _config.ready_system(config)
     kwargs = _config.simulate_kwargs(config)
@@ -76,7 +80,6 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
     n = ready.q0.shape[0]
     q0 = np.tile(np.asarray(ready.q0), (size, 1))
     qd0 = np.tile(np.asarray(ready.qd0), (size, 1))
-    swept_params = []
     inputs = {"q0": q0, "qd0": qd0}
     for name, v in values.items():
         if name.startswith("qd["):
@@ -84,15 +87,8 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
         elif name.startswith("q["):
             q0[:, int(name[2:-1])] = v
         else:
-            swept_params.append(name)
             inputs[f"params/{name}"] = v
-    member = SweepMember(
-        ready.system,
-        swept_params,
-        kwargs,
-        section["lyapunov"],
-        backend=section["backend"],
-    )
+    member = SweepMember(ready.system, Options(**kwargs), section["lyapunov"])
     if ready.system.has_constraints:
         _check_starts(member, inputs, kwargs["t0"], ready.name, values)
     store = out / "sweep.zarr"
@@ -150,7 +146,7 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
         # Members run with throw=False (failures are result codes in the store);
         # the checks as values keep the compiled chunk cacheable across runs.
         with errors_as_values():
-            group = sweep(
+            group = stream(
                 member,
                 inputs,
                 store,
@@ -158,21 +154,12 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
                 devices=devices,
                 progress=show_progress(args),
                 attrs=attrs,
+                backend=section["backend"],
             )
-    except ValueError as e:
-        if any(
-            text in str(e)
-            for text in (
-                "holds a different sweep",
-                "was computed with backend=",
-                "is not a sweep store",
-                "is being written by another sweep",
-            )
-        ):
-            raise CLIError(str(e)) from None
-        if "backend='kernel'" in str(e):
-            raise ConfigError(f"{config['source']}: [sweep] {e}") from None
-        raise
+    except StoreRefused as e:
+        raise CLIError(str(e)) from None
+    except (KernelUnsupported, UnsupportedPrimitiveError) as e:
+        raise ConfigError(f"{config['source']}: [sweep] {e}") from None
     wall = time.perf_counter() - start
     result = group["outputs/result"][:]
     failed = result != 0
@@ -321,10 +308,12 @@ def _check_starts(member, inputs, t0, name: str, values) -> None:
     import jax
     import jax.numpy as jnp
 
+    from .._ensemble._member import Rows
     from .._initial_state import _residuals, _tolerance
 
     def worst(row):
-        r = _residuals(member.system_for(row), row["q0"], row["qd0"], jnp.asarray(t0))
+        system = member.system_for(Rows.of(row))
+        r = _residuals(system, row["q0"], row["qd0"], jnp.asarray(t0))
         return jnp.maximum(r.position, r.velocity)
 
     rows = {k: jnp.asarray(v) for k, v in inputs.items()}

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import systems as _systems
+from .._options import MAX_STEPS
 from .._validate import check_output_size
 from ._schema import (
     ConfigError,
@@ -75,7 +76,7 @@ RUN_SCHEMA: dict[str, dict[str, Key]] = {
         "solver": Key(str, "Tsit5", _known_solver),
         "rtol": Key(float, 1e-8, positive_or_reason),
         "atol": Key(float, 1e-8, positive_or_reason),
-        "max_steps": Key(int, 100_000, at_least(1)),
+        "max_steps": Key(int, MAX_STEPS, at_least(1)),
     },
     "output": {
         "dir": Key(str, None),

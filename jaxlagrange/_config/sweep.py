@@ -5,7 +5,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from .._kernel._backend import BACKENDS
+from .._ensemble._backend import BACKENDS
 from ._schema import ConfigError, Key, at_least, one_of, type_error
 from .run import RUN_SCHEMA
 

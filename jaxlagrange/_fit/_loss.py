@@ -26,6 +26,7 @@ import numpy as np
 from .._custom_types import Array, Float, Params, ScalarLike
 from .._initial_state import project_initial_state
 from .._results import SUCCESSFUL, code_of
+from .._options import Options
 from .._simulate import simulate, simulate_checked
 from .._system import LagrangianSystem, as_float, to_leaf
 
@@ -275,10 +276,10 @@ def _pieces(system, layout: _Layout, starts, options, diagnose: bool):
         begins = (q0s, qd0s)
 
     def solve(q0, qd0, ts):
-        kwargs = dict(t0=ts[0], t1=ts[-1], saveat=ts, throw=False, **options)
+        kwargs = dict(t0=ts[0], t1=ts[-1], saveat=ts, **options)
         if diagnose:
-            return simulate(system, q0, qd0, **kwargs)
-        return simulate_checked(system, q0, qd0, **kwargs)[0]
+            return simulate(system, q0, qd0, throw=False, **kwargs)
+        return simulate_checked(system, q0, qd0, Options(**kwargs), throw=False)[0]
 
     traj = jax.vmap(solve)(*begins, layout.ts)
     root = jnp.sqrt(layout.weight)

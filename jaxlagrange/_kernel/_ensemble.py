@@ -19,12 +19,11 @@ import optimistix as optx
 from .._constraints import dynamics
 from .._initial_state import check_initial_state
 from .._lanes import LaneFunction, UnsupportedPrimitiveError
+from .._options import Options, check_times, check_tolerance, tolerances
 from .._projection import has_equality_constraints, project_state
 from .._results import item_of
-from .._simulate import check_times, check_tolerance
 from .._system import LagrangianSystem
 from .._trajectory import Trajectory, without_events
-from .._validate import check_precision, default_tolerance
 from ._tsit5 import Controller, KernelProblem, run
 
 
@@ -40,8 +39,12 @@ _MAX_UNROLL = 32
 _UNROLL_STAGES = 400
 
 
-def _unsupported(what: str) -> ValueError:
-    return ValueError(
+class KernelUnsupported(ValueError):
+    """What `backend="kernel"` does not support (`backend="vmap"` does)."""
+
+
+def _unsupported(what: str) -> KernelUnsupported:
+    return KernelUnsupported(
         f"backend='kernel' does not support {what}; backend='vmap' supports it."
     )
 
@@ -79,7 +82,7 @@ def _controller(controller, dt0) -> Controller:
     raise _unsupported(f"`stepsize_controller={type(controller).__name__}(...)`")
 
 
-def check_supported(system: LagrangianSystem, options: dict[str, Any]) -> Controller:
+def check_supported(system: LagrangianSystem, options: Options) -> Controller:
     """The kernel's controller, or a `ValueError` naming what it does not support."""
     if system.unilateral is not None:
         raise _unsupported("unilateral constraints (`unilateral`, contacts, impacts)")
@@ -87,15 +90,15 @@ def check_supported(system: LagrangianSystem, options: dict[str, Any]) -> Contro
         raise _unsupported("friction (`slip`)")
     if system.mass_strategy.lanes(1) is None:
         raise _unsupported("an iterative or lineax `mass_solver`")
-    solver = options.get("solver")
+    solver = options.solver
     if solver is not None and type(solver) is not diffrax.Tsit5:
         raise _unsupported(
             f"`solver={type(solver).__name__}()` (it integrates with Tsit5 only)"
         )
-    meter = options.get("progress_meter")
+    meter = options.progress_meter
     if meter is not None and type(meter) is not diffrax.NoProgressMeter:
         raise _unsupported(f"`progress_meter={type(meter).__name__}()`")
-    return _controller(options.get("stepsize_controller"), options.get("dt0"))
+    return _controller(options.stepsize_controller, options.dt0)
 
 
 def _with_params(system, tree, leaves):
@@ -107,7 +110,7 @@ def _with_params(system, tree, leaves):
 
 
 def _problem(system, n, leaves, tree, dtype, num_saves, controller, options, block):
-    baumgarte = options.get("baumgarte")
+    baumgarte = options.baumgarte
     num_gains = 0 if baumgarte is None else 2
     projected = baumgarte is None and has_equality_constraints(system)
 
@@ -159,8 +162,8 @@ def _problem(system, n, leaves, tree, dtype, num_saves, controller, options, blo
         num_gains=num_gains,
         num_saves=num_saves,
         controller=controller,
-        max_steps=int(options.get("max_steps", 100_000)),
-        has_dt0=options.get("dt0") is not None,
+        max_steps=int(options.max_steps),
+        has_dt0=options.dt0 is not None,
         block=block,
         unroll=len(rhs_fn.jaxpr.eqns) <= _UNROLL_STAGES,
     )
@@ -171,7 +174,7 @@ def simulate_kernel(
     q0: jax.Array,
     qd0: jax.Array,
     params: Any,
-    options: dict[str, Any],
+    options: Options,
     *,
     block_size: int = DEFAULT_BLOCK_SIZE,
 ) -> Trajectory:
@@ -180,29 +183,14 @@ def simulate_kernel(
     params pytree with a leading batch axis on every array leaf, None for a leaf
     that is no array (None: no params)."""
     controller = check_supported(system, options)
-    max_steps = options.get("max_steps", 100_000)
-    if (
-        isinstance(max_steps, bool)
-        or not isinstance(max_steps, (int, np.integer))
-        or max_steps < 1
-    ):
-        raise ValueError(f"`max_steps` must be a positive int, got {max_steps!r}.")
     size, n = q0.shape
     dtype = jnp.result_type(q0.dtype, qd0.dtype, float)
     q0, qd0 = q0.astype(dtype), qd0.astype(dtype)
-    t0, t1, ts = check_times(
-        options.get("t0", 0.0), options["t1"], options.get("saveat"), dtype
-    )
-    # None (the default): the tolerance follows the dtype, as in `simulate`.
-    tolerance = default_tolerance(dtype)
-    rtol = options.get("rtol")
-    atol = options.get("atol")
-    rtol = check_tolerance("rtol", tolerance if rtol is None else rtol)
-    atol = check_tolerance("atol", tolerance if atol is None else atol)
-    if options.get("stepsize_controller") is not None and controller.adaptive:
-        rtol = jnp.asarray(options["stepsize_controller"].rtol)
-        atol = jnp.asarray(options["stepsize_controller"].atol)
-    check_precision("rtol", rtol, dtype)
+    t0, t1, ts = check_times(options.t0, options.t1, options.saveat, dtype)
+    rtol, atol = tolerances(options, dtype)  # as `simulate` checks them
+    if options.stepsize_controller is not None and controller.adaptive:
+        rtol = jnp.asarray(options.stepsize_controller.rtol)
+        atol = jnp.asarray(options.stepsize_controller.atol)
     if params is None:
         leaves, tree = [], None
         batched = jnp.zeros((size, 0), dtype)
@@ -223,11 +211,12 @@ def simulate_kernel(
     problem = _problem(
         system, n, leaves, tree, dtype, ts.shape[0], controller, options, block_size
     )
-    dt0 = options.get("dt0")
-    dt0 = jnp.zeros((), dtype) if dt0 is None else jnp.asarray(dt0, dtype)
+    dt0 = options.dt0
+    dt0 = jnp.zeros((), dtype) if dt0 is None else check_tolerance("dt0", dt0)
+    dt0 = dt0.astype(dtype)
     span = jnp.maximum(jnp.abs(t0), jnp.abs(t1))
     resolution = 16 * jnp.finfo(dtype).eps * span
-    baumgarte = options.get("baumgarte")
+    baumgarte = options.baumgarte
     gains = [] if baumgarte is None else [jnp.asarray(g, dtype) for g in baumgarte]
     scalars = jnp.stack(
         [t0, t1, rtol.astype(dtype), atol.astype(dtype), dt0, resolution, *gains]
@@ -247,7 +236,7 @@ def _trajectory(system, tree, params, ys, t_final, codes, ts, t0, options):
     saved_ts = jnp.where(reached, ts[None], jnp.inf)
     q, qd = ys[..., :n], ys[..., n:]
     if system.has_constraints:
-        baumgarte = options.get("baumgarte")
+        baumgarte = options.baumgarte
 
         def multipliers(q, qd, t, leaves):
             sys = _with_params(system, tree, leaves)
@@ -268,7 +257,7 @@ def _trajectory(system, tree, params, ys, t_final, codes, ts, t0, options):
     result = item_of(codes[0])
     integer = jnp.asarray(0).dtype
     stats = {
-        "max_steps": jnp.full((size,), int(options.get("max_steps", 100_000)), integer),
+        "max_steps": jnp.full((size,), int(options.max_steps), integer),
         "num_accepted_steps": codes[2].astype(integer),
         "num_rejected_steps": codes[3].astype(integer),
         "num_steps": codes[1].astype(integer),

@@ -40,6 +40,7 @@ import numpy as np
 from ._store_verify import (
     CHECKSUM_FORM,
     MANIFEST,
+    StoreRefused,
     bad_chunks,
     checksum,
     import_zarr,
@@ -69,7 +70,7 @@ def _acquire(path: Path) -> int:
         except BlockingIOError:
             holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
             os.close(fd)
-            raise ValueError(
+            raise StoreRefused(
                 f"The store {str(path)!r} is being written by another sweep (process "
                 f"{holder or 'unknown'}); wait for it to finish, or choose another "
                 "output directory."
@@ -145,7 +146,7 @@ class ChunkedStore:
         if existing is not None and MANIFEST in existing.attrs:
             self.manifest = dict(existing.attrs[MANIFEST])
             if self.manifest.get("fingerprint") != self.key:
-                raise ValueError(
+                raise StoreRefused(
                     f"The store {str(self.path)!r} holds a different sweep "
                     f"({_difference(existing, attrs, inputs, chunk_size)}); remove it "
                     "or choose another output directory."
@@ -177,7 +178,7 @@ class ChunkedStore:
                     self._write_manifest()
             return
         if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
-            raise ValueError(
+            raise StoreRefused(
                 f"{str(self.path)!r} exists and is not a sweep store; remove it or "
                 "choose another output directory."
             )

@@ -1,72 +1,13 @@
-"""The inputs of a batch: `simulate`'s options, batched params and states, and the
-batch size they agree on (shared by `simulate_batch` and the sweeps)."""
+"""The inputs of a batch: batched params and states, and the batch size they
+agree on (shared by `simulate_batch` and the sweeps)."""
 
-import inspect
 from collections.abc import Mapping
-from typing import Any
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._custom_types import Array, Params
-from ._simulate import check_times, check_tolerance, simulate
-
-
-# Options of `simulate` that `simulate_batch` forwards; `throw` is handled here.
-def _simulate_options() -> tuple[str, ...]:
-    parameters = inspect.signature(simulate).parameters.values()
-    return tuple(
-        p.name
-        for p in parameters
-        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name != "throw"
-    )
-
-
-def check_options(options: Mapping[str, Any], where: str) -> None:
-    """Unknown options, a missing `t1`, and the known times and tolerances that
-    `simulate` would refuse: named with their values here, before anything is
-    compiled (or a sweep's store made). Traced ones are checked in the program."""
-    valid = _simulate_options()
-    for key in options:
-        if key not in valid:
-            raise ValueError(
-                f"`{where}` got an unknown option {key!r}; the options of "
-                f"`simulate` are: {', '.join(valid)}."
-            )
-    if "t1" not in options:
-        raise ValueError(f"`{where}` needs `t1`, the end time (as `simulate` does).")
-    saveat = options.get("saveat")
-    check_times(
-        options.get("t0", 0.0),
-        options["t1"],
-        jnp.asarray(saveat) if isinstance(saveat, list) else saveat,
-        jnp.result_type(float),
-    )
-    for name in ("rtol", "atol"):
-        if options.get(name) is not None:
-            check_tolerance(name, options[name])
-
-
-def split_options(simulate_options: Mapping[str, Any]) -> tuple[Any, Any]:
-    """`simulate`'s options as a sorted tuple of (name, value) pairs, split into
-    its arrays and the rest, which is static (hashed for the compilation cache).
-
-    Lists (e.g. `saveat=[...]`) become arrays. `joined_options` undoes it.
-    """
-    options = tuple(
-        sorted(
-            (k, jnp.asarray(v) if isinstance(v, list) else v)
-            for k, v in simulate_options.items()
-        )
-    )
-    return eqx.partition(options, eqx.is_array)
-
-
-def joined_options(dyn_options, static_options) -> dict[str, Any]:
-    """The keyword options of `simulate`, from the two parts of `split_options`."""
-    return dict(eqx.combine(dyn_options, static_options))
+from .._custom_types import Params
 
 
 def override(base: Params, new: Params, size: int, path: str = "params") -> Params:
@@ -119,7 +60,16 @@ def merge(base: Params, new: Params) -> Params:
     return new
 
 
-def batch_size(q0: Array, qd0: Array, params: Params) -> int:
+def batch_size(system, q0, qd0, params: Params) -> int:
+    """The batch size that the states (arrays or shapes) and the batched params
+    agree on, or a `ValueError` naming what disagrees."""
+    for x, name in ((q0, "q0"), (qd0, "qd0")):
+        if x.ndim not in (1, 2):
+            raise ValueError(
+                f"`{name}` must have shape (n,) or (batch, n), got shape {x.shape}."
+            )
+    if params is not None and not system.has_params:
+        raise ValueError("`params` was given but the system has no params.")
     sizes = {}
     if q0.ndim == 2:
         sizes["q0"] = q0.shape[0]
@@ -144,12 +94,9 @@ def batch_size(q0: Array, qd0: Array, params: Params) -> int:
     (size,) = set(sizes.values())
     if size == 0:
         raise ValueError("The batch is empty (batch size 0).")
-    return size
-
-
-def check_state(x: Array, name: str) -> Array:
-    if x.ndim not in (1, 2):
+    if q0.shape[-1] != qd0.shape[-1]:
         raise ValueError(
-            f"`{name}` must have shape (n,) or (batch, n), got shape {x.shape}."
+            f"q0 and qd0 must have the same number of coordinates, got q0 {q0.shape} "
+            f"and qd0 {qd0.shape}."
         )
-    return x
+    return size

@@ -1,6 +1,6 @@
 """Checking a sweep store: the checksums of its chunks, and `open_store`.
 
-See `jaxlagrange._store` for the layout and what the manifest records.
+See `jaxlagrange._ensemble._store` for the layout and what the manifest records.
 """
 
 import hashlib
@@ -16,6 +16,11 @@ MANIFEST = "manifest"
 # Checksums over the canonical form (all NaN as +NaN); stores without this key
 # hashed the raw bytes, and may lack the files of chunks equal to the fill value.
 CHECKSUM_FORM = "canonical-nan/1"
+
+
+class StoreRefused(ValueError):
+    """A directory a sweep cannot write into (or read as a store): one holding
+    another sweep, one being written, or no store at all."""
 
 
 def import_zarr():
@@ -151,7 +156,7 @@ def open_store(
             if (inside / "zarr.json").is_file()
             else " (a store is a directory with a zarr.json)"
         )
-        raise ValueError(f"{str(path)!r} is not a sweep store{hint}.")
+        raise StoreRefused(f"{str(path)!r} is not a sweep store{hint}.")
     group = open_root(import_zarr(), path, "r")
     manifest = group.attrs.get(MANIFEST)
     if manifest is None:

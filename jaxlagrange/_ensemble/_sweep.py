@@ -6,17 +6,18 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._batch import COLLAPSED, sharded_map
-from ._custom_types import Array
-from ._lanes import UnsupportedPrimitiveError
-from ._progress import progress_bar
+from .._custom_types import Array
+from .._options import positive_int
+from .._progress import progress_bar
+from ._backend import apply, backend_for
+from ._member import AbstractMember, Rows
+from ._sharding import sharded_map
 from ._store import ChunkedStore, open_store, stored_attributes
-from ._store_verify import MANIFEST
+from ._store_verify import MANIFEST, StoreRefused
 
 
 def _barrier(name: str) -> None:
@@ -32,10 +33,6 @@ def _pad_rows(x: np.ndarray, rows: int) -> np.ndarray:
     if x.shape[0] == rows:
         return x
     return np.concatenate([x, np.repeat(x[:1], rows - x.shape[0], axis=0)])
-
-
-def _apply(member, fn):
-    return fn(member)
 
 
 def sweep(
@@ -96,14 +93,33 @@ def sweep(
     group["outputs/y"].shape  # (10000,)
     ```
     """
-    if (
-        not isinstance(chunk_size, int)
-        or isinstance(chunk_size, bool)
-        or chunk_size < 1
-    ):
-        raise ValueError(
-            f"`chunk_size` must be a positive integer, got {chunk_size!r}."
-        )
+    return stream(
+        fn,
+        inputs,
+        store,
+        chunk_size=chunk_size,
+        devices=devices,
+        progress=progress,
+        attrs=attrs,
+    )
+
+
+def stream(
+    fn: Callable | AbstractMember,
+    inputs: Mapping[str, Any],
+    store: str | os.PathLike,
+    *,
+    chunk_size: int = 1024,
+    devices: Sequence[jax.Device] | None = None,
+    progress: bool = True,
+    attrs: Mapping[str, Any] | None = None,
+    backend: str | None = None,
+    block_size: int | None = None,
+):
+    """`sweep` of a function `fn` (`backend` None), or of the library's member
+    `fn` (an `AbstractMember`, its inputs `Rows.of` a sweep's) solved by the
+    backend named `backend`, which the store records."""
+    chunk_size = positive_int("chunk_size", chunk_size)
     if not inputs:
         raise ValueError("`inputs` is empty.")
     sizes = {name: x.shape[0] if np.ndim(x) else None for name, x in inputs.items()}
@@ -118,14 +134,10 @@ def sweep(
         name: jax.ShapeDtypeStruct(x.shape[1:], dtype_of(x))
         for name, x in inputs.items()
     }
-    # A member that can defer naming the causes of failed solves returns, beside
-    # its outputs, where each stopped; they are named after the chunk, by
-    # `fn.named` (see `_guard.name_causes`), so its program holds no diagnosis.
-    deferring = fn.deferring() if hasattr(fn, "deferring") else None
-    if deferring is None:
+    if backend is None:
         shapes = jax.eval_shape(fn, member)
     else:
-        shapes = jax.eval_shape(deferring, member)[0]
+        shapes = jax.eval_shape(fn.deferring(), Rows.of(member))[0]
     if not isinstance(shapes, Mapping) or not all(isinstance(k, str) for k in shapes):
         raise ValueError(
             f"`fn` must return a dict of arrays keyed by name, got {type(shapes)}."
@@ -133,22 +145,21 @@ def sweep(
     outputs = {k: (tuple(v.shape), v.dtype) for k, v in shapes.items()}
     attrs = dict(attrs or {})
     attrs["outputs"] = {k: [list(s), np.dtype(d).str] for k, (s, d) in outputs.items()}
-    # The fused ensemble kernel where the backend picks it; an option it does not
-    # support (backend="kernel") is an error before the store is touched.
-    kernel = fn.batch_kernel(devices) if hasattr(fn, "batch_kernel") else None
-    if kernel is not None and getattr(fn, "backend", None) == "auto":
-        # "auto" falls back to vmap where the kernel's lanes cannot evaluate the
-        # system (a primitive they do not have), as in `simulate_batch`.
-        chunk = {
-            name: jax.ShapeDtypeStruct((chunk_size, *x.shape), x.dtype)
-            for name, x in member.items()
-        }
-        try:
-            eqx.filter_eval_shape(kernel, chunk, fn)
-        except UnsupportedPrimitiveError:
-            kernel = None
-    if hasattr(fn, "batch_kernel"):
-        kernel = _backend_of(store, fn, kernel, attrs)
+    if backend is None:
+
+        def compute(batched):
+            return sharded_map(apply, batched, fn, chunk_size, devices)
+
+    else:
+        # An option the kernel does not support (backend="kernel") is an error
+        # before the store is touched.
+        chosen = _backend_of(
+            store, fn, backend, block_size, member, chunk_size, devices, attrs
+        )
+
+        def compute(batched):
+            return chosen.run(fn, Rows.of(batched), chunk_size, devices)
+
     writer = jax.process_index() == 0
     kwargs = dict(
         size=size, chunk_size=chunk_size, inputs=inputs, outputs=outputs, attrs=attrs
@@ -179,14 +190,8 @@ def sweep(
                 name: jnp.asarray(_pad_rows(np.asarray(x[start:stop]), chunk_size))
                 for name, x in inputs.items()
             }
-            if kernel is None and deferring is not None:
-                out = sharded_map(_apply, batched, deferring, chunk_size, devices)
-                out = fn.named(*out, batched)
-            else:
-                out = sharded_map(_apply, batched, fn, chunk_size, devices, kernel)
+            out = compute(batched)
             out = {k: np.asarray(v)[: stop - start] for k, v in out.items()}
-            if kernel is not None and deferring is not None:
-                out = _collapsed_again(out, batched, fn, deferring, devices)
             chunked.write(chunk, out)
             bar.update()
         chunked.finish()
@@ -197,8 +202,11 @@ def sweep(
     return open_store(store)
 
 
-def _backend_of(store, fn, kernel, attrs):
-    """The kernel (None: vmap) a resumed store keeps, recorded in `attrs`.
+def _backend_of(
+    store, member, backend, block_size, shapes, chunk_size, devices, attrs
+):
+    """The backend a sweep takes, recorded in `attrs`, and the one a resumed store
+    keeps.
 
     The integrator is part of what a store holds: the kernel's Tsit5 and
     diffrax's take other steps, and a chaotic member's motions part, so a sweep
@@ -208,41 +216,28 @@ def _backend_of(store, fn, kernel, attrs):
     backend to resume it with. A store written before backends were recorded
     is resumed as it was.
     """
-    used = "vmap" if kernel is None else "kernel"
     stored = stored_attributes(store)
-    if stored is None or MANIFEST not in stored:
-        attrs["backend"] = used
-        return kernel
-    before = stored.get("backend")
-    if before is None:
-        return kernel
-    if before == "vmap" and getattr(fn, "backend", None) == "auto":
-        kernel, used = None, "vmap"
-    if before != used:
-        raise ValueError(
+    new = stored is None or MANIFEST not in stored
+    before = None if new else stored.get("backend")
+    chunk = {
+        name: jax.ShapeDtypeStruct((chunk_size, *x.shape), x.dtype)
+        for name, x in shapes.items()
+    }
+    chosen = backend_for(
+        backend, block_size, member, Rows.of(chunk), devices, follow=before
+    )
+    if not new and before is None:
+        return chosen
+    if before is not None and before != chosen.name:
+        raise StoreRefused(
             f"The store {str(store)!r} was computed with backend={before!r}, and this "
-            f"sweep would take backend={used!r}: the two integrators take other steps, "
-            f"so their members would mix. Resume it with backend={before!r} (in a "
-            f'config: [sweep] backend = "{before}"), or choose another output '
-            "directory."
+            f"sweep would take backend={chosen.name!r}: the two integrators take "
+            "other steps, so their members would mix. Resume it with "
+            f'backend={before!r} (in a config: [sweep] backend = "{before}"), or '
+            "choose another output directory."
         )
-    attrs["backend"] = used
-    return kernel
-
-
-def _collapsed_again(out, batched, fn, deferring, devices):
-    """The kernel's members whose step collapsed, computed again on the vmap path,
-    whose diagnosis names the cause (`_batch._collapsed_again`)."""
-    index = np.flatnonzero(out["result"] == COLLAPSED)
-    if index.size == 0:
-        return out
-    rows = {k: v[index] for k, v in batched.items()}
-    again = sharded_map(_apply, rows, deferring, index.size, devices)
-    again = fn.named(*again, rows)
-    out = {k: v.copy() for k, v in out.items()}
-    for k, v in again.items():
-        out[k][index] = np.asarray(v)
-    return out
+    attrs["backend"] = chosen.name
+    return chosen
 
 
 def dtype_of(x) -> np.dtype:

@@ -1,0 +1,218 @@
+"""How a batch of members is solved: a vmap of `simulate`, or the fused kernel.
+
+`backend_for` turns the name a user gives (`"vmap"`, `"kernel"`, `"auto"`) into
+one `AbstractBackend`, once per batch or sweep; nothing else asks which it is.
+Each backend's `run` returns the members' outputs with the causes of stopped
+solves named, as the vmap path names them.
+"""
+
+import abc
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._custom_types import Params
+from .._errors import forward_mode_hint
+from .._guard import name_causes
+from .._kernel._ensemble import (
+    DEFAULT_BLOCK_SIZE,
+    KernelUnsupported,
+    check_supported,
+    simulate_kernel,
+)
+from .._lanes import UnsupportedPrimitiveError
+from .._results import code_of
+from .._trajectory import RESULTS
+from ._member import AbstractMember, Rows
+from ._sharding import devices_of, sharded_map
+
+
+BACKENDS = ("auto", "vmap", "kernel")
+
+# The code of a kernel member solved again on the vmap path (`_collapsed_again`).
+COLLAPSED = int(code_of(RESULTS.step_size_collapsed))
+
+
+def apply(row, fn):
+    return fn(row)
+
+
+def named(member: AbstractMember, out, failures, rows: Rows):
+    """The outputs of a deferring member's batch, its stopped members' causes named."""
+    system_of = type(member).system_for
+    codes = name_causes(member.codes(out), failures, system_of, member, rows)
+    return member.with_codes(out, codes)
+
+
+class AbstractBackend(eqx.Module):
+    """Solves every member of a batch (`run`); `name` is what a store records."""
+
+    name: ClassVar[str]
+
+    @abc.abstractmethod
+    def run(self, member: AbstractMember, rows: Rows, size: int, devices) -> Any:
+        """The outputs of `member` for each of the `size` rows, split over `devices`."""
+
+
+class VmapBackend(AbstractBackend):
+    """A vmap of `simulate`, sharded over the devices (`_sharding`)."""
+
+    name: ClassVar[str] = "vmap"
+
+    def run(self, member, rows, size, devices):
+        out, failures = sharded_map(apply, rows, member.deferring(), size, devices)
+        return named(member, out, failures, rows)
+
+
+class KernelBackend(AbstractBackend):
+    """The fused ensemble kernel (`_kernel/`), one lane per member; its
+    derivatives are the vmap path's."""
+
+    name: ClassVar[str] = "kernel"
+    block_size: int = DEFAULT_BLOCK_SIZE
+
+    def run(self, member, rows, size, devices):
+        share = _KernelShare(self.block_size, _forward(member))
+        with forward_mode_hint("simulate_batch(backend='kernel')"):
+            out = sharded_map(apply, rows, member, size, devices, share)
+        return _collapsed_again(member, out, rows, devices)
+
+
+def _forward(member: AbstractMember) -> bool:
+    return isinstance(member.options.adjoint, diffrax.ForwardMode)
+
+
+def _collapsed_again(member, out, rows, devices):
+    """The kernel's members whose step collapsed, solved again on the vmap path.
+
+    The kernel names a singular mass matrix or redundant constraints where one
+    of its stages met them; a solution that runs into a singular M (M → 0 as
+    q → q*) collapses its step just short of it, where no stage sees M singular
+    yet. The vmap path's diagnosis names such a cause from the dynamics along the
+    failed step: those members (few, after a failure only) are solved again
+    there, and their outputs and codes are the vmap path's, as `backend`
+    promises. Eagerly only: under the caller's `jit` the kernel's codes stand.
+    """
+    codes = member.codes(out)
+    if isinstance(codes, jax.core.Tracer):
+        return out
+    index = np.flatnonzero(np.asarray(codes) == COLLAPSED)
+    if index.size == 0:
+        return out
+    again_rows = jax.tree.map(lambda x: jnp.asarray(x)[index], rows)
+    again = VmapBackend().run(member, again_rows, index.size, devices)
+    return jax.tree.map(lambda a, b: jnp.asarray(a).at[index].set(b), out, again)
+
+
+class _KernelShare(eqx.Module):
+    """A device's share of the batch in the fused kernel."""
+
+    block_size: int = eqx.field(static=True)
+    forward: bool = eqx.field(static=True)  # differentiated in forward mode
+
+    def __call__(self, rows: Rows, member: AbstractMember):
+        system = member.system
+        size = rows.q0.shape[0]
+        params = None
+        if system.has_params:
+            params = broadcast_params(system.params, rows.params, size)
+        traj = simulate_kernel(
+            system,
+            rows.q0,
+            rows.qd0,
+            params,
+            member.options,
+            block_size=self.block_size,
+        )
+        return member.batched_outputs(traj, rows)
+
+
+def broadcast_params(base: Params, new: Params, size: int) -> Params:
+    """Every member's params, (batch, *shape) leaves: `base` with `new` put in.
+
+    A leaf that is no array (an MLP's activation function) is None here: the
+    kernel takes it from the system's params (`_ensemble._with_params`)."""
+    if isinstance(new, Mapping) and isinstance(base, Mapping):
+        return {k: broadcast_params(v, new.get(k), size) for k, v in base.items()}
+    if new is not None:
+        return new
+
+    def broadcast(x):
+        if not eqx.is_array_like(x):
+            return None
+        return jnp.broadcast_to(jnp.asarray(x), (size, *jnp.shape(x)))
+
+    return jax.tree.map(broadcast, base)
+
+
+def _on_gpu(devices: Sequence[jax.Device]) -> bool:
+    return {d.platform for d in devices} <= {"gpu", "cuda", "rocm"}
+
+
+def _kernel_is_faster(devices: Sequence[jax.Device]) -> bool:
+    # On a CPU the kernel runs in Pallas's interpret mode: exact but slow.
+    return _on_gpu(devices)
+
+
+def check_backend(backend: str, block_size: int | None) -> int:
+    """A `ValueError` for an unknown `backend`; `block_size` as checked."""
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise ValueError(
+            f"`backend` must be one of {', '.join(map(repr, BACKENDS))}, got "
+            f"{backend!r}."
+        )
+    if block_size is None:
+        return DEFAULT_BLOCK_SIZE
+    valid = isinstance(block_size, (int, np.integer)) and not isinstance(
+        block_size, bool
+    )
+    if not valid or block_size < 1 or block_size & (block_size - 1):
+        raise ValueError(
+            f"`block_size` must be a positive power of two, got {block_size!r}."
+        )
+    return int(block_size)
+
+
+def backend_for(
+    backend: str,
+    block_size: int | None,
+    member: AbstractMember,
+    rows: Rows,
+    devices,
+    *,
+    follow: str | None = None,
+) -> AbstractBackend:
+    """The backend that `backend` (a name) gives for `member` on `devices`.
+
+    `"kernel"`: the kernel, or a `ValueError` naming what it does not support.
+    `"auto"`: the kernel on GPUs where it supports the system, the options and
+    the member's outputs, and its lanes evaluate the system (tried on `rows`,
+    which may be shapes); else vmap, also where `follow` (a store's backend) is
+    `"vmap"`.
+    """
+    block_size = check_backend(backend, block_size)
+    if backend == "vmap":
+        return VmapBackend()
+    kernel = KernelBackend(block_size)
+    if backend == "kernel":
+        refusal = member.kernel_refusal()
+        if refusal is not None:
+            raise KernelUnsupported(refusal)
+        check_supported(member.system, member.options)
+        return kernel
+    if follow == "vmap" or not _kernel_is_faster(devices_of(devices)):
+        return VmapBackend()
+    if member.kernel_refusal() is not None:
+        return VmapBackend()
+    try:
+        check_supported(member.system, member.options)
+        share = _KernelShare(block_size, False, _forward(member))
+        eqx.filter_eval_shape(share, rows, member)
+    except (KernelUnsupported, UnsupportedPrimitiveError):
+        return VmapBackend()
+    return kernel

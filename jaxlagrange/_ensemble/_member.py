@@ -1,0 +1,101 @@
+"""One member of an ensemble: `simulate` from its row of the batched inputs.
+
+`simulate_batch`, `simulate_sweep` and the command line's sweep each write a
+final member class that says what a member keeps of its trajectory
+(`outputs`); the backends (`_backend`) run any of them, on vmap or in the fused
+kernel, and name the causes of stopped solves the same way.
+"""
+
+import abc
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import equinox as eqx
+import jax
+
+from .._guard import diagnosed, without_system
+from .._options import Options
+from .._simulate import simulate_checked
+from .._system import LagrangianSystem
+from .._trajectory import Trajectory
+from ._inputs import merge
+
+
+class Rows(eqx.Module):
+    """Batched inputs, a leading batch axis on every array (or one member's row):
+    initial states, and params put into the system's (None: its own)."""
+
+    q0: Any
+    qd0: Any
+    params: Any = None
+
+    @classmethod
+    def of(cls, inputs: Mapping[str, Any]) -> "Rows":
+        """A sweep's inputs: `q0`, `qd0` and `params/<key>/<key>...`."""
+        return cls(inputs["q0"], inputs["qd0"], swept_params(inputs))
+
+
+def swept_params(inputs: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The params of a sweep's inputs, `params/<key>/<key>...`, as nested dicts."""
+    params: dict[str, Any] = {}
+    for path, value in inputs.items():
+        if path.startswith("params/"):
+            *parents, leaf = path[len("params/") :].split("/")
+            node = params
+            for p in parents:
+                node = node.setdefault(p, {})
+            node[leaf] = value
+    return params or None
+
+
+class AbstractMember(eqx.Module):
+    """`simulate(..., throw=False)` of one row; `outputs` says what is kept.
+
+    `defer`: return, beside the outputs, where a stopped solve stopped
+    (`_guard.without_system`), for the backend to name its cause afterwards
+    (`_guard.name_causes`): the batch's program then holds no diagnosis.
+    """
+
+    system: eqx.AbstractVar[LagrangianSystem]
+    options: eqx.AbstractVar[Options]
+    defer: eqx.AbstractVar[bool]
+
+    @abc.abstractmethod
+    def outputs(self, traj: Trajectory, system: LagrangianSystem, row: Rows) -> Any:
+        """What a member keeps of its trajectory (`traj.result` as it is)."""
+
+    def kernel_refusal(self) -> str | None:
+        """Why the fused kernel cannot compute these outputs (None: it can)."""
+        return None
+
+    def codes(self, out) -> Any:
+        """The members' integer result codes in the outputs."""
+        return out["result"]
+
+    def with_codes(self, out, codes) -> Any:
+        return {**out, "result": codes}
+
+    def system_for(self, row: Rows) -> LagrangianSystem:
+        if row.params is None:
+            return self.system
+        params = merge(self.system.params, row.params)
+        return eqx.tree_at(lambda s: s.params, self.system, params)
+
+    def deferring(self) -> "AbstractMember":
+        return dataclasses.replace(self, defer=True)
+
+    def __call__(self, row: Rows):
+        system = self.system_for(row)
+        traj, failure, _ = simulate_checked(
+            system, row.q0, row.qd0, self.options, throw=False
+        )
+        if self.defer:
+            return self.outputs(traj, system, row), without_system(failure)
+        return self.outputs(diagnosed(traj, failure), system, row)
+
+    def batched_outputs(self, traj: Trajectory, rows: Rows) -> Any:
+        """`outputs` of a batch's trajectory (the fused kernel's)."""
+        return jax.vmap(lambda tr, row: self.outputs(tr, self.system_for(row), row))(
+            traj, rows
+        )

@@ -1,0 +1,234 @@
+"""Sharding: the batch axis is split over a 1-D mesh of devices with `shard_map`,
+so each device runs its own vmapped solve (its own while loop) with no
+communication; the fused kernel's forward pass takes the vmap's derivatives."""
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from .._custom_types import Array
+
+
+_AXIS = "batch"
+
+
+def devices_of(devices: Sequence[jax.Device] | None) -> tuple[jax.Device, ...]:
+    devices = tuple(jax.devices() if devices is None else devices)
+    if not devices:
+        raise ValueError("`devices` is empty.")
+    for d in devices:
+        if not isinstance(d, jax.Device):
+            raise ValueError(f"`devices` must be JAX devices, got {d!r}.")
+    if len(set(devices)) != len(devices):
+        raise ValueError(f"`devices` lists a device twice: {list(devices)}.")
+    return devices
+
+
+def _pad(x: Array, pad: int) -> Array:
+    # Padding repeats member 0, a valid member, so the padding cannot fail.
+    return x if pad == 0 else jnp.concatenate([x, jnp.repeat(x[:1], pad, axis=0)])
+
+
+def _global(x: Any, sharding: NamedSharding) -> Any:
+    # Across hosts, every process holds the whole (small) input; each device takes
+    # its slice of it. This builds the global array without communication.
+    if not eqx.is_array(x):
+        return x
+    x = np.asarray(x)
+    return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+
+
+def sharded_map(
+    fn: Callable[[Any, Any], Any],
+    batched: Any,
+    shared: Any,
+    size: int,
+    devices: Sequence[jax.Device] | None,
+    kernel: Callable[[Any, Any], Any] | None = None,
+) -> Any:
+    """`vmap(fn, in_axes=(0, None))(batched, shared)`, split over `devices`.
+
+    The batch is padded to a multiple of the number of devices and the padding is
+    stripped from the result. With devices in several processes (after
+    `jax.distributed.initialize`) every process returns the whole result.
+    `kernel(batched, shared)`, if given, computes each device's share in one call
+    instead of the `vmap` (gradients still go through the vmapped `fn`; in
+    forward mode where `kernel.forward`).
+    """
+    devices = devices_of(devices)
+    count = len(devices)
+    pad = (-size) % count
+    multiprocess = len({d.process_index for d in devices}) > 1
+    mesh = Mesh(np.asarray(devices), (_AXIS,))
+    if multiprocess:
+        replicated = NamedSharding(mesh, PartitionSpec())
+        batched = jax.tree.map(lambda x: _global(x, replicated), batched)
+        shared = jax.tree.map(lambda x: _global(x, replicated), shared)
+    batched_dyn, batched_static = eqx.partition(batched, eqx.is_array)
+    shared_dyn, shared_static = eqx.partition(shared, eqx.is_array)
+    out = _run(
+        batched_dyn,
+        shared_dyn,
+        fn=fn,
+        static=(batched_static, shared_static),
+        mesh=mesh,
+        pad=pad,
+        gather=multiprocess,
+        kernel=kernel,
+    )
+    if multiprocess:
+        out = jax.tree.map(lambda x: jnp.asarray(x.addressable_data(0)), out)
+    if pad == 0:
+        return out  # still split over the devices
+    # (Stripping the padding gathers the result: a batch that is a multiple of the
+    # number of devices keeps it split.)
+    return jax.tree.map(lambda x: x[:size], out)
+
+
+@eqx.filter_jit
+def _run(batched_dyn, shared_dyn, *, fn, static, mesh, pad, gather, kernel=None):
+    batched_dyn = jax.tree.map(lambda x: _pad(x, pad), batched_dyn)
+    dyn = (batched_dyn, shared_dyn)
+    if mesh.size == 1:
+        out = _local(dyn, fn, static, kernel)
+    else:
+        out = _shard_mapped(dyn, fn, static, mesh, kernel)
+    if gather:
+        replicated = NamedSharding(mesh, PartitionSpec())
+        out = jax.lax.with_sharding_constraint(out, replicated)
+    return out
+
+
+def _local(dyn, fn, static, kernel=None):
+    """The vmapped `fn` on one device's share of the batch (or `kernel`'s)."""
+    if kernel is not None:
+        if kernel.forward:
+            return _kernel_forward(dyn, fn=fn, static=static, kernel=kernel)
+        return _kernel_local(dyn, fn, static, kernel)
+    return jax.vmap(fn, in_axes=(0, None))(*_joined(dyn, static))
+
+
+def _joined(dyn, static):
+    """(batched, shared) from their arrays and their static parts."""
+    return tuple(eqx.combine(d, s) for d, s in zip(dyn, static, strict=True))
+
+
+# The kernel computes the forward pass; its derivatives are the vmapped `fn`'s:
+# the reverse pass recomputes each member's solve on the vmap path.
+@eqx.filter_custom_vjp
+def _kernel_local(dyn, fn, static, kernel):
+    return kernel(*_joined(dyn, static))
+
+
+@_kernel_local.def_fwd
+def _kernel_local_fwd(perturbed, dyn, fn, static, kernel):
+    del perturbed
+    return _kernel_local.fn(dyn, fn, static, kernel), None
+
+
+@_kernel_local.def_bwd
+def _kernel_local_bwd(residuals, cotangents, perturbed, dyn, fn, static, kernel):
+    del residuals, perturbed
+    out = jax.eval_shape(lambda: _kernel_local.fn(dyn, fn, static, kernel))
+    return _member_vjp(out, cotangents, dyn, fn, static, lambda tree: tree)
+
+
+# With `adjoint=diffrax.ForwardMode()` (as on the vmap path, which is then
+# differentiable in forward mode only): the kernel's forward pass, and the
+# tangents of the vmapped `fn`.
+@eqx.filter_custom_jvp
+def _kernel_forward(dyn, *, fn, static, kernel):
+    return _kernel_local.fn(dyn, fn, static, kernel)
+
+
+@_kernel_forward.def_jvp
+def _kernel_forward_jvp(primals, tangents, *, fn, static, kernel):
+    (dyn,), (tangent,) = primals, tangents
+    out = _kernel_local.fn(dyn, fn, static, kernel)
+    _, out_tangent = eqx.filter_jvp(
+        lambda dyn: _local(dyn, fn, static), (dyn,), (tangent,)
+    )
+    return out, out_tangent
+
+
+def _local_vjp(dyn, cotangents, fn, static):
+    """Per-member gradients on one device's share: batched ones, and the shared
+    inputs' per-member contributions (summed over the batch by the caller)."""
+    batched_dyn, shared_dyn = dyn
+
+    def member(batched_dyn, cotangent):
+        def f(dyn):
+            return fn(*_joined(dyn, static))
+
+        _, vjp = eqx.filter_vjp(f, (batched_dyn, shared_dyn))
+        (grad,) = vjp(cotangent)
+        return grad
+
+    return jax.vmap(member)(batched_dyn, cotangents)
+
+
+def _specs(tree, spec):
+    return jax.tree.map(lambda _: spec, tree)
+
+
+# JAX cannot differentiate diffrax's checkpointed while loop inside `shard_map`
+# (equinox's closure conversion sees the per-device shapes), so the reverse pass
+# recomputes each member's solve and pulls its cotangent back as a `vmap` of
+# `filter_vjp`, split over the same devices by sharding constraints (GSPMD).
+@eqx.filter_custom_vjp
+def _shard_mapped(dyn, fn, static, mesh, kernel=None):
+    batch, shared = PartitionSpec(_AXIS), PartitionSpec()
+    in_specs = (_specs(dyn[0], batch), _specs(dyn[1], shared))
+    return jax.shard_map(
+        lambda dyn: _local(dyn, fn, static, kernel),
+        mesh=mesh,
+        in_specs=(in_specs,),
+        out_specs=batch,
+        check_vma=False,
+    )(dyn)
+
+
+@_shard_mapped.def_fwd
+def _shard_mapped_fwd(perturbed, dyn, fn, static, mesh, kernel=None):
+    del perturbed
+    return _shard_mapped.fn(dyn, fn, static, mesh, kernel), None
+
+
+@_shard_mapped.def_bwd
+def _shard_mapped_bwd(residuals, cotangents, perturbed, dyn, fn, static, mesh, kernel):
+    del residuals, perturbed
+    out = jax.eval_shape(lambda: _shard_mapped.fn(dyn, fn, static, mesh, kernel))
+    batch = NamedSharding(mesh, PartitionSpec(_AXIS))
+    constrain = lambda tree: jax.tree.map(  # noqa: E731
+        lambda x: jax.lax.with_sharding_constraint(x, batch), tree
+    )
+    return _member_vjp(out, cotangents, dyn, fn, static, constrain)
+
+
+def _member_vjp(out, cotangents, dyn, fn, static, constrain):
+    """The gradients of the batched solve, member by member on the vmap path."""
+    # Symbolic zeros (None) of inexact outputs become zeros; others stay None
+    # (also those of outputs that are None, such as a member's unused `Stop` fields).
+    cotangents = jax.tree.map(
+        lambda o, c: (
+            jnp.zeros(o.shape, o.dtype)
+            if c is None and o is not None and jnp.issubdtype(o.dtype, jnp.inexact)
+            else c
+        ),
+        out,
+        cotangents,
+        is_leaf=lambda x: x is None,
+    )
+    batched_dyn, shared_dyn = dyn
+    grad_batched, grad_shared = constrain(
+        _local_vjp(
+            (constrain(batched_dyn), shared_dyn), constrain(cotangents), fn, static
+        )
+    )
+    grad_shared = jax.tree.map(lambda g: jnp.sum(g, axis=0), grad_shared)
+    return grad_batched, grad_shared

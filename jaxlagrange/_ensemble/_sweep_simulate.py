@@ -1,0 +1,227 @@
+"""`simulate_sweep`: `sweep` over initial states and params of `simulate`, and
+the command line's member."""
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import equinox as eqx
+import jax
+import numpy as np
+
+from .._custom_types import Array, Params
+from .._options import Options, checked_options
+from .._results import code_of
+from .._system import LagrangianSystem
+from .._trajectory import Trajectory
+from ._backend import check_backend
+from ._identity import SYSTEM_FUNCTIONS, _describe, code_digest, physics_digest
+from ._inputs import batch_size, override
+from ._member import AbstractMember, swept_params
+from ._sweep import dtype_of, stream
+
+
+def _flatten_params(params: Params) -> dict[str, Any]:
+    if not isinstance(params, Mapping):
+        raise ValueError(
+            "`simulate_sweep` takes `params` as a dict (of dicts) of arrays, got "
+            f"{type(params).__name__}; use `sweep` for other pytrees."
+        )
+    flat = {}
+    for key, value in params.items():
+        if "/" in str(key):
+            raise ValueError(
+                f"`params` has the key {key!r}: a sweep's store nests keys with '/', "
+                "so a key may not contain it."
+            )
+        if isinstance(value, Mapping):
+            flat.update({f"{key}/{k}": v for k, v in _flatten_params(value).items()})
+        else:
+            flat[str(key)] = value
+    return flat
+
+
+class SimulateSweepMember(AbstractMember):
+    """A member of `simulate_sweep`: what `observe` keeps (default `q`, `qd`)."""
+
+    system: LagrangianSystem
+    options: Options
+    observe: Callable | None = eqx.field(static=True)
+    defer: bool = eqx.field(static=True, default=False)
+
+    def outputs(self, traj, system, row):
+        out = (
+            {"q": traj.q, "qd": traj.qd} if self.observe is None else self.observe(traj)
+        )
+        if not isinstance(out, Mapping):
+            raise ValueError(
+                "`observe` must return a dict of arrays keyed by name, got "
+                f"{type(out)}."
+            )
+        for reserved in ("result", "t_final"):
+            if reserved in out:
+                raise ValueError(
+                    f"`observe` may not return the reserved key {reserved!r}."
+                )
+        return {**out, "result": code_of(traj.result), "t_final": traj.t_final}
+
+
+def simulate_sweep(
+    system: LagrangianSystem,
+    q0: Any,
+    qd0: Any,
+    *,
+    store: str | os.PathLike,
+    params: Params = None,
+    observe: Callable[[Trajectory], dict[str, Array]] | None = None,
+    chunk_size: int = 1024,
+    devices: Sequence[jax.Device] | None = None,
+    progress: bool = True,
+    backend: str = "auto",
+    block_size: int | None = None,
+    **simulate_options: Any,
+):
+    """`simulate_batch` for batches larger than memory: chunked, streamed to disk.
+
+    The arguments are those of `simulate_batch`, and the chunking, store and resume
+    behaviour that of `sweep`. Per member the store holds `outputs/q` and
+    `outputs/qd` (or whatever `observe` returns), `outputs/result` (the
+    `jl.RESULTS` code, 0 on success, named by `jl.result_name`; failed members do
+    not stop the sweep) and `outputs/t_final`; the inputs are under `inputs/q0`,
+    `inputs/qd0` and `inputs/params/<key>`.
+
+    **Arguments:**
+
+    - `system`, `q0`, `qd0`, `params`, `devices`, `backend`, `block_size`,
+        `**simulate_options`: as in `simulate_batch`; batched inputs may be NumPy
+        memmaps or Zarr arrays. `params` must be a dict (of dicts) of arrays.
+        `backend="auto"` (default) integrates each chunk in the fused kernel on a
+        GPU when the system and options allow it, else with `jax.vmap`; `"vmap"`
+        and `"kernel"` choose. The store records the backend used (its
+        `backend` attribute): the two integrators take other steps, so a sweep
+        is resumed with the same one (`"auto"` follows a store computed with
+        vmap; one computed in the kernel needs `"kernel"` where `"auto"` would
+        take vmap).
+    - `store`: the store directory.
+    - `observe`: `observe(traj) -> dict[str, array]`, what to keep of each member's
+        `Trajectory` (e.g. only the final energy); default `q` and `qd`.
+    - `chunk_size`, `progress`: as in `sweep`.
+
+    **Returns:** the store as a read-only `zarr.Group`.
+
+    **Example:**
+
+    ```python
+    group = jl.simulate_sweep(pendulum, q0s, jnp.zeros(1), store="amp.zarr",
+                              t1=10.0, chunk_size=4096)
+    final = group["outputs/q"][:, -1]
+    ```
+    """
+    options = checked_options("simulate_sweep", simulate_options)
+    block_size = check_backend(backend, block_size)
+    # Arrays (memmaps, Zarr arrays) stay as they are, read chunk by chunk.
+    q0, qd0 = (
+        np.asarray(q0) if np.ndim(q0) < 2 or not hasattr(q0, "shape") else q0,
+        np.asarray(qd0) if np.ndim(qd0) < 2 or not hasattr(qd0, "shape") else qd0,
+    )
+    flat = {} if params is None else _flatten_params(params)
+    flat = {k: v if hasattr(v, "shape") else np.asarray(v) for k, v in flat.items()}
+    shapes = {k: jax.ShapeDtypeStruct(np.shape(v), v.dtype) for k, v in flat.items()}
+    size = batch_size(
+        system,
+        jax.ShapeDtypeStruct(q0.shape, q0.dtype),
+        jax.ShapeDtypeStruct(qd0.shape, qd0.dtype),
+        None if params is None else shapes,
+    )
+    if params is not None:
+        # Shapes and keys only: checked on the first member.
+        first = {f"params/{k}": np.asarray(v[:1]) for k, v in flat.items()}
+        first = swept_params(first)
+        override(system.params, first, 1)
+    n = q0.shape[-1]
+    dtype = np.result_type(dtype_of(q0), dtype_of(qd0), float)
+    inputs = {
+        "q0": q0
+        if np.ndim(q0) == 2
+        else np.broadcast_to(np.asarray(q0, dtype), (size, n)),
+        "qd0": qd0
+        if np.ndim(qd0) == 2
+        else np.broadcast_to(np.asarray(qd0, dtype), (size, n)),
+        **{f"params/{k}": v for k, v in flat.items()},
+    }
+    fn = SimulateSweepMember(system, options, observe)
+    attrs = {
+        "kind": "simulate_sweep",
+        "system": _describe(system),
+        "simulate_options": {
+            k: _describe(getattr(options, k)) for k in sorted(simulate_options)
+        },
+        "observe": _describe(observe),
+        # What the functions compute, and their code: a script edited between
+        # two runs, or a value its functions read from elsewhere, is a new sweep.
+        "physics": physics_digest(system, n, dtype),
+        "code": code_digest(
+            [
+                *(getattr(system, name) for name in SYSTEM_FUNCTIONS),
+                observe,
+            ]
+        ),
+    }
+    return stream(
+        fn,
+        inputs,
+        store,
+        chunk_size=chunk_size,
+        devices=devices,
+        progress=progress,
+        attrs=attrs,
+        backend=backend,
+        block_size=block_size,
+    )
+
+
+_LYAPUNOV_OPTIONS = ("t0", "t1", "solver", "rtol", "atol", "max_steps")
+
+
+class SweepMember(AbstractMember):
+    """One member of `jaxlagrange sweep`: `simulate` (its energies) and optionally
+    `finite_time_lyapunov`, with swept initial states and scalar params.
+
+    A pytree whose non-array parts compare by value, so that two sweeps of one
+    config in a process share one compilation.
+    """
+
+    system: LagrangianSystem
+    options: Options
+    lyapunov: bool = eqx.field(static=True)
+    defer: bool = eqx.field(static=True, default=False)
+
+    def outputs(self, traj, system, row):
+        from .._eom import energy_unchecked as energy
+        from .._lyapunov import finite_time_lyapunov
+
+        energies = jax.vmap(energy, in_axes=(None, 0, 0, 0))(
+            system, traj.q, traj.qd, traj.ts
+        )
+        out = {
+            "q": traj.q,
+            "qd": traj.qd,
+            "energy": energies,
+            "result": code_of(traj.result),
+            "t_final": traj.t_final,
+        }
+        if self.lyapunov:
+            kwargs = {k: getattr(self.options, k) for k in _LYAPUNOV_OPTIONS}
+            out["lyapunov"] = finite_time_lyapunov(
+                system, row.q0, row.qd0, **kwargs, throw=False
+            )
+        return out
+
+    def kernel_refusal(self):
+        if not self.lyapunov:
+            return None
+        return (
+            "`lyapunov` is not supported by backend='kernel' (the exponent "
+            "integrates the tangent flow beside each member): use "
+            "backend='vmap' or 'auto'."
+        )

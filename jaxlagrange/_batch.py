@@ -21,7 +21,7 @@ from ._batch_inputs import (
     split_options,
 )
 from ._custom_types import Array, Params
-from ._errors import forward_mode_hint
+from ._errors import forward_mode_hint, traced
 from ._guard import name_causes, without_system
 from ._kernel._backend import check_backend, choose_kernel
 from ._lanes import UnsupportedPrimitiveError
@@ -419,7 +419,7 @@ def _collapsed_again(traj, batched, shared, deferred, system, devices) -> Trajec
     Eagerly only: under the caller's `jit` the kernel's codes stand.
     """
     codes = code_of(traj.result)
-    if isinstance(codes, jax.core.Tracer):
+    if traced(codes):
         return traj
     index = np.flatnonzero(np.asarray(codes) == COLLAPSED)
     if index.size == 0:

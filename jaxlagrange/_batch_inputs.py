@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._custom_types import Array, Params
+from ._errors import traced
 from ._simulate import check_times, check_tolerance, simulate
 
 
@@ -107,8 +108,7 @@ def as_arrays(base: Params, new: Params) -> Params:
     if isinstance(new, (list, tuple)) and isinstance(
         base, (jax.Array, np.ndarray, np.generic, float, int)
     ):
-        traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(new))
-        return jnp.asarray(new) if traced else np.asarray(new)
+        return jnp.asarray(new) if traced(new) else np.asarray(new)
     return new
 
 

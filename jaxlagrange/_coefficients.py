@@ -8,20 +8,15 @@ as flags tied to the leaves for traced ones (`checked_values`, under `jax.jit`,
 from typing import Any
 
 import equinox as eqx
-import jax
 import numpy as np
 
 from ._custom_types import ArrayLike
-from ._validate import array_module, param_flags, raise_first
+from ._validate import array_module, known, param_flags, raise_first
 
 
 def _known_values(x) -> np.ndarray | None:
     """`x` as a NumPy array, or None under tracing (values unknown)."""
-    if isinstance(x, jax.core.Tracer) or any(
-        isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(x)
-    ):
-        return None
-    return np.asarray(x)
+    return known(x)
 
 
 def check_friction(system: Any) -> None:

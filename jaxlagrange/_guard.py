@@ -36,6 +36,7 @@ from equinox.internal import unvmap_any
 
 from ._constraints import dynamics
 from ._custom_types import Array, BoolScalar
+from ._errors import traced
 from ._results import code_of, item_of
 from ._trajectory import RESULTS
 
@@ -281,7 +282,7 @@ def diagnosed(traj, failure: Failure | None):
     if failure is None:
         return traj
     stopped = failure.stop.stopped
-    if isinstance(stopped, jax.core.Tracer):
+    if traced(stopped):
         cause = _traced_cause(failure)
     elif bool(stopped):
         cause = _diagnose_on_host(failure)
@@ -337,8 +338,7 @@ def name_causes(codes, failures: Failure | None, system_of, shared, inputs):
     if failures is None:
         return codes
     stopped = failures.stop.stopped
-    leaves = jtu.tree_leaves((codes, failures, shared, inputs))
-    if any(isinstance(x, jax.core.Tracer) for x in leaves):
+    if traced(codes, failures, shared, inputs):
 
         def one(inputs, failure):
             failure = _member_failure(system_of, shared, inputs, failure)

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._custom_types import Array, ArrayLike, BoolScalar, ScalarLike, Vector, VectorLike
-from ._errors import first_error
+from ._errors import first_error, traced
 from ._projection import Metric, has_equality_constraints, project
 from ._system import LagrangianSystem, as_state
 
@@ -138,12 +138,6 @@ def _initial_checks(
 _initial_residuals = eqx.filter_jit(_residuals)
 
 
-def _is_known(tree) -> bool:
-    return not any(
-        isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(tree)
-    )
-
-
 def check_initial_state(
     system: LagrangianSystem, q0: Array, qd0: Array, t0: Array
 ) -> Array:
@@ -155,15 +149,12 @@ def check_initial_state(
     if not system.has_constraints:
         return q0
     r = _initial_residuals(system, q0, qd0, t0)
-    tol = _tolerance(q0.dtype)
-    if _is_known((system, q0, qd0, t0, r)):
+    known = not traced(r)
+    if known:
         # In NumPy: an eager JAX comparison is one more small program to compile.
         r = jax.tree.map(np.asarray, r)
-        for failed, message in _initial_checks(r, tol, known=True):
-            if failed:
-                raise ValueError(message)
-        return q0
-    return first_error(q0, _initial_checks(r, tol, known=False))
+    checks = _initial_checks(r, _tolerance(q0.dtype), known=known)
+    return first_error(q0, checks, error=ValueError)
 
 
 @eqx.filter_jit

@@ -302,13 +302,8 @@ def linearize(
         mask = jtu.tree_map(lambda _: False, system)
         mask = eqx.tree_at(lambda s: s.params, mask, params_mask)
     residual, off = _manifold_residual(system, q, qd, t)
-    if not any(
-        isinstance(x, jax.core.Tracer) for x in jtu.tree_leaves((system, q, qd, t))
-    ):
-        if bool(off):
-            raise ValueError(_OFF_MANIFOLD + f" Residual: {float(residual):.3g}.")
-    else:
-        q = eqx.error_if(q, off, _OFF_MANIFOLD)
+    residual_text = lambda: f" Residual: {float(residual):.3g}."  # noqa: E731
+    q = first_error(q, [(off, (_OFF_MANIFOLD, residual_text))], error=ValueError)
     lin = _linearize(system, q, qd, t, coordinates, velocities, mask)
     return check_finite_params(system.params, check_finite(point, lin))
 
@@ -396,7 +391,7 @@ _OFF_CONSTRAINTS = (
 )
 
 _NOT_EQUILIBRIUM = (
-    "`q` is not a static equilibrium: at q̇ = 0 the accelerations are {} (the "
+    "`q` is not a static equilibrium: at q̇ = 0 the accelerations are not 0 (the "
     "constraints kept). Normal modes are the small oscillations about "
     "an equilibrium: find one with jl.equilibrium(system, q), or use jl.linearize "
     "about a motion."
@@ -456,34 +451,25 @@ def normal_modes(
     constraint, off_manifold = _manifold_residual(
         system, q, jnp.zeros_like(q), t, velocities=False
     )
-    known = not any(
-        isinstance(x, jax.core.Tracer) for x in jtu.tree_leaves((system, q, t))
+    residual_text = lambda: f" Residual: {float(constraint):.3g}."  # noqa: E731
+    q = first_error(
+        q, [(off_manifold, (_OFF_CONSTRAINTS, residual_text))], error=ValueError
     )
-    if known and bool(off_manifold):
-        raise ValueError(_OFF_CONSTRAINTS + f" Residual: {float(constraint):.3g}.")
     omega2, modes, residual, circulatory = _normal_modes(system, q, t)
     omega2 = check_finite_params(system.params, check_finite(inputs, omega2))
     off = _off_equilibrium(q, omega2, residual)
-    if known:
-        if bool(off):
-            contacts = (
-                ""
-                if system.unilateral is None
-                else " normal_modes does not use unilateral constraints: a contact "
-                "that holds at `q` is to be written as a holonomic constraint."
-            )
-            raise ValueError(
-                _NOT_EQUILIBRIUM.format(f"q̈ = {np.asarray(residual)}, not 0") + contacts
-            )
-        if bool(circulatory):
-            raise ValueError(_CIRCULATORY)
-        return omega2, modes
+    contacts = (
+        ""
+        if system.unilateral is None
+        else " normal_modes does not use unilateral constraints: a contact "
+        "that holds at `q` is to be written as a holonomic constraint."
+    )
     omega2 = first_error(
         omega2,
         [
-            (off_manifold, _OFF_CONSTRAINTS),
-            (off, _NOT_EQUILIBRIUM.format("not 0")),
+            (off, (_NOT_EQUILIBRIUM, lambda: f" q̈ = {np.asarray(residual)}." + contacts)),
             (circulatory, _CIRCULATORY),
         ],
+        error=ValueError,
     )
     return omega2, modes

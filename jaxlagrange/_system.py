@@ -13,6 +13,7 @@ import numpy as np
 
 from ._coefficients import check_friction
 from ._custom_types import Array, Params, UserFunction
+from ._errors import known
 from ._mass import AbstractMassStrategy, check_mass_solver, mass_strategy
 
 
@@ -224,17 +225,15 @@ class LagrangianSystem(eqx.Module):
                     f"params do not have (they are: {names})."
                 )
         check_friction(self)
-        restitution = self._restitution()
-        if not isinstance(restitution, jax.core.Tracer):
-            values = np.asarray(restitution)
-            if not (
-                np.issubdtype(values.dtype, np.number)
-                and np.all((values >= 0) & (values <= 1))
-            ):
-                raise ValueError(
-                    "`restitution` must lie in [0, 1] (0: plastic, 1: elastic), got "
-                    f"{values}."
-                )
+        values = known(self._restitution())
+        if values is not None and not (
+            np.issubdtype(values.dtype, np.number)
+            and np.all((values >= 0) & (values <= 1))
+        ):
+            raise ValueError(
+                "`restitution` must lie in [0, 1] (0: plastic, 1: elastic), got "
+                f"{values}."
+            )
         for name, signature in _SIGNATURES.items():
             fn = getattr(self, name)
             if fn is None:

@@ -24,14 +24,11 @@ import jax.tree_util as jtu
 import numpy as np
 
 from .._custom_types import Array, Float, Params, ScalarLike
+from .._errors import known as _known
 from .._initial_state import project_initial_state
 from .._results import SUCCESSFUL, code_of
 from .._simulate import simulate, simulate_checked
 from .._system import LagrangianSystem, as_float, to_leaf
-
-
-def _known(x) -> np.ndarray | None:
-    return None if isinstance(x, jax.core.Tracer) else np.asarray(x)
 
 
 def _as_float(x, name: str) -> Array | None:

@@ -42,6 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._errors import traced
 from .._lanes import UnsupportedPrimitiveError
 from .._lanes._evaluator import _Evaluator
 from .._lanes._known import const_array, is_const
@@ -78,7 +79,7 @@ _CALL_KEYS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
 
 def _elements(x) -> np.ndarray:
     """An array as an object array of its scalars (NumPy scalars if known)."""
-    if not isinstance(x, jax.core.Tracer):
+    if not traced(x):
         return const_array(np.asarray(x))
     x = jnp.asarray(x)
     out = np.empty(x.shape, dtype=object)

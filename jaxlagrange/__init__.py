@@ -40,7 +40,7 @@ from ._trajectory import (
     result_message as result_message,
     result_name as result_name,
 )
-from ._variational import VariationalMidpoint as VariationalMidpoint
+from ._integrators import VariationalMidpoint as VariationalMidpoint
 
 
 __version__ = "0.1.0"

@@ -13,7 +13,7 @@ import numpy as np
 
 from ._coefficients import checked_values
 from ._custom_types import Array, ArrayLike, Float, ScalarLike, VectorLike
-from ._errors import forward_mode_hint
+from ._errors import forward_mode_hint, known as _known
 from ._guard import Failure, _all_finite, diagnosed
 from ._hybrid import hybrid_solve
 from ._initial_state import check_initial_state
@@ -24,7 +24,6 @@ from ._system import LagrangianSystem
 from ._trajectory import (
     RESULTS as RESULTS,
     Trajectory,
-    _known,
     raise_on_failure,
 )
 from ._validate import (
@@ -34,7 +33,7 @@ from ._validate import (
     check_precision,
     default_tolerance,
 )
-from ._variational import VariationalMidpoint, variational_simulate
+from ._integrators import AbstractLagrangianSolver, VariationalMidpoint
 
 
 def check_tolerance(name: str, value) -> Array:
@@ -322,9 +321,8 @@ def simulate_checked(
     ):
         raise ValueError(f"`max_steps` must be a positive int, got {max_steps!r}.")
     max_steps = int(max_steps)
-    variational = isinstance(solver, VariationalMidpoint)
-    if solver is not None and not (
-        variational or isinstance(solver, diffrax.AbstractSolver)
+    if solver is not None and not isinstance(
+        solver, (AbstractLagrangianSolver, diffrax.AbstractSolver)
     ):
         raise ValueError(
             "`solver` must be a diffrax solver or jl.VariationalMidpoint(), got "
@@ -360,11 +358,19 @@ def simulate_checked(
         dt0 = as_real("dt0", dt0).astype(dtype)
     if baumgarte is not None:
         baumgarte = tuple(jnp.asarray(gain, dtype) for gain in baumgarte)
-    if variational:
-        q0, dt0 = _check_variational(
-            system, q0, qd0, t0, dt0, stepsize_controller, baumgarte
+    if isinstance(solver, AbstractLagrangianSolver):
+        traj = solver.simulate(
+            system,
+            q0,
+            qd0,
+            t0,
+            t1,
+            ts,
+            dt0=dt0,
+            stepsize_controller=stepsize_controller,
+            baumgarte=baumgarte,
+            max_steps=max_steps,
         )
-        traj = variational_simulate(system, q0, qd0, t0, t1, ts, solver, dt0, max_steps)
         return traj, None, None
     solver = diffrax.Tsit5() if solver is None else solver
     if system.has_constraints:
@@ -398,34 +404,3 @@ def simulate_checked(
         traj, stop = solve(system, q0, qd0, t0, t1, ts, options)
     failure = Failure(system, q0, qd0, t0, baumgarte, stop)
     return traj, failure, options.max_events
-
-
-def _check_variational(system, q0, qd0, t0, dt0, stepsize_controller, baumgarte):
-    for name, value in (
-        ("nonholonomic", system.nonholonomic),
-        ("unilateral", system.unilateral),
-    ):
-        if value is not None:
-            raise ValueError(
-                f"jl.VariationalMidpoint does not support {name} constraints yet; "
-                "use a diffrax solver (the default) for this system."
-            )
-    if dt0 is None:
-        raise ValueError(
-            "jl.VariationalMidpoint takes fixed steps: pass the step size `dt0`."
-        )
-    if stepsize_controller is not None or baumgarte is not None:
-        raise ValueError(
-            "jl.VariationalMidpoint takes fixed steps of size `dt0` and keeps the "
-            "constraints exactly: `stepsize_controller` and `baumgarte` do not apply."
-        )
-    known = _known(dt0)
-    message = "`dt0` must be positive and finite, got {}."
-    if known is not None and not (np.isfinite(known) and known > 0):
-        raise ValueError(message.format(float(known)))
-    if known is None:
-        bad = ~(jnp.isfinite(dt0) & (dt0 > 0))
-        dt0 = eqx.error_if(dt0, bad, message.format("a value that is not"))
-    if system.has_constraints:
-        q0 = check_initial_state(system, q0, qd0, t0)
-    return q0, dt0

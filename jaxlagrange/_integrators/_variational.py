@@ -29,14 +29,18 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 import numpy as np
 
-from ._constraints import dynamics
-from ._custom_types import Array, BoolScalar
-from ._eom import unconstrained
-from ._system import LagrangianSystem
-from ._trajectory import RESULTS, Trajectory, without_events
+from .._constraints import dynamics
+from .._custom_types import Array, BoolScalar
+from .._eom import unconstrained
+from .._errors import first_error
+from .._initial_state import check_initial_state
+from .._system import LagrangianSystem
+from .._trajectory import RESULTS, Trajectory, without_events
+from .._validate import array_module
+from ._base import AbstractLagrangianSolver
 
 
-class VariationalMidpoint(eqx.Module):
+class VariationalMidpoint(AbstractLagrangianSolver):
     """The variational midpoint integrator, for `jl.simulate(..., solver=...)`.
 
     Symplectic, momentum-preserving and symmetric, derived from the system's own
@@ -91,6 +95,48 @@ class VariationalMidpoint(eqx.Module):
             raise ValueError(
                 f"`max_iterations` must be a positive int, got {self.max_iterations!r}."
             )
+
+    def simulate(
+        self,
+        system,
+        q0,
+        qd0,
+        t0,
+        t1,
+        ts,
+        *,
+        dt0,
+        stepsize_controller,
+        baumgarte,
+        max_steps,
+    ) -> Trajectory:
+        for name in ("nonholonomic", "unilateral"):
+            if getattr(system, name) is not None:
+                raise ValueError(
+                    f"jl.VariationalMidpoint does not support {name} constraints yet; "
+                    "use a diffrax solver (the default) for this system."
+                )
+        if dt0 is None:
+            raise ValueError(
+                "jl.VariationalMidpoint takes fixed steps: pass the step size `dt0`."
+            )
+        if stepsize_controller is not None or baumgarte is not None:
+            raise ValueError(
+                "jl.VariationalMidpoint takes fixed steps of size `dt0` and keeps the "
+                "constraints exactly: `stepsize_controller` and `baumgarte` do not "
+                "apply."
+            )
+        positive = ("`dt0` must be positive and finite.", lambda: f" Got {dt0}.")
+        xp = array_module(dt0)  # NumPy when known: no small eager compiles
+        bad = ~(xp.isfinite(xp.asarray(dt0)) & (xp.asarray(dt0) > 0))
+        dt0 = first_error(dt0, [(bad, positive)], error=ValueError)
+        if system.has_constraints:
+            q0 = check_initial_state(system, q0, qd0, t0)
+        # The loop also spends one iteration recording each save.
+        budget = max_steps + ts.shape[0] + 1
+        bound = _step_bound(t0, t1, ts, dt0)
+        budget = budget if bound is None else min(budget, bound)
+        return _variational_jit(system, q0, qd0, t0, t1, ts, self, dt0, budget, max_steps)
 
     def tolerances(self, dtype) -> tuple[float, float]:
         """(rtol, atol) for states of `dtype`: the given ones, else the default
@@ -390,17 +436,6 @@ def _variational_solve(
         non_finite,
         ran_out,
     )
-
-
-def variational_simulate(
-    system, q0, qd0, t0, t1, ts, solver, dt0, max_steps
-) -> Trajectory:
-    """`simulate` with a `VariationalMidpoint` solver (arguments already checked)."""
-    # The loop also spends one iteration recording each save.
-    budget = max_steps + ts.shape[0] + 1
-    bound = _step_bound(t0, t1, ts, dt0)
-    budget = budget if bound is None else min(budget, bound)
-    return _variational_jit(system, q0, qd0, t0, t1, ts, solver, dt0, budget, max_steps)
 
 
 @eqx.filter_jit

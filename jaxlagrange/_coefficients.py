@@ -21,14 +21,14 @@ def _known_values(x) -> np.ndarray | None:
 
 def check_friction(system: Any) -> None:
     """The trace-time checks of `slip`, `friction` and `static_friction`."""
-    if system.slip is None:
+    if not system.has_friction:
         if system._friction() is not None:
             raise ValueError(
                 "`friction` needs `slip` (the slip velocity at each contact), got "
                 "slip=None."
             )
         return
-    if system.unilateral is None:
+    if not system.has_contacts:
         raise ValueError(
             "`slip` needs `unilateral` (friction acts at unilateral contacts), got "
             "unilateral=None."
@@ -70,7 +70,7 @@ def _coefficient_flags(system: Any) -> tuple[list[ArrayLike], list[str]]:
     flags, messages = [], []
     kinetic, static = system._friction(), system._static_friction()
     xp = array_module(kinetic, static, system._restitution())
-    if system.slip is not None:
+    if system.has_friction:
         kinetic, static = xp.asarray(kinetic), xp.asarray(static)
         for name, mu in (("friction", kinetic), ("static_friction", static)):
             flags.append(~xp.all(xp.isfinite(mu) & (mu >= 0)))

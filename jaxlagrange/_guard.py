@@ -41,7 +41,7 @@ from ._results import code_of, item_of
 from ._trajectory import RESULTS
 
 
-def _all_finite(tree) -> BoolScalar:
+def all_finite(tree) -> BoolScalar:
     leaves = [jnp.all(jnp.isfinite(x)) for x in jtu.tree_leaves(tree)]
     return jnp.stack(leaves).all() if leaves else jnp.array(True)
 
@@ -80,7 +80,7 @@ class _AbstractGuard(diffrax.AbstractStepSizeController):
                 t0, t1, y0, y1_candidate, args, y_error, error_order, inner
             )
         )
-        finite = _all_finite(y1_candidate)
+        finite = all_finite(y1_candidate)
         keep = keep & finite
         # An adaptive controller has already shrunk the step of a non-finite state
         # (diffrax turns its NaN error into inf); a fixed one must not advance.

@@ -12,13 +12,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._coefficients import checked_values
+from ._constraints import check_affine_in_velocities
 from ._custom_types import Array, ArrayLike, Float, ScalarLike, VectorLike
 from ._errors import forward_mode_hint, known as _known
-from ._guard import Failure, _all_finite, diagnosed
+from ._guard import Failure, all_finite, diagnosed
 from ._hybrid import hybrid_solve
 from ._initial_state import check_initial_state
 from ._options import SimulateOptions, check_max_events
-from ._projection import ProjectedSolver, has_equality_constraints
+from ._projection import ProjectedSolver
 from ._segment import smooth_solve
 from ._system import LagrangianSystem
 from ._trajectory import (
@@ -28,7 +29,6 @@ from ._trajectory import (
 )
 from ._validate import (
     as_real,
-    check_affine,
     check_output_size,
     check_precision,
     default_tolerance,
@@ -349,7 +349,7 @@ def simulate_checked(
         if not (np.all(np.isfinite(known[0])) and np.all(np.isfinite(known[1]))):
             raise ValueError(_NON_FINITE_INITIAL)
     elif throw:
-        q0 = eqx.error_if(q0, ~_all_finite((q0, qd0)), _NON_FINITE_INITIAL)
+        q0 = eqx.error_if(q0, ~all_finite((q0, qd0)), _NON_FINITE_INITIAL)
     if throw:
         # Finite params, friction and restitution in range (with throw=False a
         # member of a batch with bad params fails on its own, by its result).
@@ -375,18 +375,15 @@ def simulate_checked(
     solver = diffrax.Tsit5() if solver is None else solver
     if system.has_constraints:
         q0 = check_initial_state(system, q0, qd0, t0)
-    for name in ("nonholonomic", "slip"):
-        if getattr(system, name) is not None:
-            fn = getattr(system, "_" + name)
-            q0 = check_affine(name, fn, q0, qd0, t0, q0)
-    if baumgarte is None and has_equality_constraints(system):
+    q0 = check_affine_in_velocities(system, q0, qd0, t0)
+    if baumgarte is None and system.has_equality_constraints:
         solver = ProjectedSolver(solver)
     if stepsize_controller is None:
         stepsize_controller = diffrax.PIDController(rtol=rtol, atol=atol)
     adjoint = diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint
     if progress_meter is None:
         progress_meter = diffrax.NoProgressMeter()
-    hybrid = system.unilateral is not None
+    hybrid = system.has_contacts
     options = SimulateOptions(
         solver=solver,
         stepsize_controller=stepsize_controller,

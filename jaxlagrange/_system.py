@@ -391,13 +391,34 @@ class LagrangianSystem(eqx.Module):
             )
         return out
 
+    # What the rest of the package asks about the kinds of constraints, answered
+    # here (with the rows in `_constraints`) rather than by reading them by name.
+    @property
+    def has_position_constraints(self) -> bool:
+        return self.holonomic is not None
+
+    @property
+    def has_velocity_constraints(self) -> bool:
+        return self.nonholonomic is not None
+
+    @property
+    def has_equality_constraints(self) -> bool:
+        """Rows that hold at every instant (g = 0 and a = 0): projected, and in
+        every KKT solve."""
+        return self.has_position_constraints or self.has_velocity_constraints
+
+    @property
+    def has_contacts(self) -> bool:
+        """Unilateral constraints h ≥ 0: events (impacts, releases) in the solve."""
+        return self.unilateral is not None
+
+    @property
+    def has_friction(self) -> bool:
+        return self.slip is not None
+
     @property
     def has_constraints(self) -> bool:
-        return (
-            self.holonomic is not None
-            or self.nonholonomic is not None
-            or self.unilateral is not None
-        )
+        return self.has_equality_constraints or self.has_contacts
 
 
 def as_state(q, qd, t, where: str = "q") -> tuple[Array, Array, Array]:

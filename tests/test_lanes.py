@@ -21,7 +21,7 @@ from jaxlagrange._lanes import (
 )
 from jaxlagrange._lanes._evaluator import _Evaluator
 from jaxlagrange._lanes._known import const_array
-from jaxlagrange._mass import _scalar
+from jaxlagrange._lanes import _scalar
 
 
 def by_lanes(fn, xs):

@@ -310,14 +310,14 @@ def _check_starts(member, inputs, t0, name: str, values) -> None:
     import jax
     import jax.numpy as jnp
 
-    from .._initial_state import _residuals, _tolerance
+    from .._initial_state import residuals, tolerance
 
     def worst(row):
-        r = _residuals(member.system_for(row), row["q0"], row["qd0"], jnp.asarray(t0))
+        r = residuals(member.system_for(row), row["q0"], row["qd0"], jnp.asarray(t0))
         return jnp.maximum(r.position, r.velocity)
 
     rows = {k: jnp.asarray(v) for k, v in inputs.items()}
-    off = np.asarray(jax.jit(jax.vmap(worst))(rows)) > _tolerance(rows["q0"].dtype)
+    off = np.asarray(jax.jit(jax.vmap(worst))(rows)) > tolerance(rows["q0"].dtype)
     if off.any():
         i = int(np.argmax(off))
         at = ", ".join(f"{axis} = {np.asarray(v)[i]:.6g}" for axis, v in values.items())

@@ -262,7 +262,7 @@ def _pieces(system, layout: _Layout, starts, options, diagnose: bool):
     holds no diagnosis, which a failed fit runs afterwards (`Problem.named_codes`).
     """
     q0s, qd0s = starts
-    constrained = system.holonomic is not None or system.nonholonomic is not None
+    constrained = system.has_equality_constraints
     if constrained:
         # Each piece starts on the constraint manifold: a start (noisy data, a
         # fitted unknown, the data's state for other params) is projected first.

@@ -201,7 +201,7 @@ def check_given_starts(system, params, trainable, data, layouts) -> None:
                 "initial state (q0 = q[0] when none is given): give `q0` (and "
                 "`qd0`), or fit it (`fit_initial_state`)."
             )
-    if system.holonomic is None:
+    if not system.has_position_constraints:
         return
     fitted, held = eqx.partition(params, trainable)
     for i, (obs, layout) in enumerate(zip(data, layouts, strict=True)):

@@ -110,11 +110,14 @@ class VariationalMidpoint(AbstractLagrangianSolver):
         baumgarte,
         max_steps,
     ) -> Trajectory:
-        for name in ("nonholonomic", "unilateral"):
-            if getattr(system, name) is not None:
+        for has, name in (
+            (system.has_velocity_constraints, "nonholonomic constraints"),
+            (system.has_contacts, "unilateral constraints"),
+        ):
+            if has:
                 raise ValueError(
-                    f"jl.VariationalMidpoint does not support {name} constraints yet; "
-                    "use a diffrax solver (the default) for this system."
+                    f"jl.VariationalMidpoint does not support {name} yet; use a "
+                    "diffrax solver (the default) for this system."
                 )
         if dt0 is None:
             raise ValueError(
@@ -208,7 +211,7 @@ def _force(system: LagrangianSystem, q, v, t):
 
 
 def _holonomic_jacobian(system: LagrangianSystem, q, t):
-    if system.holonomic is None:
+    if not system.has_position_constraints:
         return jnp.zeros((0, q.shape[0]), q.dtype)
     return jax.jacfwd(system._holonomic)(q, t)
 
@@ -244,7 +247,7 @@ def _position_residual(z, args):
         - _holonomic_jacobian(system, q0, t0).T @ nu
         - p0
     ]
-    if system.holonomic is not None:
+    if system.has_position_constraints:
         rows.append(system._holonomic(q0 + h * v, t0 + h))
     return jnp.concatenate(rows)
 
@@ -269,7 +272,7 @@ def _velocity_residual(w, args):
     g1 = _holonomic_jacobian(system, q1, t1)
     _, momentum = _grad_lagrangian(system, q1, v1, t1)
     rows = [momentum - p_half - g1.T @ nu]
-    if system.holonomic is not None:
+    if system.has_position_constraints:
         one = jnp.ones((), t1.dtype)
         rows.append(jax.jvp(system._holonomic, (q1, t1), (v1, one))[1])
     return jnp.concatenate(rows)
@@ -348,7 +351,7 @@ def _variational_solve(
     dtype = q0.dtype
     m = (
         0
-        if system.holonomic is None
+        if not system.has_position_constraints
         else jax.eval_shape(system._holonomic, q0, t0).shape[0]
     )
     p0 = _grad_lagrangian(system, q0, qd0, t0)[1]
@@ -412,7 +415,7 @@ def _variational_solve(
     )
     reached = jnp.arange(num_saves) < out.index
     saved_ts = jnp.where(reached, ts, jnp.inf)
-    if system.holonomic is not None:
+    if system.has_position_constraints:
         safe_q = jnp.where(reached[:, None], out.qs, 0.0)
         safe_v = jnp.where(reached[:, None], out.vs, 0.0)
         dyn = jax.vmap(lambda q, v, t: dynamics(system, q, v, t))(

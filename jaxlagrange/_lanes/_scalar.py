@@ -43,9 +43,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._errors import traced
-from .._lanes import UnsupportedPrimitiveError
-from .._lanes._evaluator import _Evaluator
-from .._lanes._known import const_array, is_const
+from ._evaluator import _Evaluator
+from ._known import UnsupportedPrimitiveError, const_array, is_const
 
 
 # The most scalar operations `scalar_form` writes out (the size of the traced

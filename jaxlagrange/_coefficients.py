@@ -11,7 +11,8 @@ import equinox as eqx
 import numpy as np
 
 from ._custom_types import ArrayLike
-from ._validate import array_module, known, param_flags, raise_first
+from ._errors import first_error
+from ._validate import array_module, known, param_flags
 
 
 def _known_values(x) -> np.ndarray | None:
@@ -102,4 +103,4 @@ def checked_values(system: Any) -> Any:
     if not flags:
         return system
     dynamic, static = eqx.partition(system, eqx.is_array)
-    return eqx.combine(raise_first(dynamic, flags, messages), static)
+    return eqx.combine(first_error(dynamic, zip(flags, messages, strict=True)), static)

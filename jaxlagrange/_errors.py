@@ -30,9 +30,9 @@ def first_error(x, checks, *, error: type[Exception] | None = None):
     condition in `checks` that holds.
 
     `checks` are `(condition, message)` pairs in priority order: a condition holds
-    where any of its elements is true. A message may be a pair `(message,
-    detail)`: `detail()` (which may read values, e.g. a residual) is appended
-    when the conditions are known. Known conditions are read at once: with
+    where any of its elements is true. A message may be a pair `(template,
+    detail)`: the template's `{}` is `detail()` (which may read values, e.g. a
+    residual) when the conditions are known, and empty when they are traced. Known conditions are read at once: with
     `error` given, the first that holds raises `error(message)` here; else, or
     when traced, one `eqx.branched_error_if` checks them all (one branch, also
     under `vmap`, where the message is that of the first condition that holds for
@@ -50,7 +50,7 @@ def first_error(x, checks, *, error: type[Exception] | None = None):
             return x
         if error is not None:
             message, detail = checks[holds.index(True)][1]
-            raise error(message if detail is None else message + detail())
+            raise error(message if detail is None else message.format(detail()))
         # Else the path below, so that the error is equinox's, as under `jax.jit`.
     # Under vmap the message is that of the largest index in the batch: the first
     # condition gets the largest, a member without a failure 0. The index is
@@ -61,7 +61,8 @@ def first_error(x, checks, *, error: type[Exception] | None = None):
     for i, (condition, _) in reversed(list(enumerate(checks))):
         index = jnp.where(jnp.any(condition), len(checks) - i, index)
     index = unvmap_max(index)
-    messages = ["", *(message for _, (message, _) in reversed(checks))]
+    messages = [m if d is None else m.format("") for _, (m, d) in checks]
+    messages = ["", *reversed(messages)]
     return eqx.branched_error_if(x, index > 0, index, messages)
 
 

@@ -299,7 +299,7 @@ def linearize(
         mask = eqx.tree_at(lambda s: s.params, mask, params_mask)
     residual, off = _manifold_residual(system, q, qd, t)
     residual_text = lambda: f" Residual: {float(residual):.3g}."  # noqa: E731
-    q = first_error(q, [(off, (_OFF_MANIFOLD, residual_text))], error=ValueError)
+    q = first_error(q, [(off, (_OFF_MANIFOLD + "{}", residual_text))], error=ValueError)
     lin = _linearize(system, q, qd, t, coordinates, velocities, mask)
     return check_finite_params(system.params, check_finite(point, lin))
 
@@ -387,7 +387,7 @@ _OFF_CONSTRAINTS = (
 )
 
 _NOT_EQUILIBRIUM = (
-    "`q` is not a static equilibrium: at q̇ = 0 the accelerations are not 0 (the "
+    "`q` is not a static equilibrium: at q̇ = 0 the accelerations are not 0{} (the "
     "constraints kept). Normal modes are the small oscillations about "
     "an equilibrium: find one with jl.equilibrium(system, q), or use jl.linearize "
     "about a motion."
@@ -449,7 +449,7 @@ def normal_modes(
     )
     residual_text = lambda: f" Residual: {float(constraint):.3g}."  # noqa: E731
     q = first_error(
-        q, [(off_manifold, (_OFF_CONSTRAINTS, residual_text))], error=ValueError
+        q, [(off_manifold, (_OFF_CONSTRAINTS + "{}", residual_text))], error=ValueError
     )
     omega2, modes, residual, circulatory = _normal_modes(system, q, t)
     omega2 = check_finite_params(system.params, check_finite(inputs, omega2))
@@ -460,12 +460,8 @@ def normal_modes(
         else " normal_modes does not use unilateral constraints: a contact "
         "that holds at `q` is to be written as a holonomic constraint."
     )
-    omega2 = first_error(
-        omega2,
-        [
-            (off, (_NOT_EQUILIBRIUM, lambda: f" q̈ = {np.asarray(residual)}." + contacts)),
-            (circulatory, _CIRCULATORY),
-        ],
-        error=ValueError,
-    )
+    accelerations = lambda: f": q̈ = {np.asarray(residual)}"  # noqa: E731
+    checks = [(off, (_NOT_EQUILIBRIUM + contacts, accelerations))]
+    checks.append((circulatory, _CIRCULATORY))
+    omega2 = first_error(omega2, checks, error=ValueError)
     return omega2, modes

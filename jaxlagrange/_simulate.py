@@ -14,8 +14,8 @@ import numpy as np
 from ._coefficients import checked_values
 from ._constraints import check_affine_in_velocities
 from ._custom_types import Array, ArrayLike, Float, ScalarLike, VectorLike
-from ._errors import forward_mode_hint, known as _known
-from ._guard import Failure, all_finite, diagnosed
+from ._errors import first_error, forward_mode_hint, known as _known
+from ._guard import Failure, diagnosed
 from ._hybrid import hybrid_solve
 from ._initial_state import check_initial_state
 from ._options import SimulateOptions, check_max_events
@@ -28,6 +28,7 @@ from ._trajectory import (
     raise_on_failure,
 )
 from ._validate import (
+    array_module,
     as_real,
     check_output_size,
     check_precision,
@@ -60,8 +61,6 @@ def check_times(t0, t1, saveat, dtype) -> tuple[Array, Array, Array]:
     t0, t1 = as_real("t0", t0), as_real("t1", t1)
     if saveat is not None:
         saveat = as_real("saveat", saveat)
-    a, b = _known(t0), _known(t1)
-    s = b[None] if saveat is None and b is not None else _known(saveat)
     for name, t in (("t0", t0), ("t1", t1)):
         if t.shape != ():
             raise ValueError(f"`{name}` must be a scalar, got shape {t.shape}.")
@@ -78,27 +77,29 @@ def check_times(t0, t1, saveat, dtype) -> tuple[Array, Array, Array]:
             )
         ts = ts.astype(dtype)
 
-    order = "`t1` must be greater than `t0`, got t0 = {} and t1 = {}."
-    increasing = "`saveat` must be strictly increasing{}."
-    inside = "`saveat` must lie in [t0, t1] = [{}, {}]{}."
-    if a is not None and b is not None and s is not None:
-        a, b = float(a), float(b)
-        if not (np.isfinite(a) and np.isfinite(b) and b > a):
-            raise ValueError(order.format(a, b))
-        if np.any(np.diff(s) <= 0):
-            i = int(np.argmax(np.diff(s) <= 0))
-            raise ValueError(
-                increasing.format(
-                    f", but saveat[{i}] = {s[i]} and saveat[{i + 1}] = {s[i + 1]}"
-                )
-            )
-        if np.any((s < a) | (s > b)) or not np.all(np.isfinite(s)):
-            i = int(np.argmax((s < a) | (s > b) | ~np.isfinite(s)))
-            raise ValueError(inside.format(a, b, f", but saveat[{i}] = {s[i]}"))
-        return t0, t1, ts
-    t1 = eqx.error_if(t1, ~(t1 > t0), order.format("t0", "a value not greater"))
-    ts = eqx.error_if(ts, jnp.any(ts[1:] <= ts[:-1]), increasing.format(""))
-    ts = eqx.error_if(ts, jnp.any((ts < t0) | (ts > t1)), inside.format("t0", "t1", ""))
+    # NumPy where the times are known (no small eager compiles); `first_error`
+    # raises at once then, with the offending values in the message.
+    xp = array_module(t0, t1, ts)
+    a, b, s = xp.asarray(t0), xp.asarray(t1), xp.asarray(ts)
+    unordered, outside = s[1:] <= s[:-1], (s < a) | (s > b) | ~xp.isfinite(s)
+
+    def at(bad):
+        i = int(np.argmax(bad))
+        after = f" and saveat[{i + 1}] = {s[i + 1]}" if bad is unordered else ""
+        return f", but saveat[{i}] = {s[i]}{after}"
+
+    order = ~(xp.isfinite(a) & xp.isfinite(b) & (b > a))
+    got = lambda: f", got t0 = {float(a)} and t1 = {float(b)}"  # noqa: E731
+    span = lambda: f" = [{float(a)}, {float(b)}]{at(outside)}"  # noqa: E731
+    # Each check on what the solve uses: without `saveat` it saves at t1 only.
+    t1 = first_error(
+        t1, [(order, ("`t1` must be greater than `t0`{}.", got))], error=ValueError
+    )
+    checks = [
+        (unordered, ("`saveat` must be strictly increasing{}.", lambda: at(unordered))),
+        (outside, ("`saveat` must lie in [t0, t1]{}.", span)),
+    ]
+    ts = first_error(ts, checks, error=ValueError)
     return t0, t1, ts
 
 
@@ -335,7 +336,6 @@ def simulate_checked(
             "`progress_meter` must be a diffrax progress meter such as "
             f"diffrax.TextProgressMeter(), got {type(progress_meter).__name__}."
         )
-    q0_in, qd0_in = q0, qd0
     q0, qd0 = _as_initial_state(q0, qd0)
     dtype = q0.dtype
     t0, t1, ts = check_times(t0, t1, saveat, dtype)
@@ -344,13 +344,10 @@ def simulate_checked(
     check_precision("rtol", rtol, dtype)
     check_output_size(ts.shape[0], q0.shape[0], 0, dtype)
 
-    known = (_known(q0_in), _known(qd0_in))
-    if throw and known[0] is not None and known[1] is not None:
-        if not (np.all(np.isfinite(known[0])) and np.all(np.isfinite(known[1]))):
-            raise ValueError(_NON_FINITE_INITIAL)
-    elif throw:
-        q0 = eqx.error_if(q0, ~all_finite((q0, qd0)), _NON_FINITE_INITIAL)
     if throw:
+        xp = array_module(q0, qd0)  # NumPy where known: no small eager compile
+        bad = ~(xp.all(xp.isfinite(q0)) & xp.all(xp.isfinite(qd0)))
+        q0 = first_error(q0, [(bad, _NON_FINITE_INITIAL)], error=ValueError)
         # Finite params, friction and restitution in range (with throw=False a
         # member of a batch with bad params fails on its own, by its result).
         system = checked_values(system)

@@ -392,7 +392,9 @@ class LagrangianSystem(eqx.Module):
         return out
 
     # What the rest of the package asks about the kinds of constraints, answered
-    # here (with the rows in `_constraints`) rather than by reading them by name.
+    # here (their rows in `_constraints`) rather than by reading them by name.
+    # Equality constraints (g = 0, a = 0) hold at every instant: projected, and
+    # in every KKT solve; contacts (h ≥ 0) make events, friction acts at them.
     @property
     def has_position_constraints(self) -> bool:
         return self.holonomic is not None
@@ -403,13 +405,10 @@ class LagrangianSystem(eqx.Module):
 
     @property
     def has_equality_constraints(self) -> bool:
-        """Rows that hold at every instant (g = 0 and a = 0): projected, and in
-        every KKT solve."""
         return self.has_position_constraints or self.has_velocity_constraints
 
     @property
     def has_contacts(self) -> bool:
-        """Unilateral constraints h ≥ 0: events (impacts, releases) in the solve."""
         return self.unilateral is not None
 
     @property

@@ -114,14 +114,6 @@ def memory_limits() -> list[tuple[int, str]]:
     return [(int(value), what) for value, what in limits if value is not None]
 
 
-def memory_limit() -> int | None:
-    """The most memory this process may use, in bytes: the smallest of its
-    address-space limit (RLIMIT_AS), its cgroup's memory limit and the physical
-    memory (None where none is known)."""
-    limits = memory_limits()
-    return min(value for value, _ in limits) if limits else None
-
-
 def over_memory(needed: int | float | np.number) -> str | None:
     """ "more than <what limits it> of <its size> GiB" when `needed` bytes exceed
     the smallest of `memory_limits`, else None."""
@@ -159,17 +151,12 @@ def check_finite(named: dict[str, Array], x):
     system's Jacobian does not depend on where it is taken).
     """
     xp = array_module(named)
-    return first_error(
-        x,
-        [
-            (
-                ~xp.isfinite(v),
-                (f"`{k}` is not finite (it holds NaN or inf).", lambda v=v: f" Its value: {v}."),
-            )
-            for k, v in named.items()
-        ],
-        error=ValueError,
-    )
+    message = "`{}` is not finite (it holds NaN or inf){{}}."
+    checks = [
+        (~xp.isfinite(v), (message.format(k), lambda v=v: f": {v}"))
+        for k, v in named.items()
+    ]
+    return first_error(x, checks, error=ValueError)
 
 
 def array_module(*xs):
@@ -195,16 +182,10 @@ def param_flags(params) -> tuple[list[ArrayLike], list[str]]:
     return flags, messages
 
 
-def raise_first(x, flags: list[ArrayLike], messages: list[str]):
-    """`x`, with an error (also under `jax.jit`) giving the message of the first
-    flag that is set."""
-    return first_error(x, zip(flags, messages, strict=True))
-
-
 def check_finite_params(params, x):
     """`x`, with an error (also under `jax.jit`) naming the first param leaf of
     `params` that holds NaN or inf, e.g. params['m']."""
-    return raise_first(x, *param_flags(params))
+    return first_error(x, zip(*param_flags(params), strict=True))
 
 
 def check_tolerance(name: str, value):
@@ -249,8 +230,8 @@ def check_affine(name: str, fn, q: Array, qd: Array, t: Array, x: Array) -> Arra
     message = (
         f"`{name}` must be affine in qd ({name}(q, qd, t) = A(q, t) qd + b(q, t)), "
         f"but at the initial state {name}(q0, qd0 + d) differs from "
-        f"{name}(q0, qd0) + (∂{name}/∂qd) d by more than √eps (relative): the "
-        f"equations use ∂{name}/∂qd as a constant direction."
+        f"{name}(q0, qd0) + (∂{name}/∂qd) d by more than √eps{{}} (relative): "
+        f"the equations use ∂{name}/∂qd as a constant direction."
     )
-    detail = lambda: f" The difference: {float(worst):.3g}."  # noqa: E731
+    detail = lambda: f": {float(worst):.3g}"  # noqa: E731
     return first_error(x, [(bad, (message, detail))], error=ValueError)

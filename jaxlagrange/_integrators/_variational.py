@@ -129,7 +129,7 @@ class VariationalMidpoint(AbstractLagrangianSolver):
                 "constraints exactly: `stepsize_controller` and `baumgarte` do not "
                 "apply."
             )
-        positive = ("`dt0` must be positive and finite.", lambda: f" Got {dt0}.")
+        positive = ("`dt0` must be positive and finite{}.", lambda: f", got {dt0}")
         xp = array_module(dt0)  # NumPy when known: no small eager compiles
         bad = ~(xp.isfinite(xp.asarray(dt0)) & (xp.asarray(dt0) > 0))
         dt0 = first_error(dt0, [(bad, positive)], error=ValueError)
@@ -139,7 +139,8 @@ class VariationalMidpoint(AbstractLagrangianSolver):
         budget = max_steps + ts.shape[0] + 1
         bound = _step_bound(t0, t1, ts, dt0)
         budget = budget if bound is None else min(budget, bound)
-        return _variational_jit(system, q0, qd0, t0, t1, ts, self, dt0, budget, max_steps)
+        args = (system, q0, qd0, t0, t1, ts, self, dt0, budget, max_steps)
+        return _variational_jit(*args)
 
     def tolerances(self, dtype) -> tuple[float, float]:
         """(rtol, atol) for states of `dtype`: the given ones, else the default

@@ -7,6 +7,9 @@ from ._accelerations import (
     multipliers as multipliers,
 )
 from ._ensemble._batch import simulate_batch as simulate_batch
+from ._ensemble._store import open_store as open_store
+from ._ensemble._sweep import sweep as sweep
+from ._ensemble._sweep_simulate import simulate_sweep as simulate_sweep
 from ._eom import (
     energy as energy,
     mass_matrix as mass_matrix,
@@ -17,6 +20,7 @@ from ._fit._loss import Observations as Observations, fit_loss as fit_loss
 from ._fit._main import FitResult as FitResult, fit as fit
 from ._impulse import apply_impulse as apply_impulse
 from ._initial_state import project_initial_state as project_initial_state
+from ._integrators import VariationalMidpoint as VariationalMidpoint
 from ._linearize import (
     Linearization as Linearization,
     linearize as linearize,
@@ -25,9 +29,6 @@ from ._linearize import (
 from ._lyapunov import finite_time_lyapunov as finite_time_lyapunov
 from ._neural import neural_lagrangian as neural_lagrangian
 from ._simulate import simulate as simulate
-from ._ensemble._store import open_store as open_store
-from ._ensemble._sweep import sweep as sweep
-from ._ensemble._sweep_simulate import simulate_sweep as simulate_sweep
 from ._system import LagrangianSystem as LagrangianSystem
 from ._trajectory import (
     EVENT_IMPACT as EVENT_IMPACT,
@@ -40,7 +41,6 @@ from ._trajectory import (
     result_message as result_message,
     result_name as result_name,
 )
-from ._variational import VariationalMidpoint as VariationalMidpoint
 
 
 __version__ = "0.1.0"

@@ -25,12 +25,12 @@ def _checked(system, q, qd, t) -> Dynamics:
 @eqx.filter_jit
 def _checked_dynamics(system, q, qd, t) -> Dynamics:
     system = checked_values(system)
-    if system.slip is not None:
+    if system.has_friction:
         active, modes = contact_modes(system, q, qd, t)
         dyn = dynamics(system, q, qd, t, active=active, modes=modes)
     else:
         active = (
-            contact_set(system, q, qd, t) if system.unilateral is not None else None
+            contact_set(system, q, qd, t) if system.has_contacts else None
         )
         dyn = dynamics(system, q, qd, t, active=active)
     # min(q̈, +inf) is q̈ (NaN included): it ties q̈'s layout under vmap to q's,

@@ -8,32 +8,28 @@ as flags tied to the leaves for traced ones (`checked_values`, under `jax.jit`,
 from typing import Any
 
 import equinox as eqx
-import jax
 import numpy as np
 
 from ._custom_types import ArrayLike
-from ._validate import array_module, param_flags, raise_first
+from ._errors import first_error
+from ._validate import array_module, known, param_flags
 
 
 def _known_values(x) -> np.ndarray | None:
     """`x` as a NumPy array, or None under tracing (values unknown)."""
-    if isinstance(x, jax.core.Tracer) or any(
-        isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(x)
-    ):
-        return None
-    return np.asarray(x)
+    return known(x)
 
 
 def check_friction(system: Any) -> None:
     """The trace-time checks of `slip`, `friction` and `static_friction`."""
-    if system.slip is None:
+    if not system.has_friction:
         if system._friction() is not None:
             raise ValueError(
                 "`friction` needs `slip` (the slip velocity at each contact), got "
                 "slip=None."
             )
         return
-    if system.unilateral is None:
+    if not system.has_contacts:
         raise ValueError(
             "`slip` needs `unilateral` (friction acts at unilateral contacts), got "
             "unilateral=None."
@@ -75,7 +71,7 @@ def _coefficient_flags(system: Any) -> tuple[list[ArrayLike], list[str]]:
     flags, messages = [], []
     kinetic, static = system._friction(), system._static_friction()
     xp = array_module(kinetic, static, system._restitution())
-    if system.slip is not None:
+    if system.has_friction:
         kinetic, static = xp.asarray(kinetic), xp.asarray(static)
         for name, mu in (("friction", kinetic), ("static_friction", static)):
             flags.append(~xp.all(xp.isfinite(mu) & (mu >= 0)))
@@ -107,4 +103,4 @@ def checked_values(system: Any) -> Any:
     if not flags:
         return system
     dynamic, static = eqx.partition(system, eqx.is_array)
-    return eqx.combine(raise_first(dynamic, flags, messages), static)
+    return eqx.combine(first_error(dynamic, zip(flags, messages, strict=True)), static)

@@ -34,6 +34,7 @@ circle after 200 s). Two remedies:
 
 from typing import NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
@@ -41,6 +42,7 @@ from ._custom_types import Array, BoolScalar, ScalarLike
 from ._eom import unconstrained
 from ._mass import Rows
 from ._system import LagrangianSystem
+from ._validate import check_affine
 
 
 class Dynamics(NamedTuple):
@@ -66,11 +68,11 @@ class Modes(NamedTuple):
 class ConstraintValues(NamedTuple):
     """The constraint functions and their first time derivatives at a state."""
 
-    holonomic: Array | None  # g, (m,)
-    holonomic_rate: Array | None  # ġ
-    nonholonomic: Array | None  # a, (k,)
-    unilateral: Array | None  # h, (u,)
-    unilateral_rate: Array | None  # ḣ
+    g: Array | None  # holonomic, (m,)
+    gd: Array | None  # ġ
+    a: Array | None  # nonholonomic, (k,)
+    h: Array | None  # unilateral, (u,)
+    hd: Array | None  # ḣ
 
 
 def position_rows(fn, q: Array, qd: Array, t: Array):
@@ -103,17 +105,33 @@ def constraint_values(
     """g, ġ, a, h and ḣ at a state (None where the system has no such constraint)."""
     one = jnp.ones((), t.dtype)
     g = gd = a = h = hd = None
-    if system.holonomic is not None:
+    if system.has_position_constraints:
         g, gd = jax.jvp(system._holonomic, (q, t), (qd, one))
-    if system.nonholonomic is not None:
+    if system.has_velocity_constraints:
         a = system._nonholonomic(q, qd, t)
-    if system.unilateral is not None:
+    if system.has_contacts:
         h, hd = jax.jvp(system._unilateral, (q, t), (qd, one))
     return ConstraintValues(g, gd, a, h, hd)
 
 
+def check_affine_in_velocities(system: LagrangianSystem, q, qd, t) -> Array:
+    """`q`, with an error unless a(q, q̇, t) and the slip velocities are affine in
+    q̇: the equations use their q̇-Jacobians as constant directions."""
+    if system.has_velocity_constraints:
+        q = check_affine("nonholonomic", system._nonholonomic, q, qd, t, q)
+    if system.has_friction:
+        q = check_affine("slip", system._slip, q, qd, t, q)
+    return q
+
+
+def num_rows(system: LagrangianSystem, q: Array, qd: Array, t: Array):
+    """(m, k, u): the numbers of holonomic, nonholonomic and unilateral rows."""
+    values = eqx.filter_eval_shape(constraint_values, system, q, qd, t)
+    return tuple(0 if x is None else x.shape[0] for x in (values.g, values.a, values.h))
+
+
 def num_unilateral(system: LagrangianSystem, q: Array, t: Array) -> int:
-    if system.unilateral is None:
+    if not system.has_contacts:
         return 0
     return jax.eval_shape(system._unilateral, q, t).shape[0]
 
@@ -121,12 +139,12 @@ def num_unilateral(system: LagrangianSystem, q: Array, t: Array) -> int:
 def _bilateral_rows(system, q, qd, t, alpha, beta):
     """The holonomic and nonholonomic rows of C, their right-hand sides and masks."""
     rows, rhs, masks = [], [], []
-    if system.holonomic is not None:
+    if system.has_position_constraints:
         jac, b, g, gd = position_rows(system._holonomic, q, qd, t)
         rows.append(jac)
         rhs.append(-b - 2 * alpha * gd - beta**2 * g)
         masks.append(jnp.ones(g.shape, bool))
-    if system.nonholonomic is not None:
+    if system.has_velocity_constraints:
         jac, b, a = _velocity_rows(system._nonholonomic, q, qd, t)
         rows.append(jac)
         rhs.append(-b - alpha * a)
@@ -139,7 +157,7 @@ def _constraint_rows(system, q, qd, t, active, baumgarte):
     the mask of the active rows (the unilateral ones in `active`; None: all)."""
     alpha, beta = (0.0, 0.0) if baumgarte is None else baumgarte
     rows, rhs, masks = _bilateral_rows(system, q, qd, t, alpha, beta)
-    if system.unilateral is not None:
+    if system.has_contacts:
         jac, b, h, hd = position_rows(system._unilateral, q, qd, t)
         rows.append(jac)
         rhs.append(-b - 2 * alpha * hd - beta**2 * h)
@@ -164,7 +182,7 @@ def dynamics(
     `modes`: the friction modes of a system with `slip` (None: all sticking).
     Never raises on values: singularities are returned as flags.
     """
-    if system.slip is not None:
+    if system.has_friction:
         out = system.mass_strategy.scalar_form(
             _friction_dynamics, q.shape[0], system, q, qd, t, active, baumgarte, modes
         )
@@ -175,7 +193,7 @@ def dynamics(
         qdd, singular = unconstrained(system, q, qd, t)
         none = jnp.zeros((0,), q.dtype)
         return Dynamics(qdd, none, None, singular, jnp.array(False))
-    # The dense strategy writes small systems out as scalar code (`_mass/_scalar`).
+    # The dense strategy writes small systems out as scalar code (`_lanes/_scalar`).
     out = system.mass_strategy.scalar_form(
         _constrained_dynamics, q.shape[0], system, q, qd, t, active, baumgarte
     )
@@ -206,12 +224,12 @@ def velocity_rows(
 
     def rows(v):
         out = []
-        if system.holonomic is not None:
+        if system.has_position_constraints:
             out.append(jax.jvp(lambda q: system._holonomic(q, t), (q,), (v,))[1])
-        if system.nonholonomic is not None:
+        if system.has_velocity_constraints:
             a = lambda qd: system._nonholonomic(q, qd, t)  # noqa: E731
             out.append(jax.jvp(a, (qd,), (v,))[1])
-        if unilateral and system.unilateral is not None:
+        if unilateral and system.has_contacts:
             out.append(jax.jvp(lambda q: system._unilateral(q, t), (q,), (v,))[1])
         return jnp.concatenate(out)
 
@@ -225,11 +243,11 @@ def velocity_rates(
     explicit-time terms, in the rows of `velocity_rows`."""
     one = jnp.ones((), t.dtype)
     rates = []
-    if system.holonomic is not None:
+    if system.has_position_constraints:
         rates.append(jax.jvp(system._holonomic, (q, t), (qd, one))[1])
-    if system.nonholonomic is not None:
+    if system.has_velocity_constraints:
         rates.append(system._nonholonomic(q, qd, t))
-    if unilateral and system.unilateral is not None:
+    if unilateral and system.has_contacts:
         rates.append(jax.jvp(system._unilateral, (q, t), (qd, one))[1])
     return jnp.concatenate(rates)
 
@@ -338,7 +356,7 @@ def contact_set(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Arra
         return jnp.zeros((0,), bool)
     values = constraint_values(system, q, qd, t)
     tol = contact_tolerance(q.dtype)
-    active = (values.unilateral <= tol) & (values.unilateral_rate <= tol)
+    active = (values.h <= tol) & (values.hd <= tol)
     offset = num_bilateral(system, q, qd, t)
     for _ in range(u):
         lam = dynamics(system, q, qd, t, active=active).multipliers[offset:]
@@ -347,16 +365,7 @@ def contact_set(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Arra
 
 
 def num_bilateral(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> int:
-    m = (
-        0
-        if system.holonomic is None
-        else jax.eval_shape(system._holonomic, q, t).shape[0]
-    )
-    k = (
-        0
-        if system.nonholonomic is None
-        else jax.eval_shape(system._nonholonomic, q, qd, t).shape[0]
-    )
+    m, k, _ = num_rows(system, q, qd, t)
     return m + k
 
 

@@ -48,7 +48,7 @@ def _static_residual(q, args):
     qd = jnp.zeros_like(q)
     qdd = dynamics(system, q, qd, t, active=active).accelerations
     parts = [qdd]
-    if system.holonomic is not None:
+    if system.has_position_constraints:
         parts.append(system._holonomic(q, t))
     if active is not None:
         parts.append(jnp.where(active, system._unilateral(q, t), 0.0))
@@ -121,7 +121,7 @@ def _undefined(system, q, t, active) -> list:
 @eqx.filter_jit
 def _equilibrium(system, q_guess, t, rtol, atol, max_steps):
     q_guess = check_finite_params(system.params, q_guess)  # named before the solve
-    if system.unilateral is None:
+    if not system.has_contacts:
         q, ok = _solve(system, q_guess, t, None, rtol, atol, max_steps)
         return first_error(q, _undefined(system, q, t, None) + [(~ok, _NOT_CONVERGED)])
     active, start = _active_set(system, q_guess, t, rtol, atol, max_steps)

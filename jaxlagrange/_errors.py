@@ -1,38 +1,57 @@
-"""`first_error`: several failure checks as one, each condition written next to
-its message; `forward_mode_hint`: JAX's error for forward mode through a
-reverse-mode solve, with the option that allows it."""
+"""Checks written once: `first_error` raises at once when its conditions are
+known at trace time and is an `eqx.branched_error_if` when they are traced;
+`traced` and `known` are the package's one test for a traced value.
+`forward_mode_hint`: JAX's error for forward mode through a reverse-mode solve,
+with the option that allows it."""
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import jax.tree_util as jtu
 import numpy as np
 from equinox.internal import unvmap_max
 
-from ._custom_types import ArrayLike, Bool
+
+def traced(*trees) -> bool:
+    """Whether any leaf of `trees` is traced (its value unknown at trace time)."""
+    return any(isinstance(x, jax.core.Tracer) for x in jtu.tree_leaves(trees))
 
 
-def first_error(x, checks: Iterable[tuple[Bool[ArrayLike, "..."], str]]):
+def known(x) -> np.ndarray | None:
+    """`x` as a NumPy array if its value is known at trace time, else None."""
+    return None if traced(x) else np.asarray(x)
+
+
+def first_error(x, checks, *, error: type[Exception] | None = None):
     """`x`, with an error (also under `jax.jit`) whose message is that of the first
     condition in `checks` that holds.
 
     `checks` are `(condition, message)` pairs in priority order: a condition holds
-    where any of its elements is true. One `eqx.branched_error_if` checks them all
-    (one branch, also under `vmap`, where the message is that of the first
-    condition that holds for any member). As with `eqx.error_if`, use the returned
-    value, or the check is dead code.
+    where any of its elements is true. A message may be a pair `(template,
+    detail)`: the template's `{}` is `detail()` (which may read values, e.g. a
+    residual) when the conditions are known, and empty when they are traced. Known conditions are read at once: with
+    `error` given, the first that holds raises `error(message)` here; else, or
+    when traced, one `eqx.branched_error_if` checks them all (one branch, also
+    under `vmap`, where the message is that of the first condition that holds for
+    any member). As with `eqx.error_if`, use the returned value, or the check is
+    dead code.
     """
-    checks = list(checks)
+    checks = [(c, (m, None) if isinstance(m, str) else m) for c, m in checks]
     if not checks:
         return x
-    if not any(isinstance(c, jax.core.Tracer) for c, _ in checks):
+    if not traced([c for c, _ in checks]):
         # Known values (an eager call): read them with NumPy rather than compile
-        # a small program per operation. A failure takes the path below, so that
-        # the error is equinox's, as under `jax.jit`.
-        if not any(np.any(np.asarray(c)) for c, _ in checks):
+        # a small program per operation.
+        holds = [np.any(np.asarray(c)) for c, _ in checks]
+        if not any(holds):
             return x
+        if error is not None:
+            message, detail = checks[holds.index(True)][1]
+            raise error(message if detail is None else message.format(detail()))
+        # Else the path below, so that the error is equinox's, as under `jax.jit`.
     # Under vmap the message is that of the largest index in the batch: the first
     # condition gets the largest, a member without a failure 0. The index is
     # reduced over the batch once, here (`unvmap_max`), and the predicate read
@@ -42,7 +61,8 @@ def first_error(x, checks: Iterable[tuple[Bool[ArrayLike, "..."], str]]):
     for i, (condition, _) in reversed(list(enumerate(checks))):
         index = jnp.where(jnp.any(condition), len(checks) - i, index)
     index = unvmap_max(index)
-    messages = ["", *(message for _, message in reversed(checks))]
+    messages = [m if d is None else m.format("") for _, (m, d) in checks]
+    messages = ["", *reversed(messages)]
     return eqx.branched_error_if(x, index > 0, index, messages)
 
 

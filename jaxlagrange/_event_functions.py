@@ -49,7 +49,7 @@ def event_values(
         h = jnp.where(later, h / jnp.where(later, t - start, 1.0), args.initial)
     normal = dyn.multipliers[offset:]
     values = jnp.where(active, normal, h)
-    if system.slip is None:
+    if not system.has_friction:
         return values
     since = (start, args.initial_slip) if divided else (None, None)
     tangential = _friction.friction_values(
@@ -159,7 +159,7 @@ class EventWatch(AdaptiveWrapper):
 
 
 def initial_slip_of(system, q, qd, t, modes) -> Array:
-    if system.slip is None:
+    if not system.has_friction:
         return jnp.zeros(modes.direction.shape, q.dtype)
     return _friction.initial_slip(system, q, qd, t, modes)
 

@@ -49,7 +49,7 @@ def stop_slips(
     At an event every contact whose slip stopped at the same instant is settled
     with it; `keep` (u,) marks the contacts whose mode the event itself set.
     """
-    if system.slip is None:
+    if not system.has_friction:
         return modes
     s = system._slip(q, qd, t)
     stopped = ~modes.stick & (jnp.abs(s) <= contact_tolerance(q.dtype)) & ~keep
@@ -101,7 +101,7 @@ def no_modes(u: int, dtype) -> Modes:
 
 def slip_modes(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Modes:
     """The modes read from s: sticking where |s| ≤ √eps, else slipping with sign s."""
-    if system.slip is None:
+    if not system.has_friction:
         return no_modes(system._unilateral(q, t).shape[0], q.dtype)
     s = system._slip(q, qd, t)
     stick = jnp.abs(s) <= contact_tolerance(q.dtype)
@@ -125,7 +125,7 @@ def settle(
     u = active.shape[0]
     offset = num_bilateral(system, q, qd, t)
     # Loops, not Python unrolling: one traced copy of the dynamics for any u.
-    if system.slip is None:
+    if not system.has_friction:
 
         def release(_, active):
             lam = dynamics(system, q, qd, t, active=active).multipliers[offset:]
@@ -159,5 +159,5 @@ def contact_modes(system: LagrangianSystem, q: Array, qd: Array, t: Array):
     """
     values = constraint_values(system, q, qd, t)
     tol = contact_tolerance(q.dtype)
-    candidates = (values.unilateral <= tol) & (values.unilateral_rate <= tol)
+    candidates = (values.h <= tol) & (values.hd <= tol)
     return settle(system, q, qd, t, candidates, slip_modes(system, q, qd, t))

@@ -36,11 +36,12 @@ from equinox.internal import unvmap_any
 
 from ._constraints import dynamics
 from ._custom_types import Array, BoolScalar
+from ._errors import traced
 from ._results import code_of, item_of
 from ._trajectory import RESULTS
 
 
-def _all_finite(tree) -> BoolScalar:
+def all_finite(tree) -> BoolScalar:
     leaves = [jnp.all(jnp.isfinite(x)) for x in jtu.tree_leaves(tree)]
     return jnp.stack(leaves).all() if leaves else jnp.array(True)
 
@@ -79,7 +80,7 @@ class _AbstractGuard(diffrax.AbstractStepSizeController):
                 t0, t1, y0, y1_candidate, args, y_error, error_order, inner
             )
         )
-        finite = _all_finite(y1_candidate)
+        finite = all_finite(y1_candidate)
         keep = keep & finite
         # An adaptive controller has already shrunk the step of a non-finite state
         # (diffrax turns its NaN error into inf); a fixed one must not advance.
@@ -281,7 +282,7 @@ def diagnosed(traj, failure: Failure | None):
     if failure is None:
         return traj
     stopped = failure.stop.stopped
-    if isinstance(stopped, jax.core.Tracer):
+    if traced(stopped):
         cause = _traced_cause(failure)
     elif bool(stopped):
         cause = _diagnose_on_host(failure)
@@ -337,8 +338,7 @@ def name_causes(codes, failures: Failure | None, system_of, shared, inputs):
     if failures is None:
         return codes
     stopped = failures.stop.stopped
-    leaves = jtu.tree_leaves((codes, failures, shared, inputs))
-    if any(isinstance(x, jax.core.Tracer) for x in leaves):
+    if traced(codes, failures, shared, inputs):
 
         def one(inputs, failure):
             failure = _member_failure(system_of, shared, inputs, failure)

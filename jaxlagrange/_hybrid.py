@@ -181,7 +181,7 @@ def _jump(system, q, qd, t, active, modes, index, restitution, rest):
     state = _select(is_release, released, contacts)
     kind = jnp.where(is_release, EVENT_RELEASE, EVENT_IMPACT)
     bad = ~is_release & (impact.singular_mass | impact.singular_constraints)
-    if system.slip is not None:
+    if system.has_friction:
         # A friction switch: a sticking contact slips against its friction force;
         # a slipping one whose slip stopped is tried as sticking.
         friction = dynamics(system, q, qd, t, active=active, modes=modes).friction
@@ -227,7 +227,7 @@ def _initial_carry(ctx: _Context, q0, qd0, t0, num_ts: int) -> _Carry:
     system, max_events = ctx.system, ctx.options.max_events
     dtype, n, u = q0.dtype, q0.shape[0], ctx.restitution.shape[0]
     inf = jnp.array(jnp.inf, dtype)
-    if system.slip is None:
+    if not system.has_friction:
         active0, modes0 = contact_set(system, q0, qd0, t0), _friction.no_modes(u, dtype)
     else:
         active0, modes0 = _friction.contact_modes(system, q0, qd0, t0)

@@ -90,7 +90,7 @@ def impulse_jump(
 @eqx.filter_jit
 def _checked_impulse(system, q, qd, t, impulse):
     system = checked_values(system)
-    if system.unilateral is None:
+    if not system.has_contacts:
         contact = jnp.zeros((0,), bool)
     else:
         contact = contact_set(system, q, qd, t)

@@ -10,9 +10,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._constraints import constraint_values
 from ._custom_types import Array, ArrayLike, BoolScalar, ScalarLike, Vector, VectorLike
-from ._errors import first_error
-from ._projection import Metric, has_equality_constraints, project
+from ._errors import first_error, traced
+from ._projection import Metric, project
 from ._system import LagrangianSystem, as_state
 
 
@@ -25,9 +26,9 @@ class _Residuals(eqx.Module):
     position: Array  # max |Δq| of one Gauss–Newton step / (1 + max |q|)
     velocity: Array  # max |Δq̇| of the velocity projection / (1 + max |q̇|)
     penetration: Array  # deepest h < 0, as a distance in q, / (1 + max |q|)
-    holonomic: Array  # max |g|, for the message
-    holonomic_rate: Array  # max |ġ|
-    nonholonomic: Array  # max |a|
+    g: Array  # max |g| (holonomic), for the message
+    gd: Array  # max |ġ|
+    a: Array  # max |a| (nonholonomic)
     singular_mass: BoolScalar
     redundant: BoolScalar
 
@@ -38,33 +39,28 @@ def _max_abs(x: Array | None, dtype) -> Array:
     return jnp.max(jnp.abs(x))
 
 
-def _residuals(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> _Residuals:
+def residuals(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> _Residuals:
     dtype = q.dtype
     zero = jnp.zeros((), dtype)
     metric = Metric(system, q, qd, t)
     singular_mass = metric.singular
     redundant = jnp.array(False)
     position = velocity = penetration = zero
-    g = gd = a = None
+    values = constraint_values(system, q, qd, t)
     q_scale = 1 + _max_abs(q, dtype)
     qd_scale = 1 + _max_abs(qd, dtype)
-    if system.holonomic is not None:
-        g = system._holonomic(q, t)
-        one = jnp.ones((), dtype)
-        _, gd = jax.jvp(system._holonomic, (q, t), (qd, one))
+    if system.has_position_constraints:
         dq, bad_mass, bad = metric.position_correction(system, q, t)
         position = _max_abs(dq, dtype) / q_scale
         singular_mass = singular_mass | bad_mass
         redundant = redundant | bad
-    if system.nonholonomic is not None:
-        a = system._nonholonomic(q, qd, t)
-    if has_equality_constraints(system):
+    if system.has_equality_constraints:
         dqd, bad_mass, bad = metric.velocity_correction(system, q, qd, t)
         velocity = _max_abs(dqd, dtype) / qd_scale
         singular_mass = singular_mass | bad_mass
         redundant = redundant | bad
-    if system.unilateral is not None:
-        h = system._unilateral(q, t)
+    if system.has_contacts:
+        h = values.h
         if h.size:
             jac = jax.jacfwd(system._unilateral)(q, t)
             # −h/|∇h| is the depth below h = 0 to first order, in units of q.
@@ -75,28 +71,28 @@ def _residuals(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> _Resi
         position,
         velocity,
         penetration,
-        _max_abs(g, dtype),
-        _max_abs(gd, dtype),
-        _max_abs(a, dtype),
+        _max_abs(values.g, dtype),
+        _max_abs(values.gd, dtype),
+        _max_abs(values.a, dtype),
         singular_mass,
         redundant,
     )
 
 
-def _tolerance(dtype) -> float:
+def tolerance(dtype) -> float:
     return float(np.sqrt(np.finfo(dtype).eps))
 
 
-_HINT = (
+PROJECT_HINT = (
     "Project it first with `q0, qd0 = jl.project_initial_state(system, q0, qd0, t0)`."
 )
 _OFF_POSITION = (
     "The initial state is off the constraint manifold: the holonomic constraints "
-    "g(q0, t0) = 0 are violated (max |g| = {g}). " + _HINT
+    "g(q0, t0) = 0 are violated (max |g| = {g}). " + PROJECT_HINT
 )
 _OFF_VELOCITY = (
     "The initial velocities violate the velocity constraints (max |dg/dt| = {gd}, "
-    "max |a| = {a} for G qd + ∂g/∂t = 0 and a(q0, qd0, t0) = 0). " + _HINT
+    "max |a| = {a} for G qd + ∂g/∂t = 0 and a(q0, qd0, t0) = 0). " + PROJECT_HINT
 )
 _PENETRATING = (
     "The initial state violates a unilateral constraint: h(q0, t0) < 0 (it must be "
@@ -113,7 +109,7 @@ _SINGULAR_MASS_AT_T0 = (
 )
 
 
-def _initial_checks(
+def initial_checks(
     r: _Residuals, tol: float, known: bool
 ) -> list[tuple[ArrayLike, str]]:
     """The failures of an initial state, each with its message, first first.
@@ -122,7 +118,7 @@ def _initial_checks(
     (not under jit)."""
     if known:
         g, gd, a = (
-            f"{float(x):.3g}" for x in (r.holonomic, r.holonomic_rate, r.nonholonomic)
+            f"{float(x):.3g}" for x in (r.g, r.gd, r.a)
         )
     else:
         g = gd = a = "(not known under jit)"
@@ -135,13 +131,7 @@ def _initial_checks(
     ]
 
 
-_initial_residuals = eqx.filter_jit(_residuals)
-
-
-def _is_known(tree) -> bool:
-    return not any(
-        isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(tree)
-    )
+_initial_residuals = eqx.filter_jit(residuals)
 
 
 def check_initial_state(
@@ -155,22 +145,19 @@ def check_initial_state(
     if not system.has_constraints:
         return q0
     r = _initial_residuals(system, q0, qd0, t0)
-    tol = _tolerance(q0.dtype)
-    if _is_known((system, q0, qd0, t0, r)):
+    known = not traced(r)
+    if known:
         # In NumPy: an eager JAX comparison is one more small program to compile.
         r = jax.tree.map(np.asarray, r)
-        for failed, message in _initial_checks(r, tol, known=True):
-            if failed:
-                raise ValueError(message)
-        return q0
-    return first_error(q0, _initial_checks(r, tol, known=False))
+    checks = initial_checks(r, tolerance(q0.dtype), known=known)
+    return first_error(q0, checks, error=ValueError)
 
 
 @eqx.filter_jit
 def _project_initial(system, q, qd, t):
     q, qd, singular = project(system, q, qd, t, _INITIAL_ITERATIONS)
-    r = _residuals(system, q, qd, t)
-    tol = _tolerance(q.dtype)
+    r = residuals(system, q, qd, t)
+    tol = tolerance(q.dtype)
     where = "jl.project_initial_state: "
     return first_error(
         (q, qd),
@@ -226,6 +213,6 @@ def project_initial_state(
     ```
     """
     q0, qd0, t0 = as_state(q0, qd0, t0, where="q0")
-    if not has_equality_constraints(system):
+    if not system.has_equality_constraints:
         return q0, qd0
     return _project_initial(system, q0, qd0, t0)

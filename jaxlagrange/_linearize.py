@@ -25,7 +25,14 @@ import jax.tree_util as jtu
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from ._constraints import SINGULAR_CONSTRAINTS, contact_set, dynamics, position_rows
+from ._constraints import (
+    SINGULAR_CONSTRAINTS,
+    contact_set,
+    dynamics,
+    num_rows,
+    position_rows,
+    velocity_rates,
+)
 from ._custom_types import Array, Float, ScalarLike, VectorLike
 from ._eom import SINGULAR_MASS
 from ._errors import first_error
@@ -61,12 +68,6 @@ def check_system(system) -> None:
         raise ValueError(
             f"`system` must be a jaxlagrange.LagrangianSystem, got {type(system).__name__}."
         )
-
-
-def _num_outputs(system: LagrangianSystem, name: str, *args) -> int:
-    if getattr(system, name) is None:
-        return 0
-    return jax.eval_shape(getattr(system, "_" + name), *args).shape[0]
 
 
 def _indices(name: str, value, n: int, expected: int) -> tuple[int, ...]:
@@ -133,13 +134,9 @@ def _input_mask(system: LagrangianSystem, inputs):
 
 def _velocity_constraints(system: LagrangianSystem, q, qd, t) -> Array | None:
     """G q̇ + ∂g/∂t and a(q, q̇, t): the constraints on the velocities."""
-    rows = []
-    if system.holonomic is not None:
-        one = jnp.ones((), t.dtype)
-        rows.append(jax.jvp(system._holonomic, (q, t), (qd, one))[1])
-    if system.nonholonomic is not None:
-        rows.append(system._nonholonomic(q, qd, t))
-    return jnp.concatenate(rows) if rows else None
+    if not system.has_equality_constraints:
+        return None
+    return velocity_rates(system, q, qd, t, unilateral=False)
 
 
 def _complement(idx: tuple[int, ...], n: int) -> np.ndarray:
@@ -173,7 +170,7 @@ def _linearize(system, q, qd, t, coordinates, velocities, mask):
         treedef = jtu.tree_structure(dynamic)
         return eqx.combine(jtu.tree_unflatten(treedef, leaves), static)
 
-    active = contact_set(system, q, qd, t) if system.unilateral is not None else None
+    active = contact_set(system, q, qd, t) if system.has_contacts else None
 
     def flow(x, u):
         sys = with_inputs(u)
@@ -231,7 +228,7 @@ def _manifold_residual(system, q, qd, t, velocities=True) -> tuple[Array, Array]
     run eagerly, each operation of the constraints (dozens for a bicycle) was a
     small compile of its own."""
     parts = [jnp.zeros((0,), q.dtype)]
-    if system.holonomic is not None:
+    if system.has_position_constraints:
         parts.append(system._holonomic(q, t))
     v = _velocity_constraints(system, q, qd, t) if velocities else None
     if v is not None:
@@ -291,8 +288,7 @@ def linearize(
     point = {"q": q, "qd": qd, "t": t}
     q = check_finite_params(system.params, check_finite(point, q))
     n = q.shape[0]
-    m = _num_outputs(system, "holonomic", q, t)
-    k = _num_outputs(system, "nonholonomic", q, qd, t)
+    m, k, _ = num_rows(system, q, qd, t)
     coordinates = _indices("coordinates", coordinates, n, n - m)
     velocities = _indices("velocities", velocities, n, n - m - k)
     if inputs is None:
@@ -302,13 +298,8 @@ def linearize(
         mask = jtu.tree_map(lambda _: False, system)
         mask = eqx.tree_at(lambda s: s.params, mask, params_mask)
     residual, off = _manifold_residual(system, q, qd, t)
-    if not any(
-        isinstance(x, jax.core.Tracer) for x in jtu.tree_leaves((system, q, qd, t))
-    ):
-        if bool(off):
-            raise ValueError(_OFF_MANIFOLD + f" Residual: {float(residual):.3g}.")
-    else:
-        q = eqx.error_if(q, off, _OFF_MANIFOLD)
+    residual_text = lambda: f" Residual: {float(residual):.3g}."  # noqa: E731
+    q = first_error(q, [(off, (_OFF_MANIFOLD + "{}", residual_text))], error=ValueError)
     lin = _linearize(system, q, qd, t, coordinates, velocities, mask)
     return check_finite_params(system.params, check_finite(point, lin))
 
@@ -322,7 +313,7 @@ def _normal_modes(system, q, t):
     mass = jax.jacfwd(momenta_of(system, q, t))(qd)
     mass = 0.5 * (mass + mass.T)
     factor, f = system.mass_strategy.terms(system, q, qd, t)
-    if system.holonomic is None:
+    if not system.has_position_constraints:
         lam, redundant = None, False
         residual, _ = factor.solve(f)
     else:
@@ -339,7 +330,7 @@ def _normal_modes(system, q, t):
         return f
 
     stiffness = -jax.jacfwd(generalized_force)(q)
-    if system.holonomic is None:
+    if not system.has_position_constraints:
         basis = jnp.eye(n, dtype=q.dtype)
     else:
         # A basis of the null space of G: from the SVD at this point, projected
@@ -396,7 +387,7 @@ _OFF_CONSTRAINTS = (
 )
 
 _NOT_EQUILIBRIUM = (
-    "`q` is not a static equilibrium: at q̇ = 0 the accelerations are {} (the "
+    "`q` is not a static equilibrium: at q̇ = 0 the accelerations are not 0{} (the "
     "constraints kept). Normal modes are the small oscillations about "
     "an equilibrium: find one with jl.equilibrium(system, q), or use jl.linearize "
     "about a motion."
@@ -456,34 +447,21 @@ def normal_modes(
     constraint, off_manifold = _manifold_residual(
         system, q, jnp.zeros_like(q), t, velocities=False
     )
-    known = not any(
-        isinstance(x, jax.core.Tracer) for x in jtu.tree_leaves((system, q, t))
+    residual_text = lambda: f" Residual: {float(constraint):.3g}."  # noqa: E731
+    q = first_error(
+        q, [(off_manifold, (_OFF_CONSTRAINTS + "{}", residual_text))], error=ValueError
     )
-    if known and bool(off_manifold):
-        raise ValueError(_OFF_CONSTRAINTS + f" Residual: {float(constraint):.3g}.")
     omega2, modes, residual, circulatory = _normal_modes(system, q, t)
     omega2 = check_finite_params(system.params, check_finite(inputs, omega2))
     off = _off_equilibrium(q, omega2, residual)
-    if known:
-        if bool(off):
-            contacts = (
-                ""
-                if system.unilateral is None
-                else " normal_modes does not use unilateral constraints: a contact "
-                "that holds at `q` is to be written as a holonomic constraint."
-            )
-            raise ValueError(
-                _NOT_EQUILIBRIUM.format(f"q̈ = {np.asarray(residual)}, not 0") + contacts
-            )
-        if bool(circulatory):
-            raise ValueError(_CIRCULATORY)
-        return omega2, modes
-    omega2 = first_error(
-        omega2,
-        [
-            (off_manifold, _OFF_CONSTRAINTS),
-            (off, _NOT_EQUILIBRIUM.format("not 0")),
-            (circulatory, _CIRCULATORY),
-        ],
+    contacts = (
+        ""
+        if not system.has_contacts
+        else " normal_modes does not use unilateral constraints: a contact "
+        "that holds at `q` is to be written as a holonomic constraint."
     )
+    accelerations = lambda: f": q̈ = {np.asarray(residual)}"  # noqa: E731
+    checks = [(off, (_NOT_EQUILIBRIUM + contacts, accelerations))]
+    checks.append((circulatory, _CIRCULATORY))
+    omega2 = first_error(omega2, checks, error=ValueError)
     return omega2, modes

@@ -18,8 +18,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._custom_types import Array
+from ._errors import first_error
 from ._system import LagrangianSystem
-from ._validate import as_real, check_precision, default_tolerance, known
+from ._validate import array_module, as_real, check_precision, default_tolerance
 
 
 # The most steps of a solve (between two events), unless `max_steps` says otherwise.
@@ -71,11 +72,11 @@ def checked_options(where: str, given: Mapping[str, Any]) -> Options:
 
 
 def check_times(t0, t1, saveat, dtype) -> tuple[Array, Array, Array]:
+    """`t0`, `t1` and the save times (t1 alone without `saveat`) in `dtype`, or
+    an error naming the bad one (at once where known, else in the program)."""
     t0, t1 = as_real("t0", t0), as_real("t1", t1)
     if saveat is not None:
         saveat = as_real("saveat", saveat)
-    a, b = known(t0), known(t1)
-    s = b[None] if saveat is None and b is not None else known(saveat)
     for name, t in (("t0", t0), ("t1", t1)):
         if t.shape != ():
             raise ValueError(f"`{name}` must be a scalar, got shape {t.shape}.")
@@ -92,27 +93,29 @@ def check_times(t0, t1, saveat, dtype) -> tuple[Array, Array, Array]:
             )
         ts = ts.astype(dtype)
 
-    order = "`t1` must be greater than `t0`, got t0 = {} and t1 = {}."
-    increasing = "`saveat` must be strictly increasing{}."
-    inside = "`saveat` must lie in [t0, t1] = [{}, {}]{}."
-    if a is not None and b is not None and s is not None:
-        a, b = float(a), float(b)
-        if not (np.isfinite(a) and np.isfinite(b) and b > a):
-            raise ValueError(order.format(a, b))
-        if np.any(np.diff(s) <= 0):
-            i = int(np.argmax(np.diff(s) <= 0))
-            raise ValueError(
-                increasing.format(
-                    f", but saveat[{i}] = {s[i]} and saveat[{i + 1}] = {s[i + 1]}"
-                )
-            )
-        if np.any((s < a) | (s > b)) or not np.all(np.isfinite(s)):
-            i = int(np.argmax((s < a) | (s > b) | ~np.isfinite(s)))
-            raise ValueError(inside.format(a, b, f", but saveat[{i}] = {s[i]}"))
-        return t0, t1, ts
-    t1 = eqx.error_if(t1, ~(t1 > t0), order.format("t0", "a value not greater"))
-    ts = eqx.error_if(ts, jnp.any(ts[1:] <= ts[:-1]), increasing.format(""))
-    ts = eqx.error_if(ts, jnp.any((ts < t0) | (ts > t1)), inside.format("t0", "t1", ""))
+    # NumPy where the times are known (no small eager compiles); `first_error`
+    # raises at once then, with the offending values in the message.
+    xp = array_module(t0, t1, ts)
+    a, b, s = xp.asarray(t0), xp.asarray(t1), xp.asarray(ts)
+    unordered, outside = s[1:] <= s[:-1], (s < a) | (s > b) | ~xp.isfinite(s)
+
+    def at(bad):
+        i = int(np.argmax(bad))
+        after = f" and saveat[{i + 1}] = {s[i + 1]}" if bad is unordered else ""
+        return f", but saveat[{i}] = {s[i]}{after}"
+
+    order = ~(xp.isfinite(a) & xp.isfinite(b) & (b > a))
+    got = lambda: f", got t0 = {float(a)} and t1 = {float(b)}"  # noqa: E731
+    span = lambda: f" = [{float(a)}, {float(b)}]{at(outside)}"  # noqa: E731
+    # Each check on what the solve uses: without `saveat` it saves at t1 only.
+    t1 = first_error(
+        t1, [(order, ("`t1` must be greater than `t0`{}.", got))], error=ValueError
+    )
+    checks = [
+        (unordered, ("`saveat` must be strictly increasing{}.", lambda: at(unordered))),
+        (outside, ("`saveat` must lie in [t0, t1]{}.", span)),
+    ]
+    ts = first_error(ts, checks, error=ValueError)
     return t0, t1, ts
 
 
@@ -135,14 +138,11 @@ def check_tolerance(name: str, value) -> Array:
             f"`{name}` must be a positive scalar, got shape {value.shape} and "
             f"dtype {value.dtype}."
         )
-    message = f"`{name}` must be positive and finite, got {{}}."
-    value_known = known(value)
-    if value_known is not None:
-        if not (np.isfinite(value_known) and value_known > 0):
-            raise ValueError(message.format(float(value_known)))
-        return value
-    bad = ~(jnp.isfinite(value) & (value > 0))
-    return eqx.error_if(value, bad, message.format("a value that is not"))
+    xp = array_module(value)
+    bad = ~(xp.isfinite(xp.asarray(value)) & (xp.asarray(value) > 0))
+    got = lambda: f", got {float(value)}"  # noqa: E731
+    message = (f"`{name}` must be positive and finite{{}}.", got)
+    return first_error(value, [(bad, message)], error=ValueError)
 
 
 def tolerances(options: Options, dtype) -> tuple[Array, Array]:

@@ -42,10 +42,6 @@ from ._options import VectorFieldArgs
 from ._system import LagrangianSystem
 
 
-def has_equality_constraints(system: LagrangianSystem) -> bool:
-    return system.holonomic is not None or system.nonholonomic is not None
-
-
 class Metric:
     """M at one state, the metric of both projections (the system's mass factor).
 
@@ -93,7 +89,7 @@ def project(
     """
     metric = Metric(system, q, qd, t)
     singular = metric.singular
-    if system.holonomic is not None:
+    if system.has_position_constraints:
 
         def newton(_, carry):
             q, singular = carry

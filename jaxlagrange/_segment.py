@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 from ._constraints import dynamics
 from ._custom_types import Array
-from ._guard import Stop, _all_finite, guard_for, provisional
+from ._guard import Stop, all_finite, guard_for, provisional
 from ._options import SimulateOptions, VectorFieldArgs
 from ._results import promote
 from ._trajectory import RESULTS, Trajectory, without_events
@@ -144,7 +144,7 @@ def masked_start(q0, qd0) -> tuple[Array, Array, Array]:
 
     A non-finite initial state is integrated as zeros and reported afterwards.
     """
-    finite = _all_finite((q0, qd0))
+    finite = all_finite((q0, qd0))
     return finite, jnp.where(finite, q0, 0.0), jnp.where(finite, qd0, 0.0)
 
 

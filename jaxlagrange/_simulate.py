@@ -7,16 +7,16 @@ failures), `_trajectory` (the returned `Trajectory` and its result codes).
 """
 
 import diffrax
-import equinox as eqx
 import jax.numpy as jnp
-import numpy as np
 
 from ._coefficients import checked_values
+from ._constraints import check_affine_in_velocities
 from ._custom_types import Array, ArrayLike, Float, ScalarLike, VectorLike
-from ._errors import forward_mode_hint
-from ._guard import Failure, _all_finite, diagnosed
+from ._errors import first_error, forward_mode_hint
+from ._guard import Failure, diagnosed
 from ._hybrid import hybrid_solve
 from ._initial_state import check_initial_state
+from ._integrators import AbstractLagrangianSolver, VariationalMidpoint
 from ._options import (
     MAX_STEPS,
     Options,
@@ -26,17 +26,15 @@ from ._options import (
     positive_int,
     tolerances,
 )
-from ._projection import ProjectedSolver, has_equality_constraints
+from ._projection import ProjectedSolver
 from ._segment import smooth_solve
 from ._system import LagrangianSystem
 from ._trajectory import (
     RESULTS as RESULTS,
     Trajectory,
-    _known,
     raise_on_failure,
 )
-from ._validate import as_real, check_affine
-from ._variational import VariationalMidpoint, variational_simulate
+from ._validate import array_module, as_real
 
 
 def _as_initial_state(q0, qd0) -> tuple[Array, Array]:
@@ -238,9 +236,8 @@ def simulate_checked(
             f"`system` must be a jaxlagrange.LagrangianSystem, got {type(system).__name__}."
         )
     max_steps = positive_int("max_steps", options.max_steps)
-    variational = isinstance(solver, VariationalMidpoint)
-    if solver is not None and not (
-        variational or isinstance(solver, diffrax.AbstractSolver)
+    if solver is not None and not isinstance(
+        solver, (AbstractLagrangianSolver, diffrax.AbstractSolver)
     ):
         raise ValueError(
             "`solver` must be a diffrax solver or jl.VariationalMidpoint(), got "
@@ -253,7 +250,6 @@ def simulate_checked(
             "`progress_meter` must be a diffrax progress meter such as "
             f"diffrax.TextProgressMeter(), got {type(progress_meter).__name__}."
         )
-    q0_in, qd0_in = q0, qd0
     q0, qd0 = _as_initial_state(q0, qd0)
     dtype = q0.dtype
     t0, t1, ts = check_times(options.t0, options.t1, options.saveat, dtype)
@@ -261,13 +257,10 @@ def simulate_checked(
     if ts.shape[0] >= 2**31:  # (memory is the caller's to judge: the CLI checks it)
         raise ValueError(f"`saveat` has {ts.shape[0]} times, more than 2**31.")
 
-    known = (_known(q0_in), _known(qd0_in))
-    if throw and known[0] is not None and known[1] is not None:
-        if not (np.all(np.isfinite(known[0])) and np.all(np.isfinite(known[1]))):
-            raise ValueError(_NON_FINITE_INITIAL)
-    elif throw:
-        q0 = eqx.error_if(q0, ~_all_finite((q0, qd0)), _NON_FINITE_INITIAL)
     if throw:
+        xp = array_module(q0, qd0)  # NumPy where known: no small eager compile
+        bad = ~(xp.all(xp.isfinite(q0)) & xp.all(xp.isfinite(qd0)))
+        q0 = first_error(q0, [(bad, _NON_FINITE_INITIAL)], error=ValueError)
         # Finite params, friction and restitution in range (with throw=False a
         # member of a batch with bad params fails on its own, by its result).
         system = checked_values(system)
@@ -275,27 +268,32 @@ def simulate_checked(
         dt0 = check_tolerance("dt0", dt0).astype(dtype)
     if baumgarte is not None:
         baumgarte = tuple(jnp.asarray(gain, dtype) for gain in baumgarte)
-    if variational:
-        q0, dt0 = _check_variational(
-            system, q0, qd0, t0, dt0, stepsize_controller, baumgarte
+    if isinstance(solver, AbstractLagrangianSolver):
+        traj = solver.simulate(
+            system,
+            q0,
+            qd0,
+            t0,
+            t1,
+            ts,
+            dt0=dt0,
+            stepsize_controller=stepsize_controller,
+            baumgarte=baumgarte,
+            max_steps=max_steps,
         )
-        traj = variational_simulate(system, q0, qd0, t0, t1, ts, solver, dt0, max_steps)
         return traj, None, None
     solver = diffrax.Tsit5() if solver is None else solver
     if system.has_constraints:
         q0 = check_initial_state(system, q0, qd0, t0)
-    for name in ("nonholonomic", "slip"):
-        if getattr(system, name) is not None:
-            fn = getattr(system, "_" + name)
-            q0 = check_affine(name, fn, q0, qd0, t0, q0)
-    if baumgarte is None and has_equality_constraints(system):
+    q0 = check_affine_in_velocities(system, q0, qd0, t0)
+    if baumgarte is None and system.has_equality_constraints:
         solver = ProjectedSolver(solver)
     if stepsize_controller is None:
         stepsize_controller = diffrax.PIDController(rtol=rtol, atol=atol)
     adjoint = diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint
     if progress_meter is None:
         progress_meter = diffrax.NoProgressMeter()
-    hybrid = system.unilateral is not None
+    hybrid = system.has_contacts
     checked = SimulateOptions(
         solver=solver,
         stepsize_controller=stepsize_controller,
@@ -315,27 +313,3 @@ def simulate_checked(
         traj, stop = solve(system, q0, qd0, t0, t1, ts, checked)
     failure = Failure(system, q0, qd0, t0, baumgarte, stop)
     return traj, failure, checked.max_events
-
-
-def _check_variational(system, q0, qd0, t0, dt0, stepsize_controller, baumgarte):
-    for name, value in (
-        ("nonholonomic", system.nonholonomic),
-        ("unilateral", system.unilateral),
-    ):
-        if value is not None:
-            raise ValueError(
-                f"jl.VariationalMidpoint does not support {name} constraints yet; "
-                "use a diffrax solver (the default) for this system."
-            )
-    if dt0 is None:
-        raise ValueError(
-            "jl.VariationalMidpoint takes fixed steps: pass the step size `dt0`."
-        )
-    if stepsize_controller is not None or baumgarte is not None:
-        raise ValueError(
-            "jl.VariationalMidpoint takes fixed steps of size `dt0` and keeps the "
-            "constraints exactly: `stepsize_controller` and `baumgarte` do not apply."
-        )
-    if system.has_constraints:
-        q0 = check_initial_state(system, q0, qd0, t0)
-    return q0, dt0

@@ -13,6 +13,7 @@ import numpy as np
 
 from ._coefficients import check_friction
 from ._custom_types import Array, Params, UserFunction
+from ._errors import known
 from ._mass import AbstractMassStrategy, check_mass_solver, mass_strategy
 
 
@@ -224,17 +225,15 @@ class LagrangianSystem(eqx.Module):
                     f"params do not have (they are: {names})."
                 )
         check_friction(self)
-        restitution = self._restitution()
-        if not isinstance(restitution, jax.core.Tracer):
-            values = np.asarray(restitution)
-            if not (
-                np.issubdtype(values.dtype, np.number)
-                and np.all((values >= 0) & (values <= 1))
-            ):
-                raise ValueError(
-                    "`restitution` must lie in [0, 1] (0: plastic, 1: elastic), got "
-                    f"{values}."
-                )
+        values = known(self._restitution())
+        if values is not None and not (
+            np.issubdtype(values.dtype, np.number)
+            and np.all((values >= 0) & (values <= 1))
+        ):
+            raise ValueError(
+                "`restitution` must lie in [0, 1] (0: plastic, 1: elastic), got "
+                f"{values}."
+            )
         for name, signature in _SIGNATURES.items():
             fn = getattr(self, name)
             if fn is None:
@@ -392,13 +391,33 @@ class LagrangianSystem(eqx.Module):
             )
         return out
 
+    # What the rest of the package asks about the kinds of constraints, answered
+    # here (their rows in `_constraints`) rather than by reading them by name.
+    # Equality constraints (g = 0, a = 0) hold at every instant: projected, and
+    # in every KKT solve; contacts (h ≥ 0) make events, friction acts at them.
+    @property
+    def has_position_constraints(self) -> bool:
+        return self.holonomic is not None
+
+    @property
+    def has_velocity_constraints(self) -> bool:
+        return self.nonholonomic is not None
+
+    @property
+    def has_equality_constraints(self) -> bool:
+        return self.has_position_constraints or self.has_velocity_constraints
+
+    @property
+    def has_contacts(self) -> bool:
+        return self.unilateral is not None
+
+    @property
+    def has_friction(self) -> bool:
+        return self.slip is not None
+
     @property
     def has_constraints(self) -> bool:
-        return (
-            self.holonomic is not None
-            or self.nonholonomic is not None
-            or self.unilateral is not None
-        )
+        return self.has_equality_constraints or self.has_contacts
 
 
 def as_state(q, qd, t, where: str = "q") -> tuple[Array, Array, Array]:

@@ -3,11 +3,11 @@
 from typing import Any
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ._custom_types import Array, ArrayLike, Bool, Float, Int, ScalarLike
+from ._errors import known, traced
 from ._results import MESSAGES, NAMES, RESULTS as RESULTS, SUCCESSFUL, code_of
 
 
@@ -97,9 +97,7 @@ def without_events(ts, q, qd, multipliers, result, t_final, stats) -> Trajectory
     )
 
 
-def _known(x) -> np.ndarray | None:
-    """`x` as a NumPy array if its value is known at trace time, else None."""
-    return None if isinstance(x, jax.core.Tracer) else np.asarray(x)
+_known = known
 
 
 _THROW_FALSE = (
@@ -157,7 +155,7 @@ def _result_codes(result, where: str) -> np.ndarray:
             f"`{where}` takes a `jl.Trajectory`, a `jl.RESULTS` item or integer "
             f"result codes, got {result!r}."
         )
-    if isinstance(result, jax.core.Tracer):
+    if traced(result):
         raise ValueError(
             f"`{where}` reads a result after the solve, not under `jax.jit`, "
             "`jax.vmap` or `jax.grad`: there compare items with `==`, e.g. "
@@ -271,7 +269,7 @@ def raise_if_failed(traj: Trajectory) -> Trajectory:
         for message in MESSAGES
     ]
     codes = code_of(traj.result)
-    if isinstance(codes, jax.core.Tracer):
+    if traced(codes):
         bad = failed(traj)
         code = codes[jnp.argmax(bad)]
         # Under jit the check must feed every output, or it is dead code.

@@ -9,7 +9,7 @@ import jax.tree_util as jtu
 import numpy as np
 
 from ._custom_types import Array, ArrayLike
-from ._errors import first_error
+from ._errors import first_error, known as known, traced
 
 
 try:
@@ -37,11 +37,6 @@ def as_real(name: str, value) -> Array:
     ):
         raise ValueError(f"`{name}` must be real, got dtype {array.dtype}.")
     return array
-
-
-def known(x) -> np.ndarray | None:
-    """`x` as a NumPy array if its value is known at trace time, else None."""
-    return None if isinstance(x, jax.core.Tracer) else np.asarray(x)
 
 
 def default_tolerance(dtype) -> float:
@@ -119,14 +114,6 @@ def memory_limits() -> list[tuple[int, str]]:
     return [(int(value), what) for value, what in limits if value is not None]
 
 
-def memory_limit() -> int | None:
-    """The most memory this process may use, in bytes: the smallest of its
-    address-space limit (RLIMIT_AS), its cgroup's memory limit and the physical
-    memory (None where none is known)."""
-    limits = memory_limits()
-    return min(value for value, _ in limits) if limits else None
-
-
 def over_memory(needed: int | float | np.number) -> str | None:
     """ "more than <what limits it> of <its size> GiB" when `needed` bytes exceed
     the smallest of `memory_limits`, else None."""
@@ -163,26 +150,20 @@ def check_finite(named: dict[str, Array], x):
     it to a function's output: its inputs may not reach the output (a linear
     system's Jacobian does not depend on where it is taken).
     """
-    names = list(named)
-    values = [known(v) for v in named.values()]
-    message = "`{}` is not finite (it holds NaN or inf){}"
-    if all(v is not None for v in values):
-        for name, v in zip(names, values, strict=True):
-            if not np.all(np.isfinite(v)):
-                raise ValueError(message.format(name, f": {v}."))
-        return x
-    return first_error(
-        x,
-        [(~jnp.isfinite(v), message.format(k, ".")) for k, v in named.items()],
-    )
+    xp = array_module(named)
+    message = "`{}` is not finite (it holds NaN or inf){{}}."
+    checks = [
+        (~xp.isfinite(v), (message.format(k), lambda v=v: f": {v}"))
+        for k, v in named.items()
+    ]
+    return first_error(x, checks, error=ValueError)
 
 
 def array_module(*xs):
     """NumPy for values known at trace time, jax.numpy if any leaf of `xs` is
     traced: checks on known values then compile nothing (eagerly, every jax.numpy
     operation is a small compile of its own)."""
-    traced = any(isinstance(x, jax.core.Tracer) for x in jtu.tree_leaves(xs))
-    return jnp if traced else np
+    return jnp if traced(xs) else np
 
 
 def param_flags(params) -> tuple[list[ArrayLike], list[str]]:
@@ -201,16 +182,10 @@ def param_flags(params) -> tuple[list[ArrayLike], list[str]]:
     return flags, messages
 
 
-def raise_first(x, flags: list[ArrayLike], messages: list[str]):
-    """`x`, with an error (also under `jax.jit`) giving the message of the first
-    flag that is set."""
-    return first_error(x, zip(flags, messages, strict=True))
-
-
 def check_finite_params(params, x):
     """`x`, with an error (also under `jax.jit`) naming the first param leaf of
     `params` that holds NaN or inf, e.g. params['m']."""
-    return raise_first(x, *param_flags(params))
+    return first_error(x, zip(*param_flags(params), strict=True))
 
 
 def check_affine(name: str, fn, q: Array, qd: Array, t: Array, x: Array) -> Array:
@@ -238,14 +213,8 @@ def check_affine(name: str, fn, q: Array, qd: Array, t: Array, x: Array) -> Arra
     message = (
         f"`{name}` must be affine in qd ({name}(q, qd, t) = A(q, t) qd + b(q, t)), "
         f"but at the initial state {name}(q0, qd0 + d) differs from "
-        f"{name}(q0, qd0) + (∂{name}/∂qd) d by {{}} (relative): the equations "
-        f"use ∂{name}/∂qd as a constant direction."
+        f"{name}(q0, qd0) + (∂{name}/∂qd) d by more than √eps{{}} (relative): "
+        f"the equations use ∂{name}/∂qd as a constant direction."
     )
-    known_bad = known(bad)
-    if known_bad is not None and not any(
-        isinstance(v, jax.core.Tracer) for v in (q, qd, t)
-    ):
-        if bool(known_bad):
-            raise ValueError(message.format(f"{float(worst):.3g}"))
-        return x
-    return eqx.error_if(x, bad, message.format("more than √eps"))
+    detail = lambda: f": {float(worst):.3g}"  # noqa: E731
+    return first_error(x, [(bad, (message, detail))], error=ValueError)

@@ -16,12 +16,12 @@ import jaxlagrange as jl
 from jaxlagrange._lanes import (
     LaneFunction,
     UnsupportedPrimitiveError,
+    _scalar,
     from_lanes,
     to_lanes,
 )
 from jaxlagrange._lanes._evaluator import _Evaluator
 from jaxlagrange._lanes._known import const_array
-from jaxlagrange._mass import _scalar
 from jaxlagrange._options import Options
 
 

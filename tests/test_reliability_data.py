@@ -206,9 +206,9 @@ def test_a_store_of_an_earlier_version_is_resumed(tmp_path, capsys, monkeypatch)
     # A store written before the backend and the params by name were recorded
     # (its params one text, no backend) was refused, its message a dump of the
     # params over several lines.
+    from jaxlagrange._cli import sweep as sweep_command
     from jaxlagrange._ensemble import _sweep
     from jaxlagrange._ensemble._backend import VmapBackend
-    from jaxlagrange._cli import sweep as sweep_command
     from jaxlagrange._ensemble._identity import _describe
 
     config, out = tmp_path / "sweep.toml", str(tmp_path / "out")

@@ -1,7 +1,7 @@
 """The unconstrained q̈ of the dense strategy evaluated as scalar code.
 
 `DenseCholesky(scalar=True)` (the default) evaluates the traced q̈ of one state
-with every small array split into its scalars (`_mass/_scalar.py`); these tests
+with every small array split into its scalars (`_lanes/_scalar.py`); these tests
 hold it to the array form (`scalar=False`) to rounding on every ready system,
 check what it compiles to, and check that what has no scalar form (custom
 derivative rules, state-dependent loops and branches, large programs) keeps
@@ -18,7 +18,8 @@ from helpers import assert_same_dynamics
 
 import jaxlagrange as jl
 from jaxlagrange._constraints import dynamics
-from jaxlagrange._mass import DenseCholesky, _scalar
+from jaxlagrange._lanes import _scalar
+from jaxlagrange._mass import DenseCholesky
 
 
 def both(system, q, qd, t, unroll=6):

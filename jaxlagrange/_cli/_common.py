@@ -212,8 +212,8 @@ def simulate_program(**kwargs):
 
     import diffrax
 
-    from .._results import code_of
     from .._options import Options
+    from .._results import code_of
     from .._simulate import simulate_checked
 
     # Nothing here is differentiated: diffrax's forward-mode adjoint is one plain

@@ -103,9 +103,9 @@ def _energy_along(system, ts, q, qd):
 
     def time_derivatives(q, qd, t):
         parts = [jax.grad(system._lagrangian, argnums=2)(q, qd, t)[None]]
-        if system.holonomic is not None:
+        if system.has_position_constraints:
             parts.append(jax.jacfwd(system._holonomic, argnums=1)(q, t))
-        if system.nonholonomic is not None:
+        if system.has_velocity_constraints:
             parts.append(jax.jacfwd(system._nonholonomic, argnums=2)(q, qd, t))
         return jnp.concatenate(parts)
 
@@ -124,9 +124,9 @@ def _conserved(system, autonomous, traj) -> bool:
     forced = (
         system.force is not None
         or system.dissipation is not None
-        or system.slip is not None
+        or system.has_friction
     )
-    if system.unilateral is not None and traj.event_kind is not None:
+    if system.has_contacts and traj.event_kind is not None:
         kinds = np.asarray(traj.event_kind)[: int(np.asarray(traj.num_events))]
         inelastic = not bool(np.all(np.asarray(system._restitution()) == 1))
         forced = forced or (inelastic and bool(np.any(kinds == EVENT_IMPACT)))
@@ -164,7 +164,7 @@ def solve(
 
     if ready.system.has_constraints:
         # Eagerly, for a one-line error (under the compiled run it is a runtime one).
-        from .._initial_state import _HINT, check_initial_state
+        from .._initial_state import PROJECT_HINT, check_initial_state
 
         t0 = jnp.asarray(kwargs.get("t0", 0.0), ready.q0.dtype)
         try:
@@ -172,7 +172,7 @@ def solve(
         except ValueError as e:
             # (The Python call it advises is not the config's way.)
             hint = "Give an [initial] q and qd on the constraints."
-            message = str(e).replace(_HINT, hint)
+            message = str(e).replace(PROJECT_HINT, hint)
             raise CLIError(f"[initial] state of {ready.name!r}: {message}") from None
     solve_only = simulate_program(**kwargs, progress_meter=progress_meter_for(progress))
 
@@ -394,7 +394,7 @@ def _run_solve(args, config, device, ready, kwargs, out, plots, animation) -> in
     if ready.system.has_constraints:
         arrays["multipliers"] = traj.multipliers
     events = {}
-    if ready.system.unilateral is not None:
+    if ready.system.has_contacts:
         events["events"] = _events(traj)
         used = int(traj.num_events)
         arrays["event_ts"] = traj.event_ts[:used]

@@ -10,9 +10,9 @@ import numpy as np
 
 from .. import _config
 from .._config import ConfigError
+from .._ensemble._identity import _describe
 from .._ensemble._store import changed_entries, stored_attributes
 from .._ensemble._store_verify import StoreRefused
-from .._ensemble._identity import _describe
 from ._common import (
     add_device_argument,
     add_progress_arguments,
@@ -309,15 +309,15 @@ def _check_starts(member, inputs, t0, name: str, values) -> None:
     import jax.numpy as jnp
 
     from .._ensemble._member import Rows
-    from .._initial_state import _residuals, _tolerance
+    from .._initial_state import residuals, tolerance
 
     def worst(row):
         system = member.system_for(Rows.of(row))
-        r = _residuals(system, row["q0"], row["qd0"], jnp.asarray(t0))
+        r = residuals(system, row["q0"], row["qd0"], jnp.asarray(t0))
         return jnp.maximum(r.position, r.velocity)
 
     rows = {k: jnp.asarray(v) for k, v in inputs.items()}
-    off = np.asarray(jax.jit(jax.vmap(worst))(rows)) > _tolerance(rows["q0"].dtype)
+    off = np.asarray(jax.jit(jax.vmap(worst))(rows)) > tolerance(rows["q0"].dtype)
     if off.any():
         i = int(np.argmax(off))
         at = ", ".join(f"{axis} = {np.asarray(v)[i]:.6g}" for axis, v in values.items())

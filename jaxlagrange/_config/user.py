@@ -118,10 +118,9 @@ def _check_coordinates(system, q0, qd0, where: str, file: str, made: str, advice
     def functions(q, qd):
         t = jnp.zeros((), q.dtype)
         out = [system._lagrangian(q, qd, t), system._force(q, qd, t)]
-        for name in ("holonomic", "unilateral"):
-            out.append(system._constraint(name, q, t))
-        out.append(system._constraint("nonholonomic", q, qd, t))
-        if system.slip is not None:
+        out += [system._holonomic(q, t), system._unilateral(q, t)]
+        out.append(system._nonholonomic(q, qd, t))
+        if system.has_friction:
             out.append(system._slip(q, qd, t))
         return out
 

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._custom_types import Params
-from .._errors import forward_mode_hint
+from .._errors import forward_mode_hint, traced
 from .._guard import name_causes
 from .._kernel._ensemble import (
     DEFAULT_BLOCK_SIZE,
@@ -99,7 +99,7 @@ def _collapsed_again(member, out, rows, devices):
     promises. Eagerly only: under the caller's `jit` the kernel's codes stand.
     """
     codes = member.codes(out)
-    if isinstance(codes, jax.core.Tracer):
+    if traced(codes):
         return out
     index = np.flatnonzero(np.asarray(codes) == COLLAPSED)
     if index.size == 0:

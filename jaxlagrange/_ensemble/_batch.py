@@ -10,7 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._custom_types import Array, Params
-from .._initial_state import _initial_checks, _residuals, _tolerance
+from .._errors import traced
+from .._initial_state import initial_checks, residuals, tolerance
 from .._options import Options, checked_options
 from .._results import code_of, item_of
 from .._system import LagrangianSystem
@@ -142,7 +143,7 @@ import numpy as np
 @eqx.filter_jit
 def _start_residuals(member: BatchMember, rows: Rows, t0):
     def one(row):
-        return _residuals(member.system_for(row), row.q0, row.qd0, t0)
+        return residuals(member.system_for(row), row.q0, row.qd0, t0)
 
     return jax.vmap(one)(rows)
 
@@ -151,20 +152,17 @@ def _check_starts(member: BatchMember, rows: Rows) -> None:
     """A member that cannot start (off the constraints, or singular at t0),
     named with its index and residuals, which the check in the batch's program
     (one for all members, traced) cannot give."""
-    leaves = jax.tree.leaves((member, rows))
-    if not member.system.has_constraints or any(
-        isinstance(x, jax.core.Tracer) for x in leaves
-    ):
+    if not member.system.has_constraints or traced(member, rows):
         return
     t0 = jnp.asarray(member.options.t0, rows.q0.dtype)
     r = jax.tree.map(np.asarray, _start_residuals(member, rows, t0))
-    tol = _tolerance(rows.q0.dtype)
-    flags = [np.asarray(failed) for failed, _ in _initial_checks(r, tol, known=False)]
+    tol = tolerance(rows.q0.dtype)
+    flags = [np.asarray(failed) for failed, _ in initial_checks(r, tol, known=False)]
     bad = np.logical_or.reduce(flags)
     if bad.any():
         i = int(np.argmax(bad))
         one = jax.tree.map(lambda x: x[i], r)
-        message = next(m for f, m in _initial_checks(one, tol, known=True) if f)
+        message = next(m for f, m in initial_checks(one, tol, known=True) if f)
         raise ValueError(
             f"`simulate_batch`: member {i} ({int(bad.sum())} of {bad.size} members) "
             f"cannot start: {message}"

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._custom_types import Params
+from .._errors import traced
 
 
 def override(base: Params, new: Params, size: int, path: str = "params") -> Params:
@@ -48,8 +49,7 @@ def as_arrays(base: Params, new: Params) -> Params:
     if isinstance(new, (list, tuple)) and isinstance(
         base, (jax.Array, np.ndarray, np.generic, float, int)
     ):
-        traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(new))
-        return jnp.asarray(new) if traced else np.asarray(new)
+        return jnp.asarray(new) if traced(new) else np.asarray(new)
     return new
 
 

@@ -24,15 +24,12 @@ import jax.tree_util as jtu
 import numpy as np
 
 from .._custom_types import Array, Float, Params, ScalarLike
+from .._errors import known as _known
 from .._initial_state import project_initial_state
-from .._results import SUCCESSFUL, code_of
 from .._options import Options
+from .._results import SUCCESSFUL, code_of
 from .._simulate import simulate, simulate_checked
 from .._system import LagrangianSystem, as_float, to_leaf
-
-
-def _known(x) -> np.ndarray | None:
-    return None if isinstance(x, jax.core.Tracer) else np.asarray(x)
 
 
 def _as_float(x, name: str) -> Array | None:
@@ -266,7 +263,7 @@ def _pieces(system, layout: _Layout, starts, options, diagnose: bool):
     holds no diagnosis, which a failed fit runs afterwards (`Problem.named_codes`).
     """
     q0s, qd0s = starts
-    constrained = system.holonomic is not None or system.nonholonomic is not None
+    constrained = system.has_equality_constraints
     if constrained:
         # Each piece starts on the constraint manifold: a start (noisy data, a
         # fitted unknown, the data's state for other params) is projected first.

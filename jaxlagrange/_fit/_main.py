@@ -15,7 +15,6 @@ from typing import Any
 
 import diffrax
 import equinox as eqx
-import jax
 import jax.tree_util as jtu
 import numpy as np
 import optax
@@ -23,6 +22,7 @@ import optimistix as optx
 
 from .. import _programs
 from .._custom_types import Array, Params, ScalarLike
+from .._errors import traced
 from .._system import LagrangianSystem
 from ._loss import (
     Observations,
@@ -350,7 +350,7 @@ def fit(
         [(layout.starts[0][0], layout.starts[1][0]) for layout in layouts],
         fit_initial_state,
         continuity_weight
-        if isinstance(continuity_weight, jax.core.Tracer)
+        if traced(continuity_weight)
         else np.asarray(continuity_weight, float),
         _options(adjoint, solver, rtol, atol, max_steps),
     )

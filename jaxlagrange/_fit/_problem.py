@@ -13,6 +13,7 @@ import numpy as np
 
 from .._custom_types import Params
 from .._eom import mass_matrix
+from .._errors import known, traced
 from .._results import code_of
 from .._system import LagrangianSystem
 from .._trajectory import RESULTS
@@ -74,7 +75,7 @@ def encode(params, trainable, positive) -> Params:
 
 def _log(x):
     # A concrete guess in NumPy: an eager jnp.log is one more small compile.
-    return jnp.log(x) if isinstance(x, jax.core.Tracer) else np.log(np.asarray(x))
+    return jnp.log(x) if traced(x) else np.log(np.asarray(x))
 
 
 def _decode(unknowns, fixed, positive) -> Params:
@@ -171,7 +172,7 @@ def _diagnosed_codes(theta, problem: Problem):
 
 
 def check_weight(weight) -> Any:
-    value = np.asarray(weight) if not isinstance(weight, jax.core.Tracer) else None
+    value = known(weight)
     if value is not None and not (
         value.shape == ()
         and np.issubdtype(value.dtype, np.number)
@@ -200,7 +201,7 @@ def check_given_starts(system, params, trainable, data, layouts) -> None:
                 "initial state (q0 = q[0] when none is given): give `q0` (and "
                 "`qd0`), or fit it (`fit_initial_state`)."
             )
-    if system.holonomic is None:
+    if not system.has_position_constraints:
         return
     fitted, held = eqx.partition(params, trainable)
     for i, (obs, layout) in enumerate(zip(data, layouts, strict=True)):
@@ -237,7 +238,7 @@ def check_given_starts(system, params, trainable, data, layouts) -> None:
 def check_not_traced(*inputs) -> None:
     """Refuse a traced `fit`: it runs its own compiled loop and reads the results
     on the host (a TracerArrayConversionError otherwise)."""
-    if any(isinstance(x, jax.core.Tracer) for x in jtu.tree_leaves(inputs)):
+    if traced(inputs):
         raise ValueError(
             "jl.fit runs its own compiled solver loop and reads its results on the "
             "host: it cannot be traced (under jax.jit, vmap or grad). Call it "

@@ -20,7 +20,7 @@ from .._constraints import dynamics
 from .._initial_state import check_initial_state
 from .._lanes import LaneFunction, UnsupportedPrimitiveError
 from .._options import Options, check_times, check_tolerance, tolerances
-from .._projection import has_equality_constraints, project_state
+from .._projection import project_state
 from .._results import item_of
 from .._system import LagrangianSystem
 from .._trajectory import Trajectory, without_events
@@ -84,9 +84,9 @@ def _controller(controller, dt0) -> Controller:
 
 def check_supported(system: LagrangianSystem, options: Options) -> Controller:
     """The kernel's controller, or a `ValueError` naming what it does not support."""
-    if system.unilateral is not None:
+    if system.has_contacts:
         raise _unsupported("unilateral constraints (`unilateral`, contacts, impacts)")
-    if system.slip is not None:
+    if system.has_friction:
         raise _unsupported("friction (`slip`)")
     if system.mass_strategy.lanes(1) is None:
         raise _unsupported("an iterative or lineax `mass_solver`")
@@ -112,7 +112,7 @@ def _with_params(system, tree, leaves):
 def _problem(system, n, leaves, tree, dtype, num_saves, controller, options, block):
     baumgarte = options.baumgarte
     num_gains = 0 if baumgarte is None else 2
-    projected = baumgarte is None and has_equality_constraints(system)
+    projected = baumgarte is None and system.has_equality_constraints
 
     def member(fn):
         def f(t, y, leaves, gains=None):

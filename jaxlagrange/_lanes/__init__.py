@@ -8,14 +8,15 @@ applied element by element, and the data movement of the jaxpr (slices, pads,
 concatenations, transposes, static gathers, broadcasts, unstacks) becomes a
 rearrangement of the object array, decided at trace time.
 
-Two users, so the package imports nothing else from `jaxlagrange`:
+Two users (the package imports only `_errors` from `jaxlagrange`):
 
 - the fused ensemble kernel (`_kernel`), with lanes of shape (block,): what a
   GPU kernel then sees is only elementwise arithmetic on (block,) vectors, no
   stacking, gathering or reshaping of registers, which Pallas's Triton lowering
   cannot do freely (`LaneFunction`, `to_lanes`, `from_lanes`);
-- the scalar form of q̈ on the CPU (`_mass/_scalar.py`), with lanes of shape ():
-  scalar code that `vmap` turns into one loop over the batch.
+- the scalar form of q̈ on the CPU (`_scalar.py`, which the dense mass
+  strategy calls), with lanes of shape (): scalar code that `vmap` turns into
+  one loop over the batch.
 
 Values known at trace time (the tangent basis of the mass matrix, literals,
 iotas) stay NumPy scalars and are folded (`_known`): x·1 = x, x + 0 = x,
@@ -24,6 +25,7 @@ kernel anyway).
 
 `_evaluator`: the evaluator. `_known`: values known at trace time. `_movement`:
 data movement. `_function`: `LaneFunction` and the lanes of a batched array.
+`_scalar`: `scalar_form`.
 """
 
 from ._function import (

@@ -17,6 +17,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .._custom_types import Array, BoolScalar
+from .._lanes._scalar import scalar_form
 from ._linalg import (
     UNROLL_MAX,
     cho_solve,
@@ -26,7 +27,6 @@ from ._linalg import (
     solve_upper_t,
     spd_solve,
 )
-from ._scalar import scalar_form
 from ._strategy import (
     AbstractConstrained,
     AbstractMassFactor,
@@ -118,7 +118,7 @@ class DenseCholesky(AbstractMassStrategy):
 
     With `scalar` (the default), q̈ up to n = `unroll` (with the multipliers,
     where there are constraints) is evaluated as scalar code throughout
-    (`_scalar.scalar_form`), the autodiff of L included; the ensemble kernel,
+    (`_lanes/_scalar.py`), the autodiff of L included; the ensemble kernel,
     which does the same lane by lane, turns it off."""
 
     unroll: int = eqx.field(static=True, default=UNROLL_MAX)

@@ -13,7 +13,7 @@ diagnosis, linearize and the variational integrator) goes through it:
     qdd, failed = kkt.solution(lam)                            # M⁻¹(f + Dᵀλ)
 
 A strategy may also evaluate one state's equations of motion as scalar code
-(`scalar_form`: the dense strategy does for small n, see `_scalar.py`).
+(`scalar_form`: the dense strategy does for small n, see `_lanes/_scalar.py`).
 
 As in lineax, a factor is made once per state (`init`) and solves many times.
 The constrained solve is the Schur complement of the KKT system
@@ -137,7 +137,7 @@ class AbstractMassStrategy(eqx.Module):
 
     def scalar_form(self, fn: Callable, n: int, system, *args) -> Any:
         """`fn(system, *args)` for one state of n coordinates written out as
-        scalar code (`_scalar.scalar_form`), or None where this strategy keeps
+        scalar code (`_lanes/_scalar.py`), or None where this strategy keeps
         the array form (the caller then calls `fn` itself)."""
         return None
 

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._custom_types import Array
+from .._errors import traced
 from .._system import LagrangianSystem, as_float
 
 
@@ -158,7 +159,7 @@ _UNIT_INTERVAL = frozenset({"e"})
 
 
 def check_physical(name: str, key: str, value: Array) -> None:
-    if isinstance(value, jax.core.Tracer):
+    if traced(value):
         return  # traced (e.g. a batch of params): checked where it is concrete
     values = np.asarray(value)
     if key in _POSITIVE and not np.all(values > 0):

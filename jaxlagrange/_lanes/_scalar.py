@@ -42,9 +42,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._lanes import UnsupportedPrimitiveError
-from .._lanes._evaluator import _Evaluator
-from .._lanes._known import const_array, is_const
+from .._errors import traced
+from ._evaluator import _Evaluator
+from ._known import UnsupportedPrimitiveError, const_array, is_const
 
 
 # The most scalar operations `scalar_form` writes out (the size of the traced
@@ -78,7 +78,7 @@ _CALL_KEYS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
 
 def _elements(x) -> np.ndarray:
     """An array as an object array of its scalars (NumPy scalars if known)."""
-    if not isinstance(x, jax.core.Tracer):
+    if not traced(x):
         return const_array(np.asarray(x))
     x = jnp.asarray(x)
     out = np.empty(x.shape, dtype=object)

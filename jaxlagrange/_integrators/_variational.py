@@ -29,14 +29,18 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 import numpy as np
 
-from ._constraints import dynamics
-from ._custom_types import Array, BoolScalar
-from ._eom import unconstrained
-from ._system import LagrangianSystem
-from ._trajectory import RESULTS, Trajectory, without_events
+from .._constraints import dynamics
+from .._custom_types import Array, BoolScalar
+from .._eom import unconstrained
+from .._errors import first_error
+from .._initial_state import check_initial_state
+from .._system import LagrangianSystem
+from .._trajectory import RESULTS, Trajectory, without_events
+from .._validate import array_module
+from ._base import AbstractLagrangianSolver
 
 
-class VariationalMidpoint(eqx.Module):
+class VariationalMidpoint(AbstractLagrangianSolver):
     """The variational midpoint integrator, for `jl.simulate(..., solver=...)`.
 
     Symplectic, momentum-preserving and symmetric, derived from the system's own
@@ -91,6 +95,52 @@ class VariationalMidpoint(eqx.Module):
             raise ValueError(
                 f"`max_iterations` must be a positive int, got {self.max_iterations!r}."
             )
+
+    def simulate(
+        self,
+        system,
+        q0,
+        qd0,
+        t0,
+        t1,
+        ts,
+        *,
+        dt0,
+        stepsize_controller,
+        baumgarte,
+        max_steps,
+    ) -> Trajectory:
+        for has, name in (
+            (system.has_velocity_constraints, "nonholonomic constraints"),
+            (system.has_contacts, "unilateral constraints"),
+        ):
+            if has:
+                raise ValueError(
+                    f"jl.VariationalMidpoint does not support {name} yet; use a "
+                    "diffrax solver (the default) for this system."
+                )
+        if dt0 is None:
+            raise ValueError(
+                "jl.VariationalMidpoint takes fixed steps: pass the step size `dt0`."
+            )
+        if stepsize_controller is not None or baumgarte is not None:
+            raise ValueError(
+                "jl.VariationalMidpoint takes fixed steps of size `dt0` and keeps the "
+                "constraints exactly: `stepsize_controller` and `baumgarte` do not "
+                "apply."
+            )
+        positive = ("`dt0` must be positive and finite{}.", lambda: f", got {dt0}")
+        xp = array_module(dt0)  # NumPy when known: no small eager compiles
+        bad = ~(xp.isfinite(xp.asarray(dt0)) & (xp.asarray(dt0) > 0))
+        dt0 = first_error(dt0, [(bad, positive)], error=ValueError)
+        if system.has_constraints:
+            q0 = check_initial_state(system, q0, qd0, t0)
+        # The loop also spends one iteration recording each save.
+        budget = max_steps + ts.shape[0] + 1
+        bound = _step_bound(t0, t1, ts, dt0)
+        budget = budget if bound is None else min(budget, bound)
+        args = (system, q0, qd0, t0, t1, ts, self, dt0, budget, max_steps)
+        return _variational_jit(*args)
 
     def tolerances(self, dtype) -> tuple[float, float]:
         """(rtol, atol) for states of `dtype`: the given ones, else the default
@@ -162,7 +212,7 @@ def _force(system: LagrangianSystem, q, v, t):
 
 
 def _holonomic_jacobian(system: LagrangianSystem, q, t):
-    if system.holonomic is None:
+    if not system.has_position_constraints:
         return jnp.zeros((0, q.shape[0]), q.dtype)
     return jax.jacfwd(system._holonomic)(q, t)
 
@@ -198,7 +248,7 @@ def _position_residual(z, args):
         - _holonomic_jacobian(system, q0, t0).T @ nu
         - p0
     ]
-    if system.holonomic is not None:
+    if system.has_position_constraints:
         rows.append(system._holonomic(q0 + h * v, t0 + h))
     return jnp.concatenate(rows)
 
@@ -223,7 +273,7 @@ def _velocity_residual(w, args):
     g1 = _holonomic_jacobian(system, q1, t1)
     _, momentum = _grad_lagrangian(system, q1, v1, t1)
     rows = [momentum - p_half - g1.T @ nu]
-    if system.holonomic is not None:
+    if system.has_position_constraints:
         one = jnp.ones((), t1.dtype)
         rows.append(jax.jvp(system._holonomic, (q1, t1), (v1, one))[1])
     return jnp.concatenate(rows)
@@ -302,7 +352,7 @@ def _variational_solve(
     dtype = q0.dtype
     m = (
         0
-        if system.holonomic is None
+        if not system.has_position_constraints
         else jax.eval_shape(system._holonomic, q0, t0).shape[0]
     )
     p0 = _grad_lagrangian(system, q0, qd0, t0)[1]
@@ -366,7 +416,7 @@ def _variational_solve(
     )
     reached = jnp.arange(num_saves) < out.index
     saved_ts = jnp.where(reached, ts, jnp.inf)
-    if system.holonomic is not None:
+    if system.has_position_constraints:
         safe_q = jnp.where(reached[:, None], out.qs, 0.0)
         safe_v = jnp.where(reached[:, None], out.vs, 0.0)
         dyn = jax.vmap(lambda q, v, t: dynamics(system, q, v, t))(
@@ -390,17 +440,6 @@ def _variational_solve(
         non_finite,
         ran_out,
     )
-
-
-def variational_simulate(
-    system, q0, qd0, t0, t1, ts, solver, dt0, max_steps
-) -> Trajectory:
-    """`simulate` with a `VariationalMidpoint` solver (arguments already checked)."""
-    # The loop also spends one iteration recording each save.
-    budget = max_steps + ts.shape[0] + 1
-    bound = _step_bound(t0, t1, ts, dt0)
-    budget = budget if bound is None else min(budget, bound)
-    return _variational_jit(system, q0, qd0, t0, t1, ts, solver, dt0, budget, max_steps)
 
 
 @eqx.filter_jit

@@ -1,0 +1,29 @@
+import abc
+
+import equinox as eqx
+
+from .._custom_types import Array
+from .._trajectory import Trajectory
+
+
+class AbstractLagrangianSolver(eqx.Module):
+    """A solver for `jl.simulate(..., solver=...)` that integrates the system's
+    own discrete equations: `simulate` checks the arguments every solve shares
+    and hands the solve over to it, which checks what it supports."""
+
+    @abc.abstractmethod
+    def simulate(
+        self,
+        system,
+        q0: Array,
+        qd0: Array,
+        t0: Array,
+        t1: Array,
+        ts: Array,
+        *,
+        dt0: Array | None,
+        stepsize_controller,
+        baumgarte,
+        max_steps: int,
+    ) -> Trajectory:
+        """The trajectory from (q0, qd0) at t0 to t1, saved at `ts`."""

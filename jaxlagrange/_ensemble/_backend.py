@@ -211,7 +211,7 @@ def backend_for(
         return VmapBackend()
     try:
         check_supported(member.system, member.options)
-        share = _KernelShare(block_size, False, _forward(member))
+        share = _KernelShare(block_size, _forward(member))
         eqx.filter_eval_shape(share, rows, member)
     except (KernelUnsupported, UnsupportedPrimitiveError):
         return VmapBackend()

@@ -305,7 +305,8 @@ def quaternion_angular_velocity(
     w, v, wd, vd = p[0], p[1:], pd[0], pd[1:]
     turn = jnp.cross(v, vd)
     vector = w * vd - wd * v + (turn if frame == "space" else -turn)
-    return 2.0 * vector / (p @ p)
+    # One reciprocal: its derivatives are then products, not quotients.
+    return vector * (2.0 / (p @ p))
 
 
 def _inertia_matrix(inertia: ArrayLike) -> Array:

@@ -52,7 +52,7 @@ def cholesky(matrix: Array, unroll: int = UNROLL_MAX) -> Cholesky:
             rows[j][j] = d
             for i in range(j + 1, n):
                 s = matrix[i, j] - sum(rows[i][k] * rows[j][k] for k in range(j))
-                rows[i][j] = s / d
+                rows[i][j] = s * _reciprocal(d)
         zero = jnp.zeros((), matrix.dtype)
         factor = jnp.stack(
             [
@@ -71,6 +71,13 @@ def cholesky(matrix: Array, unroll: int = UNROLL_MAX) -> Cholesky:
     return Cholesky(factor, singular)
 
 
+def _reciprocal(d: Array) -> Array:
+    # Written alike everywhere: the scalar form (`_scalar.py`) then computes each
+    # pivot's reciprocal once for the factor and all its solves, where a quotient
+    # per entry was a divide (and a loop of its own, on the CPU) per entry.
+    return 1.0 / d
+
+
 def solve_lower(factor: Array, b: Array, unroll: int = UNROLL_MAX) -> Array:
     """Solve `factor @ x = b` for lower-triangular `factor`; `b` is (n,) or (n, k)."""
     n = factor.shape[0]
@@ -80,7 +87,7 @@ def solve_lower(factor: Array, b: Array, unroll: int = UNROLL_MAX) -> Array:
         xs = []
         for i in range(n):
             s = b2[i] - sum(factor[i, k] * xs[k] for k in range(i))
-            xs.append(s / factor[i, i])
+            xs.append(s * _reciprocal(factor[i, i]))
         x = jnp.stack(xs)
         return x[:, 0] if vector else x
     return jax.scipy.linalg.solve_triangular(factor, b, lower=True)
@@ -95,7 +102,7 @@ def solve_upper_t(factor: Array, b: Array, unroll: int = UNROLL_MAX) -> Array:
         xs = [None] * n
         for i in reversed(range(n)):
             s = b2[i] - sum(factor[k, i] * xs[k] for k in range(i + 1, n))
-            xs[i] = s / factor[i, i]
+            xs[i] = s * _reciprocal(factor[i, i])
         x = jnp.stack(xs)
         return x[:, 0] if vector else x
     return jax.scipy.linalg.solve_triangular(factor, b, lower=True, trans="T")

@@ -130,6 +130,9 @@ class _ProjectedInterpolation(diffrax.AbstractLocalInterpolation):
         return project_state(self.system, self.inner.evaluate(t0, left=left), t0)
 
 
+# Traced once for each of diffrax's traces of the step and the interpolation
+# (six traces of the projection were a third of the free rigid body's trace).
+@eqx.filter_jit
 def project_state(system: LagrangianSystem, y, t):
     # y = [q; q̇], the flat state of `simulate`.
     n = y.shape[0] // 2

@@ -45,10 +45,9 @@ def _vector_field(t, y, args: VectorFieldArgs):
     return jnp.concatenate([qd, qdd])
 
 
-# Traced once for the vector field and the multipliers at the save times.
+# Traced once for the four places diffrax traces it, and the multipliers at the
+# saves (`filter_jit`: params may hold functions, e.g. a neural Lagrangian's).
 _jit_dynamics = eqx.filter_jit(dynamics)
-# Traced once for the four places diffrax traces it (`filter_jit`: params may
-# hold functions, e.g. the activation of a neural Lagrangian).
 _jit_vector_field = eqx.filter_jit(_vector_field)
 
 

@@ -1,6 +1,6 @@
 """The free rigid body against MuJoCo and hand-written equations, float64 on CPU.
 
-    python benchmarks/bench_rigid.py [--quick] [--rounds 3]
+    python benchmarks/bench_rigid.py [--rounds 3]
 
 The problem: a torque-free body with principal moments (1, 2, 3) spun at
 ω = (0.01, 2, 0) rad/s, nearly about its intermediate axis, turns over and over
@@ -327,7 +327,6 @@ def qdd_table(rounds):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     print(f"uptime: {os.popen('uptime').read().strip()}")

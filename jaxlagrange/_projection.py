@@ -123,7 +123,7 @@ class _ProjectedInterpolation(diffrax.AbstractLocalInterpolation):
     def evaluate(self, t0, t1=None, left=True):
         if t1 is not None:
             return self.evaluate(t1, left=left) - self.evaluate(t0, left=left)
-        return project_state(self.system, self.inner.evaluate(t0, left=left), t0)
+        return _jit_project_state(self.system, self.inner.evaluate(t0, left=left), t0)
 
 
 def project_state(system: LagrangianSystem, y, t):
@@ -132,6 +132,11 @@ def project_state(system: LagrangianSystem, y, t):
     q, qd = y[:n], y[n:]
     q, qd, _ = project(system, q, qd, jnp.asarray(t, q.dtype), _STEP_ITERATIONS)
     return jnp.concatenate([q, qd])
+
+
+# Traced once for each of diffrax's traces of the step and the interpolation
+# (six traces of the projection were a third of the free rigid body's trace).
+_jit_project_state = eqx.filter_jit(project_state)
 
 
 # The key under which a step hands the system to its interpolation.
@@ -206,7 +211,7 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
         )
         if forward:
             system = args.system
-            y1 = project_state(system, y1, t1)
+            y1 = _jit_project_state(system, y1, t1)
             dense_info = dict(dense_info, **{_SYSTEM: system})
         return y1, y_error, dense_info, solver_state, result
 

@@ -30,7 +30,7 @@ def _vector_field(t, y, args: VectorFieldArgs):
     # The state is one flat vector y = [q; q̇]: diffrax's step, error norm and
     # interpolation are then single array operations instead of one per leaf.
     q, qd = split(y)
-    dyn = dynamics(
+    dyn = _jit_dynamics(
         args.system,
         q,
         qd,
@@ -45,8 +45,9 @@ def _vector_field(t, y, args: VectorFieldArgs):
     return jnp.concatenate([qd, qdd])
 
 
-# Traced once for the four places diffrax traces it (`filter_jit`: params may
-# hold functions, e.g. the activation of a neural Lagrangian).
+# Traced once for the four places diffrax traces it, and the multipliers at the
+# saves (`filter_jit`: params may hold functions, e.g. a neural Lagrangian's).
+_jit_dynamics = eqx.filter_jit(dynamics)
 _jit_vector_field = eqx.filter_jit(_vector_field)
 
 
@@ -152,7 +153,7 @@ def _saved_forces(system, baumgarte, t0, saved: SavedStates, reached):
     """The multipliers (and friction forces, None without friction) at the save times."""
 
     def at(q, qd, t, active, modes):
-        dyn = dynamics(
+        dyn = _jit_dynamics(
             system, q, qd, t, active=active, baumgarte=baumgarte, modes=modes
         )
         return dyn.multipliers, dyn.friction

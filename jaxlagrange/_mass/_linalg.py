@@ -8,6 +8,9 @@ LAPACK routines win.
 
 `spd_solve` (the unconstrained path) uses LDLᵀ, which needs no square root and one
 reciprocal per pivot; `cholesky` gives the factor that the constrained path reuses.
+Every quotient by a pivot d is written s * (1.0 / d), so that the scalar form
+(`_scalar.py`) computes 1/d once for the factor and all its solves (a divide
+per entry was a loop of its own on the CPU).
 
 A factorization never produces NaN: a pivot that is not clearly positive raises
 the `singular` flag, so the caller decides how to report it (an `eqx.error_if` in
@@ -52,15 +55,10 @@ def cholesky(matrix: Array, unroll: int = UNROLL_MAX) -> Cholesky:
             rows[j][j] = d
             for i in range(j + 1, n):
                 s = matrix[i, j] - sum(rows[i][k] * rows[j][k] for k in range(j))
-                rows[i][j] = s / d
+                rows[i][j] = s * (1.0 / d)
         zero = jnp.zeros((), matrix.dtype)
-        factor = jnp.stack(
-            [
-                jnp.stack([rows[i][j] if j <= i else zero for j in range(n)])
-                for i in range(n)
-            ]
-        )
-        return Cholesky(factor, singular)
+        lower = [[rows[i][j] if j <= i else zero for j in range(n)] for i in range(n)]
+        return Cholesky(jnp.stack([jnp.stack(row) for row in lower]), singular)
     factor = jnp.linalg.cholesky(matrix)
     diag = jnp.diagonal(factor)
     pivots = diag**2
@@ -75,14 +73,11 @@ def solve_lower(factor: Array, b: Array, unroll: int = UNROLL_MAX) -> Array:
     """Solve `factor @ x = b` for lower-triangular `factor`; `b` is (n,) or (n, k)."""
     n = factor.shape[0]
     if n <= unroll:
-        vector = b.ndim == 1
-        b2 = b[:, None] if vector else b
-        xs = []
+        b2, xs = b.reshape(n, -1), []
         for i in range(n):
             s = b2[i] - sum(factor[i, k] * xs[k] for k in range(i))
-            xs.append(s / factor[i, i])
-        x = jnp.stack(xs)
-        return x[:, 0] if vector else x
+            xs.append(s * (1.0 / factor[i, i]))
+        return jnp.stack(xs).reshape(b.shape)
     return jax.scipy.linalg.solve_triangular(factor, b, lower=True)
 
 
@@ -90,14 +85,11 @@ def solve_upper_t(factor: Array, b: Array, unroll: int = UNROLL_MAX) -> Array:
     """Solve `factor.T @ x = b` for lower-triangular `factor`."""
     n = factor.shape[0]
     if n <= unroll:
-        vector = b.ndim == 1
-        b2 = b[:, None] if vector else b
-        xs = [None] * n
+        b2, xs = b.reshape(n, -1), [None] * n
         for i in reversed(range(n)):
             s = b2[i] - sum(factor[k, i] * xs[k] for k in range(i + 1, n))
-            xs[i] = s / factor[i, i]
-        x = jnp.stack(xs)
-        return x[:, 0] if vector else x
+            xs[i] = s * (1.0 / factor[i, i])
+        return jnp.stack(xs).reshape(b.shape)
     return jax.scipy.linalg.solve_triangular(factor, b, lower=True, trans="T")
 
 

@@ -84,32 +84,43 @@ _RANGES = {
 }
 
 
-def coefficient(system: Any, name: str, u: int, dtype) -> Array:
-    """The coefficient `name` (`friction`, `static_friction`, `restitution`) one
-    per unilateral constraint, shape (u,), with an error (also under `jax.jit`)
-    if the value read is out of its range: the value a member of a batch, sweep
-    or fit uses, not only the system's default checked at construction."""
+def _read(system: Any, name: str, u: int, dtype) -> Array:
+    """The coefficient `name` broadcast to one per unilateral constraint, (u,)."""
     value = jnp.asarray(system._coefficient(name), dtype)
     if value.shape not in ((), (u,)):
         raise ValueError(
             f"`{name}` must be a scalar or have one entry per unilateral "
             f"constraint, shape ({u},), got shape {value.shape}."
         )
+    return jnp.broadcast_to(value, (u,))
+
+
+def _range_check(name: str, value: Array) -> tuple[Array, str]:
     good = jnp.isfinite(value) & (value >= 0)
     if name == "restitution":
         good = good & (value <= 1)
-    return jnp.broadcast_to(first_error(value, [(~good, _RANGES[name])]), (u,))
+    return ~good, _RANGES[name]
+
+
+def coefficient(system: Any, name: str, u: int, dtype) -> Array:
+    """The coefficient `name` one per unilateral constraint, shape (u,), with an
+    error (also under `jax.jit`) if the value read is out of its range: the
+    value a member of a batch, sweep or fit uses, not only the system's default
+    checked at construction."""
+    value = _read(system, name, u, dtype)
+    return first_error(value, [_range_check(name, value)])
 
 
 def friction_coefficients(system: Any, u: int, dtype) -> tuple[Array, Array]:
     """μ_k and μ_s, shape (u,) each, checked as `coefficient`, and μ_s ≥ μ_k."""
-    kinetic = coefficient(system, "friction", u, dtype)
-    static = coefficient(system, "static_friction", u, dtype)
+    names = ("friction", "static_friction")
+    kinetic, static = (_read(system, name, u, dtype) for name in names)
     below = (
         "`static_friction` must be at least `friction` (μ_s ≥ μ_k), got a value "
         "below it."
     )
-    return kinetic, first_error(static, [(static < kinetic, below)])
+    checks = [_range_check(names[0], kinetic), _range_check(names[1], static)]
+    return first_error((kinetic, static), [*checks, (static < kinetic, below)])
 
 
 def checked_values(system: Any) -> Any:

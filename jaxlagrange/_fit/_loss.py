@@ -60,9 +60,10 @@ class Observations(eqx.Module):
     - `ts`: strictly increasing observation times, shape (T,), T ≥ 2.
     - `q`: observed coordinates, shape (T, n).
     - `qd`: observed velocities, shape (T, n), or None if not observed.
-    - `q0`, `qd0`: the initial state at `ts[0]`, shape (n,). Default: `q[0]`, and
-        `qd[0]`, or without `qd` a finite-difference estimate from `q` (a guess to
-        refine with `fit(..., fit_initial_state=True)`).
+    - `q0`, `qd0`: the initial state at `ts[0]`, shape (n,), where known: `fit`
+        then holds it (given both). Default: `q[0]`, and `qd[0]`, or without `qd`
+        a finite-difference estimate from `q`: the starting guess of the initial
+        state that `fit` fits.
     - `weights`: non-negative weights of the residuals, shape (T,) or (T, n).
     - `sigma`: the noise scale of `q` (and `qd`), a positive scalar or shape (n,);
         residuals are divided by it. Default None: residuals in the data's

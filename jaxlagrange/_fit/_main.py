@@ -257,7 +257,8 @@ def fit(
     )
     if starts is None:
         return one(params)
-    return _best_of(one, start_params(starts, params, trainable))
+    begins = start_params(starts, params, trainable)
+    return _best_of(one, [check_params(system, start) for start in begins])
 
 
 def _fit_from(system, data, params, *, driver, **settings) -> FitResult:

@@ -1,35 +1,31 @@
 """The checks of a system's coefficients: friction, static friction, restitution.
 
 At construction on known values (`check_friction`, from `__check_init__`), and
-as flags tied to the leaves for traced ones (`checked_values`, under `jax.jit`,
-`vmap` and `grad`).
+on the value each solve reads (`coefficient`, also under `jax.jit`, `vmap` and
+`grad`): a batch, sweep or fit over a coefficient named as a param.
 """
 
 from typing import Any
 
 import equinox as eqx
+import jax.numpy as jnp
 import numpy as np
 
-from ._custom_types import ArrayLike
-from ._errors import first_error
-from ._validate import array_module, known, param_flags
-
-
-def _known_values(x) -> np.ndarray | None:
-    """`x` as a NumPy array, or None under tracing (values unknown)."""
-    return known(x)
+from ._custom_types import Array
+from ._errors import first_error, known
+from ._validate import param_flags
 
 
 def check_friction(system: Any) -> None:
     """The trace-time checks of `slip`, `friction` and `static_friction`."""
-    if not system.has_friction:
+    if system.slip is None:
         if system._friction() is not None:
             raise ValueError(
                 "`friction` needs `slip` (the slip velocity at each contact), got "
                 "slip=None."
             )
         return
-    if not system.has_contacts:
+    if system.unilateral is None:
         raise ValueError(
             "`slip` needs `unilateral` (friction acts at unilateral contacts), got "
             "unilateral=None."
@@ -40,7 +36,7 @@ def check_friction(system: Any) -> None:
             "one per unilateral constraint)."
         )
     for name in ("friction", "static_friction"):
-        values = _known_values(system._coefficient(name))
+        values = known(system._coefficient(name))
         if values is None:
             continue
         if not np.issubdtype(values.dtype, np.number) or values.ndim > 1:
@@ -50,8 +46,8 @@ def check_friction(system: Any) -> None:
             )
         if not np.all(np.isfinite(values) & (values >= 0)):
             raise ValueError(f"`{name}` must be finite and non-negative, got {values}.")
-    kinetic = _known_values(system._friction())
-    static = _known_values(system._static_friction())
+    kinetic = known(system._friction())
+    static = known(system._static_friction())
     if kinetic is not None and static is not None:
         if kinetic.shape and static.shape and kinetic.shape != static.shape:
             raise ValueError(
@@ -65,41 +61,63 @@ def check_friction(system: Any) -> None:
             )
 
 
-def _coefficient_flags(system: Any) -> tuple[list[ArrayLike], list[str]]:
-    """The checks of `friction`, `static_friction` and `restitution` that
-    `__check_init__` makes on known values, as flags (for traced values)."""
-    flags, messages = [], []
-    kinetic, static = system._friction(), system._static_friction()
-    xp = array_module(kinetic, static, system._restitution())
-    if system.has_friction:
-        kinetic, static = xp.asarray(kinetic), xp.asarray(static)
-        for name, mu in (("friction", kinetic), ("static_friction", static)):
-            flags.append(~xp.all(xp.isfinite(mu) & (mu >= 0)))
-            messages.append(
-                f"`{name}` must be finite and non-negative, got a value that is not."
-            )
-        flags.append(~xp.all(static >= kinetic))
-        messages.append(
-            "`static_friction` must be at least `friction` (μ_s ≥ μ_k), got a value "
-            "below it."
-        )
-    e = xp.asarray(system._restitution())
-    flags.append(~xp.all((e >= 0) & (e <= 1)))
-    messages.append(
+# Each coefficient's range, checked on the value each solve reads (`coefficient`).
+_RANGES = {
+    "friction": "`friction` must be finite and non-negative, got a value that is not.",
+    "static_friction": (
+        "`static_friction` must be finite and non-negative, got a value that is not."
+    ),
+    "restitution": (
         "`restitution` must lie in [0, 1] (0: plastic, 1: elastic), got a value that "
         "does not."
+    ),
+}
+
+
+def _read(system: Any, name: str, u: int, dtype) -> Array:
+    """The coefficient `name` broadcast to one per unilateral constraint, (u,)."""
+    value = jnp.asarray(system._coefficient(name), dtype)
+    if value.shape not in ((), (u,)):
+        raise ValueError(
+            f"`{name}` must be a scalar or have one entry per unilateral "
+            f"constraint, shape ({u},), got shape {value.shape}."
+        )
+    return jnp.broadcast_to(value, (u,))
+
+
+def _range_check(name: str, value: Array) -> tuple[Array, str]:
+    good = jnp.isfinite(value) & (value >= 0)
+    if name == "restitution":
+        good = good & (value <= 1)
+    return ~good, _RANGES[name]
+
+
+def coefficient(system: Any, name: str, u: int, dtype) -> Array:
+    """The coefficient `name` one per unilateral constraint, shape (u,), with an
+    error (also under `jax.jit`) if the value read is out of its range: the
+    value a member of a batch, sweep or fit uses, not only the system's default
+    checked at construction."""
+    value = _read(system, name, u, dtype)
+    return first_error(value, [_range_check(name, value)])
+
+
+def friction_coefficients(system: Any, u: int, dtype) -> tuple[Array, Array]:
+    """μ_k and μ_s, shape (u,) each, checked as `coefficient`, and μ_s ≥ μ_k."""
+    names = ("friction", "static_friction")
+    kinetic, static = (_read(system, name, u, dtype) for name in names)
+    below = (
+        "`static_friction` must be at least `friction` (μ_s ≥ μ_k), got a value "
+        "below it."
     )
-    return flags, messages
+    checks = [_range_check(names[0], kinetic), _range_check(names[1], static)]
+    return first_error((kinetic, static), [*checks, (static < kinetic, below)])
 
 
 def checked_values(system: Any) -> Any:
-    """The system with a check (also under `jax.jit`, `vmap` and `grad`) on its
-    values, tied to its leaves: every param finite, and the friction and
-    restitution coefficients in their ranges. A non-finite param is named (it would
-    otherwise surface as a singular mass matrix or a non-finite q̈)."""
+    """The system with a check (also under `jax.jit`, `vmap` and `grad`) that
+    every param is finite, tied to its leaves: a non-finite param is named (it
+    would otherwise surface as a singular mass matrix or a non-finite q̈)."""
     flags, messages = param_flags(system.params)
-    more_flags, more_messages = _coefficient_flags(system)
-    flags, messages = flags + more_flags, messages + more_messages
     if not flags:
         return system
     dynamic, static = eqx.partition(system, eqx.is_array)

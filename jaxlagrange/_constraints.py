@@ -38,6 +38,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from ._coefficients import friction_coefficients
 from ._custom_types import Array, BoolScalar, ScalarLike
 from ._eom import unconstrained
 from ._mass import Rows
@@ -250,20 +251,6 @@ def velocity_rates(
     if unilateral and system.has_contacts:
         rates.append(jax.jvp(system._unilateral, (q, t), (qd, one))[1])
     return jnp.concatenate(rates)
-
-
-def friction_coefficients(system: LagrangianSystem, u: int, dtype):
-    """μ_k and μ_s broadcast to one per unilateral constraint, shape (u,) each."""
-    out = []
-    for name in ("friction", "static_friction"):
-        mu = jnp.asarray(system._coefficient(name), dtype)
-        if mu.shape not in ((), (u,)):
-            raise ValueError(
-                f"`{name}` must be a scalar or have one entry per unilateral "
-                f"constraint, shape ({u},), got shape {mu.shape}."
-            )
-        out.append(jnp.broadcast_to(mu, (u,)))
-    return tuple(out)
 
 
 # Coulomb friction: the KKT system with the slip rows.

@@ -29,12 +29,12 @@ are taken in one event.
 import jax
 import jax.numpy as jnp
 
+from ._coefficients import friction_coefficients
 from ._constraints import (
     Modes,
     constraint_values,
     contact_tolerance,
     dynamics,
-    friction_coefficients,
     num_bilateral,
 )
 from ._custom_types import Array

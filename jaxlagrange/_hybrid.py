@@ -46,6 +46,7 @@ import jax
 import jax.numpy as jnp
 
 from . import _friction
+from ._coefficients import coefficient
 from ._constraints import (
     Modes,
     contact_set,
@@ -81,16 +82,6 @@ from ._trajectory import (
 def _settle(system, q, qd, t, candidates: Array, modes: Modes):
     """The candidates whose multipliers push, and the friction modes they settle to."""
     return _friction.settle(system, q, qd, t, candidates, modes)
-
-
-def _restitution(system: LagrangianSystem, u: int, dtype) -> Array:
-    e = jnp.asarray(system._restitution(), dtype)
-    if e.shape not in ((), (u,)):
-        raise ValueError(
-            "`restitution` must be a scalar or have one entry per unilateral "
-            f"constraint, shape ({u},), got shape {e.shape}."
-        )
-    return jnp.broadcast_to(e, (u,))
 
 
 class _Events(NamedTuple):
@@ -213,7 +204,7 @@ def _context(system, q0, qd0, t0, t1, ts, options: SimulateOptions) -> _Context:
     event = diffrax.Event(
         event_condition(offset), root_finder=event_root_finder(dtype), direction=False
     )
-    restitution = _restitution(system, u, dtype)
+    restitution = coefficient(system, "restitution", u, dtype)
     controller = options.stepsize_controller
     if isinstance(controller, diffrax.AbstractAdaptiveStepSizeController):
         # Events that come and go within one long step (`EventWatch`).

@@ -320,7 +320,17 @@ class LagrangianSystem(eqx.Module):
         return fn(*args, self.params) if self.has_params else fn(*args)
 
     def _lagrangian(self, q: Array, qd: Array, t: Array) -> Array:
-        out = jnp.asarray(self._call(self.lagrangian, q, qd, t))
+        try:
+            out = jnp.asarray(self._call(self.lagrangian, q, qd, t))
+        except (ValueError, IndexError) as error:
+            # q's length differs from the coordinates L reads (`th1, th2 = q`,
+            # q[2]): the message names the length, not just the unpacking.
+            if not ("unpack" in str(error) or "out of bounds" in str(error)):
+                raise
+            raise ValueError(
+                f"`lagrangian` failed for q of length {q.shape[0]} ({error}): check "
+                "that q0 (and qd0) have the system's number of coordinates."
+            ) from error
         if out.shape != ():
             raise ValueError(
                 f"`lagrangian` must return a scalar, but it returned shape {out.shape} "

@@ -233,18 +233,24 @@ def result_message(
     return str(messages) if messages.ndim == 0 else messages
 
 
-def failed(traj: Trajectory) -> Bool[Array, " *batch"]:
+def failed(
+    result: Trajectory | RESULTS | Int[ArrayLike, "*batch"],
+) -> Bool[Array, " *batch"]:
     """Which members of a (batched) trajectory failed.
 
     **Arguments:**
 
-    - `traj`: a `Trajectory`, e.g. from `simulate_batch(..., throw=False)`.
+    - `result`: what `result_name` takes: a `Trajectory`, e.g. from
+        `simulate_batch(..., throw=False)` (also under `jax.jit`), a `jl.RESULTS`
+        item, or integer result codes (`simulate_sweep`'s `outputs/result`).
 
-    **Returns:** a boolean array with the batch shape of `traj`: True where the solve
+    **Returns:** a boolean array with the batch shape: True where the solve
     did not succeed. `jl.result_name(traj)[i]` names why (e.g.
     `"singular_mass_matrix"`) and `jl.result_message(traj)[i]` explains it;
     `traj.result == jl.RESULTS.singular_mass_matrix` tells one cause apart, also
     under `jax.jit`.
+
+    **Raises:** `ValueError` as `result_name`, for anything else.
 
     **Example:**
 
@@ -255,7 +261,10 @@ def failed(traj: Trajectory) -> Bool[Array, " *batch"]:
     print(jl.result_name(traj)[bad])  # e.g. ['singular_mass_matrix']
     ```
     """
-    return traj.result != RESULTS.successful
+    result = result.result if isinstance(result, Trajectory) else result
+    if isinstance(result, RESULTS):
+        return result != RESULTS.successful
+    return _result_codes(result, "jl.failed") != SUCCESSFUL
 
 
 def raise_if_failed(traj: Trajectory) -> Trajectory:

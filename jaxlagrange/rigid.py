@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._custom_types import Array, ArrayLike, Float
+from ._errors import known
 
 
 _FRAMES = ("body", "space")
@@ -51,9 +52,9 @@ def quaternion_to_matrix(p: Float[ArrayLike, "*batch 4"]) -> Float[Array, "*batc
     R = I + (2/|p|²)(w K + K²), with K the cross-product matrix of (x, y, z): the
     rotation by the angle 2 atan2(|(x, y, z)|, w) about (x, y, z). It maps body to
     space (x_space = R x_body). For a unit p this is the textbook matrix; for any
-    other nonzero p it is the rotation of p/|p| (as SciPy's `Rotation.from_quat`
-    normalizes), exactly orthogonal, without a square root, so it is smooth
-    wherever p ≠ 0 (p = 0 gives non-finite values). Since R does not depend on |p|,
+    other nonzero p, however tiny or huge, it is the rotation of p/|p| (as
+    SciPy's `Rotation.from_quat` normalizes), exactly orthogonal, without a
+    square root, so it is smooth wherever p ≠ 0 (p = 0 gives non-finite values). Since R does not depend on |p|,
     a kinetic energy written with it does not depend on the component of ṗ along
     p: see `quaternion_norm_term`.
 
@@ -80,6 +81,10 @@ def quaternion_to_matrix(p: Float[ArrayLike, "*batch 4"]) -> Float[Array, "*batc
         )
     if not jnp.issubdtype(p.dtype, jnp.floating):
         p = p.astype(float)
+    # R(p) = R(p/c) for any c > 0: scaled to max |p_i| = 1, |p|² neither
+    # overflows nor underflows (p = 1e±200). c is a constant to autodiff, so
+    # the derivatives are those of R(p) itself.
+    p = p / jax.lax.stop_gradient(jnp.max(jnp.abs(p), axis=-1, keepdims=True))
     w, x, y, z = (p[..., i] for i in range(4))
     s = 2.0 / jnp.sum(p * p, axis=-1)
     rows = [
@@ -321,6 +326,30 @@ def _inertia_matrix(inertia: ArrayLike) -> Array:
     )
 
 
+def _check_body(mass, inertia) -> None:
+    """Refuse a negative mass, an inertia tensor that is not symmetric, negative
+    principal moments, or moments that break the triangle inequality (no body
+    has I₁ > I₂ + I₃), where their values are known as L is traced."""
+    m, i = known(mass), known(inertia)
+    if m is not None and m.shape == () and not m >= 0:
+        raise ValueError(f"`mass` must be >= 0, got {m}.")
+    if i is None or i.shape not in ((3,), (3, 3)) or not np.isrealobj(i):
+        return  # (a wrong shape is named by `_inertia_matrix`)
+    i = i.astype(float)
+    tol = np.sqrt(np.finfo(float).eps) * np.max(np.abs(i))
+    if i.ndim == 2 and not np.max(np.abs(i - i.T)) <= tol:
+        raise ValueError(f"`inertia` must be a symmetric tensor, got {i.tolist()}.")
+    moments = np.linalg.eigvalsh(i) if i.ndim == 2 else i
+    if not np.all(moments >= -tol):
+        what = "principal moments >= 0"
+    elif 2 * np.max(moments) > np.sum(moments) + tol:
+        what = "principal moments that satisfy the triangle inequality (each at most"
+        what += " the sum of the other two)"
+    else:
+        return
+    raise ValueError(f"`inertia` must have {what}, got {moments.tolist()}.")
+
+
 def kinetic_energy(
     mass: float | ArrayLike,
     inertia: ArrayLike,
@@ -350,7 +379,10 @@ def kinetic_energy(
 
     **Raises:** `ValueError` for an `inertia` that is not (3,) or (3, 3), a
     non-scalar `mass`, a `position` that does not return (3,), or as
-    `angular_velocity`.
+    `angular_velocity`; and, where their values are known as L is traced
+    (constants), for a negative `mass`, an `inertia` tensor that is not
+    symmetric, negative principal moments or ones that break the triangle
+    inequality.
 
     **Example:**
 
@@ -364,6 +396,7 @@ def kinetic_energy(
     ```
     """
     q, qd, t = _state(q, qd, t)
+    _check_body(mass, inertia)
     mass = jnp.asarray(mass, q.dtype)
     if mass.shape != ():
         raise ValueError(f"`mass` must be a scalar, got shape {mass.shape}.")
@@ -461,7 +494,7 @@ def quaternion_norm_term(
     **Returns:** ½ J (2 p·ṗ)², a scalar.
 
     **Raises:** `ValueError` when `p` or `pd` is not of shape (4,), or `J` is not a
-    scalar.
+    scalar, or (where its value is known as L is traced) not > 0.
 
     **Example:**
 
@@ -482,6 +515,9 @@ def quaternion_norm_term(
     for name, x in (("p", p), ("pd", pd)):
         if x.shape != (4,):
             raise ValueError(f"`{name}` must have shape (4,), got {x.shape}.")
+    value = known(J)
+    if value is not None and value.shape == () and not value > 0:
+        raise ValueError(f"`J` must be > 0, got {value}.")
     J = jnp.asarray(J)
     if J.shape != ():
         raise ValueError(f"`J` must be a scalar, got shape {J.shape}.")

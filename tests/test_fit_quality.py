@@ -17,8 +17,10 @@ import jaxlagrange as jl
 def hoop_data():
     system = hoop()
     ts = jnp.linspace(0.0, 3.0, 151)
-    traj = jl.simulate(system, jnp.array([0.3]), jnp.array([0.0]), t1=3.0, saveat=ts)
-    return system, jl.Observations(ts, traj.q, traj.qd)
+    q0, qd0 = jnp.array([0.3]), jnp.array([0.0])
+    traj = jl.simulate(system, q0, qd0, t1=3.0, saveat=ts)
+    # The known initial state is given, so held: these tests follow ω alone.
+    return system, jl.Observations(ts, traj.q, traj.qd, q0=q0, qd0=qd0)
 
 
 def _fit_omega(system, data, **kwargs):
@@ -136,7 +138,7 @@ def test_a_param_that_does_not_enter_L_alone_is_named_too():
     system, q0, qd0 = jl.systems.pendulum({"l": 2.0})
     ts = jnp.linspace(0.0, 2.0, 41)
     traj = jl.simulate(system, q0, qd0, t1=2.0, saveat=ts)
-    data = jl.Observations(ts, traj.q, traj.qd)
+    data = jl.Observations(ts, traj.q, traj.qd, q0=q0, qd0=qd0)  # held
     guess = {**system.params, "m": 1.5}
     with pytest.warns(UserWarning, match=r"param m does not change the fitted motion"):
         result = jl.fit(system, data, params=guess, trainable={"m"}, positive={"m"})

@@ -57,7 +57,8 @@ FIT_SCHEMA: dict[str, dict[str, Key]] = {
         "learning_rate": Key(float, None, positive_or_reason),
         "trainable": Key("any", None, _names),
         "positive": Key("any", [], _names),
-        "fit_initial_state": Key(bool, False),
+        # Absent: fitted unless [initial] gives both q and qd (`jl.fit`'s rule).
+        "fit_initial_state": Key(bool, None),
         "segments": Key(int, 1, at_least(1)),
         "continuity_weight": Key(float, 1.0, positive_or_reason),
         "sigma": Key(float, None, positive_or_reason),
@@ -90,7 +91,7 @@ optimizer = "lm"               # Levenberg–Marquardt (default), "gauss_newton"
 jacobian = "auto"              # or "forward", "reverse" (lm, gauss_newton)
 trainable = ["l"]              # default: every param
 positive = ["l"]               # fitted as logarithms
-fit_initial_state = false
+fit_initial_state = true        # default: fitted unless [initial] gives q and qd
 segments = 1                   # multiple shooting segments
 continuity_weight = 1.0
 sigma = 0.01                   # noise scale of the data (default: estimated

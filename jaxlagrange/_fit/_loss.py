@@ -44,6 +44,12 @@ def _as_float(x, name: str) -> Array | None:
     return as_float(x)
 
 
+def _keyword(name: str):
+    """A keyword-only argument of `Observations`, None by default."""
+    converter = lambda x: _as_float(x, name)  # noqa: E731
+    return eqx.field(default=None, converter=converter, kw_only=True)
+
+
 class Observations(eqx.Module):
     """One observed trajectory: coordinates (and optionally velocities) at times.
 
@@ -52,9 +58,10 @@ class Observations(eqx.Module):
     - `ts`: strictly increasing observation times, shape (T,), T ≥ 2.
     - `q`: observed coordinates, shape (T, n).
     - `qd`: observed velocities, shape (T, n), or None if not observed.
-    - `q0`, `qd0`: the initial state at `ts[0]`, shape (n,). Default: `q[0]`, and
-        `qd[0]`, or without `qd` a finite-difference estimate from `q` (a guess to
-        refine with `fit(..., fit_initial_state=True)`).
+    - `q0`, `qd0`: the initial state at `ts[0]`, shape (n,), where known: `fit`
+        then holds it (given both). Default: `q[0]`, and `qd[0]`, or without `qd`
+        a finite-difference estimate from `q`: the starting guess of the initial
+        state that `fit` fits.
     - `weights`: non-negative weights of the residuals, shape (T,) or (T, n).
     - `sigma`: the noise scale of `q` (and `qd`), a positive scalar or shape (n,);
         residuals are divided by it. Default None: residuals in the data's
@@ -73,35 +80,16 @@ class Observations(eqx.Module):
     ```
     """
 
-    ts: Float[Array, " T"]
-    q: Float[Array, "T n"]
-    qd: Float[Array, "T n"] | None
-    q0: Float[Array, " n"] | None
-    qd0: Float[Array, " n"] | None
-    weights: Array | None
-    sigma: Array | None
-    sigma_qd: Array | None
-
-    def __init__(
-        self,
-        ts,
-        q,
-        qd=None,
-        *,
-        q0=None,
-        qd0=None,
-        weights=None,
-        sigma=None,
-        sigma_qd=None,
-    ):
-        self.ts = _as_float(ts, "ts")
-        self.q = _as_float(q, "q")
-        self.qd = _as_float(qd, "qd")
-        self.q0 = _as_float(q0, "q0")
-        self.qd0 = _as_float(qd0, "qd0")
-        self.weights = _as_float(weights, "weights")
-        self.sigma = _as_float(sigma, "sigma")
-        self.sigma_qd = _as_float(sigma_qd, "sigma_qd")
+    ts: Float[Array, " T"] = eqx.field(converter=lambda x: _as_float(x, "ts"))
+    q: Float[Array, "T n"] = eqx.field(converter=lambda x: _as_float(x, "q"))
+    qd: Float[Array, "T n"] | None = eqx.field(
+        default=None, converter=lambda x: _as_float(x, "qd")
+    )
+    q0: Float[Array, " n"] | None = _keyword("q0")
+    qd0: Float[Array, " n"] | None = _keyword("qd0")
+    weights: Array | None = _keyword("weights")
+    sigma: Array | None = _keyword("sigma")
+    sigma_qd: Array | None = _keyword("sigma_qd")
 
     def __check_init__(self):
         ts, q = self.ts, self.q
@@ -169,8 +157,19 @@ class Observations(eqx.Module):
         ):
             raise ValueError("`weights` must be >= 0 and not all zero.")
         for name in ("sigma", "sigma_qd"):
-            if given[name] is not None and np.any(known[name] <= 0):
+            if given[name] is None:
+                continue
+            if np.any(known[name] <= 0):
                 raise ValueError(f"`{name}` must be > 0, got {known[name]}.")
+            # The residuals are scaled by 1/σ², which must leave them room to
+            # be squared and summed (1e-200 made the loss inf at step 0).
+            tiny = np.finfo(known[name].dtype).max ** -0.25
+            if np.any(known[name] < tiny):
+                raise ValueError(
+                    f"`{name}` = {np.min(known[name]):.3g} is so small that 1/{name}² "
+                    f"overflows {known[name].dtype} (the residuals are divided by "
+                    f"it): give it in the data's units, at least {tiny:.3g}."
+                )
 
 
 class _Layout(eqx.Module):

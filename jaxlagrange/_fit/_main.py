@@ -2,44 +2,28 @@
 
 The optimizer sees an unconstrained vector of unknowns: the trainable params
 (positive ones as their logarithm, so that a step can never make a mass or a
-length negative) and the starting state of every shooting segment but the held
-first one. By default Levenberg–Marquardt solves the least-squares problem on
-the residuals; the solve loops and the covariance are in `_solvers.py`.
+length negative) and the starting state of every shooting segment but a held
+first one. `_problem.prepare` builds the problem from the checked arguments,
+`_drivers.driver_of` chooses how to solve it (Levenberg–Marquardt by default),
+and `fit` reads the solution's quality and uncertainties.
 """
 
-import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
 import diffrax
 import equinox as eqx
-import jax.tree_util as jtu
 import numpy as np
 import optax
 import optimistix as optx
 
-from .. import _programs
 from .._custom_types import Array, Params, ScalarLike
-from .._errors import traced
 from .._system import LagrangianSystem
-from ._loss import (
-    Observations,
-    _options,
-    as_data,
-    check_params,
-    layout_of,
-)
-from ._problem import (
-    Problem,
-    check_given_starts,
-    check_guess,
-    check_not_traced,
-    check_weight,
-    encode,
-    mask,
-)
+from ._drivers import driver_of
+from ._loss import Observations, _options, check_params
+from ._problem import check_not_traced, prepare
 from ._quality import (
     quality,
     start_params,
@@ -48,18 +32,7 @@ from ._quality import (
     warn_undetermined,
     warn_unidentifiable,
 )
-from ._solvers import (
-    _check_finite,
-    covariance_of,
-    covariance_setup,
-    decode_result,
-    jacobian_mode,
-    optax_loop,
-    solve_and_decode,
-    solver_message,
-    strong,
-    unknowns,
-)
+from ._solvers import covariance_of, covariance_setup, decode_result, unknowns
 
 
 class FitResult(eqx.Module):
@@ -78,9 +51,9 @@ class FitResult(eqx.Module):
         N squared weighted residuals (not half of it), so that σ̂² below is
         loss·N/(N − P); for the half-mean ½χ²/N of some least-squares codes it
         reads 2·loss·N/(N − P), the same estimate.
-    - `q0`, `qd0`: the initial state of each observed trajectory (fitted with
-        `fit_initial_state=True`, else the data's); arrays of shape (n,) for one
-        `Observations`, lists of them for a sequence.
+    - `q0`, `qd0`: the initial state of each observed trajectory (fitted, or
+        the data's where `fit_initial_state` held it); arrays of shape (n,) for
+        one `Observations`, lists of them for a sequence.
     - `starts`: per observed trajectory, the start states `(q, qd)` of its
         shooting segments, each of shape (segments, n).
     - `stderr`: standard errors of the fitted params, a pytree like `params` (0 for
@@ -149,7 +122,7 @@ def fit(
     steps: int = 1000,
     trainable: Any = None,
     positive: Any = None,
-    fit_initial_state: bool = False,
+    fit_initial_state: bool | None = None,
     segments: int = 1,
     continuity_weight: ScalarLike = 1.0,
     adjoint: diffrax.AbstractAdjoint | None = None,
@@ -193,8 +166,11 @@ def fit(
     - `positive`: which params are positive (masses, lengths): given like
         `trainable` (default none). They are fitted as their logarithm, so they
         stay positive and are scaled sensibly; they must start > 0.
-    - `fit_initial_state`: also fit each trajectory's initial state (q0, qd0);
-        otherwise it is held at the data's (see `Observations`).
+    - `fit_initial_state`: whether to fit each trajectory's initial state (q0,
+        qd0) too. The default, None, fits it unless every `Observations` gives
+        it (`q0` and `qd0`): a state read off the data's first sample carries
+        that sample's noise, which, held, biases every fitted param (by 7
+        standard errors in the README's example). False holds it at the data's.
     - `segments`: multiple shooting: cut each observed trajectory into this many
         segments, each simulated from its own fitted start state (initialized
         from the data), with `continuity_weight` on the jumps between them. Use it
@@ -262,202 +238,66 @@ def fit(
     result.params["l"], result.stderr["l"]  # ≈ 2.0, and its standard error
     ```
     """
-    check_not_traced(system, params, data, starts)
-    if starts is not None:
-        begins = start_params(starts, check_params(system, params))
-        if isinstance(starts, Mapping) and isinstance(
-            trainable, (set, frozenset, list, tuple)
-        ):
-            held = sorted(set(starts) - set(trainable))
-            if held:
-                raise ValueError(
-                    f"`starts` gives starting values for {held}, which "
-                    f"`trainable` ({sorted(trainable)}) holds fixed: train them, "
-                    "or set their value in `params`."
-                )
-        return _best_of(
-            system,
-            data,
-            begins,
-            dict(
-                optimizer=optimizer,
-                steps=steps,
-                trainable=trainable,
-                positive=positive,
-                fit_initial_state=fit_initial_state,
-                segments=segments,
-                continuity_weight=continuity_weight,
-                adjoint=adjoint,
-                solver=solver,
-                rtol=rtol,
-                atol=atol,
-                max_steps=max_steps,
-                progress=progress,
-                jacobian=jacobian,
-            ),
-        )
-    single = isinstance(data, Observations)
-    data = as_data(data)
+    check_not_traced(system, params, data, starts, continuity_weight)
     params = check_params(system, params)
-    continuity_weight = check_weight(continuity_weight)
-    if not (isinstance(steps, int) and steps >= 1):
-        raise ValueError(f"`steps` must be a positive integer, got {steps!r}.")
-    explicit = trainable is not None and trainable is not True
-    trainable = mask(True if trainable is None else trainable, params, "trainable")
-    integers = [
-        jtu.keystr(path)
-        for (path, x), t in zip(
-            jtu.tree_leaves_with_path(params), jtu.tree_leaves(trainable), strict=True
-        )
-        if t and eqx.is_array(x) and not eqx.is_inexact_array(x)
-    ]
-    if integers and explicit:
-        raise ValueError(
-            f"trainable param {integers[0]} has an integer dtype and cannot be "
-            "fitted: give it as a float (e.g. 2.0 instead of 2)."
-        )
-    trainable = jtu.tree_map(
-        lambda t, x: t and eqx.is_inexact_array(x), trainable, params
+    driver = driver_of(
+        optimizer, steps=steps, jacobian=jacobian, adjoint=adjoint, progress=progress
     )
-    positive = mask(False if positive is None else positive, params, "positive")
-    for (path, x), t, p in zip(
-        jtu.tree_leaves_with_path(params),
-        jtu.tree_leaves(trainable),
-        jtu.tree_leaves(positive),
-        strict=True,
-    ):
-        if t and p and not np.all(np.asarray(x) > 0):
-            raise ValueError(
-                f"positive param {jtu.keystr(path)} must start > 0 (it is fitted "
-                f"as its logarithm), got {np.asarray(x)}."
-            )
-    # After the positive params' check: a length of 0 makes M singular, which
-    # this check would blame on the data.
-    check_guess(system, params, data)
-    if not any(jtu.tree_leaves(trainable)) and not fit_initial_state and segments == 1:
-        hint = f" (integer params are never trained: {integers})" if integers else ""
-        raise ValueError(
-            f"nothing to fit: no trainable params{hint} and fit_initial_state=False."
-        )
-    layouts = [layout_of(d, segments) for d in data]
-    if not fit_initial_state:
-        check_given_starts(system, params, trainable, data, layouts)
-    problem = Problem(
+    one = partial(
+        _fit_from,
         system,
-        eqx.filter(params, trainable, inverse=True),
-        positive,
-        layouts,
-        [(layout.starts[0][0], layout.starts[1][0]) for layout in layouts],
-        fit_initial_state,
-        continuity_weight
-        if traced(continuity_weight)
-        else np.asarray(continuity_weight, float),
-        _options(adjoint, solver, rtol, atol, max_steps),
+        data,
+        driver=driver,
+        trainable=trainable,
+        positive=positive,
+        fit_initial_state=fit_initial_state,
+        segments=segments,
+        continuity_weight=continuity_weight,
+        options=_options(adjoint, solver, rtol, atol, max_steps),
     )
-    theta = (
-        encode(params, trainable, positive),
-        [
-            layout.starts if fit_initial_state else tuple(x[1:] for x in layout.starts)
-            for layout in layouts
-        ],
-    )
-    if optimizer is None:
-        optimizer = optx.LevenbergMarquardt(rtol=1e-10, atol=1e-10)
-    theta = strong(theta)
-    start = time.perf_counter()
-    setup = covariance_setup(theta, problem, trainable, positive, data)
-    covariance = None
-    if isinstance(optimizer, (optx.AbstractLeastSquaresSolver, optx.AbstractMinimiser)):
-        mode = jacobian_mode(jacobian, unknowns(theta))
-        # A minimiser takes the gradient of the scalar loss, and Dogleg the
-        # gradient Jᵀr: both transpose the Jacobian, which needs reverse mode.
-        if isinstance(optimizer, (optx.AbstractMinimiser, optx.Dogleg)):
-            if jacobian == "forward":
-                raise ValueError(
-                    f"{type(optimizer).__name__} needs reverse-mode derivatives: "
-                    "use jacobian='reverse' or 'auto'."
-                )
-            mode = "bwd"
-        if adjoint is None:
-            adjoint = diffrax.ForwardMode() if mode == "fwd" else None
-            problem = eqx.tree_at(
-                lambda p: p.options,
-                problem,
-                _options(adjoint, solver, rtol, atol, max_steps),
-            )
-        # One traced program, the decoding of its result in it: no eager steps
-        # (each a small compile) after it. Kept between runs of the command line.
-        (theta, losses, last, codes, code, count, gauss_newton), decoded = (
-            _programs.call(
-                "fit.solve",
-                solve_and_decode,
-                theta,
-                problem,
-                optimizer,
-                steps,
-                mode,
-                setup,
-                trainable,
-            )
-        )
-        count = int(count)
-        losses = np.asarray(losses)[:count]
-        if progress:
-            print(
-                f"jl.fit: {type(optimizer).__name__} ran {count} steps in "
-                f"{time.perf_counter() - start:.1f} s (compile included)",
-                flush=True,
-            )
-        named = partial(problem.named_codes, theta, codes)
-        _check_finite(float(last), True, named, count, count, losses, max_steps)
-        if gauss_newton is not None:
-            covariance = gauss_newton
-        converged = int(code) == 0
-        solver_result = solver_message(int(code))
-    elif isinstance(optimizer, optax.GradientTransformation):
-        theta, losses, converged = optax_loop(
-            theta, problem, optimizer, steps, progress, max_steps, start
-        )
-        count = steps
-        solver_result = "converged" if converged else "ran all steps"
-    else:
-        raise ValueError(
-            "`optimizer` must be an optax optimizer, an optimistix least-squares "
-            "solver (e.g. optimistix.LevenbergMarquardt) or an optimistix minimiser "
-            f"(e.g. optimistix.BFGS), got {type(optimizer).__name__}."
-        )
+    if starts is None:
+        return one(params)
+    begins = start_params(starts, params, trainable)
+    return _best_of(one, [check_params(system, start) for start in begins])
 
+
+def _fit_from(system, data, params, *, driver, **settings) -> FitResult:
+    """One fit, from the starting `params`."""
+    single = isinstance(data, Observations)
+    problem, theta, trainable, data = prepare(system, data, params, **settings)
+    setup = covariance_setup(theta, problem, trainable, data)
+    solved = driver.run(theta, problem, setup, trainable)
+    theta, covariance, decoded = solved.theta, solved.gauss_newton, solved.decoded
     if covariance is None:  # the optax path, or past _COVARIANCE_MAX
         covariance = covariance_of(theta, problem, setup)
         decoded = decode_result(theta, problem, covariance, trainable)
     final, chi, covariance, raw, dead = covariance
     fitted, segment_starts, firsts, stderr = decoded
-    system_fit = eqx.tree_at(lambda s: s.params, problem.system, fitted)
     q0 = [q for q, _ in firsts]
     qd0 = [qd for _, qd in firsts]
-    trained = eqx.filter(fitted, trainable)
     misfit = quality(
-        data, layouts, chi, raw, problem.total, problem.count, unknowns(theta)
+        data, problem.layouts, chi, raw, problem.total, problem.count, unknowns(theta)
     )
     if misfit.warning is not None:
-        warnings.warn(misfit.warning, UserWarning, stacklevel=2)
-    warn_unidentifiable(unidentifiable(trained, dead))
+        warnings.warn(misfit.warning, UserWarning, stacklevel=3)
+    warn_unidentifiable(unidentifiable(eqx.filter(fitted, trainable), dead))
     warn_undetermined(stderr)
-    if not converged and not isinstance(optimizer, optax.GradientTransformation):
-        warn_not_converged(type(optimizer).__name__, solver_result, int(count))
+    if solved.stopped_early:
+        name = type(driver.solver).__name__
+        warn_not_converged(name, solved.solver_result, solved.count)
     return FitResult(
         fitted,
-        system_fit,
-        losses,
+        eqx.tree_at(lambda s: s.params, problem.system, fitted),
+        solved.losses,
         float(final),
         q0[0] if single else q0,
         qd0[0] if single else qd0,
         segment_starts,
         stderr,
         covariance,
-        bool(converged),
-        int(count),
-        solver_result,
+        solved.converged,
+        solved.count,
+        solved.solver_result,
         misfit.chi2_red,
         misfit.rms,
         misfit.data_scale,
@@ -465,32 +305,26 @@ def fit(
     )
 
 
-def _best_of(system, data, starts, options) -> FitResult:
-    """`fit` from each starting params in turn; the result with the lowest loss,
+def _best_of(fit_from, starts) -> FitResult:
+    """`fit_from` each starting params in turn; the result with the lowest loss,
     its warnings issued again, and every start's final loss."""
-    results, caught, losses, errors = [], [], [], []
+    results, caught, errors = [], [], []
     for params in starts:
         with warnings.catch_warnings(record=True) as issued:
             warnings.simplefilter("always")
             try:
-                result = fit(system, data, params=params, **options)
+                results.append(fit_from(params))
             except FloatingPointError as e:
                 errors.append(e)
                 results.append(None)
-                caught.append([])
-                losses.append(np.inf)
-                continue
-        results.append(result)
         caught.append(issued)
-        losses.append(result.loss if np.isfinite(result.loss) else np.inf)
-    if all(r is None for r in results):
+    if len(errors) == len(results):
         raise errors[0]
+    losses = np.array([np.inf if r is None else r.loss for r in results])
+    losses = np.where(np.isfinite(losses), losses, np.inf)
     best = int(np.argmin(losses))
     for w in caught[best]:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return eqx.tree_at(
-        lambda r: r.start_losses,
-        results[best],
-        np.asarray(losses),
-        is_leaf=lambda x: x is None,
+        lambda r: r.start_losses, results[best], losses, is_leaf=lambda x: x is None
     )

@@ -1,6 +1,7 @@
 """The problem `fit` solves: its unknowns (trainable params, positive ones as
 logarithms, and the shooting segments' starts), the loss and residuals as
-functions of them, and the checks of `fit`'s arguments."""
+functions of them, and `prepare`, which builds it from `fit`'s checked
+arguments."""
 
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -13,11 +14,12 @@ import numpy as np
 
 from .._custom_types import Params
 from .._eom import mass_matrix
-from .._errors import known, traced
+from .._errors import traced
 from .._results import code_of
 from .._system import LagrangianSystem
 from .._trajectory import RESULTS
-from ._loss import _residuals, objective
+from ._loss import _residuals, as_data, layout_of, objective
+from ._solvers import strong
 
 
 def _bool_leaf(x) -> bool:
@@ -171,18 +173,90 @@ def _diagnosed_codes(theta, problem: Problem):
     return problem.residuals(theta, diagnose=True)[2]
 
 
-def check_weight(weight) -> Any:
-    value = known(weight)
-    if value is not None and not (
-        value.shape == ()
-        and np.issubdtype(value.dtype, np.number)
-        and np.isfinite(value)
-        and value >= 0
+def prepare(
+    system,
+    data,
+    params,
+    *,
+    trainable,
+    positive,
+    fit_initial_state,
+    segments,
+    continuity_weight,
+    options,
+):
+    """`fit`'s problem from the starting `params` (checked by `check_params`), its
+    unknowns theta, the pytree of bools of the trained params and the data as a
+    list. Every argument is checked here, before anything is compiled."""
+    data = as_data(data)
+    weight = np.asarray(continuity_weight)
+    if not (
+        weight.shape == ()
+        and np.issubdtype(weight.dtype, np.number)
+        and np.isfinite(weight)
+        and weight >= 0
     ):
         raise ValueError(
-            f"`continuity_weight` must be a finite number >= 0, got {weight!r}."
+            "`continuity_weight` must be a finite number >= 0, got "
+            f"{continuity_weight!r}."
         )
-    return weight
+    explicit = trainable is not None and trainable is not True
+    trainable = mask(True if trainable is None else trainable, params, "trainable")
+    integers = [
+        jtu.keystr(path)
+        for (path, x), t in zip(
+            jtu.tree_leaves_with_path(params), jtu.tree_leaves(trainable), strict=True
+        )
+        if t and eqx.is_array(x) and not eqx.is_inexact_array(x)
+    ]
+    if integers and explicit:
+        raise ValueError(
+            f"trainable param {integers[0]} has an integer dtype and cannot be "
+            "fitted: give it as a float (e.g. 2.0 instead of 2)."
+        )
+    trainable = jtu.tree_map(
+        lambda t, x: t and eqx.is_inexact_array(x), trainable, params
+    )
+    positive = mask(False if positive is None else positive, params, "positive")
+    for (path, x), t, p in zip(
+        jtu.tree_leaves_with_path(params),
+        jtu.tree_leaves(trainable),
+        jtu.tree_leaves(positive),
+        strict=True,
+    ):
+        if t and p and not np.all(np.asarray(x) > 0):
+            raise ValueError(
+                f"positive param {jtu.keystr(path)} must start > 0 (it is fitted "
+                f"as its logarithm), got {np.asarray(x)}."
+            )
+    # After the positive params' check: a length of 0 makes M singular, which
+    # this check would blame on the data.
+    check_guess(system, params, data)
+    if fit_initial_state is None:
+        # A state the data give (`q0`, `qd0`) is held; one read off a noisy
+        # sample is fitted, or its noise would bias every param.
+        fit_initial_state = not all(
+            d.q0 is not None and d.qd0 is not None for d in data
+        )
+    if not any(jtu.tree_leaves(trainable)) and not fit_initial_state and segments == 1:
+        hint = f" (integer params are never trained: {integers})" if integers else ""
+        raise ValueError(
+            f"nothing to fit: no trainable params{hint} and fit_initial_state=False."
+        )
+    layouts = [layout_of(d, segments) for d in data]
+    if not fit_initial_state:
+        check_given_starts(system, params, trainable, data, layouts)
+    firsts = [(layout.starts[0][0], layout.starts[1][0]) for layout in layouts]
+    fixed = eqx.filter(params, trainable, inverse=True)
+    problem = Problem(
+        system, fixed, positive, layouts, firsts, fit_initial_state, weight * 1.0, options
+    )
+    starts = [
+        layout.starts if fit_initial_state else tuple(x[1:] for x in layout.starts)
+        for layout in layouts
+    ]
+    theta = strong((encode(params, trainable, positive), starts))
+    return problem, theta, trainable, data
 
 
 def check_given_starts(system, params, trainable, data, layouts) -> None:
@@ -259,6 +333,7 @@ def check_guess(system: LagrangianSystem, params, data) -> None:
     guess = eqx.tree_at(lambda s: s.params, system, params)
     q = np.asarray(obs.q)[0]
     qd = np.asarray(obs.qd)[0] if obs.qd is not None else np.zeros(n)
+    mass = np.ones((n, n))  # (no zero row where M could not be formed)
     try:
         mass = np.asarray(mass_matrix(guess, q, qd, np.asarray(obs.ts)[0]))
         np.linalg.cholesky(mass)
@@ -272,9 +347,12 @@ def check_guess(system: LagrangianSystem, params, data) -> None:
     ):
         good = False
     if not good:
+        # A zero row of M: a coordinate L does not read (data with more of them).
+        rows = np.flatnonzero(np.all(mass == 0, axis=1))
+        unread = f" (L does not depend on q̇{rows.tolist()})" if len(rows) else ""
         raise ValueError(
             f"`data` has n = {n} coordinates, but at its first observed state the "
-            "system's mass matrix (with the starting params) is not positive "
-            "definite: check that the data has the system's number of coordinates "
-            "and that the starting guess is physical."
+            f"system's mass matrix (with the starting params) is not positive "
+            f"definite{unread}: check that the data has the system's number of "
+            "coordinates and that the starting guess is physical."
         )

@@ -10,20 +10,19 @@ when given, else the data's own spread) and warns when it is far off.
 import math
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax.tree_util as jtu
 import numpy as np
 
 
-class FitQuality:
+class FitQuality(NamedTuple):
     """The misfit numbers of a fit (plain Python values, for `FitResult`)."""
 
-    def __init__(self, chi2_red, rms, data_scale, warning):
-        self.chi2_red = chi2_red
-        self.rms = rms
-        self.data_scale = data_scale
-        self.warning = warning
+    chi2_red: float | None
+    rms: float
+    data_scale: float
+    warning: str | None
 
 
 # A fit is poor when χ²_red is this far above 1 (and at least 5 standard
@@ -119,7 +118,7 @@ def warn_unidentifiable(names: list[str]) -> str | None:
         "standard error is inf (the others' are computed without it). Hold it fixed "
         "(`trainable=`) or check that the Lagrangian uses it."
     )
-    warnings.warn(text, UserWarning, stacklevel=3)
+    warnings.warn(text, UserWarning, stacklevel=4)
     return text
 
 
@@ -144,7 +143,7 @@ def warn_undetermined(stderr) -> str | None:
         "symmetry such as L → cL), so their standard errors are NaN. Hold all but "
         "one of such a combination fixed (`trainable=`), or fit the combination."
     )
-    warnings.warn(text, UserWarning, stacklevel=3)
+    warnings.warn(text, UserWarning, stacklevel=4)
     return text
 
 
@@ -156,11 +155,11 @@ def warn_not_converged(solver: str, result: str, steps: int) -> str:
         f"{steps} steps): the params may not be at the optimum yet. Raise `steps`, "
         "or start closer."
     )
-    warnings.warn(text, UserWarning, stacklevel=3)
+    warnings.warn(text, UserWarning, stacklevel=4)
     return text
 
 
-def start_params(starts, params) -> list[Any]:
+def start_params(starts, params, trainable) -> list[Any]:
     """The starting params of `fit(..., starts=...)`, each with the structure
     of `params`: a sequence of params (dicts may give only some names: the rest
     come from `params`), or a dict of top-level names to arrays with a leading
@@ -176,6 +175,14 @@ def start_params(starts, params) -> list[Any]:
             raise ValueError(
                 "`starts` as a dict must map param names to arrays with the same "
                 f"leading length (one entry per start), got lengths {sizes}."
+            )
+        fixed = isinstance(trainable, (set, frozenset, list, tuple))
+        held = sorted(set(starts) - set(trainable)) if fixed else []
+        if held:
+            raise ValueError(
+                f"`starts` gives starting values for {held}, which `trainable` "
+                f"({sorted(trainable)}) holds fixed: train them, or set their "
+                "value in `params`."
             )
         count = next(iter(sizes.values()))
         starts = [

@@ -1,14 +1,6 @@
-"""The solve loops behind `fit`, and the uncertainties of its result.
-
-An optimistix least-squares solver or minimiser runs as one compiled program
-(with the Gauss–Newton covariance computed at its end, in the same program); an
-optax optimizer runs as a Python loop over one compiled step, so that a
-non-finite loss is stopped at once, naming the step.
-"""
-
-import sys
-import time
-from functools import partial
+"""The compiled solves behind `fit`'s drivers (`_drivers.py`), and the
+uncertainties of its result: the optimistix loop with the Gauss–Newton
+covariance at its end, the optax step, and the covariance on its own."""
 
 import diffrax
 import equinox as eqx
@@ -16,13 +8,11 @@ import jax
 import jax.numpy as jnp
 import jax.tree_util as jtu
 import numpy as np
-import optax
 import optimistix as optx
 from jax.flatten_util import ravel_pytree
 
 from .._custom_types import Array
-from .._progress import progress_bar
-from .._results import code_of, messages_of
+from .._results import code_of
 from .._trajectory import result_messages
 
 
@@ -55,21 +45,6 @@ def _step(theta, opt_state, problem, optimizer):
     leaves = [jnp.max(jnp.abs(g), initial=0.0) for g in jtu.tree_leaves(grads)]
     largest = jnp.max(jnp.stack(leaves)) if leaves else jnp.zeros(())
     return theta, opt_state, loss, codes, _all_finite(grads), largest
-
-
-def jacobian_mode(jacobian: str, size: int) -> str:
-    if jacobian not in ("auto", "forward", "reverse"):
-        raise ValueError(
-            f"`jacobian` must be 'auto', 'forward' or 'reverse', got {jacobian!r}."
-        )
-    if jacobian == "auto":
-        # Forward mode costs one tangent per unknown, reverse one cotangent per
-        # residual: few unknowns (physical params, segment starts) go forward.
-        return "fwd" if size <= _FORWARD_MAX else "bwd"
-    return "fwd" if jacobian == "forward" else "bwd"
-
-
-_FORWARD_MAX = 128
 
 
 def _iterate(fn, solver, y0, steps: int, options: dict):
@@ -225,48 +200,6 @@ def decode_result(theta, problem, gauss_newton, trainable):
     return fitted, starts, firsts, standard_errors(gauss_newton[2], fitted, trainable)
 
 
-def solver_message(code: int) -> str:
-    """The optimistix result `code` in one line ("successful" for 0)."""
-    messages = messages_of(optx.RESULTS)
-    code = int(code)
-    if code == 0:
-        return "successful"
-    if 0 < code < len(messages):
-        return messages[code].split(". ")[0].strip().rstrip(".")
-    return f"optimistix result {code}"
-
-
-def optax_loop(theta, problem, optimizer, steps, progress, max_steps, start):
-    optimizer = optax.with_extra_args_support(optimizer)
-    opt_state = strong(optimizer.init(eqx.filter(theta, eqx.is_array)))
-    losses = np.empty(steps)
-    bar = progress_bar(steps, enabled=progress, unit="step")
-    try:
-        for k in range(steps):
-            new_theta, new_state, loss, codes, grad_finite, _ = _step(
-                theta, opt_state, problem, optimizer
-            )
-            loss = float(loss)
-            if k == 0 and progress:
-                bar.write(
-                    f"jl.fit: compiled (and ran step 1) in "
-                    f"{time.perf_counter() - start:.1f} s",
-                    file=sys.stderr,
-                )
-            named = partial(problem.named_codes, theta, codes)
-            _check_finite(loss, bool(grad_finite), named, k, steps, losses, max_steps)
-            losses[k] = loss
-            theta, opt_state = new_theta, new_state
-            bar.set_postfix(loss=f"{loss:.4e}", refresh=False)
-            bar.update()
-    finally:
-        bar.close()
-    final, codes, _, gradient = _step(theta, opt_state, problem, optimizer)[2:]
-    named = partial(problem.named_codes, theta, codes)
-    _check_finite(float(final), True, named, steps, steps, losses, max_steps)
-    return theta, losses, bool(gradient <= 1e-6)
-
-
 def _gauss_newton(theta, problem, sigma_given: bool, logs: tuple):
     """At `theta`: the loss, χ²/N, the Gauss–Newton covariance of the trained
     params, the coordinates' squared misfit in data units, and which trained
@@ -375,7 +308,7 @@ def standard_errors(covariance, fitted, trainable):
     )
 
 
-def covariance_setup(theta, problem, trainable, positive, data):
+def covariance_setup(theta, problem, trainable, data):
     """What `_gauss_newton` needs besides theta, or None past `_COVARIANCE_MAX`."""
     if unknowns(theta) > _COVARIANCE_MAX:
         return None
@@ -384,7 +317,7 @@ def covariance_setup(theta, problem, trainable, positive, data):
         np.full(np.shape(x), bool(pos)).ravel()
         for t, pos, x in zip(
             jtu.tree_leaves(trainable),
-            jtu.tree_leaves(positive),
+            jtu.tree_leaves(problem.positive),
             jtu.tree_leaves(problem.system.params),
             strict=True,
         )

@@ -162,6 +162,10 @@ def check_physical(name: str, key: str, value: Array) -> None:
     if traced(value):
         return  # traced (e.g. a batch of params): checked where it is concrete
     values = np.asarray(value)
+    if not np.all(np.isfinite(values)):
+        raise ValueError(
+            f"Parameter {key!r} of system {name!r} must be finite, got {values}."
+        )
     if key in _POSITIVE and not np.all(values > 0):
         raise ValueError(
             f"Parameter {key!r} of system {name!r} must be positive, got {values}."
@@ -185,7 +189,14 @@ def merge_params(
         )
     merged = {}
     for key, default in defaults.items():
-        value = as_float(params.get(key, default))
+        try:
+            value = as_float(params.get(key, default))
+        except (TypeError, ValueError):
+            value = params[key]
+            raise ValueError(
+                f"Parameter {key!r} of system {name!r} must be a number or an array "
+                f"of numbers, got {type(value).__name__} {value!r}."
+            ) from None
         expected = np.shape(default)
         if value.shape != expected:
             raise ValueError(

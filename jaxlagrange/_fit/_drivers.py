@@ -1,0 +1,191 @@
+"""How `fit` runs its optimizer: one driver per family, chosen once (`driver_of`).
+
+`LeastSquares` runs an optimistix least-squares solver or minimiser as one
+compiled program (the covariance at its end, in the same program); `Optax` runs
+an optax optimizer as a Python loop over one compiled step, so that a
+non-finite loss is stopped at once, naming the step. Both return a `Solved`.
+"""
+
+import abc
+import sys
+import time
+from functools import partial
+from typing import Any, NamedTuple
+
+import diffrax
+import equinox as eqx
+import numpy as np
+import optax
+import optimistix as optx
+
+from .. import _programs
+from .._progress import progress_bar
+from .._results import messages_of
+from ._solvers import _check_finite, _step, solve_and_decode, strong, unknowns
+
+
+class Solved(NamedTuple):
+    """What a driver hands back to `fit`."""
+
+    theta: Any
+    losses: np.ndarray
+    count: int
+    converged: bool
+    solver_result: str
+    # The Gauss–Newton covariance and the decoded result where the solve
+    # computed them in its program, else None (`fit` computes them).
+    gauss_newton: Any
+    decoded: Any
+    stopped_early: bool  # a solver with a tolerance stopped before meeting it
+
+
+class AbstractDriver(eqx.Module):
+    """Runs the solve of a prepared problem from the unknowns `theta`."""
+
+    @abc.abstractmethod
+    def run(self, theta, problem, setup, trainable) -> Solved:
+        """`setup`: `covariance_setup`'s, for a solve that computes the covariance."""
+
+
+class LeastSquares(AbstractDriver):
+    """An optimistix least-squares solver (on the residuals) or minimiser (on the
+    loss), in one compiled program kept between runs of the command line."""
+
+    solver: optx.AbstractLeastSquaresSolver | optx.AbstractMinimiser
+    steps: int
+    progress: bool
+    jacobian: str
+    forward_adjoint: bool  # no `adjoint` given: forward mode where the Jacobian is
+
+    def run(self, theta, problem, setup, trainable) -> Solved:
+        start = time.perf_counter()
+        # Forward mode costs one tangent per unknown, reverse one cotangent per
+        # residual: few unknowns (physical params, segment starts) go forward. A
+        # minimiser takes the gradient of the scalar loss, and Dogleg the
+        # gradient Jᵀr: both transpose the Jacobian, which needs reverse mode.
+        mode = {"forward": "fwd", "reverse": "bwd"}.get(self.jacobian)
+        if isinstance(self.solver, (optx.AbstractMinimiser, optx.Dogleg)):
+            mode = "bwd"
+        elif mode is None:
+            mode = "fwd" if unknowns(theta) <= _FORWARD_MAX else "bwd"
+        if mode == "fwd" and self.forward_adjoint:
+            problem = eqx.tree_at(
+                lambda p: p.options["adjoint"], problem, diffrax.ForwardMode()
+            )
+        # One traced program, the decoding of its result in it: no eager steps
+        # (each a small compile) after it.
+        (theta, losses, last, codes, code, count, gauss_newton), decoded = (
+            _programs.call(
+                "fit.solve",
+                solve_and_decode,
+                theta,
+                problem,
+                self.solver,
+                self.steps,
+                mode,
+                setup,
+                trainable,
+            )
+        )
+        count, code, name = int(count), int(code), type(self.solver).__name__
+        losses = np.asarray(losses)[:count]
+        if self.progress:
+            print(
+                f"jl.fit: {name} ran {count} steps in "
+                f"{time.perf_counter() - start:.1f} s (compile included)",
+                flush=True,
+            )
+        named = partial(problem.named_codes, theta, codes)
+        max_steps = problem.options["max_steps"]
+        _check_finite(float(last), True, named, count, count, losses, max_steps)
+        result = solver_message(code)
+        return Solved(
+            theta, losses, count, code == 0, result, gauss_newton, decoded, code != 0
+        )
+
+
+_FORWARD_MAX = 128
+
+
+class Optax(AbstractDriver):
+    """An optax optimizer: `steps` steps of one compiled step (line-search
+    optimizers such as `optax.lbfgs()` get the loss function they need)."""
+
+    optimizer: optax.GradientTransformation
+    steps: int
+    progress: bool
+
+    def run(self, theta, problem, setup, trainable) -> Solved:
+        start, steps, losses = time.perf_counter(), self.steps, np.empty(self.steps)
+        max_steps = problem.options["max_steps"]
+        check = partial(_check_finite, steps=steps, losses=losses, max_steps=max_steps)
+        optimizer = optax.with_extra_args_support(self.optimizer)
+        opt_state = strong(optimizer.init(eqx.filter(theta, eqx.is_array)))
+        bar = progress_bar(steps, enabled=self.progress, unit="step")
+        try:
+            for k in range(steps):
+                new_theta, new_state, loss, codes, grad_finite, _ = _step(
+                    theta, opt_state, problem, optimizer
+                )
+                loss = float(loss)
+                if k == 0 and self.progress:
+                    bar.write(
+                        f"jl.fit: compiled (and ran step 1) in "
+                        f"{time.perf_counter() - start:.1f} s",
+                        file=sys.stderr,
+                    )
+                named = partial(problem.named_codes, theta, codes)
+                check(loss, bool(grad_finite), named, k)
+                losses[k] = loss
+                theta, opt_state = new_theta, new_state
+                bar.set_postfix(loss=f"{loss:.4e}", refresh=False)
+                bar.update()
+        finally:
+            bar.close()
+        final, codes, _, gradient = _step(theta, opt_state, problem, optimizer)[2:]
+        check(float(final), True, partial(problem.named_codes, theta, codes), steps)
+        # optax has no stopping rule: converged means the gradient vanished.
+        converged = bool(gradient <= 1e-6)
+        result = "converged" if converged else "ran all steps"
+        return Solved(theta, losses, steps, converged, result, None, None, False)
+
+
+def driver_of(optimizer, *, steps, jacobian, adjoint, progress) -> AbstractDriver:
+    """The driver of `fit`'s `optimizer` (None: Levenberg–Marquardt), its options
+    checked."""
+    if not (isinstance(steps, int) and steps >= 1):
+        raise ValueError(f"`steps` must be a positive integer, got {steps!r}.")
+    if jacobian not in ("auto", "forward", "reverse"):
+        raise ValueError(
+            f"`jacobian` must be 'auto', 'forward' or 'reverse', got {jacobian!r}."
+        )
+    if optimizer is None:
+        optimizer = optx.LevenbergMarquardt(rtol=1e-10, atol=1e-10)
+    if isinstance(optimizer, optax.GradientTransformation):
+        return Optax(optimizer, steps, progress)
+    if not isinstance(
+        optimizer, (optx.AbstractLeastSquaresSolver, optx.AbstractMinimiser)
+    ):
+        raise ValueError(
+            "`optimizer` must be an optax optimizer, an optimistix least-squares "
+            "solver (e.g. optimistix.LevenbergMarquardt) or an optimistix minimiser "
+            f"(e.g. optimistix.BFGS), got {type(optimizer).__name__}."
+        )
+    if jacobian == "forward" and isinstance(
+        optimizer, (optx.AbstractMinimiser, optx.Dogleg)
+    ):
+        raise ValueError(
+            f"{type(optimizer).__name__} needs reverse-mode derivatives: "
+            "use jacobian='reverse' or 'auto'."
+        )
+    return LeastSquares(optimizer, steps, progress, jacobian, adjoint is None)
+
+
+def solver_message(code: int) -> str:
+    """The optimistix result `code` in one line ("successful" for 0)."""
+    messages = messages_of(optx.RESULTS)
+    if code == 0:
+        return "successful"
+    if 0 < code < len(messages):
+        return messages[code].split(". ")[0].strip().rstrip(".")
+    return f"optimistix result {code}"

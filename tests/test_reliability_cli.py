@@ -155,7 +155,9 @@ def test_fit_data_of_the_wrong_size_is_named(tmp_path, capsys, columns, message)
     expected = (
         rf"error: {config}: the data file '{data}' gives {columns} coordinate\(s\), "
         r"but the system of 'two.py' unpacks q into another number of coordinates "
-        rf"\(ValueError: {message}\); give one column of q per coordinate of the "
+        rf"\(ValueError: `lagrangian` failed for q of length {columns} \({message}\): "
+        r"check that q0 \(and qd0\) have the system's number of coordinates\.\); "
+        "give one column of q per coordinate of the "
         "system"
     )
     assert re.search(expected, err), err

@@ -2,36 +2,22 @@
 
 JAX's persistent compilation cache spares a repeated `jaxlagrange run` or `fit`
 XLA's compile, but not Python's trace and lowering of the program, which it
-needs to compute the cache key: 0.6 s of CPU for the default `run`, 2.4 s for
-`configs/fit_pendulum.toml`. Inside `kept_programs(directory, context)` the
+needs to compute the cache key. Inside `kept_programs(directory, context)` the
 calls routed through `call` (or `lower`) are kept as serialized
-`jax.export.Exported` programs, keyed by everything that determines them:
+`jax.export.Exported` programs, keyed by everything that determines them: the
+command line's `context` (the resolved config, the user's sources, what the
+system computes), the program's name, code and static arguments (object
+addresses removed), the shapes and dtypes of its array arguments, and the source
+of this package, the versions of the libraries it traces through,
+`jax_enable_x64` and the platform.
 
-- `context`, the command line's description of the run (the resolved config,
-  the source of the user's system file and local modules, and what the
-  system's functions compute, `_sweep_identity.physics_digest`);
-- the program's name and code, and the static (non-array) part of its
-  arguments, with object addresses removed from their text (the values the
-  program closes over are the caller's to put in the name or the context);
-- the shapes and dtypes of its array arguments;
-- the source of this package, the versions of JAX and the libraries it traces
-  through, `jax_enable_x64`, and the platform.
-
-A kept program is loaded and called instead of traced: its lowering to XLA is
-served by the compilation cache as before. An entry is a small header (magic,
-format version, the key's digest, the payload's length and digest) and the
-bytes of `Exported.serialize()`, output structure included: nothing in it is
-unpickled, so it can hold a program and nothing else. An entry whose header
-does not match (another key's, truncated, damaged) or that fails to
-deserialize or lower is traced anew and replaced; a program that cannot be
-exported (host callbacks) or stored (an output structure JAX cannot serialize,
-such as an equinox Module) runs without being kept. So the store can only skip work,
-never change a result. The directory is the compilation cache's, which the
-command line only uses when it is the user's own
-(`_cli._common.cache_directory`), and entries that others may write are not
-read.
-
-Outside `kept_programs` (every library call) `call` is `fn(*args)`.
+An entry is a header (magic, format version, the key's digest, the payload's
+length and digest) and the bytes of `Exported.serialize()`: nothing in it is
+unpickled. An entry that does not match or fails to load is traced anew and
+replaced; a program that cannot be exported or serialized runs without being
+kept: the store can only skip work, never change a result. Entries others may
+write are not read. Outside `kept_programs` (every library call) `call` is
+`fn(*args)`.
 """
 
 import contextlib

@@ -1,6 +1,7 @@
 """Helpers shared by the subcommands."""
 
 import contextlib
+import functools
 import os
 import stat
 import sys
@@ -9,6 +10,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+
+from .. import _config
+from ._output import CLIError, output_dir
 
 
 def enable_x64() -> None:
@@ -24,16 +28,48 @@ def progress_meter_for(show: bool):
     return diffrax.TqdmProgressMeter() if show else diffrax.NoProgressMeter()
 
 
-def add_progress_arguments(parser, what: str) -> None:
-    """`--quiet` and `--progress` of a subcommand."""
+DEVICES = ("auto", "cpu", "gpu")
+"""The choices of `--device` and of `device` in `[run]`, `[sweep]` and `[fit]`."""
+
+
+def add_command_arguments(parser, *, out: str, progress: str, device: str) -> None:
+    """`--out`, `--no-plots`, `--quiet`, `--progress` and `--device` of a
+    subcommand: the default output directory `out`, what `progress` shows, and
+    where `auto` computes."""
     parser.add_argument(
-        "--quiet", action="store_true", help=f"no {what} and no messages"
+        "--out",
+        metavar="DIR",
+        help=f"output directory (default: [output] dir, else {out})",
+    )
+    parser.add_argument("--no-plots", action="store_true", help="write no PNG plots")
+    parser.add_argument(
+        "--quiet", action="store_true", help=f"no {progress} and no messages"
     )
     parser.add_argument(
         "--progress",
         action="store_true",
-        help=f"show the {what} also when stderr is not a terminal (e.g. in logs)",
+        help=f"show the {progress} also when stderr is not a terminal (e.g. in logs)",
     )
+    parser.add_argument(
+        "--device",
+        choices=DEVICES,
+        default=None,
+        help=f"where to compute (default: the config's, else auto: {device})",
+    )
+
+
+def start_command(args, schema, section: str, *, batched: bool):
+    """The config of `args.config` (loaded with `schema`) and the devices its
+    `section` (or `--device`) computes on, in float64."""
+    enable_x64()
+    config = _config.load(args.config, schema)
+    requested = args.device or config[section]["device"]
+    return config, command_devices(requested, batched=batched)
+
+
+def output_directory(args, config, default: str) -> Path:
+    """`--out`, else `[output] dir`, else `out/<default>`: created, checked."""
+    return output_dir(args.out or config["output"]["dir"] or Path("out", default))
 
 
 def show_progress(args) -> bool:
@@ -166,10 +202,9 @@ def kept_programs(config: Mapping[str, Any] | None, ready=None):
         return keep(None, "")
     try:
         context = json.dumps(config, sort_keys=True, default=repr) + _local_sources()
-        if config.get("system", {}).get("file") is not None:
-            from .._config.user import system_file
-
-            context += system_file(config).read_text()
+        path = _config.system_file(config)
+        if path is not None:
+            context += path.read_text()
         if ready is not None:
             from .._sweep_identity import physics_digest
 
@@ -204,10 +239,8 @@ def _local_sources() -> str:
 def simulate_program(**kwargs):
     """`simulate_checked(system, q0, qd0, throw=False, **kwargs)` as a function of
     (system, q0, qd0, **more kwargs) with plain containers out, for `_programs`
-    (the structures of equinox Modules cannot be stored): the trajectory's
-    fields with its result code, and what the diagnosis of a failure needs. The cause of a
-    failure is named afterwards, by `trajectory_from`, by a program compiled only
-    then."""
+    (which cannot store equinox Modules): the trajectory's fields and what the
+    diagnosis of a failure needs, named afterwards by `trajectory_from`."""
     import dataclasses
 
     import diffrax
@@ -341,8 +374,7 @@ class Timing(NamedTuple):
         }
 
 
-_HITS: list[int] = []  # the persistent cache's hits, counted once registered
-_REGISTERED: list[bool] = []
+_HITS: list[int] = []  # the persistent cache's hits in each open `cache_hits`
 
 
 def _count_hit(event: str, **kwargs) -> None:
@@ -350,38 +382,26 @@ def _count_hit(event: str, **kwargs) -> None:
         _HITS[-1] += 1
 
 
+@functools.cache
+def _listen_for_hits() -> None:
+    import jax.monitoring
+
+    jax.monitoring.register_event_listener(_count_hit)
+
+
 @contextlib.contextmanager
 def cache_hits() -> Iterator[list[int]]:
     """Count the programs loaded from JAX's persistent cache inside the block.
 
-    Yields a list whose one entry is the count, filled in as the block runs
-    (JAX reports each hit through `jax.monitoring`).
+    Yields a list whose one entry is the count, filled in when the block ends.
     """
-    import jax.monitoring
-
-    if not _REGISTERED:
-        jax.monitoring.register_event_listener(_count_hit)
-        _REGISTERED.append(True)
+    _listen_for_hits()
     _HITS.append(0)
     counter = [0]
     try:
         yield counter
     finally:
         counter[0] = _HITS.pop()
-
-
-DEVICES = ("auto", "cpu", "gpu")
-"""The choices of `--device` and of `device` in `[run]`, `[sweep]` and `[fit]`."""
-
-
-def add_device_argument(parser, default_rule: str) -> None:
-    """`--device auto|cpu|gpu` of a subcommand."""
-    parser.add_argument(
-        "--device",
-        choices=DEVICES,
-        default=None,
-        help=f"where to compute (default: the config's, else auto: {default_rule})",
-    )
 
 
 def _available(platform: str) -> list:
@@ -398,8 +418,6 @@ def check_backends() -> None:
     platforms it names (JAX's own error is a bare `AssertionError` for
     `JAX_PLATFORMS=cuda` on a machine without CUDA)."""
     import jax
-
-    from ._output import CLIError
 
     try:
         jax.devices()
@@ -425,10 +443,6 @@ def choose_devices(requested: str, *, batched: bool, available=_available) -> li
     error. `available(platform)` lists JAX's devices of a platform (a fake one in
     tests).
     """
-    from ._output import CLIError
-
-    if requested not in DEVICES:
-        raise CLIError(f"device must be one of {', '.join(DEVICES)}, got {requested!r}")
     cpus = available("cpu")[:1]
     if requested == "cpu" and not cpus:
         raise CLIError(
@@ -460,8 +474,7 @@ def start_only_the_cpu() -> bool:
 
     Asked for its first device, JAX starts every backend it has: on a GPU
     machine that is CUDA too, seconds of start-up and most of the GPU's memory
-    reserved, for a command that computes on the CPU (`jaxlagrange run` took
-    7.7-8.8 s there, and 3.7-4.3 s with `JAX_PLATFORMS=cpu`).
+    reserved, for a command that computes on the CPU.
     """
     import jax
 
@@ -480,7 +493,7 @@ def start_only_the_cpu() -> bool:
 def command_devices(requested: str, *, batched: bool) -> list:
     """`choose_devices` for a command; one that computes on the CPU starts
     only JAX's CPU backend (`start_only_the_cpu`)."""
-    if on_the_cpu(requested, batched=batched):  # (an unknown one: choose_devices)
+    if on_the_cpu(requested, batched=batched):
         start_only_the_cpu()
     check_backends()
     return choose_devices(requested, batched=batched)

@@ -75,17 +75,12 @@ def atomic_write(path: str | Path, data: bytes) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.close(fd)
         os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes it private (0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        _write_synced(Path(tmp), data)
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        Path(tmp).unlink(missing_ok=True)
         raise
 
 
@@ -152,16 +147,6 @@ def _probe(directory: Path) -> None:
     fd, probe = tempfile.mkstemp(dir=directory, prefix=".jaxlagrange-probe-")
     os.close(fd)
     os.unlink(probe)
-
-
-def write_outputs(directory: str | Path, files: Mapping[str, bytes]) -> list[Path]:
-    """Write each `name: bytes` of `files` atomically into `directory`."""
-    directory = output_dir(directory)
-    written = []
-    for name, data in files.items():
-        atomic_write(directory / name, data)
-        written.append(directory / name)
-    return written
 
 
 _STAGING = ".jaxlagrange-staging-"

@@ -1,40 +1,33 @@
 """`jaxlagrange run`: simulate one trajectory from a config, with plots."""
 
 import argparse
-import os
+import sys
 import time
 from collections.abc import Mapping
 from typing import Any
 
+import jax
 import numpy as np
 
-from .. import _config
+from .. import __version__, _config
 from ._common import (
     Timing,
     _one_line,
-    add_device_argument,
-    add_progress_arguments,
+    add_command_arguments,
     cache_hits,
-    command_devices,
-    enable_x64,
     errors_as_values,
     kept_programs,
+    output_directory,
     progress_meter_for,
     result_line,
     say,
     simulate_program,
+    start_command,
     stats_line,
     trajectory_from,
 )
 from ._gif_worker import GifWorker
-from ._output import (
-    CLIError,
-    npz_bytes,
-    output_dir,
-    png_bytes,
-    run_id,
-    write_with_summary,
-)
+from ._output import CLIError, npz_bytes, png_bytes, run_id, write_with_summary
 
 
 _RUN_EPILOG = """\
@@ -66,7 +59,7 @@ example configs: configs/*.toml; the default: jaxlagrange run --show-config
 """
 
 
-def _run_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = _RUN_EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument(
@@ -74,17 +67,15 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="?",
         help="a TOML config (default: the embedded double-pendulum config)",
     )
-    parser.add_argument(
-        "--out",
-        metavar="DIR",
-        help="output directory (default: [output] dir, else out/<system name>)",
+    add_command_arguments(
+        parser,
+        out="out/<system name>",
+        progress="progress bar of the solve",
+        device="the CPU",
     )
-    parser.add_argument("--no-plots", action="store_true", help="write no PNG plots")
     parser.add_argument(
         "--no-animation", action="store_true", help="write no motion.gif"
     )
-    add_progress_arguments(parser, "progress bar of the solve")
-    add_device_argument(parser, "the CPU")
     parser.add_argument(
         "--show-config",
         action="store_true",
@@ -331,34 +322,28 @@ def _positions(ready, traj) -> np.ndarray:
     return positions
 
 
-def _run(args: argparse.Namespace) -> int:
+def command(args: argparse.Namespace) -> int:
     if args.show_config:
         print(_config.DEFAULT_CONFIG, end="")
         return 0
-    enable_x64()
-    import jax
-
-    config = _config.load(args.config)
-    device = command_devices(args.device or config["run"]["device"], batched=False)[0]
+    config, devices = start_command(args, _config.RUN_SCHEMA, "run", batched=False)
     # Everything, the solve and the energy along it, on that device.
-    with jax.default_device(device):
-        return _run_on(args, config, device)
+    with jax.default_device(devices[0]):
+        return _run_on(args, config, devices[0])
 
 
 def _run_on(args: argparse.Namespace, config, device) -> int:
     ready = _config.ready_system(config)
     kwargs = _config.simulate_kwargs(config)
-    out = args.out or config["output"]["dir"] or os.path.join("out", ready.name)
-    out = output_dir(out)
+    out = output_directory(args, config, ready.name)
     plots = config["output"]["plots"] and not args.no_plots
     animation = plots and config["output"]["animation"] and not args.no_animation
     if animation and ready.points is not None:
         # The GIF is drawn by a worker process, which starts now. matplotlib is
         # imported when the figures are drawn, on this thread: imported by a
-        # second thread beside the solve, it hung a run for good (its
-        # extension's static initialisers ran Python, and so let go of the GIL,
-        # inside the dynamic loader's lock; the main thread, holding the GIL,
-        # then loaded an extension of its own and waited for that lock).
+        # second thread beside the solve, it can deadlock (its extension's
+        # static initialisers let go of the GIL inside the dynamic loader's
+        # lock, which the main thread, holding the GIL, then waits for).
         animation = GifWorker()
     try:
         return _run_solve(args, config, device, ready, kwargs, out, plots, animation)
@@ -368,10 +353,6 @@ def _run_on(args: argparse.Namespace, config, device) -> int:
 
 
 def _run_solve(args, config, device, ready, kwargs, out, plots, animation) -> int:
-    import jax
-
-    from .. import __version__
-
     say(
         args,
         f"jaxlagrange run: {ready.name}, t = {kwargs['t0']} .. {kwargs['t1']} on "
@@ -451,6 +432,4 @@ def _run_solve(args, config, device, ready, kwargs, out, plots, animation) -> in
 
 
 def _warn(message: str) -> None:
-    import sys
-
     print(f"jaxlagrange run: warning: {message}", file=sys.stderr, flush=True)

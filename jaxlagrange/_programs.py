@@ -30,7 +30,7 @@ import struct
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -95,16 +95,15 @@ _MAGIC, _VERSION = b"JLXPROG\0", 1
 _HEADER = struct.Struct("<8sI32sQ32s")  # magic, version, key, length, sha256
 
 
-class _Store:
-    def __init__(self, directory: Path, context: str):
-        self.directory = directory / "programs"
-        self.context = context
+class _Store(NamedTuple):
+    directory: Path  # the compilation cache's: entries go in its `programs/`
+    context: str
 
     def lower(self, name, fn, flat_fn, static, flat):
         """`lower` of the kept program, exported and written if it is not there
         (or not sound) yet."""
         key = self._key(name, fn, static, flat)
-        path = self.directory / f"{key.hex()}.jlx"
+        path = self.directory / "programs" / f"{key.hex()}.jlx"
         payload = _read_entry(path, key)
         if payload is not None:
             try:  # where damaged StableHLO fails ("Failed to deserialize")

@@ -5,14 +5,8 @@
     jaxlagrange systems [NAME ...]
     jaxlagrange fit CONFIG.toml [--out DIR] [--quiet] [--no-plots]
 
-`run` simulates the system of a TOML config (see `jaxlagrange._config`; without
-one, the embedded default: a chaotic double pendulum) and writes, into `--out`
-(default: `[output] dir`, else `out/<system name>` under the current directory),
-`trajectory.npz` (`ts`, `q`, `qd`, `energy`, and `multipliers` for constrained
-systems), `summary.json` and PNG plots. The simulation runs in float64. `sweep`
-runs a chunked, resumable ensemble into a Zarr store (see `jaxlagrange._sweep`).
-`fit` fits the params of a system to observed trajectories with `jl.fit` and
-writes the fitted params, the loss history and plots.
+The configs are TOML (see `jaxlagrange._config`), computed in float64; each
+subcommand's `--help` lists the outputs it writes.
 
 Each subcommand is a module with `add_arguments(parser)` and `command(args) ->
 int`, listed in `_COMMANDS`. A subcommand raises `CLIError` (or `ConfigError`)

@@ -15,19 +15,6 @@ from .. import _config
 from ._output import CLIError, output_dir
 
 
-def enable_x64() -> None:
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
-
-
-def progress_meter_for(show: bool):
-    """diffrax's tqdm bar over the solve's time span, or none."""
-    import diffrax
-
-    return diffrax.TqdmProgressMeter() if show else diffrax.NoProgressMeter()
-
-
 DEVICES = ("auto", "cpu", "gpu")
 """The choices of `--device` and of `device` in `[run]`, `[sweep]` and `[fit]`."""
 
@@ -60,11 +47,17 @@ def add_command_arguments(parser, *, out: str, progress: str, device: str) -> No
 
 def start_command(args, schema, section: str, *, batched: bool):
     """The config of `args.config` (loaded with `schema`) and the devices its
-    `section` (or `--device`) computes on, in float64."""
-    enable_x64()
+    `section` (or `--device`) computes on (`choose_devices`), in float64. A
+    command that computes on the CPU starts only JAX's CPU backend."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
     config = _config.load(args.config, schema)
     requested = args.device or config[section]["device"]
-    return config, command_devices(requested, batched=batched)
+    if on_the_cpu(requested, batched=batched):
+        start_only_the_cpu()
+    check_backends()
+    return config, choose_devices(requested, batched=batched)
 
 
 def output_directory(args, config, default: str) -> Path:
@@ -87,9 +80,9 @@ def cache_directory() -> Path | None:
     directory, or an entry in it, that is not the user's own or that others may
     write is refused with a warning (the run goes on without the cache).
     """
-    directory = os.environ.get("JAXLAGRANGE_CACHE_DIR")
-    if directory is None:
-        directory = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    directory = os.environ.get(
+        "JAXLAGRANGE_CACHE_DIR", os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    )
     chosen = directory is not None
     if directory is None:
         home = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
@@ -104,26 +97,22 @@ def cache_directory() -> Path | None:
     except OSError as e:
         # A cache is an optimization: never fail a run for it, but say so when
         # the user chose the directory.
-        if chosen:
-            print(
-                f"jaxlagrange: warning: not using the compilation cache "
-                f"{str(path)!r}: it cannot be created ({e.strerror})",
-                file=sys.stderr,
-                flush=True,
+        problem = chosen and f"it cannot be created ({e.strerror})"
+    else:
+        problem = _unsafe_cache(path)
+        if problem:
+            problem += (
+                "; JAX runs the programs stored in it, so it must be yours alone (a "
+                "directory of mode 0700: set JAXLAGRANGE_CACHE_DIR, or --no-cache)"
             )
-        return None
-    problem = _unsafe_cache(path)
-    if problem is not None:
+    if problem:
         print(
             f"jaxlagrange: warning: not using the compilation cache {str(path)!r}: "
-            f"{problem}; JAX runs the programs stored in it, so it must be yours "
-            "alone (a directory of mode 0700: set JAXLAGRANGE_CACHE_DIR, or "
-            "--no-cache)",
+            f"{problem}",
             file=sys.stderr,
             flush=True,
         )
-        return None
-    return path
+    return None if problem is not None else path
 
 
 def _unsafe_cache(path: Path) -> str | None:
@@ -185,11 +174,9 @@ def kept_programs(config: Mapping[str, Any] | None, ready=None):
     without the cache or without a `config`).
 
     The key's context is the resolved `config`, the source of every module
-    imported from outside the Python installation (the user's system file and
-    the local modules it imports: call it once they are imported), and what the
-    functions of the `ready` system compute (`physics_digest`: a value that
-    `make()` read from a data file is in it too), so that a change to any of
-    them traces the program anew.
+    imported from outside the Python installation (call it once the user's are
+    imported), and what the `ready` system computes (`physics_digest`), so that
+    a change to any of them traces the program anew.
     """
     import json
 
@@ -291,20 +278,12 @@ def errors_as_values() -> Iterator[None]:
     JAX caches traced and compiled functions for the whole process, whatever
     the setting was when they were traced: the caches are cleared on entry (so
     that what is traced inside has no callbacks) and on exit (so that nothing
-    traced inside serves a later call that should raise). A no-op if equinox no
-    longer reads the setting from `equinox._errors.EQX_ON_ERROR`.
+    traced inside serves a later call that should raise).
     """
+    import equinox._errors as errors
     import jax
 
-    try:
-        import equinox._errors as errors
-    except ImportError:
-        yield
-        return
-    old = getattr(errors, "EQX_ON_ERROR", None)
-    if old not in ("raise", "nan", "breakpoint", "off"):
-        yield
-        return
+    old = errors.EQX_ON_ERROR
     jax.clear_caches()
     errors.EQX_ON_ERROR = "nan"
     try:
@@ -374,12 +353,12 @@ class Timing(NamedTuple):
         }
 
 
-_HITS: list[int] = []  # the persistent cache's hits in each open `cache_hits`
+_HITS: list[list[int]] = []  # the counter of each open `cache_hits`
 
 
 def _count_hit(event: str, **kwargs) -> None:
     if event == "/jax/compilation_cache/cache_hits" and _HITS:
-        _HITS[-1] += 1
+        _HITS[-1][0] += 1
 
 
 @functools.cache
@@ -391,17 +370,15 @@ def _listen_for_hits() -> None:
 
 @contextlib.contextmanager
 def cache_hits() -> Iterator[list[int]]:
-    """Count the programs loaded from JAX's persistent cache inside the block.
-
-    Yields a list whose one entry is the count, filled in when the block ends.
-    """
+    """Count the programs loaded from JAX's persistent cache inside the block:
+    yields a list whose one entry is the count."""
     _listen_for_hits()
-    _HITS.append(0)
     counter = [0]
+    _HITS.append(counter)
     try:
         yield counter
     finally:
-        counter[0] = _HITS.pop()
+        _HITS.pop()
 
 
 def _available(platform: str) -> list:
@@ -488,15 +465,6 @@ def start_only_the_cpu() -> bool:
         return False
     jax.config.update("jax_platforms", "cpu")
     return True
-
-
-def command_devices(requested: str, *, batched: bool) -> list:
-    """`choose_devices` for a command; one that computes on the CPU starts
-    only JAX's CPU backend (`start_only_the_cpu`)."""
-    if on_the_cpu(requested, batched=batched):
-        start_only_the_cpu()
-    check_backends()
-    return choose_devices(requested, batched=batched)
 
 
 def device_name(devices) -> str:

@@ -169,21 +169,17 @@ def write_output_set(
 ) -> Path:
     """Write `files` into `directory` as one set, listed by its `summary.json`.
 
-    The directory itself is written into, never renamed: through a symbolic link,
-    into `.`, into a mount point or across file systems alike. The new files are
-    first written (and synced) into a hidden staging folder inside it. Then,
-    holding a lock on the directory, the folder is marked committed (renamed),
-    the old `summary.json` is removed, each new file is renamed into place, the
-    files of the command's previous set that the new set lacks (those named as
-    its outputs: `outputs`, a regular expression that every name of `files`
-    but `summary.json` matches) are removed, and `summary.json` comes in last.
-    So a `summary.json` present lists a whole set; the user's other files are
-    never touched, nor those of another command's set (a `fit` into the
-    directory of the `run` whose `trajectory.npz` it reads keeps it). A run
-    killed before its commit leaves a staging folder, removed by the next run;
-    one killed during it leaves the committed folder, which the next run into
-    the directory finishes first. Concurrent runs each write a whole set, and
-    the last to commit wins.
+    The directory itself is written into, never renamed (through a symbolic link,
+    into `.` or a mount point alike). The files are written and synced into a
+    hidden staging folder inside it; then, holding a lock on the directory, the
+    folder is renamed to mark it committed, the old `summary.json` is removed,
+    each file renamed into place, the files of the command's previous set that
+    this one lacks (names that `outputs`, a regular expression, matches) removed,
+    and `summary.json` comes in last. So a `summary.json` present lists a whole
+    set, and no other file is touched (a `fit` keeps the `run`'s trajectory.npz
+    it reads). A run killed before its commit leaves a staging folder, which the
+    next run removes; one killed during it leaves the committed folder, which
+    the next run finishes first. Of concurrent runs, the last to commit wins.
     """
     owned = re.compile(outputs)
     stray = [n for n in files if n != "summary.json" and not owned.fullmatch(n)]

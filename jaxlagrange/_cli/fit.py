@@ -241,9 +241,7 @@ def _fit_on(args: argparse.Namespace, config) -> int:
             "poor_fit": result.warning is not None,
             "warnings": notes,
         },
-        "start_losses": None
-        if result.start_losses is None
-        else [float(x) for x in result.start_losses],
+        "start_losses": result.start_losses,
         "initial_state": {"q": result.q0, "qd": result.qd0},
         "fit": dict(config["fit"]),
         "simulate": dict(config["simulate"]),

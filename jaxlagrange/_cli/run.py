@@ -18,7 +18,6 @@ from ._common import (
     errors_as_values,
     kept_programs,
     output_directory,
-    progress_meter_for,
     result_line,
     say,
     simulate_program,
@@ -124,30 +123,22 @@ def _conserved(system, autonomous, traj) -> bool:
     return bool(autonomous) and not forced
 
 
-def solve(
-    ready,
-    kwargs: Mapping[str, Any],
-    *,
-    progress: bool = False,
-    config=None,
-    along=None,
-):
+def solve(ready, kwargs: Mapping[str, Any], *, progress: bool, config):
     """`jl.simulate(*ready, **kwargs)`, compiled ahead of time and timed.
 
     Without `progress` the compiled program has no host callbacks, so JAX's
     persistent compilation cache (when on) serves it to the next run; diffrax's
-    tqdm progress meter is one. With the cache on and a `config`, the traced
-    program is kept there too (`_programs`), and a repeated run skips the trace.
+    tqdm progress meter is one. With the cache on, the traced program is kept
+    there too (`_programs`, keyed by `config`), and a repeated run skips the trace.
 
-    **Returns:** `(trajectory, timing)`, a `Timing`; with `along`, a function
-    of (system, ts, q, qd), also its value on the trajectory, evaluated in the
-    same program: `(trajectory, timing, value)`.
+    **Returns:** `(trajectory, timing, (energies, autonomous))`: a `Timing`, and
+    `_energy_along` the trajectory, evaluated in the same program.
 
     **Raises:** `CLIError` naming the failure and the time reached, or a
     non-finite saved state.
     """
+    import diffrax
     import equinox as eqx
-    import jax
     import jax.numpy as jnp
 
     from .._programs import lower
@@ -165,13 +156,13 @@ def solve(
             hint = "Give an [initial] q and qd on the constraints."
             message = str(e).replace(_HINT, hint)
             raise CLIError(f"[initial] state of {ready.name!r}: {message}") from None
-    solve_only = simulate_program(**kwargs, progress_meter=progress_meter_for(progress))
+    meter = diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter()
+    solve_only = simulate_program(**kwargs, progress_meter=meter)
 
     def program(system, q0, qd0):
         fields, failure = solve_only(system, q0, qd0)
-        if along is None:
-            return fields, failure, None
-        return fields, failure, along(system, fields["ts"], fields["q"], fields["qd"])
+        energy = _energy_along(system, fields["ts"], fields["q"], fields["qd"])
+        return fields, failure, energy
 
     start = time.perf_counter()
     # A progress bar is a host callback: such a program is not kept.
@@ -206,20 +197,14 @@ def solve(
             f"simulation of {ready.name!r} returned a non-finite state (NaN or inf) "
             "without a failure code; run it from Python with jl.simulate to see why"
         )
-    return (traj, timing) if along is None else (traj, timing, out[2])
+    return traj, timing, out[2]
 
 
 def _events(traj) -> list[dict[str, Any]]:
     """The events of unilateral constraints on `traj` (releases, impacts, sticks,
     slips), for JSON."""
-    from .._trajectory import EVENT_IMPACT, EVENT_RELEASE, EVENT_SLIP, EVENT_STICK
-
-    kinds = {
-        EVENT_RELEASE: "release",
-        EVENT_IMPACT: "impact",
-        EVENT_STICK: "stick",
-        EVENT_SLIP: "slip",
-    }
+    # Named by their codes, `jl.EVENT_RELEASE` (0) to `jl.EVENT_SLIP` (3).
+    kinds = ("release", "impact", "stick", "slip")
     used = int(traj.num_events)
     return [
         {"t": float(t), "constraint": int(i), "kind": kinds[int(k)]}
@@ -232,17 +217,16 @@ def _events(traj) -> list[dict[str, Any]]:
     ]
 
 
-def _figures(ready, traj, energies, conserved: bool, animation, warn):
+def _figures(ready, traj, energies, conserved: bool, worker, warn):
     """The PNGs (and motion.gif) of `jaxlagrange run`, rendered in memory.
 
-    `animation`: False, True, or a started `GifWorker` that draws the GIF in
-    its own process meanwhile. A `positions` that fails or returns non-finite
-    values costs the motion figures only: `warn` is told why.
+    `worker`: None (no motion.gif), or a `GifWorker` that draws the GIF in its
+    own process meanwhile (in this one if it fails). A `positions` that fails or
+    returns non-finite values costs the motion figures only: `warn` is told why.
     """
     from .. import plotting
 
-    title, labels = f"{ready.name}: ", ready.coordinates
-    units = ready.units
+    title, labels, units = f"{ready.name}: ", ready.coordinates, ready.units
     figures = {
         "coordinates.png": plotting.coordinates(
             traj.ts,
@@ -263,36 +247,28 @@ def _figures(ready, traj, energies, conserved: bool, animation, warn):
             traj.ts, energies, conserved=conserved, unit=units and "J"
         ),
     }
-    files = {}
+    positions = None
     if ready.points is not None:
         try:
             positions = _positions(ready, traj)
         except CLIError as e:
             warn(f"{e}; motion.png and motion.gif are not drawn")
-            positions = None
-        if positions is not None:
-            unit, names = ready.length_unit, ready.point_names
-            figures["motion.png"] = plotting.motion(
-                positions, title=title + "paths of the bodies", unit=unit, names=names
-            )
-            gif = (np.asarray(traj.ts), positions)
-            style = {"title": ready.name, "unit": unit, "time_unit": units and "s"}
-            if isinstance(animation, GifWorker):
-                animation.start(*gif, **style)
-            elif animation:
-                files["motion.gif"] = plotting.animation(*gif, **style)
     elif ready.q0.shape[0] >= 2:
         figures["configuration.png"] = plotting.configuration(
             traj.q, labels, units=units, ts=traj.ts
         )
-    files = {**{name: png_bytes(fig) for name, fig in figures.items()}, **files}
-    if isinstance(animation, GifWorker) and "motion.png" in figures:
-        gif = animation.result()
-        files["motion.gif"] = (
-            gif
-            if gif is not None
-            else plotting.animation(np.asarray(traj.ts), positions, **style)
+    if positions is not None:
+        unit, names = ready.length_unit, ready.point_names
+        figures["motion.png"] = plotting.motion(
+            positions, title=title + "paths of the bodies", unit=unit, names=names
         )
+        gif = (np.asarray(traj.ts), positions)
+        style = {"title": ready.name, "unit": unit, "time_unit": units and "s"}
+        if worker is not None:
+            worker.start(*gif, **style)
+    files = {name: png_bytes(fig) for name, fig in figures.items()}
+    if positions is not None and worker is not None:
+        files["motion.gif"] = worker.result() or plotting.animation(*gif, **style)
     return files
 
 
@@ -337,6 +313,7 @@ def _run_on(args: argparse.Namespace, config, device) -> int:
     kwargs = _config.simulate_kwargs(config)
     out = output_directory(args, config, ready.name)
     plots = config["output"]["plots"] and not args.no_plots
+    worker = None
     animation = plots and config["output"]["animation"] and not args.no_animation
     if animation and ready.points is not None:
         # The GIF is drawn by a worker process, which starts now. matplotlib is
@@ -344,26 +321,23 @@ def _run_on(args: argparse.Namespace, config, device) -> int:
         # second thread beside the solve, it can deadlock (its extension's
         # static initialisers let go of the GIL inside the dynamic loader's
         # lock, which the main thread, holding the GIL, then waits for).
-        animation = GifWorker()
+        worker = GifWorker()
     try:
-        return _run_solve(args, config, device, ready, kwargs, out, plots, animation)
+        return _run_solve(args, config, device, ready, kwargs, out, plots, worker)
     finally:
-        if isinstance(animation, GifWorker):
-            animation.close()
+        if worker is not None:
+            worker.close()
 
 
-def _run_solve(args, config, device, ready, kwargs, out, plots, animation) -> int:
+def _run_solve(args, config, device, ready, kwargs, out, plots, worker) -> int:
     say(
         args,
         f"jaxlagrange run: {ready.name}, t = {kwargs['t0']} .. {kwargs['t1']} on "
         f"{device.platform}",
     )
+    progress = args.progress and not args.quiet
     traj, timing, (energies, autonomous) = solve(
-        ready,
-        kwargs,
-        progress=args.progress and not args.quiet,
-        config=config,
-        along=_energy_along,
+        ready, kwargs, progress=progress, config=config
     )
     conserved = _conserved(ready.system, autonomous, traj)
     energies = np.asarray(energies)
@@ -421,7 +395,7 @@ def _run_solve(args, config, device, ready, kwargs, out, plots, animation) -> in
     if plots:
         # The figures then join the set: a second, whole set with them in it.
         start = time.perf_counter()
-        figures = _figures(ready, traj, energies, conserved, animation, _warn)
+        figures = _figures(ready, traj, energies, conserved, worker, _warn)
         summary["wall_time_s"]["figures"] = time.perf_counter() - start
         write_with_summary(out, {**files, **figures}, summary)
         say(

@@ -133,10 +133,9 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
     }
     if section["lyapunov"]:
         lam = maps["lyapunov"][0][~failed]
+        stats = {"min": np.min, "max": np.max, "mean": np.mean}
         summary["lyapunov"] = {
-            "min": float(lam.min()) if lam.size else None,
-            "max": float(lam.max()) if lam.size else None,
-            "mean": float(lam.mean()) if lam.size else None,
+            k: float(f(lam)) if lam.size else None for k, f in stats.items()
         }
     files["summary.json"] = json_bytes(summary)
     write_output_set(out, files, outputs=OUTPUTS["sweep"])

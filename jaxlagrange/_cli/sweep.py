@@ -5,10 +5,9 @@ import hashlib
 import time
 from pathlib import Path
 
-import jax
 import numpy as np
 
-from .. import __version__, _config, plotting
+from .. import _config
 from .._config import ConfigError
 from .._store import changed_entries, stored_attributes
 from .._sweep_identity import _describe
@@ -35,13 +34,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
+    import jax
+
     config, devices = start_command(args, _config.SWEEP_SCHEMA, "sweep", batched=True)
     with jax.default_device(devices[0]):
         return _sweep_on(args, config, devices)
 
 
 def _sweep_on(args: argparse.Namespace, config, devices) -> int:
+    import jax
+
+    from .. import __version__
     from .._sweep import sweep
+    from .._sweep_identity import physics_digest
     from .._sweep_simulate import SweepMember
 
     ready = _config.ready_system(config)
@@ -50,7 +55,19 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
     section = config["sweep"]
     out = output_directory(args, config, f"sweep_{ready.name}")
     size = int(np.prod(grid_shape))
-    inputs, swept_params = _inputs(ready, values, size)
+    n = ready.q0.shape[0]
+    q0 = np.tile(np.asarray(ready.q0), (size, 1))
+    qd0 = np.tile(np.asarray(ready.qd0), (size, 1))
+    swept_params = []
+    inputs = {"q0": q0, "qd0": qd0}
+    for name, v in values.items():
+        if name.startswith("qd["):
+            qd0[:, int(name[3:-1])] = v
+        elif name.startswith("q["):
+            q0[:, int(name[2:-1])] = v
+        else:
+            swept_params.append(name)
+            inputs[f"params/{name}"] = v
     member = SweepMember(
         ready.system,
         swept_params,
@@ -62,7 +79,8 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
         _check_starts(member, inputs, kwargs["t0"], ready.name, values)
     store = out / "sweep.zarr"
     stored = stored_attributes(store)
-    attrs = _identity(config, ready, grid_shape, values, stored)
+    digest = physics_digest(ready.system, n, ready.q0.dtype)
+    attrs = _identity(config, ready, grid_shape, values, stored, digest)
     _check_physics(store, stored, attrs)
     say(
         args,
@@ -132,11 +150,7 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
         "files": sorted([*files, "summary.json", "sweep.zarr"]),
     }
     if section["lyapunov"]:
-        lam = maps["lyapunov"][0][~failed]
-        stats = {"min": np.min, "max": np.max, "mean": np.mean}
-        summary["lyapunov"] = {
-            k: float(f(lam)) if lam.size else None for k, f in stats.items()
-        }
+        summary["lyapunov"] = _stats(maps["lyapunov"][0][~failed])
     files["summary.json"] = json_bytes(summary)
     write_output_set(out, files, outputs=OUTPUTS["sweep"])
     say(
@@ -147,28 +161,10 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
     return 0
 
 
-def _inputs(ready, values, size: int):
-    """The members' inputs (`q0`, `qd0` and `params/<name>`, `size` rows: the
-    config's initial state with the swept `values` put in) and the swept params."""
-    q0 = np.tile(np.asarray(ready.q0), (size, 1))
-    qd0 = np.tile(np.asarray(ready.qd0), (size, 1))
-    inputs, swept_params = {"q0": q0, "qd0": qd0}, []
-    for name, v in values.items():
-        if name.startswith("qd["):
-            qd0[:, int(name[3:-1])] = v
-        elif name.startswith("q["):
-            q0[:, int(name[2:-1])] = v
-        else:
-            swept_params.append(name)
-            inputs[f"params/{name}"] = v
-    return inputs, swept_params
-
-
-def _identity(config, ready, grid_shape, values, stored: dict | None) -> dict:
+def _identity(config, ready, grid_shape, values, stored, physics: str) -> dict:
     """The attributes that identify the sweep in its store (a resume must match
-    them); `stored`: the attributes of the store there already, or None."""
-    from .._sweep_identity import physics_digest
-
+    them): `stored`, those of the store there already (or None), and `physics`,
+    what the system computes (`physics_digest`)."""
     # A store written before the params were recorded by name holds them as
     # one text: kept so, it still resumes.
     legacy = stored is not None and isinstance(stored.get("params"), str)
@@ -191,7 +187,7 @@ def _identity(config, ready, grid_shape, values, stored: dict | None) -> dict:
         "axes": list(values),
         # What the system computes, however its functions get their values (a
         # module the system file imports, a data file `make()` reads).
-        "physics": physics_digest(ready.system, ready.q0.shape[0], ready.q0.dtype),
+        "physics": physics,
         # The values of its params, the config's and those `make()` chose.
         "params": _describe(ready.system.params)
         if legacy
@@ -210,7 +206,9 @@ def _identity(config, ready, grid_shape, values, stored: dict | None) -> dict:
 
 def _maps(group, ready, t1, lyapunov: bool) -> dict:
     """`{name: (value of each member, label)}`: the Lyapunov exponent (if
-    computed) and each final coordinate, for the maps."""
+    computed) and each final coordinate."""
+    from .. import plotting
+
     maps = {}
     if lyapunov:
         maps["lyapunov"] = (
@@ -227,7 +225,10 @@ def _maps(group, ready, t1, lyapunov: bool) -> dict:
 
 
 def _figures(maps, failed, values, grid_shape, ready, section) -> dict[str, bytes]:
-    """The PNG of each map, its failed members blank."""
+    """The PNG of each map (`{name: (value of each member, label)}`), its
+    failed members blank."""
+    from .. import plotting
+
     files = {}
     for name, (v, label) in maps.items():
         fig = plotting.sweep_map(
@@ -242,6 +243,12 @@ def _figures(maps, failed, values, grid_shape, ready, section) -> dict[str, byte
         )
         files[f"map_{name}.png"] = png_bytes(fig)
     return files
+
+
+def _stats(values: np.ndarray) -> dict[str, float | None]:
+    """The min, max and mean of `values` (None where there are none)."""
+    stats = {"min": np.min, "max": np.max, "mean": np.mean}
+    return {k: float(f(values)) if values.size else None for k, f in stats.items()}
 
 
 def _members_done(attrs: dict | None, size: int) -> int:

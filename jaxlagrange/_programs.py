@@ -2,36 +2,22 @@
 
 JAX's persistent compilation cache spares a repeated `jaxlagrange run` or `fit`
 XLA's compile, but not Python's trace and lowering of the program, which it
-needs to compute the cache key: 0.6 s of CPU for the default `run`, 2.4 s for
-`configs/fit_pendulum.toml`. Inside `kept_programs(directory, context)` the
+needs to compute the cache key. Inside `kept_programs(directory, context)` the
 calls routed through `call` (or `lower`) are kept as serialized
-`jax.export.Exported` programs, keyed by everything that determines them:
+`jax.export.Exported` programs, keyed by everything that determines them: the
+command line's `context` (the resolved config, the user's sources, what the
+system computes), the program's name, code and static arguments (object
+addresses removed), the shapes and dtypes of its array arguments, and the source
+of this package, the versions of the libraries it traces through,
+`jax_enable_x64` and the platform.
 
-- `context`, the command line's description of the run (the resolved config,
-  the source of the user's system file and local modules, and what the
-  system's functions compute, `_ensemble._identity.physics_digest`);
-- the program's name and code, and the static (non-array) part of its
-  arguments, with object addresses removed from their text (the values the
-  program closes over are the caller's to put in the name or the context);
-- the shapes and dtypes of its array arguments;
-- the source of this package, the versions of JAX and the libraries it traces
-  through, `jax_enable_x64`, and the platform.
-
-A kept program is loaded and called instead of traced: its lowering to XLA is
-served by the compilation cache as before. An entry is a small header (magic,
-format version, the key's digest, the payload's length and digest) and the
-bytes of `Exported.serialize()`, output structure included: nothing in it is
-unpickled, so it can hold a program and nothing else. An entry whose header
-does not match (another key's, truncated, damaged) or that fails to
-deserialize or lower is traced anew and replaced; a program that cannot be
-exported (host callbacks) or stored (an output structure JAX cannot serialize,
-such as an equinox Module) runs without being kept. So the store can only skip work,
-never change a result. The directory is the compilation cache's, which the
-command line only uses when it is the user's own
-(`_cli._common.cache_directory`), and entries that others may write are not
-read.
-
-Outside `kept_programs` (every library call) `call` is `fn(*args)`.
+An entry is a header (magic, format version, the key's digest, the payload's
+length and digest) and the bytes of `Exported.serialize()`: nothing in it is
+unpickled. An entry that does not match or fails to load is traced anew and
+replaced; a program that cannot be exported or serialized runs without being
+kept: the store can only skip work, never change a result. Entries others may
+write are not read. Outside `kept_programs` (every library call) `call` is
+`fn(*args)`.
 """
 
 import contextlib
@@ -44,7 +30,7 @@ import struct
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -109,16 +95,15 @@ _MAGIC, _VERSION = b"JLXPROG\0", 1
 _HEADER = struct.Struct("<8sI32sQ32s")  # magic, version, key, length, sha256
 
 
-class _Store:
-    def __init__(self, directory: Path, context: str):
-        self.directory = directory / "programs"
-        self.context = context
+class _Store(NamedTuple):
+    directory: Path  # the compilation cache's: entries go in its `programs/`
+    context: str
 
     def lower(self, name, fn, flat_fn, static, flat):
         """`lower` of the kept program, exported and written if it is not there
         (or not sound) yet."""
         key = self._key(name, fn, static, flat)
-        path = self.directory / f"{key.hex()}.jlx"
+        path = self.directory / "programs" / f"{key.hex()}.jlx"
         payload = _read_entry(path, key)
         if payload is not None:
             try:  # where damaged StableHLO fails ("Failed to deserialize")

@@ -5,38 +5,25 @@
     jaxlagrange systems [NAME ...]
     jaxlagrange fit CONFIG.toml [--out DIR] [--quiet] [--no-plots]
 
-`run` simulates the system of a TOML config (see `jaxlagrange._config`; without
-one, the embedded default: a chaotic double pendulum) and writes, into `--out`
-(default: `[output] dir`, else `out/<system name>` under the current directory),
-`trajectory.npz` (`ts`, `q`, `qd`, `energy`, and `multipliers` for constrained
-systems), `summary.json` and PNG plots. The simulation runs in float64. `sweep`
-runs a chunked, resumable ensemble into a Zarr store (see
-`jaxlagrange._ensemble._sweep`).
-`fit` fits the params of a system to observed trajectories with `jl.fit` and
-writes the fitted params, the loss history and plots.
+The configs are TOML (see `jaxlagrange._config`), computed in float64; each
+subcommand's `--help` lists the outputs it writes.
 
-Each subcommand is a pair of small functions, `_<name>_arguments(parser)` and
-`_<name>(args) -> int`, listed in `_COMMANDS`. A subcommand raises `CLIError` (or
-`ConfigError`) for a user error; `main` prints it as one line on stderr and exits
-with status 1, never a traceback (`jaxlagrange --debug ...` shows it); so does a
-`SystemExit` from a user's file, naming where it was raised. Outputs are first
-rendered in memory, then written into the output directory as one set with
-`write_output_set`.
+Each subcommand is a module with `add_arguments(parser)` and `command(args) ->
+int`, listed in `_COMMANDS`. A subcommand raises `CLIError` (or `ConfigError`)
+for a user error; `main` prints it as one line on stderr and exits with status
+1, never a traceback (`jaxlagrange --debug ...` shows it); so does a
+`SystemExit` from a user's file, naming where it was raised. Outputs are
+rendered in memory, then written into the output directory as one set
+(`write_output_set`).
 """
 
 import argparse
 import sys
-from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from .. import _config as _config
 from .._config import ConfigError as ConfigError
-from . import (
-    fit as _fit_command,
-    run as _run_command,
-    sweep as _sweep_command,
-    systems as _systems_command,
-)
+from . import fit, run, sweep, systems
 from ._common import _one_line, compilation_cache, stdout_to_devnull
 from ._output import (
     CLIError as CLIError,
@@ -45,44 +32,20 @@ from ._output import (
     interrupts_kept,
     json_bytes as json_bytes,
     npz_bytes as npz_bytes,
-    output_dir as output_dir,
-    png_bytes as png_bytes,
-    write_output_set as write_output_set,
-    write_outputs as write_outputs,
 )
 from .fit import load_observations as load_observations
-from .run import solve as solve
 
 
-_COMMANDS: list[
-    tuple[str, str, Callable[[argparse.ArgumentParser], None], Callable[..., int]]
-] = [
-    (
-        "run",
-        "simulate a system from a TOML config",
-        _run_command._run_arguments,
-        _run_command._run,
-    ),
-    (
-        "systems",
-        "list the ready systems, their params and options",
-        _systems_command._systems_arguments,
-        _systems_command._systems,
-    ),
-    (
-        "sweep",
+_COMMANDS: dict[str, tuple[str, Any]] = {
+    "run": ("simulate a system from a TOML config", run),
+    "systems": ("list the ready systems, their params and options", systems),
+    "sweep": (
         "simulate a grid or random sample of initial states and params to a Zarr store",
-        _sweep_command._sweep_arguments,
-        _sweep_command._sweep,
+        sweep,
     ),
-    (
-        "fit",
-        "fit a system's params to observed trajectories (.npz or .csv)",
-        _fit_command._fit_arguments,
-        _fit_command._fit,
-    ),
-]
-"""(name, help, add_arguments, handler) of each subcommand."""
+    "fit": ("fit a system's params to observed trajectories (.npz or .csv)", fit),
+}
+"""The help and the module of each subcommand."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -108,10 +71,10 @@ def _parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=_Parser
     )
-    for name, help, add_arguments, handler in _COMMANDS:
+    for name, (help, module) in _COMMANDS.items():
         sub = subparsers.add_parser(name, help=help, description=help)
-        add_arguments(sub)
-        sub.set_defaults(handler=handler)
+        module.add_arguments(sub)
+        sub.set_defaults(handler=module.command)
     return parser
 
 
@@ -129,28 +92,17 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `jaxlagrange systems | head`: all it had to say
         stdout_to_devnull()
         return 0
-    except (CLIError, ConfigError) as e:
+    except BaseException as e:
         if args.debug:
             raise
-        print(f"jaxlagrange {args.command}: error: {_one_line(e)}", file=sys.stderr)
-        return 1
-    except Exception as e:
-        if args.debug:
-            raise
-        print(
-            f"jaxlagrange {args.command}: error: {type(e).__name__}: {_one_line(e)} "
-            "(run with --debug for the traceback)",
-            file=sys.stderr,
-        )
-        return 1
-    except BaseException as e:  # SystemExit, GeneratorExit: from a user's file
-        if args.debug:
-            raise
-        print(
-            f"jaxlagrange {args.command}: error: {_raised_by(e)} (run with --debug "
-            "for the traceback)",
-            file=sys.stderr,
-        )
+        message = _one_line(e)
+        if not isinstance(e, (CLIError, ConfigError)):
+            if isinstance(e, Exception):
+                message = f"{type(e).__name__}: {message}"
+            else:  # SystemExit, GeneratorExit: from a user's file
+                message = _raised_by(e)
+            message += " (run with --debug for the traceback)"
+        print(f"jaxlagrange {args.command}: error: {message}", file=sys.stderr)
         return 1
 
 

@@ -1,6 +1,7 @@
 """Helpers shared by the subcommands."""
 
 import contextlib
+import functools
 import os
 import stat
 import sys
@@ -10,30 +11,58 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-
-def enable_x64() -> None:
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
+from .. import _config
+from ._output import CLIError, output_dir
 
 
-def progress_meter_for(show: bool):
-    """diffrax's tqdm bar over the solve's time span, or none."""
-    import diffrax
-
-    return diffrax.TqdmProgressMeter() if show else diffrax.NoProgressMeter()
+DEVICES = ("auto", "cpu", "gpu")
+"""The choices of `--device` and of `device` in `[run]`, `[sweep]` and `[fit]`."""
 
 
-def add_progress_arguments(parser, what: str) -> None:
-    """`--quiet` and `--progress` of a subcommand."""
+def add_command_arguments(parser, *, out: str, progress: str, device: str) -> None:
+    """`--out`, `--no-plots`, `--quiet`, `--progress` and `--device` of a
+    subcommand: the default output directory `out`, what `progress` shows, and
+    where `auto` computes."""
     parser.add_argument(
-        "--quiet", action="store_true", help=f"no {what} and no messages"
+        "--out",
+        metavar="DIR",
+        help=f"output directory (default: [output] dir, else {out})",
+    )
+    parser.add_argument("--no-plots", action="store_true", help="write no PNG plots")
+    parser.add_argument(
+        "--quiet", action="store_true", help=f"no {progress} and no messages"
     )
     parser.add_argument(
         "--progress",
         action="store_true",
-        help=f"show the {what} also when stderr is not a terminal (e.g. in logs)",
+        help=f"show the {progress} also when stderr is not a terminal (e.g. in logs)",
     )
+    parser.add_argument(
+        "--device",
+        choices=DEVICES,
+        default=None,
+        help=f"where to compute (default: the config's, else auto: {device})",
+    )
+
+
+def start_command(args, schema, section: str, *, batched: bool):
+    """The config of `args.config` (loaded with `schema`) and the devices its
+    `section` (or `--device`) computes on (`choose_devices`), in float64. A
+    command that computes on the CPU starts only JAX's CPU backend."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    config = _config.load(args.config, schema)
+    requested = args.device or config[section]["device"]
+    if on_the_cpu(requested, batched=batched):
+        start_only_the_cpu()
+    check_backends()
+    return config, choose_devices(requested, batched=batched)
+
+
+def output_directory(args, config, default: str) -> Path:
+    """`--out`, else `[output] dir`, else `out/<default>`: created, checked."""
+    return output_dir(args.out or config["output"]["dir"] or Path("out", default))
 
 
 def show_progress(args) -> bool:
@@ -51,9 +80,9 @@ def cache_directory() -> Path | None:
     directory, or an entry in it, that is not the user's own or that others may
     write is refused with a warning (the run goes on without the cache).
     """
-    directory = os.environ.get("JAXLAGRANGE_CACHE_DIR")
-    if directory is None:
-        directory = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    directory = os.environ.get(
+        "JAXLAGRANGE_CACHE_DIR", os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    )
     chosen = directory is not None
     if directory is None:
         home = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
@@ -68,26 +97,22 @@ def cache_directory() -> Path | None:
     except OSError as e:
         # A cache is an optimization: never fail a run for it, but say so when
         # the user chose the directory.
-        if chosen:
-            print(
-                f"jaxlagrange: warning: not using the compilation cache "
-                f"{str(path)!r}: it cannot be created ({e.strerror})",
-                file=sys.stderr,
-                flush=True,
+        problem = chosen and f"it cannot be created ({e.strerror})"
+    else:
+        problem = _unsafe_cache(path)
+        if problem:
+            problem += (
+                "; JAX runs the programs stored in it, so it must be yours alone (a "
+                "directory of mode 0700: set JAXLAGRANGE_CACHE_DIR, or --no-cache)"
             )
-        return None
-    problem = _unsafe_cache(path)
-    if problem is not None:
+    if problem:
         print(
             f"jaxlagrange: warning: not using the compilation cache {str(path)!r}: "
-            f"{problem}; JAX runs the programs stored in it, so it must be yours "
-            "alone (a directory of mode 0700: set JAXLAGRANGE_CACHE_DIR, or "
-            "--no-cache)",
+            f"{problem}",
             file=sys.stderr,
             flush=True,
         )
-        return None
-    return path
+    return None if problem is not None else path
 
 
 def _unsafe_cache(path: Path) -> str | None:
@@ -149,11 +174,9 @@ def kept_programs(config: Mapping[str, Any] | None, ready=None):
     without the cache or without a `config`).
 
     The key's context is the resolved `config`, the source of every module
-    imported from outside the Python installation (the user's system file and
-    the local modules it imports: call it once they are imported), and what the
-    functions of the `ready` system compute (`physics_digest`: a value that
-    `make()` read from a data file is in it too), so that a change to any of
-    them traces the program anew.
+    imported from outside the Python installation (call it once the user's are
+    imported), and what the `ready` system computes (`physics_digest`), so that
+    a change to any of them traces the program anew.
     """
     import json
 
@@ -166,10 +189,9 @@ def kept_programs(config: Mapping[str, Any] | None, ready=None):
         return keep(None, "")
     try:
         context = json.dumps(config, sort_keys=True, default=repr) + _local_sources()
-        if config.get("system", {}).get("file") is not None:
-            from .._config.user import system_file
-
-            context += system_file(config).read_text()
+        path = _config.system_file(config)
+        if path is not None:
+            context += path.read_text()
         if ready is not None:
             from .._ensemble._identity import physics_digest
 
@@ -204,10 +226,8 @@ def _local_sources() -> str:
 def simulate_program(**kwargs):
     """`simulate_checked(system, q0, qd0, throw=False, **kwargs)` as a function of
     (system, q0, qd0, **more kwargs) with plain containers out, for `_programs`
-    (the structures of equinox Modules cannot be stored): the trajectory's
-    fields with its result code, and what the diagnosis of a failure needs. The cause of a
-    failure is named afterwards, by `trajectory_from`, by a program compiled only
-    then."""
+    (which cannot store equinox Modules): the trajectory's fields and what the
+    diagnosis of a failure needs, named afterwards by `trajectory_from`."""
     import dataclasses
 
     import diffrax
@@ -260,20 +280,12 @@ def errors_as_values() -> Iterator[None]:
     JAX caches traced and compiled functions for the whole process, whatever
     the setting was when they were traced: the caches are cleared on entry (so
     that what is traced inside has no callbacks) and on exit (so that nothing
-    traced inside serves a later call that should raise). A no-op if equinox no
-    longer reads the setting from `equinox._errors.EQX_ON_ERROR`.
+    traced inside serves a later call that should raise).
     """
+    import equinox._errors as errors
     import jax
 
-    try:
-        import equinox._errors as errors
-    except ImportError:
-        yield
-        return
-    old = getattr(errors, "EQX_ON_ERROR", None)
-    if old not in ("raise", "nan", "breakpoint", "off"):
-        yield
-        return
+    old = errors.EQX_ON_ERROR
     jax.clear_caches()
     errors.EQX_ON_ERROR = "nan"
     try:
@@ -343,47 +355,32 @@ class Timing(NamedTuple):
         }
 
 
-_HITS: list[int] = []  # the persistent cache's hits, counted once registered
-_REGISTERED: list[bool] = []
+_HITS: list[list[int]] = []  # the counter of each open `cache_hits`
 
 
 def _count_hit(event: str, **kwargs) -> None:
     if event == "/jax/compilation_cache/cache_hits" and _HITS:
-        _HITS[-1] += 1
+        _HITS[-1][0] += 1
+
+
+@functools.cache
+def _listen_for_hits() -> None:
+    import jax.monitoring
+
+    jax.monitoring.register_event_listener(_count_hit)
 
 
 @contextlib.contextmanager
 def cache_hits() -> Iterator[list[int]]:
-    """Count the programs loaded from JAX's persistent cache inside the block.
-
-    Yields a list whose one entry is the count, filled in as the block runs
-    (JAX reports each hit through `jax.monitoring`).
-    """
-    import jax.monitoring
-
-    if not _REGISTERED:
-        jax.monitoring.register_event_listener(_count_hit)
-        _REGISTERED.append(True)
-    _HITS.append(0)
+    """Count the programs loaded from JAX's persistent cache inside the block:
+    yields a list whose one entry is the count."""
+    _listen_for_hits()
     counter = [0]
+    _HITS.append(counter)
     try:
         yield counter
     finally:
-        counter[0] = _HITS.pop()
-
-
-DEVICES = ("auto", "cpu", "gpu")
-"""The choices of `--device` and of `device` in `[run]`, `[sweep]` and `[fit]`."""
-
-
-def add_device_argument(parser, default_rule: str) -> None:
-    """`--device auto|cpu|gpu` of a subcommand."""
-    parser.add_argument(
-        "--device",
-        choices=DEVICES,
-        default=None,
-        help=f"where to compute (default: the config's, else auto: {default_rule})",
-    )
+        _HITS.pop()
 
 
 def _available(platform: str) -> list:
@@ -400,8 +397,6 @@ def check_backends() -> None:
     platforms it names (JAX's own error is a bare `AssertionError` for
     `JAX_PLATFORMS=cuda` on a machine without CUDA)."""
     import jax
-
-    from ._output import CLIError
 
     try:
         jax.devices()
@@ -427,10 +422,6 @@ def choose_devices(requested: str, *, batched: bool, available=_available) -> li
     error. `available(platform)` lists JAX's devices of a platform (a fake one in
     tests).
     """
-    from ._output import CLIError
-
-    if requested not in DEVICES:
-        raise CLIError(f"device must be one of {', '.join(DEVICES)}, got {requested!r}")
     cpus = available("cpu")[:1]
     if requested == "cpu" and not cpus:
         raise CLIError(
@@ -462,8 +453,7 @@ def start_only_the_cpu() -> bool:
 
     Asked for its first device, JAX starts every backend it has: on a GPU
     machine that is CUDA too, seconds of start-up and most of the GPU's memory
-    reserved, for a command that computes on the CPU (`jaxlagrange run` took
-    7.7-8.8 s there, and 3.7-4.3 s with `JAX_PLATFORMS=cpu`).
+    reserved, for a command that computes on the CPU.
     """
     import jax
 
@@ -477,15 +467,6 @@ def start_only_the_cpu() -> bool:
         return False
     jax.config.update("jax_platforms", "cpu")
     return True
-
-
-def command_devices(requested: str, *, batched: bool) -> list:
-    """`choose_devices` for a command; one that computes on the CPU starts
-    only JAX's CPU backend (`start_only_the_cpu`)."""
-    if on_the_cpu(requested, batched=batched):  # (an unknown one: choose_devices)
-        start_only_the_cpu()
-    check_backends()
-    return choose_devices(requested, batched=batched)
 
 
 def device_name(devices) -> str:

@@ -75,17 +75,12 @@ def atomic_write(path: str | Path, data: bytes) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.close(fd)
         os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes it private (0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        _write_synced(Path(tmp), data)
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        Path(tmp).unlink(missing_ok=True)
         raise
 
 
@@ -154,16 +149,6 @@ def _probe(directory: Path) -> None:
     os.unlink(probe)
 
 
-def write_outputs(directory: str | Path, files: Mapping[str, bytes]) -> list[Path]:
-    """Write each `name: bytes` of `files` atomically into `directory`."""
-    directory = output_dir(directory)
-    written = []
-    for name, data in files.items():
-        atomic_write(directory / name, data)
-        written.append(directory / name)
-    return written
-
-
 _STAGING = ".jaxlagrange-staging-"
 _COMMIT = ".jaxlagrange-commit-"
 _REMOVE = ".jaxlagrange-remove.json"  # in a commit folder: the old set's leftovers
@@ -184,21 +169,17 @@ def write_output_set(
 ) -> Path:
     """Write `files` into `directory` as one set, listed by its `summary.json`.
 
-    The directory itself is written into, never renamed: through a symbolic link,
-    into `.`, into a mount point or across file systems alike. The new files are
-    first written (and synced) into a hidden staging folder inside it. Then,
-    holding a lock on the directory, the folder is marked committed (renamed),
-    the old `summary.json` is removed, each new file is renamed into place, the
-    files of the command's previous set that the new set lacks (those named as
-    its outputs: `outputs`, a regular expression that every name of `files`
-    but `summary.json` matches) are removed, and `summary.json` comes in last.
-    So a `summary.json` present lists a whole set; the user's other files are
-    never touched, nor those of another command's set (a `fit` into the
-    directory of the `run` whose `trajectory.npz` it reads keeps it). A run
-    killed before its commit leaves a staging folder, removed by the next run;
-    one killed during it leaves the committed folder, which the next run into
-    the directory finishes first. Concurrent runs each write a whole set, and
-    the last to commit wins.
+    The directory itself is written into, never renamed (through a symbolic link,
+    into `.` or a mount point alike). The files are written and synced into a
+    hidden staging folder inside it; then, holding a lock on the directory, the
+    folder is renamed to mark it committed, the old `summary.json` is removed,
+    each file renamed into place, the files of the command's previous set that
+    this one lacks (names that `outputs`, a regular expression, matches) removed,
+    and `summary.json` comes in last. So a `summary.json` present lists a whole
+    set, and no other file is touched (a `fit` keeps the `run`'s trajectory.npz
+    it reads). A run killed before its commit leaves a staging folder, which the
+    next run removes; one killed during it leaves the committed folder, which
+    the next run finishes first. Of concurrent runs, the last to commit wins.
     """
     owned = re.compile(outputs)
     stray = [n for n in files if n != "summary.json" and not owned.fullmatch(n)]

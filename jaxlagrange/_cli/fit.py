@@ -1,7 +1,6 @@
 """`jaxlagrange fit`: fit a system's params to observed trajectories."""
 
 import argparse
-import os
 import sys
 import time
 import warnings
@@ -9,29 +8,29 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
-from .. import _config
+from .. import __version__, _config
 from .._config import ConfigError
 from .._trajectory import failed, result_message, result_name
 from ._common import (
     _one_line,
-    add_device_argument,
-    add_progress_arguments,
-    command_devices,
-    enable_x64,
+    add_command_arguments,
     errors_as_values,
     kept_programs,
+    output_directory,
     say,
     show_progress,
     simulate_program,
+    start_command,
     trajectory_from,
 )
 from ._output import (
     CLIError,
     json_bytes,
     npz_bytes,
-    output_dir,
     png_bytes,
     run_id,
     write_with_summary,
@@ -63,18 +62,13 @@ example: configs/fit_pendulum.toml
 """
 
 
-def _fit_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = _FIT_EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("config", help="a TOML config with a [fit] section")
-    parser.add_argument(
-        "--out",
-        metavar="DIR",
-        help="output directory (default: [output] dir, else out/fit_<system name>)",
+    add_command_arguments(
+        parser, out="out/fit_<system name>", progress="progress bar", device="the CPU"
     )
-    parser.add_argument("--no-plots", action="store_true", help="write no PNG plots")
-    add_progress_arguments(parser, "progress bar")
-    add_device_argument(parser, "the CPU")
 
 
 def load_observations(
@@ -191,23 +185,13 @@ def _ready_system(config, paths, sigma):
     return _config.ready_system({**config, "initial": state})
 
 
-def _fit(args: argparse.Namespace) -> int:
-    enable_x64()
-    import jax
-
-    config = _config.load(args.config, _config.FIT_SCHEMA)
-    device = command_devices(args.device or config["fit"]["device"], batched=False)[0]
-    with jax.default_device(device):
+def command(args: argparse.Namespace) -> int:
+    config, devices = start_command(args, _config.FIT_SCHEMA, "fit", batched=False)
+    with jax.default_device(devices[0]):
         return _fit_on(args, config)
 
 
 def _fit_on(args: argparse.Namespace, config) -> int:
-    import jax
-    import jax.numpy as jnp
-
-    from .. import __version__, _programs
-    from .._fit._main import fit
-
     paths = _config.data_paths(config)
     initial, sigma = config["initial"], config["fit"]["sigma"]
     ready = _ready_system(config, paths, sigma)
@@ -218,20 +202,91 @@ def _fit_on(args: argparse.Namespace, config) -> int:
         load_observations(p, n, sigma, initial["q"], initial["qd"], sigma_qd)
         for p in paths
     ]
-    out = (
-        args.out or config["output"]["dir"] or os.path.join("out", f"fit_{ready.name}")
-    )
-    out = output_dir(out)
-    # matplotlib is imported when the figures are drawn, on this thread (a
-    # second thread importing it beside the fit can deadlock: `run._run_on`).
-    plots = config["output"]["plots"] and not args.no_plots
-
+    out = output_directory(args, config, f"fit_{ready.name}")
     say(
         args,
         f"jaxlagrange fit: {ready.name} to {len(data)} observed trajectory(ies), "
         f"optimizer {config['fit']['optimizer']} (at most {kwargs['steps']} steps)",
     )
     start = time.perf_counter()
+    result, notes = _fitted(args, config, ready, data, kwargs)
+    fit_s = time.perf_counter() - start
+    arrays = _fitted_motions(args, config, ready, data, result, kwargs, notes)
+    losses = "step,loss\n" + "".join(
+        f"{k},{loss!r}\n" for k, loss in enumerate(result.losses.tolist())
+    )
+    stderr = _held_as_null(result.stderr, kwargs["trainable"])
+    files = {
+        "params.json": json_bytes(_with_stderr(result.params, stderr)),
+        "losses.csv": losses.encode(),
+        "fit.npz": npz_bytes(**arrays),
+    }
+    # The first solver step evaluates the starting guess (no step: its loss).
+    initial_loss = float(result.losses[0]) if len(result.losses) else result.loss
+    summary = {
+        "command": "fit",
+        "system": ready.name,
+        "data": [str(p) for p in paths],
+        "initial_params": ready.system.params,
+        "params": result.params,
+        "loss": {"initial": initial_loss, "final": result.loss},
+        "stderr": stderr,
+        "converged": result.converged,
+        "solver_steps": result.steps,
+        "solver_result": result.solver_result,
+        "quality": {
+            "chi2_red": result.chi2_red,
+            "rms": result.rms,
+            "data_scale": result.data_scale,
+            "poor_fit": result.warning is not None,
+            "warnings": notes,
+        },
+        "start_losses": result.start_losses,
+        "initial_state": {"q": result.q0, "qd": result.qd0},
+        "fit": dict(config["fit"]),
+        "simulate": dict(config["simulate"]),
+        "wall_time_s": fit_s,
+        "config": config["source"],
+        "run": run_id(),
+        "versions": {"jaxlagrange": __version__, "jax": jax.__version__},
+    }
+    # The result first: the data and the summary as one set, then the line.
+    write_with_summary(out, files, summary)
+    chi2 = "" if result.chi2_red is None else f", reduced χ² {result.chi2_red:.3g}"
+    say(
+        args,
+        f"loss {initial_loss:.3e} -> {result.loss:.3e} (RMS residual "
+        f"{result.rms:.3g}, data spread {result.data_scale:.3g}{chi2}) in "
+        f"{result.steps} solver steps, {fit_s:.1f} s; solver: {result.solver_result}"
+        f"{'; POOR FIT (see the warning)' if result.warning else ''}; wrote {out}/",
+    )
+    if config["output"]["plots"] and not args.no_plots:
+        # The figures then join the set: a second, whole set with them in it.
+        # (matplotlib is imported here, on the main thread: see `run._run_on`.)
+        from .. import plotting
+
+        figures = {
+            "fit.png": plotting.fit_comparison(
+                arrays["ts_0"],
+                arrays["q_0"],
+                arrays["q_fit_0"],
+                ready.coordinates,
+                units=ready.units,
+                sigma=sigma,
+                title=f"{ready.name}: observed ({paths[0].name}) and fitted",
+            ),
+            "loss.png": plotting.losses(result.losses),
+        }
+        files.update({name: png_bytes(fig) for name, fig in figures.items()})
+        write_with_summary(out, files, summary)
+    return 0
+
+
+def _fitted(args, config, ready, data, kwargs):
+    """`jl.fit` of the config, its errors in the config's words; the result and
+    the texts of the warnings it issued (printed unless quiet)."""
+    from .._fit._main import fit
+
     try:
         # Runtime checks as values, so that the compiled fit can come from the
         # persistent cache; a failure shows as a non-finite loss, which `fit`
@@ -256,16 +311,17 @@ def _fit_on(args: argparse.Namespace, config) -> int:
             )
             raise ConfigError(f"{config['source']}: {message}") from None
         raise ConfigError(f"{config['source']}: [fit] {message}") from None
-    fit_s = time.perf_counter() - start
     notes = [str(w.message) for w in issued if issubclass(w.category, UserWarning)]
     for note in notes:
-        if not args.quiet:
-            print(f"jaxlagrange fit: warning: {note}", file=sys.stderr, flush=True)
-    stderr = _held_as_null(result.stderr, kwargs["trainable"])
-    # The first solver step evaluates the starting guess (no step: its loss).
-    initial_loss = float(result.losses[0]) if len(result.losses) else result.loss
+        _warn(args, note)
+    return result, notes
 
-    arrays = {}
+
+def _fitted_motions(args, config, ready, data, result, kwargs, notes):
+    """The arrays of fit.npz: each data file's observed and fitted motion; a
+    fitted motion that fails is noted (in `notes`, and warned of)."""
+    from .._programs import call
+
     program = simulate_program(
         solver=kwargs["solver"],
         rtol=kwargs["rtol"],
@@ -276,97 +332,29 @@ def _fit_on(args: argparse.Namespace, config) -> int:
     def fitted_motion(system, q0, qd0, ts):
         return program(system, q0, qd0, t0=ts[0], t1=ts[-1], saveat=ts)
 
-    # Checks as values here too: with host callbacks this solve (1.2 s of compile
-    # for configs/fit_pendulum.toml) was compiled on every run. One program serves
-    # every data file of the same length.
+    arrays = {}
+    # Checks as values here too, so that this solve comes from the cache. One
+    # program serves every data file of the same length.
     with errors_as_values(), kept_programs(config, ready):
         for i, (obs, q0, qd0) in enumerate(
             zip(data, result.q0, result.qd0, strict=True)
         ):
-            motion = _programs.call(
-                "fit.simulate",
-                fitted_motion,
-                result.system,
-                q0,
-                qd0,
-                jnp.asarray(obs.ts),
-            )
+            ts = jnp.asarray(obs.ts)
+            motion = call("fit.simulate", fitted_motion, result.system, q0, qd0, ts)
             traj = trajectory_from(result.system, motion)
             arrays.update({f"ts_{i}": obs.ts, f"q_{i}": obs.q, f"q_fit_{i}": traj.q})
             if bool(failed(traj)):
                 # (The fit's own solves may succeed where this one, over the
                 # whole span rather than a segment, does not.)
-                note = (
+                notes.append(
                     f"the fitted system's motion over data {i}'s times stopped at "
                     f"t = {float(traj.t_final):.6g} ({result_name(traj)}): q_fit_{i} "
                     f"in fit.npz is inf after it. {result_message(traj)}"
                 )
-                notes.append(note)
-                if not args.quiet:
-                    print(f"jaxlagrange fit: warning: {note}", file=sys.stderr)
-    losses = "step,loss\n" + "".join(
-        f"{k},{loss!r}\n" for k, loss in enumerate(result.losses.tolist())
-    )
-    files = {
-        "params.json": json_bytes(_with_stderr(result.params, stderr)),
-        "losses.csv": losses.encode(),
-        "fit.npz": npz_bytes(**arrays),
-    }
-    summary = {
-        "command": "fit",
-        "system": ready.name,
-        "data": [str(p) for p in paths],
-        "initial_params": ready.system.params,
-        "params": result.params,
-        "loss": {"initial": initial_loss, "final": result.loss},
-        "stderr": stderr,
-        "converged": result.converged,
-        "solver_steps": result.steps,
-        "solver_result": result.solver_result,
-        "quality": {
-            "chi2_red": result.chi2_red,
-            "rms": result.rms,
-            "data_scale": result.data_scale,
-            "poor_fit": result.warning is not None,
-            "warnings": notes,
-        },
-        "start_losses": None
-        if result.start_losses is None
-        else [float(x) for x in result.start_losses],
-        "initial_state": {"q": result.q0, "qd": result.qd0},
-        "fit": dict(config["fit"]),
-        "simulate": dict(config["simulate"]),
-        "wall_time_s": fit_s,
-        "config": config["source"],
-        "run": run_id(),
-        "versions": {"jaxlagrange": __version__, "jax": jax.__version__},
-    }
-    # The result first: the data and the summary as one set, then the line.
-    write_with_summary(out, files, summary)
-    chi2 = "" if result.chi2_red is None else f", reduced χ² {result.chi2_red:.3g}"
-    say(
-        args,
-        f"loss {initial_loss:.3e} -> {result.loss:.3e} (RMS residual "
-        f"{result.rms:.3g}, data spread {result.data_scale:.3g}{chi2}) in "
-        f"{result.steps} solver steps, {fit_s:.1f} s; solver: {result.solver_result}"
-        f"{'; POOR FIT (see the warning)' if result.warning else ''}; wrote {out}/",
-    )
-    if plots:
-        # The figures then join the set: a second, whole set with them in it.
-        from .. import plotting
+                _warn(args, notes[-1])
+    return arrays
 
-        figures = {
-            "fit.png": plotting.fit_comparison(
-                arrays["ts_0"],
-                arrays["q_0"],
-                arrays["q_fit_0"],
-                ready.coordinates,
-                units=ready.units,
-                sigma=sigma,
-                title=f"{ready.name}: observed ({paths[0].name}) and fitted",
-            ),
-            "loss.png": plotting.losses(result.losses),
-        }
-        files.update({name: png_bytes(fig) for name, fig in figures.items()})
-        write_with_summary(out, files, summary)
-    return 0
+
+def _warn(args, note: str) -> None:
+    if not args.quiet:
+        print(f"jaxlagrange fit: warning: {note}", file=sys.stderr, flush=True)

@@ -1,40 +1,32 @@
 """`jaxlagrange run`: simulate one trajectory from a config, with plots."""
 
 import argparse
-import os
+import sys
 import time
 from collections.abc import Mapping
 from typing import Any
 
+import jax
 import numpy as np
 
-from .. import _config
+from .. import __version__, _config
 from ._common import (
     Timing,
     _one_line,
-    add_device_argument,
-    add_progress_arguments,
+    add_command_arguments,
     cache_hits,
-    command_devices,
-    enable_x64,
     errors_as_values,
     kept_programs,
-    progress_meter_for,
+    output_directory,
     result_line,
     say,
     simulate_program,
+    start_command,
     stats_line,
     trajectory_from,
 )
 from ._gif_worker import GifWorker
-from ._output import (
-    CLIError,
-    npz_bytes,
-    output_dir,
-    png_bytes,
-    run_id,
-    write_with_summary,
-)
+from ._output import CLIError, npz_bytes, png_bytes, run_id, write_with_summary
 
 
 _RUN_EPILOG = """\
@@ -66,7 +58,7 @@ example configs: configs/*.toml; the default: jaxlagrange run --show-config
 """
 
 
-def _run_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = _RUN_EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument(
@@ -74,17 +66,15 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="?",
         help="a TOML config (default: the embedded double-pendulum config)",
     )
-    parser.add_argument(
-        "--out",
-        metavar="DIR",
-        help="output directory (default: [output] dir, else out/<system name>)",
+    add_command_arguments(
+        parser,
+        out="out/<system name>",
+        progress="progress bar of the solve",
+        device="the CPU",
     )
-    parser.add_argument("--no-plots", action="store_true", help="write no PNG plots")
     parser.add_argument(
         "--no-animation", action="store_true", help="write no motion.gif"
     )
-    add_progress_arguments(parser, "progress bar of the solve")
-    add_device_argument(parser, "the CPU")
     parser.add_argument(
         "--show-config",
         action="store_true",
@@ -133,30 +123,22 @@ def _conserved(system, autonomous, traj) -> bool:
     return bool(autonomous) and not forced
 
 
-def solve(
-    ready,
-    kwargs: Mapping[str, Any],
-    *,
-    progress: bool = False,
-    config=None,
-    along=None,
-):
+def solve(ready, kwargs: Mapping[str, Any], *, progress: bool, config):
     """`jl.simulate(*ready, **kwargs)`, compiled ahead of time and timed.
 
     Without `progress` the compiled program has no host callbacks, so JAX's
     persistent compilation cache (when on) serves it to the next run; diffrax's
-    tqdm progress meter is one. With the cache on and a `config`, the traced
-    program is kept there too (`_programs`), and a repeated run skips the trace.
+    tqdm progress meter is one. With the cache on, the traced program is kept
+    there too (`_programs`, keyed by `config`), and a repeated run skips the trace.
 
-    **Returns:** `(trajectory, timing)`, a `Timing`; with `along`, a function
-    of (system, ts, q, qd), also its value on the trajectory, evaluated in the
-    same program: `(trajectory, timing, value)`.
+    **Returns:** `(trajectory, timing, (energies, autonomous))`: a `Timing`, and
+    `_energy_along` the trajectory, evaluated in the same program.
 
     **Raises:** `CLIError` naming the failure and the time reached, or a
     non-finite saved state.
     """
+    import diffrax
     import equinox as eqx
-    import jax
     import jax.numpy as jnp
 
     from .._programs import lower
@@ -174,13 +156,13 @@ def solve(
             hint = "Give an [initial] q and qd on the constraints."
             message = str(e).replace(PROJECT_HINT, hint)
             raise CLIError(f"[initial] state of {ready.name!r}: {message}") from None
-    solve_only = simulate_program(**kwargs, progress_meter=progress_meter_for(progress))
+    meter = diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter()
+    solve_only = simulate_program(**kwargs, progress_meter=meter)
 
     def program(system, q0, qd0):
         fields, failure = solve_only(system, q0, qd0)
-        if along is None:
-            return fields, failure, None
-        return fields, failure, along(system, fields["ts"], fields["q"], fields["qd"])
+        energy = _energy_along(system, fields["ts"], fields["q"], fields["qd"])
+        return fields, failure, energy
 
     start = time.perf_counter()
     # A progress bar is a host callback: such a program is not kept.
@@ -215,20 +197,14 @@ def solve(
             f"simulation of {ready.name!r} returned a non-finite state (NaN or inf) "
             "without a failure code; run it from Python with jl.simulate to see why"
         )
-    return (traj, timing) if along is None else (traj, timing, out[2])
+    return traj, timing, out[2]
 
 
 def _events(traj) -> list[dict[str, Any]]:
     """The events of unilateral constraints on `traj` (releases, impacts, sticks,
     slips), for JSON."""
-    from .._trajectory import EVENT_IMPACT, EVENT_RELEASE, EVENT_SLIP, EVENT_STICK
-
-    kinds = {
-        EVENT_RELEASE: "release",
-        EVENT_IMPACT: "impact",
-        EVENT_STICK: "stick",
-        EVENT_SLIP: "slip",
-    }
+    # Named by their codes, `jl.EVENT_RELEASE` (0) to `jl.EVENT_SLIP` (3).
+    kinds = ("release", "impact", "stick", "slip")
     used = int(traj.num_events)
     return [
         {"t": float(t), "constraint": int(i), "kind": kinds[int(k)]}
@@ -241,17 +217,16 @@ def _events(traj) -> list[dict[str, Any]]:
     ]
 
 
-def _figures(ready, traj, energies, conserved: bool, animation, warn):
+def _figures(ready, traj, energies, conserved: bool, worker, warn):
     """The PNGs (and motion.gif) of `jaxlagrange run`, rendered in memory.
 
-    `animation`: False, True, or a started `GifWorker` that draws the GIF in
-    its own process meanwhile. A `positions` that fails or returns non-finite
-    values costs the motion figures only: `warn` is told why.
+    `worker`: None (no motion.gif), or a `GifWorker` that draws the GIF in its
+    own process meanwhile (in this one if it fails). A `positions` that fails or
+    returns non-finite values costs the motion figures only: `warn` is told why.
     """
     from .. import plotting
 
-    title, labels = f"{ready.name}: ", ready.coordinates
-    units = ready.units
+    title, labels, units = f"{ready.name}: ", ready.coordinates, ready.units
     figures = {
         "coordinates.png": plotting.coordinates(
             traj.ts,
@@ -272,36 +247,28 @@ def _figures(ready, traj, energies, conserved: bool, animation, warn):
             traj.ts, energies, conserved=conserved, unit=units and "J"
         ),
     }
-    files = {}
+    positions = None
     if ready.points is not None:
         try:
             positions = _positions(ready, traj)
         except CLIError as e:
             warn(f"{e}; motion.png and motion.gif are not drawn")
-            positions = None
-        if positions is not None:
-            unit, names = ready.length_unit, ready.point_names
-            figures["motion.png"] = plotting.motion(
-                positions, title=title + "paths of the bodies", unit=unit, names=names
-            )
-            gif = (np.asarray(traj.ts), positions)
-            style = {"title": ready.name, "unit": unit, "time_unit": units and "s"}
-            if isinstance(animation, GifWorker):
-                animation.start(*gif, **style)
-            elif animation:
-                files["motion.gif"] = plotting.animation(*gif, **style)
     elif ready.q0.shape[0] >= 2:
         figures["configuration.png"] = plotting.configuration(
             traj.q, labels, units=units, ts=traj.ts
         )
-    files = {**{name: png_bytes(fig) for name, fig in figures.items()}, **files}
-    if isinstance(animation, GifWorker) and "motion.png" in figures:
-        gif = animation.result()
-        files["motion.gif"] = (
-            gif
-            if gif is not None
-            else plotting.animation(np.asarray(traj.ts), positions, **style)
+    if positions is not None:
+        unit, names = ready.length_unit, ready.point_names
+        figures["motion.png"] = plotting.motion(
+            positions, title=title + "paths of the bodies", unit=unit, names=names
         )
+        gif = (np.asarray(traj.ts), positions)
+        style = {"title": ready.name, "unit": unit, "time_unit": units and "s"}
+        if worker is not None:
+            worker.start(*gif, **style)
+    files = {name: png_bytes(fig) for name, fig in figures.items()}
+    if positions is not None and worker is not None:
+        files["motion.gif"] = worker.result() or plotting.animation(*gif, **style)
     return files
 
 
@@ -331,58 +298,46 @@ def _positions(ready, traj) -> np.ndarray:
     return positions
 
 
-def _run(args: argparse.Namespace) -> int:
+def command(args: argparse.Namespace) -> int:
     if args.show_config:
         print(_config.DEFAULT_CONFIG, end="")
         return 0
-    enable_x64()
-    import jax
-
-    config = _config.load(args.config)
-    device = command_devices(args.device or config["run"]["device"], batched=False)[0]
+    config, devices = start_command(args, _config.RUN_SCHEMA, "run", batched=False)
     # Everything, the solve and the energy along it, on that device.
-    with jax.default_device(device):
-        return _run_on(args, config, device)
+    with jax.default_device(devices[0]):
+        return _run_on(args, config, devices[0])
 
 
 def _run_on(args: argparse.Namespace, config, device) -> int:
     ready = _config.ready_system(config)
     kwargs = _config.simulate_kwargs(config)
-    out = args.out or config["output"]["dir"] or os.path.join("out", ready.name)
-    out = output_dir(out)
+    out = output_directory(args, config, ready.name)
     plots = config["output"]["plots"] and not args.no_plots
+    worker = None
     animation = plots and config["output"]["animation"] and not args.no_animation
     if animation and ready.points is not None:
         # The GIF is drawn by a worker process, which starts now. matplotlib is
         # imported when the figures are drawn, on this thread: imported by a
-        # second thread beside the solve, it hung a run for good (its
-        # extension's static initialisers ran Python, and so let go of the GIL,
-        # inside the dynamic loader's lock; the main thread, holding the GIL,
-        # then loaded an extension of its own and waited for that lock).
-        animation = GifWorker()
+        # second thread beside the solve, it can deadlock (its extension's
+        # static initialisers let go of the GIL inside the dynamic loader's
+        # lock, which the main thread, holding the GIL, then waits for).
+        worker = GifWorker()
     try:
-        return _run_solve(args, config, device, ready, kwargs, out, plots, animation)
+        return _run_solve(args, config, device, ready, kwargs, out, plots, worker)
     finally:
-        if isinstance(animation, GifWorker):
-            animation.close()
+        if worker is not None:
+            worker.close()
 
 
-def _run_solve(args, config, device, ready, kwargs, out, plots, animation) -> int:
-    import jax
-
-    from .. import __version__
-
+def _run_solve(args, config, device, ready, kwargs, out, plots, worker) -> int:
     say(
         args,
         f"jaxlagrange run: {ready.name}, t = {kwargs['t0']} .. {kwargs['t1']} on "
         f"{device.platform}",
     )
+    progress = args.progress and not args.quiet
     traj, timing, (energies, autonomous) = solve(
-        ready,
-        kwargs,
-        progress=args.progress and not args.quiet,
-        config=config,
-        along=_energy_along,
+        ready, kwargs, progress=progress, config=config
     )
     conserved = _conserved(ready.system, autonomous, traj)
     energies = np.asarray(energies)
@@ -440,7 +395,7 @@ def _run_solve(args, config, device, ready, kwargs, out, plots, animation) -> in
     if plots:
         # The figures then join the set: a second, whole set with them in it.
         start = time.perf_counter()
-        figures = _figures(ready, traj, energies, conserved, animation, _warn)
+        figures = _figures(ready, traj, energies, conserved, worker, _warn)
         summary["wall_time_s"]["figures"] = time.perf_counter() - start
         write_with_summary(out, {**files, **figures}, summary)
         say(
@@ -451,6 +406,4 @@ def _run_solve(args, config, device, ready, kwargs, out, plots, animation) -> in
 
 
 def _warn(message: str) -> None:
-    import sys
-
     print(f"jaxlagrange run: warning: {message}", file=sys.stderr, flush=True)

@@ -2,7 +2,6 @@
 
 import argparse
 import hashlib
-import os
 import time
 from pathlib import Path
 
@@ -14,43 +13,31 @@ from .._ensemble._identity import _describe
 from .._ensemble._store import changed_entries, stored_attributes
 from .._ensemble._store_verify import StoreRefused
 from ._common import (
-    add_device_argument,
-    add_progress_arguments,
-    command_devices,
+    add_command_arguments,
     device_name,
-    enable_x64,
     errors_as_values,
+    output_directory,
     say,
     show_progress,
+    start_command,
 )
-from ._output import (
-    OUTPUTS,
-    CLIError,
-    json_bytes,
-    output_dir,
-    png_bytes,
-    write_output_set,
-)
+from ._output import OUTPUTS, CLIError, json_bytes, png_bytes, write_output_set
 
 
-def _sweep_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="a TOML config with a [sweep] section")
-    parser.add_argument(
-        "--out",
-        metavar="DIR",
-        help="output directory (default: [output] dir, else out/sweep_<system name>)",
+    add_command_arguments(
+        parser,
+        out="out/sweep_<system name>",
+        progress="progress bar",
+        device="the GPUs when JAX has any, else the CPU",
     )
-    parser.add_argument("--no-plots", action="store_true", help="write no PNG plots")
-    add_progress_arguments(parser, "progress bar")
-    add_device_argument(parser, "the GPUs when JAX has any, else the CPU")
 
 
-def _sweep(args: argparse.Namespace) -> int:
-    enable_x64()
+def command(args: argparse.Namespace) -> int:
     import jax
 
-    config = _config.load(args.config, _config.SWEEP_SCHEMA)
-    devices = command_devices(args.device or config["sweep"]["device"], batched=True)
+    config, devices = start_command(args, _config.SWEEP_SCHEMA, "sweep", batched=True)
     with jax.default_device(devices[0]):
         return _sweep_on(args, config, devices)
 
@@ -58,7 +45,7 @@ def _sweep(args: argparse.Namespace) -> int:
 def _sweep_on(args: argparse.Namespace, config, devices) -> int:
     import jax
 
-    from .. import __version__, plotting
+    from .. import __version__
     from .._ensemble._identity import physics_digest
     from .._ensemble._sweep import stream
     from .._ensemble._sweep_simulate import SweepMember
@@ -70,12 +57,7 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
     kwargs = _config.simulate_kwargs(config)
     values, grid_shape = _config.sweep_axes(config, ready)
     section = config["sweep"]
-    out = (
-        args.out
-        or config["output"]["dir"]
-        or os.path.join("out", f"sweep_{ready.name}")
-    )
-    out = output_dir(out)
+    out = output_directory(args, config, f"sweep_{ready.name}")
     size = int(np.prod(grid_shape))
     n = ready.q0.shape[0]
     q0 = np.tile(np.asarray(ready.q0), (size, 1))
@@ -93,46 +75,8 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
         _check_starts(member, inputs, kwargs["t0"], ready.name, values)
     store = out / "sweep.zarr"
     stored = stored_attributes(store)
-    # A store written before the params were recorded by name holds them as
-    # one text: kept so, it still resumes.
-    legacy = stored is not None and isinstance(stored.get("params"), str)
-    attrs = {
-        "kind": "jaxlagrange sweep",
-        "system": ready.name,
-        "coordinates": list(ready.coordinates),
-        # The device is where, not what: it stays out of the store's identity (a
-        # sweep may be resumed on another machine). So does the backend asked
-        # for; `sweep` records the one used ("auto" resolves by the device).
-        "config": {
-            **{k: config[k] for k in ("system", "initial", "simulate")},
-            "sweep": {
-                # (seed: the one used, 0 unless given, as stores have it.)
-                **{
-                    k: v
-                    for k, v in config["sweep"].items()
-                    if k not in ("device", "backend")
-                },
-                "seed": config["sweep"]["seed"] or 0,
-            },
-        },
-        "grid_shape": list(grid_shape),
-        "axes": list(values),
-        # What the system computes, however its functions get their values (a
-        # module the system file imports, a data file `make()` reads).
-        "physics": physics_digest(ready.system, n, ready.q0.dtype),
-        # The values of its params, the config's and those `make()` chose.
-        "params": _describe(ready.system.params)
-        if legacy
-        else _described_params(ready.system.params),
-    }
-    path = _config.system_file(config)
-    if path is not None:
-        # The physics of a user's system is in its file: part of the identity,
-        # by its path as the config gives it (the same from any directory).
-        attrs["system_file"] = {
-            "path": config["system"]["file"],
-            "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-        }
+    digest = physics_digest(ready.system, n, ready.q0.dtype)
+    attrs = _identity(config, ready, grid_shape, values, stored, digest)
     _check_physics(store, stored, attrs)
     say(
         args,
@@ -163,33 +107,10 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
     wall = time.perf_counter() - start
     result = group["outputs/result"][:]
     failed = result != 0
-    outputs = {"q": group["outputs/q"][:, -1], "qd": group["outputs/qd"][:, -1]}
-    maps = {}
-    if section["lyapunov"]:
-        maps["lyapunov"] = (
-            group["outputs/lyapunov"][:],
-            "finite-time Lyapunov exponent λ" + (" [1/s]" if ready.units else ""),
-        )
-    for i in range(n):
-        label = ready.coordinates[i] if i < len(ready.coordinates) else f"q{i}"
-        unit = ready.units[i] if ready.units else None
-        at = f"{label} at t1 = {kwargs['t1']:g}{' s' if unit else ''}"
-        maps[f"final_q{i}"] = (outputs["q"][:, i], plotting.with_unit(at, unit))
+    maps = _maps(group, ready, kwargs["t1"], section["lyapunov"])
     files = {}
     if config["output"]["plots"] and not args.no_plots:
-        for name, (v, label) in maps.items():
-            v = np.where(failed, np.nan, v)
-            fig = plotting.sweep_map(
-                values,
-                v,
-                grid_shape=grid_shape if section["sampling"] == "grid" else None,
-                label=label,
-                title=f"{ready.name}: {label}",
-                cmap="magma" if name == "lyapunov" else "twilight",
-                coordinates=ready.coordinates,
-                units=ready.units,
-            )
-            files[f"map_{name}.png"] = png_bytes(fig)
+        files = _figures(maps, failed, values, grid_shape, ready, section)
     summary = {
         "command": "sweep",
         "system": ready.name,
@@ -216,12 +137,7 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
         "files": sorted([*files, "summary.json", "sweep.zarr"]),
     }
     if section["lyapunov"]:
-        lam = maps["lyapunov"][0][~failed]
-        summary["lyapunov"] = {
-            "min": float(lam.min()) if lam.size else None,
-            "max": float(lam.max()) if lam.size else None,
-            "mean": float(lam.mean()) if lam.size else None,
-        }
+        summary["lyapunov"] = _stats(maps["lyapunov"][0][~failed])
     files["summary.json"] = json_bytes(summary)
     write_output_set(out, files, outputs=OUTPUTS["sweep"])
     say(
@@ -230,6 +146,96 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
         f"{int(failed.sum())} failed; wrote {out}/",
     )
     return 0
+
+
+def _identity(config, ready, grid_shape, values, stored, physics: str) -> dict:
+    """The attributes that identify the sweep in its store (a resume must match
+    them): `stored`, those of the store there already (or None), and `physics`,
+    what the system computes (`physics_digest`)."""
+    # A store written before the params were recorded by name holds them as
+    # one text: kept so, it still resumes.
+    legacy = stored is not None and isinstance(stored.get("params"), str)
+    # The device is where, not what: it stays out of the store's identity (a
+    # sweep may be resumed on another machine). So does the backend asked for;
+    # `sweep` records the one used ("auto" resolves by the device).
+    section = {
+        k: v for k, v in config["sweep"].items() if k not in ("device", "backend")
+    }
+    attrs = {
+        "kind": "jaxlagrange sweep",
+        "system": ready.name,
+        "coordinates": list(ready.coordinates),
+        "config": {
+            **{k: config[k] for k in ("system", "initial", "simulate")},
+            # (seed: the one used, 0 unless given, as stores have it.)
+            "sweep": {**section, "seed": config["sweep"]["seed"] or 0},
+        },
+        "grid_shape": list(grid_shape),
+        "axes": list(values),
+        # What the system computes, however its functions get their values (a
+        # module the system file imports, a data file `make()` reads).
+        "physics": physics,
+        # The values of its params, the config's and those `make()` chose.
+        "params": _describe(ready.system.params)
+        if legacy
+        else _described_params(ready.system.params),
+    }
+    path = _config.system_file(config)
+    if path is not None:
+        # The physics of a user's system is in its file: part of the identity,
+        # by its path as the config gives it (the same from any directory).
+        attrs["system_file"] = {
+            "path": config["system"]["file"],
+            "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        }
+    return attrs
+
+
+def _maps(group, ready, t1, lyapunov: bool) -> dict:
+    """`{name: (value of each member, label)}`: the Lyapunov exponent (if
+    computed) and each final coordinate."""
+    from .. import plotting
+
+    maps = {}
+    if lyapunov:
+        maps["lyapunov"] = (
+            group["outputs/lyapunov"][:],
+            "finite-time Lyapunov exponent λ" + (" [1/s]" if ready.units else ""),
+        )
+    q = group["outputs/q"][:, -1]
+    for i in range(ready.q0.shape[0]):
+        label = ready.coordinates[i] if i < len(ready.coordinates) else f"q{i}"
+        unit = ready.units[i] if ready.units else None
+        at = f"{label} at t1 = {t1:g}{' s' if unit else ''}"
+        maps[f"final_q{i}"] = (q[:, i], plotting.with_unit(at, unit))
+    return maps
+
+
+def _figures(maps, failed, values, grid_shape, ready, section) -> dict[str, bytes]:
+    """The PNG of each map (`{name: (value of each member, label)}`), its
+    failed members blank."""
+    from .. import plotting
+
+    files = {}
+    for name, (v, label) in maps.items():
+        fig = plotting.sweep_map(
+            values,
+            np.where(failed, np.nan, v),
+            grid_shape=grid_shape if section["sampling"] == "grid" else None,
+            label=label,
+            title=f"{ready.name}: {label}",
+            cmap="magma" if name == "lyapunov" else "twilight",
+            coordinates=ready.coordinates,
+            units=ready.units,
+        )
+        files[f"map_{name}.png"] = png_bytes(fig)
+    return files
+
+
+def _stats(values: np.ndarray) -> dict[str, float | None]:
+    """The min, max and mean of `values` (None where there are none)."""
+    stats = {"min": np.min, "max": np.max, "mean": np.mean}
+    return {k: float(f(values)) if values.size else None for k, f in stats.items()}
 
 
 def _members_done(attrs: dict | None, size: int) -> int:

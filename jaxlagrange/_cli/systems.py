@@ -9,7 +9,7 @@ from .. import _config
 from ._output import CLIError
 
 
-def _systems_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("names", nargs="*", metavar="NAME", help="only these systems")
 
 
@@ -20,7 +20,7 @@ def _format_value(x: Any) -> str:
     )
 
 
-def _systems(args: argparse.Namespace) -> int:
+def command(args: argparse.Namespace) -> int:
     from .. import systems
 
     for name in args.names:

@@ -1,10 +1,5 @@
-"""`simulate`: the public entry point; checks its arguments, then dispatches.
-
-The solve itself: `_segment` (one smooth diffrax solve, the whole of it for a
-system without unilateral constraints), `_hybrid` (segments between the events
-of unilateral constraints), `_guard` (the step-size guard and the diagnosis of
-failures), `_trajectory` (the returned `Trajectory` and its result codes).
-"""
+"""`simulate`: the public entry point; checks its arguments, then dispatches to
+`_segment` (one smooth diffrax solve) or `_hybrid` (segments between events)."""
 
 import diffrax
 import jax.numpy as jnp

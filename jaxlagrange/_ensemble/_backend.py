@@ -1,10 +1,5 @@
-"""How a batch of members is solved: a vmap of `simulate`, or the fused kernel.
-
-`backend_for` turns the name a user gives (`"vmap"`, `"kernel"`, `"auto"`) into
-one `AbstractBackend`, once per batch or sweep; nothing else asks which it is.
-Each backend's `run` returns the members' outputs with the causes of stopped
-solves named, as the vmap path names them.
-"""
+"""How a batch of members is solved: a vmap of `simulate`, or the fused kernel
+(`backend_for` turns the name a user gives into one `AbstractBackend`)."""
 
 import abc
 from collections.abc import Mapping, Sequence

@@ -84,9 +84,7 @@ def sharded_map(
     if multiprocess:
         out = jax.tree.map(lambda x: jnp.asarray(x.addressable_data(0)), out)
     if pad == 0:
-        return out  # still split over the devices
-    # (Stripping the padding gathers the result: a batch that is a multiple of the
-    # number of devices keeps it split.)
+        return out  # still split over the devices (stripping gathers it)
     return jax.tree.map(lambda x: x[:size], out)
 
 

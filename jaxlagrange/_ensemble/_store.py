@@ -57,9 +57,8 @@ def _lock_path(path: Path) -> Path:
 
 def _acquire(path: Path) -> int:
     """An exclusive lock on `path` for this process, or a `ValueError` naming the
-    process that holds it. The lock file sits beside the store; a sweep that
-    finishes removes it while holding it, so the lock taken must be on the file
-    still there (else it is taken again on the new one)."""
+    process that holds it. A finishing sweep removes the lock file while holding
+    it, so the lock taken must be on the file still there."""
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = _lock_path(path)
     while True:

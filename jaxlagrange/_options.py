@@ -1,12 +1,5 @@
-"""`simulate`'s options as given and as checked, and the vector field's args.
-
-`simulate` gathers its keyword arguments into one `Options`, which batches,
-sweeps and the fused kernel take as they are (`checked_options` names a bad one
-before anything is compiled). `simulate_checked` checks them and builds one
-`SimulateOptions`, which the smooth solve (`_segment`) and the hybrid one
-(`_hybrid`) take, as diffrax's `diffeqsolve` takes its options by keyword. Each
-diffrax solve of the equations of motion gets its args as one `VectorFieldArgs`.
-"""
+"""`simulate`'s options as given (`Options`) and as checked (`SimulateOptions`,
+which the smooth and hybrid solves take), and the vector field's args."""
 
 import dataclasses
 from collections.abc import Mapping
@@ -80,8 +73,7 @@ def check_times(t0, t1, saveat, dtype) -> tuple[Array, Array, Array]:
     for name, t in (("t0", t0), ("t1", t1)):
         if t.shape != ():
             raise ValueError(f"`{name}` must be a scalar, got shape {t.shape}.")
-    t0 = t0.astype(dtype)
-    t1 = t1.astype(dtype)
+    t0, t1 = t0.astype(dtype), t1.astype(dtype)
     if saveat is None:
         ts = t1[None]
     else:
@@ -157,10 +149,10 @@ def tolerances(options: Options, dtype) -> tuple[Array, Array]:
 class SimulateOptions(eqx.Module):
     """`simulate`'s options as checked, built once and handed to the solves.
 
-    The Python choices are static fields, so they key the jit cache as before.
-    The diffrax objects are ordinary fields: `eqx.filter_jit` keeps their
-    non-array leaves static and traces their arrays (a `PIDController` holds the
-    checked tolerances as arrays, which a static field could not hash).
+    The Python choices are static fields, so they key the jit cache. The diffrax
+    objects are ordinary fields: `eqx.filter_jit` keeps their non-array leaves
+    static and traces their arrays (a `PIDController` holds the checked
+    tolerances as arrays, which a static field could not hash).
     """
 
     solver: diffrax.AbstractSolver  # wrapped in `ProjectedSolver` where it projects

@@ -1,10 +1,5 @@
-"""How a batch of members is solved: a vmap of `simulate`, or the fused kernel.
-
-`backend_for` turns the name a user gives (`"vmap"`, `"kernel"`, `"auto"`) into
-one `AbstractBackend`, once per batch or sweep; nothing else asks which it is.
-Each backend's `run` returns the members' outputs with the causes of stopped
-solves named, as the vmap path names them.
-"""
+"""How a batch of members is solved: a vmap of `simulate`, or the fused kernel
+(`backend_for` turns the name a user gives into one `AbstractBackend`)."""
 
 import abc
 from collections.abc import Mapping, Sequence
@@ -34,7 +29,6 @@ from ._sharding import devices_of, sharded_map
 
 BACKENDS = ("auto", "vmap", "kernel")
 
-# The code of a kernel member solved again on the vmap path (`_collapsed_again`).
 COLLAPSED = int(code_of(RESULTS.step_size_collapsed))
 
 
@@ -90,13 +84,9 @@ def _forward(member: AbstractMember) -> bool:
 def _collapsed_again(member, out, rows, devices):
     """The kernel's members whose step collapsed, solved again on the vmap path.
 
-    The kernel names a singular mass matrix or redundant constraints where one
-    of its stages met them; a solution that runs into a singular M (M → 0 as
-    q → q*) collapses its step just short of it, where no stage sees M singular
-    yet. The vmap path's diagnosis names such a cause from the dynamics along the
-    failed step: those members (few, after a failure only) are solved again
-    there, and their outputs and codes are the vmap path's, as `backend`
-    promises. Eagerly only: under the caller's `jit` the kernel's codes stand.
+    A solution that runs into a singular M collapses its step just short of it,
+    where no kernel stage sees M singular yet; the vmap path's diagnosis names
+    that cause. Eagerly only: under the caller's `jit` the kernel's codes stand.
     """
     codes = member.codes(out)
     if traced(codes):
@@ -150,13 +140,9 @@ def broadcast_params(base: Params, new: Params, size: int) -> Params:
     return jax.tree.map(broadcast, base)
 
 
-def _on_gpu(devices: Sequence[jax.Device]) -> bool:
-    return {d.platform for d in devices} <= {"gpu", "cuda", "rocm"}
-
-
 def _kernel_is_faster(devices: Sequence[jax.Device]) -> bool:
     # On a CPU the kernel runs in Pallas's interpret mode: exact but slow.
-    return _on_gpu(devices)
+    return {d.platform for d in devices} <= {"gpu", "cuda", "rocm"}
 
 
 def check_backend(backend: str, block_size: int | None) -> int:
@@ -205,9 +191,8 @@ def backend_for(
             raise KernelUnsupported(refusal)
         check_supported(member.system, member.options)
         return kernel
-    if follow == "vmap" or not _kernel_is_faster(devices_of(devices)):
-        return VmapBackend()
-    if member.kernel_refusal() is not None:
+    faster = follow != "vmap" and _kernel_is_faster(devices_of(devices))
+    if not faster or member.kernel_refusal() is not None:
         return VmapBackend()
     try:
         check_supported(member.system, member.options)

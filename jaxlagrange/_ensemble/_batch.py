@@ -110,7 +110,6 @@ def simulate_batch(
 
     ```python
     import jax.numpy as jnp
-import numpy as np
     import jaxlagrange as jl
 
     def lagrangian(q, qd, t, params):

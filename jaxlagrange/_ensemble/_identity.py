@@ -12,18 +12,6 @@ import jax
 import numpy as np
 
 
-SYSTEM_FUNCTIONS = (
-    "lagrangian",
-    "force",
-    "dissipation",
-    "holonomic",
-    "nonholonomic",
-    "unilateral",
-    "slip",
-    "mass_preconditioner",
-)
-
-
 def _describe(x: Any) -> Any:
     """A JSON-able description of an option, stable across runs (no addresses)."""
     if eqx.is_array(x) or isinstance(x, np.ndarray):
@@ -101,6 +89,7 @@ _TRACED = (
     ("unilateral", "_unilateral", ("q", "t")),
     ("slip", "_slip", ("q", "qd", "t")),
 )
+SYSTEM_FUNCTIONS = (*(field for field, _, _ in _TRACED), "mass_preconditioner")
 
 
 def physics_digest(system, n: int, dtype) -> str:
@@ -115,11 +104,8 @@ def physics_digest(system, n: int, dtype) -> str:
     h = hashlib.sha256()
     params, static = eqx.partition(system.params, eqx.is_array)
     dtype = jax.dtypes.canonicalize_dtype(dtype)
-    spec = {
-        "q": jax.ShapeDtypeStruct((n,), dtype),
-        "t": jax.ShapeDtypeStruct((), dtype),
-    }
-    spec["qd"] = spec["q"]
+    q = jax.ShapeDtypeStruct((n,), dtype)
+    spec = {"q": q, "qd": q, "t": jax.ShapeDtypeStruct((), dtype)}
     done = set()
     for field, method, names in _TRACED:
         if getattr(system, field) is None or method in done:

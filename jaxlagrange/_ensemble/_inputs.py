@@ -70,11 +70,7 @@ def batch_size(system, q0, qd0, params: Params) -> int:
             )
     if params is not None and not system.has_params:
         raise ValueError("`params` was given but the system has no params.")
-    sizes = {}
-    if q0.ndim == 2:
-        sizes["q0"] = q0.shape[0]
-    if qd0.ndim == 2:
-        sizes["qd0"] = qd0.shape[0]
+    sizes = {name: x.shape[0] for x, name in ((q0, "q0"), (qd0, "qd0")) if x.ndim == 2}
     for path, leaf in jax.tree_util.tree_leaves_with_path(params):
         shape = leaf.shape if hasattr(leaf, "shape") else np.shape(leaf)
         if len(shape) == 0:

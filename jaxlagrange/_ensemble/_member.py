@@ -1,10 +1,5 @@
-"""One member of an ensemble: `simulate` from its row of the batched inputs.
-
-`simulate_batch`, `simulate_sweep` and the command line's sweep each write a
-final member class that says what a member keeps of its trajectory
-(`outputs`); the backends (`_backend`) run any of them, on vmap or in the fused
-kernel, and name the causes of stopped solves the same way.
-"""
+"""One member of an ensemble: `simulate` from its row of the batched inputs; each
+kind of ensemble's member class says what a member keeps (`outputs`)."""
 
 import abc
 import dataclasses

@@ -84,9 +84,7 @@ def sharded_map(
     if multiprocess:
         out = jax.tree.map(lambda x: jnp.asarray(x.addressable_data(0)), out)
     if pad == 0:
-        return out  # still split over the devices
-    # (Stripping the padding gathers the result: a batch that is a multiple of the
-    # number of devices keeps it split.)
+        return out  # still split over the devices (stripping gathers it)
     return jax.tree.map(lambda x: x[:size], out)
 
 
@@ -94,10 +92,10 @@ def sharded_map(
 def _run(batched_dyn, shared_dyn, *, fn, static, mesh, pad, gather, kernel=None):
     batched_dyn = jax.tree.map(lambda x: _pad(x, pad), batched_dyn)
     dyn = (batched_dyn, shared_dyn)
-    if mesh.size == 1:
+    if mesh.size == 1 and (kernel is None or kernel.forward):
         out = _local(dyn, fn, static, kernel)
     else:
-        out = _shard_mapped(dyn, fn, static, mesh, kernel)
+        out = _mapped(dyn, fn, static, mesh, kernel)
     if gather:
         replicated = NamedSharding(mesh, PartitionSpec())
         out = jax.lax.with_sharding_constraint(out, replicated)
@@ -106,11 +104,11 @@ def _run(batched_dyn, shared_dyn, *, fn, static, mesh, pad, gather, kernel=None)
 
 def _local(dyn, fn, static, kernel=None):
     """The vmapped `fn` on one device's share of the batch (or `kernel`'s)."""
-    if kernel is not None:
-        if kernel.forward:
-            return _kernel_forward(dyn, fn=fn, static=static, kernel=kernel)
-        return _kernel_local(dyn, fn, static, kernel)
-    return jax.vmap(fn, in_axes=(0, None))(*_joined(dyn, static))
+    if kernel is None:
+        return jax.vmap(fn, in_axes=(0, None))(*_joined(dyn, static))
+    if kernel.forward:
+        return _kernel_forward(dyn, fn=fn, static=static, kernel=kernel)
+    return kernel(*_joined(dyn, static))
 
 
 def _joined(dyn, static):
@@ -118,38 +116,18 @@ def _joined(dyn, static):
     return tuple(eqx.combine(d, s) for d, s in zip(dyn, static, strict=True))
 
 
-# The kernel computes the forward pass; its derivatives are the vmapped `fn`'s:
-# the reverse pass recomputes each member's solve on the vmap path.
-@eqx.filter_custom_vjp
-def _kernel_local(dyn, fn, static, kernel):
-    return kernel(*_joined(dyn, static))
-
-
-@_kernel_local.def_fwd
-def _kernel_local_fwd(perturbed, dyn, fn, static, kernel):
-    del perturbed
-    return _kernel_local.fn(dyn, fn, static, kernel), None
-
-
-@_kernel_local.def_bwd
-def _kernel_local_bwd(residuals, cotangents, perturbed, dyn, fn, static, kernel):
-    del residuals, perturbed
-    out = jax.eval_shape(lambda: _kernel_local.fn(dyn, fn, static, kernel))
-    return _member_vjp(out, cotangents, dyn, fn, static, lambda tree: tree)
-
-
 # With `adjoint=diffrax.ForwardMode()` (as on the vmap path, which is then
 # differentiable in forward mode only): the kernel's forward pass, and the
 # tangents of the vmapped `fn`.
 @eqx.filter_custom_jvp
 def _kernel_forward(dyn, *, fn, static, kernel):
-    return _kernel_local.fn(dyn, fn, static, kernel)
+    return kernel(*_joined(dyn, static))
 
 
 @_kernel_forward.def_jvp
 def _kernel_forward_jvp(primals, tangents, *, fn, static, kernel):
     (dyn,), (tangent,) = primals, tangents
-    out = _kernel_local.fn(dyn, fn, static, kernel)
+    out = kernel(*_joined(dyn, static))
     _, out_tangent = eqx.filter_jvp(
         lambda dyn: _local(dyn, fn, static), (dyn,), (tangent,)
     )
@@ -177,11 +155,14 @@ def _specs(tree, spec):
 
 
 # JAX cannot differentiate diffrax's checkpointed while loop inside `shard_map`
-# (equinox's closure conversion sees the per-device shapes), so the reverse pass
-# recomputes each member's solve and pulls its cotangent back as a `vmap` of
-# `filter_vjp`, split over the same devices by sharding constraints (GSPMD).
+# (equinox's closure conversion sees the per-device shapes), nor the kernel, so
+# the reverse pass recomputes each member's solve on the vmap path and pulls its
+# cotangent back as a `vmap` of `filter_vjp`, split over the same devices by
+# sharding constraints (GSPMD).
 @eqx.filter_custom_vjp
-def _shard_mapped(dyn, fn, static, mesh, kernel=None):
+def _mapped(dyn, fn, static, mesh, kernel=None):
+    if mesh.size == 1:
+        return _local(dyn, fn, static, kernel)
     batch, shared = PartitionSpec(_AXIS), PartitionSpec()
     in_specs = (_specs(dyn[0], batch), _specs(dyn[1], shared))
     return jax.shard_map(
@@ -193,19 +174,21 @@ def _shard_mapped(dyn, fn, static, mesh, kernel=None):
     )(dyn)
 
 
-@_shard_mapped.def_fwd
-def _shard_mapped_fwd(perturbed, dyn, fn, static, mesh, kernel=None):
+@_mapped.def_fwd
+def _mapped_fwd(perturbed, dyn, fn, static, mesh, kernel=None):
     del perturbed
-    return _shard_mapped.fn(dyn, fn, static, mesh, kernel), None
+    return _mapped.fn(dyn, fn, static, mesh, kernel), None
 
 
-@_shard_mapped.def_bwd
-def _shard_mapped_bwd(residuals, cotangents, perturbed, dyn, fn, static, mesh, kernel):
+@_mapped.def_bwd
+def _mapped_bwd(residuals, cotangents, perturbed, dyn, fn, static, mesh, kernel):
     del residuals, perturbed
-    out = jax.eval_shape(lambda: _shard_mapped.fn(dyn, fn, static, mesh, kernel))
+    out = jax.eval_shape(lambda: _mapped.fn(dyn, fn, static, mesh, kernel))
     batch = NamedSharding(mesh, PartitionSpec(_AXIS))
-    constrain = lambda tree: jax.tree.map(  # noqa: E731
-        lambda x: jax.lax.with_sharding_constraint(x, batch), tree
+    constrain = lambda tree: (  # noqa: E731
+        tree
+        if mesh.size == 1
+        else jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, batch), tree)
     )
     return _member_vjp(out, cotangents, dyn, fn, static, constrain)
 

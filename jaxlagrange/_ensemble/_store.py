@@ -15,13 +15,11 @@ into place (zarr >= 3.1.3). The manifest (the root attribute `"manifest"`: the
 completed chunks) is rewritten after a chunk's files are all in place, so a chunk
 is either listed and complete, or not listed and computed again on resume.
 
-Every chunk is written, even one equal to the fill value (zarr skips those by
-default, and reads them back as the fill value: a chunk of failed members, NaN
-with the sign bit set, would read back as +NaN). The manifest holds a SHA-256 of
-each chunk's inputs and of each completed chunk's outputs, over a canonical form
-(every NaN hashed as the fill value's NaN), checked on resume and by
-`open_store`; a chunk that fails its checksum, or whose files are gone, is
-computed again on resume.
+Every chunk is written, even one equal to the fill value (which zarr skips: a
+chunk of failed members, NaN with the sign bit set, would read back as +NaN).
+The manifest holds a SHA-256 of each chunk's inputs and outputs (every NaN hashed
+as +NaN), checked on resume and by `open_store`; a chunk that fails its
+checksum, or whose files are gone, is computed again on resume.
 """
 
 import fcntl
@@ -41,6 +39,7 @@ from ._store_verify import (
     CHECKSUM_FORM,
     MANIFEST,
     StoreRefused,
+    array_names,
     bad_chunks,
     checksum,
     import_zarr,
@@ -58,9 +57,8 @@ def _lock_path(path: Path) -> Path:
 
 def _acquire(path: Path) -> int:
     """An exclusive lock on `path` for this process, or a `ValueError` naming the
-    process that holds it. The lock file sits beside the store; a sweep that
-    finishes removes it while holding it, so the lock taken must be on the file
-    still there (else it is taken again on the new one)."""
+    process that holds it. A finishing sweep removes the lock file while holding
+    it, so the lock taken must be on the file still there."""
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = _lock_path(path)
     while True:
@@ -154,15 +152,15 @@ class ChunkedStore:
             self.group = existing
             if writer:
                 _check_arrays(existing, self.path, inputs, outputs)
-                self._remove_temporaries()
+                for p in self.path.rglob("*.partial"):  # a process killed mid-write
+                    if p.is_file():
+                        p.unlink(missing_ok=True)
                 recorded = dict(self.manifest.get("input_checksums", {}))
                 bad = bad_chunks(existing, self.manifest, self.bounds, inputs=False)
-                bad = set(bad)
-                bad |= self._restore_inputs(inputs)
+                bad = set(bad) | self._restore_inputs(inputs)
                 if self.manifest.get("input_checksums") != recorded:
                     self._write_manifest()
                 if bad:
-                    # Computed again, never trusted: a chunk damaged on disk.
                     print(
                         f"sweep: {len(bad)} stored chunk(s) of {str(self.path)!r} "
                         f"failed their checksum and are computed again: {sorted(bad)}",
@@ -287,14 +285,10 @@ class ChunkedStore:
             for name, value in outputs.items():
                 self.group[f"outputs/{name}"][start:stop] = value
         self.manifest["completed"] = sorted(self.completed | {chunk})
-        sums = dict(self.manifest.get("checksums", {}))
-        sums[str(chunk)] = checksum(outputs, self._canonical)
-        self.manifest["checksums"] = sums
+        canonical = self.manifest.get("checksum_form") == CHECKSUM_FORM
+        sums = self.manifest.setdefault("checksums", {})
+        sums[str(chunk)] = checksum(outputs, canonical)
         self._write_manifest()
-
-    @property
-    def _canonical(self) -> bool:
-        return self.manifest.get("checksum_form") == CHECKSUM_FORM
 
     def finish(self) -> None:
         """Mark a store whose chunks are all written complete, and close it."""
@@ -317,12 +311,6 @@ class ChunkedStore:
 
     def _write_manifest(self) -> None:
         self.group.attrs[MANIFEST] = self.manifest
-
-    def _remove_temporaries(self) -> None:
-        # Left by a process killed mid-write.
-        for p in self.path.rglob("*.partial"):
-            if p.is_file():
-                p.unlink(missing_ok=True)
 
 
 def _check_arrays(group, path: Path, inputs, outputs) -> None:
@@ -383,14 +371,6 @@ def changed_entries(old: Any, new: Any, path: str = ""):
         yield path, old, new
 
 
-def _array_names(group, prefix: str = "") -> list[str]:
-    """The paths of the arrays in a Zarr group and its subgroups (`params/g`)."""
-    names = [prefix + name for name in group.array_keys()]
-    for name, sub in group.groups():
-        names += _array_names(sub, f"{prefix}{name}/")
-    return names
-
-
 def _difference(group, attrs: Mapping[str, Any], inputs, chunk_size: int) -> str:
     """What differs between a store's sweep and this one, in words: its
     description (short values given, stored and now), chunk size, or inputs."""
@@ -408,7 +388,7 @@ def _difference(group, attrs: Mapping[str, Any], inputs, chunk_size: int) -> str
     if stored_chunk != chunk_size:
         return f"it differs in: chunk_size (stored {stored_chunk}, now {chunk_size})"
     changed = []
-    for name in sorted(set(inputs) | set(_array_names(group["inputs"]))):
+    for name in sorted(set(inputs) | set(array_names(group["inputs"]))):
         if name not in inputs or name not in group["inputs"]:
             changed.append(name)
             continue

@@ -103,7 +103,7 @@ def bad_chunks(
             bad.add(chunk)
     input_sums = manifest.get("input_checksums", {}) if inputs else {}
     if input_sums:
-        input_names = _input_names(group)
+        input_names = array_names(group["inputs"])
         for chunk, expected in input_sums.items():
             start, stop = bounds(int(chunk))
             try:
@@ -116,17 +116,11 @@ def bad_chunks(
     return sorted(bad)
 
 
-def _input_names(group) -> list[str]:
-    """The input arrays' names under `inputs/` (nested groups as `a/b`)."""
-    names = []
-
-    def walk(node, prefix):
-        for name, _array in node.arrays():
-            names.append(prefix + name)
-        for name, sub in node.groups():
-            walk(sub, f"{prefix}{name}/")
-
-    walk(group["inputs"], "")
+def array_names(group, prefix: str = "") -> list[str]:
+    """The paths of the arrays in a Zarr group and its subgroups (`params/g`)."""
+    names = [prefix + name for name in group.array_keys()]
+    for name, sub in group.groups():
+        names += array_names(sub, f"{prefix}{name}/")
     return names
 
 

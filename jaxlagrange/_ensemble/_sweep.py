@@ -15,7 +15,7 @@ from .._options import positive_int
 from .._progress import progress_bar
 from ._backend import apply, backend_for
 from ._member import AbstractMember, Rows
-from ._sharding import sharded_map
+from ._sharding import _pad, sharded_map
 from ._store import ChunkedStore, open_store, stored_attributes
 from ._store_verify import MANIFEST, StoreRefused
 
@@ -25,14 +25,6 @@ def _barrier(name: str) -> None:
         from jax.experimental import multihost_utils
 
         multihost_utils.sync_global_devices(name)
-
-
-def _pad_rows(x: np.ndarray, rows: int) -> np.ndarray:
-    # The last chunk is padded to the chunk size (repeating its first member), so
-    # that every chunk has one shape and compiles once.
-    if x.shape[0] == rows:
-        return x
-    return np.concatenate([x, np.repeat(x[:1], rows - x.shape[0], axis=0)])
 
 
 def sweep(
@@ -186,8 +178,10 @@ def stream(
     try:
         for chunk in missing:
             start, stop = chunked.bounds(chunk)
+            # The last chunk is padded to the chunk size: one shape, one compile.
+            pad = chunk_size - (stop - start)
             batched = {
-                name: jnp.asarray(_pad_rows(np.asarray(x[start:stop]), chunk_size))
+                name: _pad(jnp.asarray(np.asarray(x[start:stop])), pad)
                 for name, x in inputs.items()
             }
             out = compute(batched)
@@ -202,19 +196,12 @@ def stream(
     return open_store(store)
 
 
-def _backend_of(
-    store, member, backend, block_size, shapes, chunk_size, devices, attrs
-):
+def _backend_of(store, member, backend, block_size, shapes, chunk_size, devices, attrs):
     """The backend a sweep takes, recorded in `attrs`, and the one a resumed store
-    keeps.
-
-    The integrator is part of what a store holds: the kernel's Tsit5 and
-    diffrax's take other steps, and a chaotic member's motions part, so a sweep
-    resumed with the other would mix the two. "auto" follows a store computed
-    with vmap (on a GPU too); a store computed in the kernel, met where "auto"
-    gives vmap (on a CPU, where the kernel is slow), is refused naming the
-    backend to resume it with. A store written before backends were recorded
-    is resumed as it was.
+    keeps: the kernel's Tsit5 and diffrax's take other steps, so a store mixing
+    them would hold two sweeps. "auto" follows a store computed with vmap; one
+    computed in the kernel where "auto" gives vmap is refused. A store written
+    before backends were recorded is resumed as it was.
     """
     stored = stored_attributes(store)
     new = stored is None or MANIFEST not in stored

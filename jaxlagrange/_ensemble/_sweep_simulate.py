@@ -141,14 +141,10 @@ def simulate_sweep(
     n = q0.shape[-1]
     dtype = np.result_type(dtype_of(q0), dtype_of(qd0), float)
     inputs = {
-        "q0": q0
-        if np.ndim(q0) == 2
-        else np.broadcast_to(np.asarray(q0, dtype), (size, n)),
-        "qd0": qd0
-        if np.ndim(qd0) == 2
-        else np.broadcast_to(np.asarray(qd0, dtype), (size, n)),
-        **{f"params/{k}": v for k, v in flat.items()},
+        name: x if x.ndim == 2 else np.broadcast_to(np.asarray(x, dtype), (size, n))
+        for name, x in (("q0", q0), ("qd0", qd0))
     }
+    inputs |= {f"params/{k}": v for k, v in flat.items()}
     fn = SimulateSweepMember(system, options, observe)
     attrs = {
         "kind": "simulate_sweep",
@@ -161,10 +157,7 @@ def simulate_sweep(
         # two runs, or a value its functions read from elsewhere, is a new sweep.
         "physics": physics_digest(system, n, dtype),
         "code": code_digest(
-            [
-                *(getattr(system, name) for name in SYSTEM_FUNCTIONS),
-                observe,
-            ]
+            [*(getattr(system, name) for name in SYSTEM_FUNCTIONS), observe]
         ),
     }
     return stream(

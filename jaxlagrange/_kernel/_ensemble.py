@@ -1,11 +1,5 @@
-"""`simulate` for a whole batch in the fused kernel: options, tracing, assembly.
-
-`check_supported` says which systems and options the kernel integrates (the rest
-is a `ValueError` pointing to `backend="vmap"`); `simulate_kernel` traces one
-member's vector field (and its projection onto the constraint manifold), runs
-the kernel over the batch and builds the same `Trajectory` as a vmapped
-`simulate`.
-"""
+"""`simulate` for a whole batch in the fused kernel: which systems and options it
+takes (`check_supported`), the traced vector field, and the `Trajectory`."""
 
 from typing import Any
 
@@ -29,8 +23,8 @@ from ._tsit5 import Controller, KernelProblem, run
 
 DEFAULT_BLOCK_SIZE = 128
 
-# The unrolled factorizations of the dense mass strategy keep the traced vector field free of
-# LAPACK calls; past this size the unrolled code grows too large for a kernel.
+# The unrolled factorizations of the dense mass strategy keep the traced vector
+# field free of LAPACK calls; past this size the code grows too large for a kernel.
 _MAX_UNROLL = 32
 
 # A right-hand side of up to this many equations is written out in each of the
@@ -145,7 +139,6 @@ def _problem(system, n, leaves, tree, dtype, num_saves, controller, options, blo
             f"backend='kernel' does not support systems of more than {_MAX_UNROLL} "
             "coordinates; backend='vmap' supports them."
         )
-    # The mass strategy's solves as scalar code without LAPACK calls.
     system = system.with_mass_strategy(system.mass_strategy.lanes(n + constraints))
     rhs_fn = LaneFunction(member(rhs), *example)
     project_fn = None
@@ -191,17 +184,12 @@ def simulate_kernel(
     if options.stepsize_controller is not None and controller.adaptive:
         rtol = jnp.asarray(options.stepsize_controller.rtol)
         atol = jnp.asarray(options.stepsize_controller.atol)
-    if params is None:
-        leaves, tree = [], None
-        batched = jnp.zeros((size, 0), dtype)
-    else:
-        leaves, tree = jax.tree.flatten(params)
-        leaves = [jnp.asarray(leaf, dtype) for leaf in leaves]
-        batched = jnp.concatenate(
-            [leaf.reshape(size, -1) for leaf in leaves] or [jnp.zeros((size, 0))],
-            axis=1,
-        ).astype(dtype)
-        leaves = [leaf[0] for leaf in leaves]
+    leaves, tree = ([], None) if params is None else jax.tree.flatten(params)
+    leaves = [jnp.asarray(leaf, dtype) for leaf in leaves]
+    batched = jnp.concatenate(
+        [leaf.reshape(size, -1) for leaf in leaves] or [jnp.zeros((size, 0))], axis=1
+    ).astype(dtype)
+    leaves = [leaf[0] for leaf in leaves]
     if system.has_constraints:
         q0 = jax.vmap(
             lambda q, qd, p: check_initial_state(
@@ -236,11 +224,10 @@ def _trajectory(system, tree, params, ys, t_final, codes, ts, t0, options):
     saved_ts = jnp.where(reached, ts[None], jnp.inf)
     q, qd = ys[..., :n], ys[..., n:]
     if system.has_constraints:
-        baumgarte = options.baumgarte
 
         def multipliers(q, qd, t, leaves):
             sys = _with_params(system, tree, leaves)
-            return dynamics(sys, q, qd, t, baumgarte=baumgarte).multipliers
+            return dynamics(sys, q, qd, t, baumgarte=options.baumgarte).multipliers
 
         leaves = [] if tree is None else jax.tree.leaves(params)
         lam = jax.vmap(

@@ -17,13 +17,10 @@ save times are hit exactly, a step being clipped to the next save time (diffrax
 interpolates with the Tsit5 dense output instead), and the step proposed before
 the clip is resumed after it. Results agree with `simulate` to the tolerance.
 
-Failures are per lane and leave the other lanes alone: a non-finite initial
-state, `max_steps` reached, and a step size that collapses (to 16 ulp of the
-time span) after non-finite stages, reported as a singular mass matrix or
-redundant constraints when a stage with a finite state flagged them, else as a
-non-finite state (or a collapsed step when every state was finite:
-`simulate_batch` and sweeps solve such members again on the vmap path, whose
-diagnosis names the cause).
+Failures are per lane: a non-finite initial state, `max_steps` reached, and a
+step size that collapses (to 16 ulp of the time span), named a singular mass
+matrix or redundant constraints when a finite stage flagged them, else a
+non-finite state or a collapsed step.
 
 All memory is 1-D, read and written in (block,) slices at offsets computed from
 the program id, so the kernel lowers to Triton (power-of-two blocks) as well as
@@ -381,12 +378,7 @@ def _kernel_body(problem: KernelProblem, dtype, bp: int):
     return kernel
 
 
-def run(
-    problem: KernelProblem,
-    y0: jax.Array,
-    params: jax.Array,
-    scalars: jax.Array,
-):
+def run(problem: KernelProblem, y0: jax.Array, params: jax.Array, scalars: jax.Array):
     """Integrate the members: `y0` (B, 2n), `params` (B, P), `scalars` (S,).
 
     Returns the saved states (B, T, 2n) (inf where not reached), the final times

@@ -291,17 +291,8 @@ def _event(ctx: _Context, carry: _Carry, seg: Segment, args: VectorFieldArgs):
     # The event is the one of the event functions that reached zero.
     y_end = jnp.concatenate([seg.q_end, seg.qd_end])
     index = jnp.argmin(event_values(seg.t_end, y_end, args, ctx.offset))
-    jump = _jump(
-        ctx.system,
-        seg.q_end,
-        seg.qd_end,
-        seg.t_end,
-        carry.active,
-        carry.modes,
-        index,
-        ctx.restitution,
-        ctx.options.rest,
-    )
+    state = (seg.q_end, seg.qd_end, seg.t_end, carry.active, carry.modes)
+    jump = _jump(ctx.system, *state, index, ctx.restitution, ctx.options.rest)
     qd_next, active_next, modes_next, row, kind, bad = jump
     room = carry.events.num_events < ctx.options.max_events
     result = RESULTS.where(is_event & ~room, RESULTS.max_events_reached, result)

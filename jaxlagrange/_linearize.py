@@ -36,14 +36,7 @@ from ._constraints import (
 from ._custom_types import Array, Float, ScalarLike, VectorLike
 from ._eom import SINGULAR_MASS
 from ._errors import first_error
-from ._mass import (
-    Rows,
-    cholesky,
-    forcing,
-    momenta_of,
-    solve_lower,
-    solve_upper_t,
-)
+from ._mass import Rows, cholesky, forcing, momenta_of, solve_lower, solve_upper_t
 from ._system import LagrangianSystem, as_state
 from ._validate import check_finite, check_finite_params
 

@@ -30,11 +30,7 @@ import jax.numpy as jnp
 import lineax as lx
 
 from .._custom_types import Array, BoolScalar
-from ._strategy import (
-    AbstractConstrained,
-    AbstractMassFactor,
-    AbstractMassStrategy,
-)
+from ._strategy import AbstractConstrained, AbstractMassFactor, AbstractMassStrategy
 from ._terms import mass, momenta_of
 
 

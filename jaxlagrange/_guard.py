@@ -206,7 +206,7 @@ def _diagnose(failure: Failure) -> RESULTS:
 _diagnose_on_host = eqx.filter_jit(_diagnose)
 
 # The stopped members of a traced solve, stacked (padded to a power of two).
-_diagnose_stacked = eqx.filter_jit(eqx.filter_vmap(_diagnose))
+_diagnose_stacked = eqx.filter_jit(eqx.filter_vmap(lambda failure: _diagnose(failure)))
 
 
 def _padded(index: np.ndarray) -> np.ndarray:

@@ -25,19 +25,16 @@ def _checked(system, q, qd, t) -> Dynamics:
 @eqx.filter_jit
 def _checked_dynamics(system, q, qd, t) -> Dynamics:
     system = checked_values(system)
+    active = modes = None
     if system.has_friction:
         active, modes = contact_modes(system, q, qd, t)
-        dyn = dynamics(system, q, qd, t, active=active, modes=modes)
-    else:
-        active = (
-            contact_set(system, q, qd, t) if system.has_contacts else None
-        )
-        dyn = dynamics(system, q, qd, t, active=active)
+    elif system.has_contacts:
+        active = contact_set(system, q, qd, t)
+    dyn = dynamics(system, q, qd, t, active=active, modes=modes)
     # min(q̈, +inf) is q̈ (NaN included): it ties q̈'s layout under vmap to q's,
     # (batch, n). Without it XLA passes q̈ to the check below as (n, batch) and
     # writes it one coordinate at a time, computing what the coordinates share
-    # (sin(q₁ − q₂), M's pivots) once for each: 1.6× the time of the checked
-    # double pendulum's q̈ under jit(vmap).
+    # (sin(q₁ − q₂), M's pivots) once for each.
     qdd = jnp.minimum(dyn.accelerations, q * 0 + jnp.inf)
     # The most basic failure names the error (also the most basic in a batch).
     qdd, lam = first_error(

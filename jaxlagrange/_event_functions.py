@@ -59,11 +59,7 @@ def event_values(
 
 
 def event_condition(offset: int):
-    """The one event function: the least of `event_values`.
-
-    Its first root is the first root of any of them, so that of two events in
-    one solver step the earlier is located, whichever constraint it concerns.
-    """
+    """The one event function: the least of `event_values` (module docstring)."""
 
     def condition(t, y, args, **kwargs):
         del kwargs

@@ -9,21 +9,15 @@ which rejects non-finite steps, stops the solve once the step can no longer
 shrink (or, with a fixed step, at once), and remembers the failed step;
 `_diagnose` then probes the dynamics along that step to say why it failed.
 
-The probes trace the dynamics (and M's factor) once more, which costs as much
-compile time as the solve's own vector field, for a program that only runs
-after a failure. The solve therefore returns a `Stop` record (the failed step
-and the state it started from) with a provisional code, and `diagnosed` names
-the cause afterwards, by a small program compiled on demand: on the host when
-the solve's result is a concrete value, and, when `simulate` is itself traced
-(`jit`, `vmap`, `grad`), by a host callback under a `lax.cond` on whether any
-member stopped, so that the caller's codes are the named ones too without the
-probes in its program. The library's own batched programs (`simulate_batch`,
-sweeps) return each member's `Stop` beside its provisional code, and
-`name_causes` diagnoses the stopped members afterwards, likewise. `fit`'s loss
-does not diagnose at all; a failed fit names the cause with a diagnosed
-evaluation of its residuals (`_fit._problem.Problem.named_codes`).
+The probes cost as much compile time as the solve's own vector field, for a
+program that only runs after a failure: the solve returns a `Stop` record (the
+failed step and the state it started from) with a provisional code, and
+`diagnosed` names the cause afterwards by a small program compiled on demand (a
+host callback under a `lax.cond` when `simulate` is traced). Batched programs
+return each member's `Stop`, which `name_causes` diagnoses likewise.
 """
 
+import dataclasses
 from typing import Any, NamedTuple
 
 import diffrax
@@ -144,8 +138,8 @@ class Stop(NamedTuple):
     t: Array
     failed_dt: Array  # the size of the failed step
     failed_finite: BoolScalar  # whether that step's state was finite
-    active: Array | None  # the contacts (None: all constraints)
-    modes: Any  # their friction modes (None: no friction)
+    active: Array | None = None  # the contacts (None: all constraints)
+    modes: Any = None  # their friction modes (None: no friction)
 
 
 def provisional(failed_finite) -> RESULTS:
@@ -229,8 +223,7 @@ def _traced_cause(failure: Failure) -> RESULTS:
     stopped (`unvmap_any`: under `vmap` the predicate is the batch's, so the cond
     stays a cond and the callback runs only after a failure). The callback
     diagnoses the stopped members with `_diagnose_stacked`, on the CPU, compiled
-    on demand: the caller's program holds no probes (they doubled the compile
-    time of a `jax.jit(jax.vmap(simulate))`), and its codes are the named ones.
+    on demand: the caller's program holds no probes, and its codes are named.
     """
     # The cause is an integer code: keep autodiff from tracing through it.
     failure = _no_gradient(failure)[0]
@@ -300,19 +293,12 @@ def _no_gradient(*trees):
 def without_system(failure: Failure | None) -> Failure | None:
     """`failure` without its system, all arrays: what a batch member returns for
     `name_causes`, which rebuilds each member's system from the batch's inputs."""
-    if failure is None:
-        return None
-    return Failure(
-        None, failure.q0, failure.qd0, failure.t0, failure.baumgarte, failure.stop
-    )
+    return None if failure is None else dataclasses.replace(failure, system=None)
 
 
 def _member_failure(system_of, shared, inputs, failure: Failure) -> Failure:
     """A member's `without_system` failure with its system rebuilt."""
-    system = system_of(shared, inputs)
-    return Failure(
-        system, failure.q0, failure.qd0, failure.t0, failure.baumgarte, failure.stop
-    )
+    return dataclasses.replace(failure, system=system_of(shared, inputs))
 
 
 @eqx.filter_jit

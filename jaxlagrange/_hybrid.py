@@ -16,9 +16,6 @@ The events are down-crossings of one function per unilateral constraint, λᵢ
 while in contact and hᵢ while free, so a constraint that starts a segment at
 h ≈ 0 (just released, or just bounced) does not trigger at once.
 
-Impacts use the impulses of `_impulse` (M Δq̇ = CᵀΛ with the rebound as
-the impacting row's target rate).
-
 Chatter: a ball bouncing with e < 1 makes infinitely many bounces in finite
 time. A rebound that would rise less than `atol` (in the units of h, under the
 free ḧ at the impact; the solver does not resolve lower flights) or that is
@@ -79,9 +76,7 @@ from ._trajectory import (
 )
 
 
-def _settle(system, q, qd, t, candidates: Array, modes: Modes):
-    """The candidates whose multipliers push, and the friction modes they settle to."""
-    return _friction.settle(system, q, qd, t, candidates, modes)
+_STATS = ("num_steps", "num_accepted_steps", "num_rejected_steps")
 
 
 class _Events(NamedTuple):
@@ -156,7 +151,7 @@ def _jump(system, q, qd, t, active, modes, index, restitution, rest):
     # Other contacts whose slip stopped at this instant too are tried as sticking.
     modes = _friction.stop_slips(system, q, qd, t, modes, onehot)
     # Release: the contact lets go, velocities unchanged.
-    released = _settle(system, q, qd, t, active & ~onehot, modes)
+    released = _friction.settle(system, q, qd, t, active & ~onehot, modes)
     # Impact: the impacting row rebounds, the other contacts keep ḣ = 0. The
     # impulse is frictionless; the modes afterwards follow the slip velocities.
     rebound = _rebound(system, q, qd, t, active, modes, row, restitution, rest)
@@ -164,7 +159,7 @@ def _jump(system, q, qd, t, active, modes, index, restitution, rest):
     impact = impulse_jump(system, q, qd, t, jnp.zeros_like(q), active | onehot, target)
     bounced = onehot & (rebound > 0)
     after = _friction.slip_modes(system, q, impact.velocities, t)
-    contacts = _settle(
+    contacts = _friction.settle(
         system, q, impact.velocities, t, impact.contact & ~bounced, after
     )
     is_release = active[row]
@@ -185,7 +180,7 @@ def _jump(system, q, qd, t, active, modes, index, restitution, rest):
                 modes.direction,
             ),
         )
-        switched = _settle(system, q, qd, t, active, trial)
+        switched = _friction.settle(system, q, qd, t, active, trial)
         sticks = switched[0][row] & switched[1].stick[row]
         is_switch = index >= u
         qd_next = jnp.where(is_switch, qd, qd_next)
@@ -296,17 +291,8 @@ def _event(ctx: _Context, carry: _Carry, seg: Segment, args: VectorFieldArgs):
     # The event is the one of the event functions that reached zero.
     y_end = jnp.concatenate([seg.q_end, seg.qd_end])
     index = jnp.argmin(event_values(seg.t_end, y_end, args, ctx.offset))
-    jump = _jump(
-        ctx.system,
-        seg.q_end,
-        seg.qd_end,
-        seg.t_end,
-        carry.active,
-        carry.modes,
-        index,
-        ctx.restitution,
-        ctx.options.rest,
-    )
+    state = (seg.q_end, seg.qd_end, seg.t_end, carry.active, carry.modes)
+    jump = _jump(ctx.system, *state, index, ctx.restitution, ctx.options.rest)
     qd_next, active_next, modes_next, row, kind, bad = jump
     room = carry.events.num_events < ctx.options.max_events
     result = RESULTS.where(is_event & ~room, RESULTS.max_events_reached, result)
@@ -331,9 +317,7 @@ def _step(ctx: _Context, carry: _Carry) -> _Carry:
     def pick(old, new):
         return _select(keep, old, new)
 
-    stats = [
-        seg.stats[k] for k in ("num_steps", "num_accepted_steps", "num_rejected_steps")
-    ]
+    stats = jnp.stack([seg.stats[k] for k in _STATS])
     events = _record(carry.events, record, seg.t_end, row, kind, ctx.options.max_events)
     return _Carry(
         t=pick(carry.t, seg.t_end),
@@ -345,7 +329,7 @@ def _step(ctx: _Context, carry: _Carry) -> _Carry:
         result=RESULTS.where(keep, carry.result, result),
         saved=_save(carry, seg),
         events=events,
-        stats=carry.stats + jnp.where(keep, 0, jnp.stack(stats)),
+        stats=carry.stats + jnp.where(keep, 0, stats),
         stopped=pick(carry.stopped, seg.stopped),
         failed_dt=pick(carry.failed_dt, seg.failed_dt),
         failed_finite=pick(carry.failed_finite, seg.failed_finite),
@@ -369,24 +353,9 @@ def hybrid_solve(
         return jax.lax.cond(carry.done, lambda c: c, step, carry), None
 
     final, _ = jax.lax.scan(body, init, None, length=options.max_events + 1)
-    steps, accepted, rejected = final.stats
-    stats = {
-        "num_steps": steps,
-        "num_accepted_steps": accepted,
-        "num_rejected_steps": rejected,
-        "max_steps": options.max_steps,
-    }
+    stats = dict(zip(_STATS, final.stats, strict=True), max_steps=options.max_steps)
     # A failed segment leaves the carry at its last accepted state and contacts.
-    stop = Stop(
-        final.stopped,
-        final.q,
-        final.qd,
-        final.t,
-        final.failed_dt,
-        final.failed_finite,
-        final.active,
-        final.modes,
-    )
+    stop = Stop(*(getattr(final, name) for name in Stop._fields))
     return finish(
         system,
         t0,

@@ -67,15 +67,9 @@ def residuals(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> _Resid
             gradient = jnp.sqrt(jnp.sum(jac**2, axis=1))
             depth = jnp.where(h < 0, -h / jnp.where(gradient > 0, gradient, 1.0), 0.0)
             penetration = jnp.max(depth) / q_scale
+    g, gd, a = (_max_abs(x, dtype) for x in (values.g, values.gd, values.a))
     return _Residuals(
-        position,
-        velocity,
-        penetration,
-        _max_abs(values.g, dtype),
-        _max_abs(values.gd, dtype),
-        _max_abs(values.a, dtype),
-        singular_mass,
-        redundant,
+        position, velocity, penetration, g, gd, a, singular_mass, redundant
     )
 
 
@@ -117,9 +111,7 @@ def initial_checks(
     `known`: whether the residuals' values are known when the message is made
     (not under jit)."""
     if known:
-        g, gd, a = (
-            f"{float(x):.3g}" for x in (r.g, r.gd, r.a)
-        )
+        g, gd, a = (f"{float(x):.3g}" for x in (r.g, r.gd, r.a))
     else:
         g = gd = a = "(not known under jit)"
     return [

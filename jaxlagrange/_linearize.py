@@ -36,14 +36,7 @@ from ._constraints import (
 from ._custom_types import Array, Float, ScalarLike, VectorLike
 from ._eom import SINGULAR_MASS
 from ._errors import first_error
-from ._mass import (
-    Rows,
-    cholesky,
-    forcing,
-    momenta_of,
-    solve_lower,
-    solve_upper_t,
-)
+from ._mass import Rows, cholesky, forcing, momenta_of, solve_lower, solve_upper_t
 from ._system import LagrangianSystem, as_state
 from ._validate import check_finite, check_finite_params
 
@@ -171,10 +164,10 @@ def _linearize(system, q, qd, t, coordinates, velocities, mask):
         return eqx.combine(jtu.tree_unflatten(treedef, leaves), static)
 
     active = contact_set(system, q, qd, t) if system.has_contacts else None
+    ci, vi = np.array(coordinates, dtype=int), np.array(velocities, dtype=int)
 
     def flow(x, u):
         sys = with_inputs(u)
-        ci, vi = np.array(coordinates, dtype=int), np.array(velocities, dtype=int)
         xq, xv = x[: ci.shape[0]], x[ci.shape[0] :]
         if len(coordinates) == n:
             qq = q.at[ci].set(xq)
@@ -204,7 +197,6 @@ def _linearize(system, q, qd, t, coordinates, velocities, mask):
         qdd = dynamics(sys, qq, vv, t, active=active).accelerations
         return jnp.concatenate([vv[ci], qdd[vi]])
 
-    ci, vi = np.array(coordinates, dtype=int), np.array(velocities, dtype=int)
     x0 = jnp.concatenate([q[ci], qd[vi]])
     a = jax.jacfwd(flow, argnums=0)(x0, u0)
     b = jax.jacfwd(flow, argnums=1)(x0, u0).reshape(x0.shape[0], u0.shape[0])
@@ -224,9 +216,7 @@ def _linearize(system, q, qd, t, coordinates, velocities, mask):
 @eqx.filter_jit
 def _manifold_residual(system, q, qd, t, velocities=True) -> tuple[Array, Array]:
     """The largest constraint residual at (q, q̇, t) (the holonomic constraints
-    only, without `velocities`), and whether it is off the manifold. One program:
-    run eagerly, each operation of the constraints (dozens for a bicycle) was a
-    small compile of its own."""
+    only, without `velocities`), and whether it is off the manifold."""
     parts = [jnp.zeros((0,), q.dtype)]
     if system.has_position_constraints:
         parts.append(system._holonomic(q, t))
@@ -291,12 +281,9 @@ def linearize(
     m, k, _ = num_rows(system, q, qd, t)
     coordinates = _indices("coordinates", coordinates, n, n - m)
     velocities = _indices("velocities", velocities, n, n - m - k)
-    if inputs is None:
-        mask = jtu.tree_map(lambda _: False, system)
-    else:
-        params_mask = _input_mask(system, inputs)
-        mask = jtu.tree_map(lambda _: False, system)
-        mask = eqx.tree_at(lambda s: s.params, mask, params_mask)
+    mask = jtu.tree_map(lambda _: False, system)
+    if inputs is not None:
+        mask = eqx.tree_at(lambda s: s.params, mask, _input_mask(system, inputs))
     residual, off = _manifold_residual(system, q, qd, t)
     residual_text = lambda: f" Residual: {float(residual):.3g}."  # noqa: E731
     q = first_error(q, [(off, (_OFF_MANIFOLD + "{}", residual_text))], error=ValueError)

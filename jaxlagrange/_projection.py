@@ -108,9 +108,7 @@ def project(
 
 
 # A step of the solver ends within its local error ε of the manifold, where one
-# Gauss–Newton step leaves a residual O(ε²): rounding level. (A second one costs
-# compile time, the projection being traced into both the step and the
-# interpolation, for no measurable gain.)
+# Gauss–Newton step leaves a residual O(ε²): rounding level.
 _STEP_ITERATIONS = 1
 
 
@@ -134,8 +132,7 @@ def project_state(system: LagrangianSystem, y, t):
     return jnp.concatenate([q, qd])
 
 
-# Traced once for each of diffrax's traces of the step and the interpolation
-# (six traces of the projection were a third of the free rigid body's trace).
+# Traced once for each of diffrax's traces of the step and the interpolation.
 _jit_project_state = eqx.filter_jit(project_state)
 
 

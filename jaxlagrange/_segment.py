@@ -197,28 +197,16 @@ def finish(
         qd=jnp.where(reached[:, None], saved.qd, inf),
     )
     stop = stop._replace(stopped=stop.stopped & finite)
+    if events is None and not system.has_constraints:
+        lam, friction = jnp.zeros((saved.ts.shape[0], 0), dtype), None
+    else:
+        lam, friction = _saved_forces(system, baumgarte, t0, saved, reached)
+    fields = (saved.ts, saved.q, saved.qd, lam, result, t_final, stats)
     if events is None:
-        if system.has_constraints:
-            lam, _ = _saved_forces(system, baumgarte, t0, saved, reached)
-        else:
-            lam = jnp.zeros((saved.ts.shape[0], 0), dtype)
-        traj = without_events(saved.ts, saved.q, saved.qd, lam, result, t_final, stats)
-        return traj, stop
-    lam, friction = _saved_forces(system, baumgarte, t0, saved, reached)
+        return without_events(*fields), stop
     if friction is None:
         friction = jnp.zeros(saved.actives.shape, dtype)  # contacts without slip
-    traj = Trajectory(
-        saved.ts,
-        saved.q,
-        saved.qd,
-        lam,
-        result,
-        t_final,
-        stats,
-        **events,
-        friction=friction,
-    )
-    return traj, stop
+    return Trajectory(*fields, **events, friction=friction), stop
 
 
 @eqx.filter_jit
@@ -236,16 +224,8 @@ def smooth_solve(
         args, (q0, qd0), t0, t1, None if options.t1_only else ts, options
     )
     saved = SavedStates(seg.ts, seg.q, seg.qd, seg.reached, None, None)
-    stop = Stop(
-        seg.stopped,
-        seg.q_end,
-        seg.qd_end,
-        seg.t_end,
-        seg.failed_dt,
-        seg.failed_finite,
-        None,
-        None,
-    )
+    ends = (seg.q_end, seg.qd_end, seg.t_end)
+    stop = Stop(seg.stopped, *ends, seg.failed_dt, seg.failed_finite)
     return finish(
         system,
         t0,

@@ -30,9 +30,8 @@ _SIGNATURES = {
 
 
 def as_float(x: Any) -> Array:
-    """`jnp.asarray(x, dtype=float)`. Concrete values are converted by NumPy and
-    put on the device: an eager conversion by JAX (`jnp.asarray` of a NumPy array
-    included) compiles a small program on its first use, 10-20 ms each."""
+    """`jnp.asarray(x, dtype=float)`; concrete values are converted by NumPy, as an
+    eager conversion by JAX compiles a small program on its first use."""
     if any(isinstance(leaf, jax.Array) for leaf in jax.tree.leaves(x)):
         return jnp.asarray(x, dtype=float)
     return jax.device_put(np.asarray(x, dtype=jnp.result_type(float)))
@@ -103,9 +102,8 @@ class LagrangianSystem(eqx.Module):
     - `unilateral`: `h(q, t[, params]) -> (u,)`, the one-sided constraints `h >= 0`.
     - `restitution`: coefficient of restitution of impacts on the unilateral
         constraints, a scalar or one per constraint (0, the default: plastic; 1:
-        elastic); or
-        the name of a param that holds it (`restitution="e"`), so that the fits,
-        batches and sweeps over that param change it.
+        elastic); or the name of a param that holds it (`restitution="e"`), so
+        that the fits, batches and sweeps over that param change it.
     - `slip`: `s(q, qd, t[, params]) -> (u,)`, affine in `qd`: the tangential slip
         velocity at each unilateral contact (zero when it rolls or sticks). With
         it, the contacts have Coulomb friction (see `friction`).
@@ -142,9 +140,8 @@ class LagrangianSystem(eqx.Module):
     import jaxlagrange as jl
 
     def lagrangian(q, qd, t, params):
-        return 0.5 * params["m"] * params["l"] ** 2 * qd[0] ** 2 + params[
-            "m"
-        ] * 9.81 * params["l"] * jnp.cos(q[0])
+        m, l = params["m"], params["l"]
+        return 0.5 * m * l**2 * qd[0] ** 2 + m * 9.81 * l * jnp.cos(q[0])
 
     pendulum = jl.LagrangianSystem(lagrangian, params={"m": 1.0, "l": 2.0})
     qdd = jl.accelerations(pendulum, jnp.array([0.3]), jnp.array([0.0]), 0.0)
@@ -202,12 +199,10 @@ class LagrangianSystem(eqx.Module):
         self.slip = slip
         self.friction, self.friction_param = _leaf_or_name(friction)
         if static_friction is None:
-            self.static_friction = self.friction
-            self.static_friction_param = self.friction_param
-        else:
-            self.static_friction, self.static_friction_param = _leaf_or_name(
-                static_friction
-            )
+            static_friction = friction
+        self.static_friction, self.static_friction_param = _leaf_or_name(
+            static_friction
+        )
         check_mass_solver(mass_solver, mass_preconditioner)
         self.mass_solver = mass_solver
         self.mass_preconditioner = mass_preconditioner
@@ -347,13 +342,12 @@ class LagrangianSystem(eqx.Module):
         """The total generalized force: `force` plus the Rayleigh term `-∂R/∂qd`."""
         total = None
         if self.force is not None:
-            out = jnp.asarray(self._call(self.force, q, qd, t))
-            if out.shape != q.shape:
+            total = jnp.asarray(self._call(self.force, q, qd, t))
+            if total.shape != q.shape:
                 raise ValueError(
                     f"`force` must return shape {q.shape} (the shape of q), but it "
-                    f"returned shape {out.shape}."
+                    f"returned shape {total.shape}."
                 )
-            total = out
         if self.dissipation is not None:
 
             def rayleigh(qd):

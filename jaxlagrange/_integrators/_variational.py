@@ -59,12 +59,9 @@ class VariationalMidpoint(AbstractLagrangianSolver):
         atol + rtol × scale (default: 1e-12 in float64, 1e-5 in float32, which
         cannot reach 1e-12): the positions' update against |q₁| component by
         component, the constraint impulse's against the largest momentum (the
-        multipliers' roundoff grows with the momenta, so an absolute test on them
-        could never pass). That last update is applied, and Newton converges
-        quadratically: at the defaults each solve ends at roundoff, and the
-        symmetric map runs back to its start to roundoff (1000 steps of a chaotic
-        double pendulum forward, q̇ flipped, 1000 back: 1e-15 in q). Looser values
-        save iterations when speed matters more.
+        multipliers' roundoff grows with the momenta). That last update is
+        applied, so at the defaults each solve ends at roundoff and the symmetric
+        map runs back to its start to roundoff. Looser values save iterations.
     - `max_iterations`: Newton iterations per implicit solve; a solve that has not
         converged by then stops the run with `RESULTS.implicit_step_failed`.
 

@@ -133,6 +133,10 @@ class _Evaluator:
     def binary(self, prim, a, b):
         return self.apply(prim, [a, b], _OWN_PARAMS.get(prim.name, {}))
 
+    def eval_closed(self, closed: jcore.ClosedJaxpr, args) -> list[np.ndarray]:
+        consts = [const_array(c) for c in closed.consts]
+        return self.eval_jaxpr(closed.jaxpr, consts, args)
+
     def eval_jaxpr(self, jaxpr: jcore.Jaxpr, consts, args) -> list[np.ndarray]:
         env: dict[Any, np.ndarray] = {}
 
@@ -206,13 +210,8 @@ class _Evaluator:
             if key in params:
                 inner = params[key]
                 if isinstance(inner, jcore.ClosedJaxpr):
-                    consts = [const_array(c) for c in inner.consts]
-                    inner = inner.jaxpr
-                else:
-                    consts = []
-                num_consts = params.get("num_consts", 0) if name != "jit" else 0
-                del num_consts  # the operands include them
-                return self.eval_jaxpr(inner, consts, operands)
+                    return self.eval_closed(inner, operands)
+                return self.eval_jaxpr(inner, [], operands)
         raise UnsupportedPrimitiveError(
             f"The fused ensemble kernel cannot evaluate the primitive {name!r} lane "
             "by lane (it appears in the equations of motion or the constraint "
@@ -324,14 +323,8 @@ class _Evaluator:
         branches = params["branches"]
         (idx,) = index.flat
         if is_const(idx):
-            branch = branches[int(idx)]
-            return self.eval_jaxpr(
-                branch.jaxpr, [const_array(c) for c in branch.consts], args
-            )
-        results = [
-            self.eval_jaxpr(b.jaxpr, [const_array(c) for c in b.consts], args)
-            for b in branches
-        ]
+            return self.eval_closed(branches[int(idx)], args)
+        results = [self.eval_closed(b, args) for b in branches]
         outs = []
         for k in range(len(results[0])):
             shape = results[0][k].shape
@@ -347,16 +340,10 @@ class _Evaluator:
 
     def while_loop(self, operands, params):
         cn, bn = params["cond_nconsts"], params["body_nconsts"]
-        cconsts, bconsts, carry = (
-            operands[:cn],
-            operands[cn : cn + bn],
-            operands[cn + bn :],
-        )
-        cj, bj = params["cond_jaxpr"], params["body_jaxpr"]
+        cconsts, bconsts = operands[:cn], operands[cn : cn + bn]
+        carry = operands[cn + bn :]
         for _ in range(100_000):
-            (pred,) = self.eval_jaxpr(
-                cj.jaxpr, [const_array(c) for c in cj.consts], [*cconsts, *carry]
-            )
+            (pred,) = self.eval_closed(params["cond_jaxpr"], [*cconsts, *carry])
             (p,) = pred.flat
             if not is_const(p):
                 raise UnsupportedPrimitiveError(
@@ -366,28 +353,19 @@ class _Evaluator:
                 )
             if not bool(p):
                 return carry
-            carry = self.eval_jaxpr(
-                bj.jaxpr, [const_array(c) for c in bj.consts], [*bconsts, *carry]
-            )
+            carry = self.eval_closed(params["body_jaxpr"], [*bconsts, *carry])
         raise UnsupportedPrimitiveError("A 'while' loop ran over 100 000 iterations.")
 
     def scan(self, operands, params):
         nc, ncarry = params["num_consts"], params["num_carry"]
-        consts, carry, xs = (
-            operands[:nc],
-            operands[nc : nc + ncarry],
-            operands[nc + ncarry :],
-        )
+        consts, carry = operands[:nc], operands[nc : nc + ncarry]
+        xs = operands[nc + ncarry :]
         body = params["jaxpr"]
         length = params["length"]
         steps = range(length - 1, -1, -1) if params["reverse"] else range(length)
         ys_steps = {}
         for i in steps:
-            out = self.eval_jaxpr(
-                body.jaxpr,
-                [const_array(c) for c in body.consts],
-                [*consts, *carry, *[x[i, ...] for x in xs]],
-            )
+            out = self.eval_closed(body, [*consts, *carry, *[x[i, ...] for x in xs]])
             carry, ys_steps[i] = out[:ncarry], out[ncarry:]
         ys = []
         for k in range(len(body.jaxpr.outvars) - ncarry):

@@ -7,10 +7,8 @@ A `lineax.CG` mass solver is run by `conjugate_gradient` below, not by
 lineax's iteration without what costs most under `vmap` when M is cheap to
 apply: lineax's CG starts with a product M·0, stops only when the last step is
 also small in q̈-space (one more product), and branches every iteration to
-recompute the residual every tenth. On the cavity (B = 64 states, 129
-coordinates) this solve takes about half the time of `lineax.linear_solve`'s.
-Wrap the solver (e.g. `lineax.Normal(lineax.CG(...))`, or any other iterative
-lineax solver) to have lineax's own iteration instead.
+recompute the residual every tenth. Wrap the solver (e.g.
+`lineax.Normal(lineax.CG(...))`) to have lineax's own iteration instead.
 
 The Schur complement C M⁻¹ Cᵀ of the constrained solves is symmetric positive
 definite as well, and is solved by the same CG, matrix-free.
@@ -81,8 +79,7 @@ def conjugate_gradient(
         carry = (jnp.zeros_like(b), b, z, gamma, 0, going(b, gamma, 0))
         if max_steps > 0:
             # Every solve with b ≠ 0 takes a first step (with b = 0 it changes
-            # nothing): outside the loop it costs no loop overhead, a fifth of
-            # the cavity's solve under `vmap`.
+            # nothing): outside the loop it costs no loop overhead.
             carry = body(carry)
         x, r, *_ = jax.lax.while_loop(lambda carry: carry[-1] > 0, body, carry)
         # A NaN residual passes the test: from a finite b it is a breakdown

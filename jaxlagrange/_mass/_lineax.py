@@ -30,11 +30,7 @@ import jax.numpy as jnp
 import lineax as lx
 
 from .._custom_types import Array, BoolScalar
-from ._strategy import (
-    AbstractConstrained,
-    AbstractMassFactor,
-    AbstractMassStrategy,
-)
+from ._strategy import AbstractConstrained, AbstractMassFactor, AbstractMassStrategy
 from ._terms import mass, momenta_of
 
 
@@ -138,11 +134,7 @@ def linear_rows(rows: Callable[[Array], Array], like: Array):
     """
     _, rows_of = jax.linearize(rows, jnp.zeros_like(like))
     transpose = jax.linear_transpose(rows_of, like)
-
-    def forces_of(lam: Array) -> Array:
-        return transpose(lam)[0]
-
-    return rows_of, forces_of
+    return rows_of, lambda lam: transpose(lam)[0]
 
 
 class OperatorConstrained(AbstractConstrained):
@@ -231,10 +223,7 @@ class LineaxFactor(AbstractMassFactor):
         rows_of, forces_of = linear_rows(rows.apply, like)
         if directions is not None:
             _, forces_of = linear_rows(directions.apply, like)
-        if f is None:
-            z, failed = like, jnp.array(False)
-        else:
-            z, failed = self.solve(f)
+        z, failed = (like, jnp.array(False)) if f is None else self.solve(f)
         return OperatorConstrained(
             self, rows_of, forces_of, f, z, failed, directions is None
         )

@@ -35,20 +35,12 @@ def _motion_axes(fig, positions: np.ndarray, unit: str | None = None):
     if d == 3:
         ax = fig.add_subplot(projection="3d")
         ax.set_box_aspect((1, 1, 1))
-        for set_lim, c in zip(
-            (ax.set_xlim, ax.set_ylim, ax.set_zlim), centre, strict=True
-        ):
-            set_lim(c - half, c + half)
-        ax.set_xlabel(with_unit("x", unit))
-        ax.set_ylabel(with_unit("y", unit))
-        ax.set_zlabel(with_unit("z", unit))
     else:
         ax = fig.add_subplot()
         ax.set_aspect("equal")
-        ax.set_xlim(centre[0] - half, centre[0] + half)
-        ax.set_ylim(centre[1] - half, centre[1] + half)
-        ax.set_xlabel(with_unit("x", unit))
-        ax.set_ylabel(with_unit("y", unit))
+    for name, c in zip("xyz", centre, strict=False):
+        getattr(ax, f"set_{name}lim")(c - half, c + half)
+        getattr(ax, f"set_{name}label")(with_unit(name, unit))
     return ax
 
 

@@ -45,9 +45,9 @@ def _rate(label: str) -> str:
     return f"d{label}/dt"
 
 
-def _units(n: int, units: Sequence[str] | None) -> list[str] | None:
+def _units(n: int, units: Sequence[str] | None) -> list[str | None]:
     if units is None:
-        return None
+        return [None] * n
     if len(units) != n:
         raise ValueError(
             f"`units` must have one entry per coordinate ({n}), got {len(units)}."
@@ -94,8 +94,8 @@ def coordinates(
     n = q.shape[1]
     labels = _labels(n, coordinates)
     unit_list = _units(n, units)
-    shared = unit_list[0] if unit_list and len(set(unit_list)) == 1 else None
-    if unit_list and shared is None:
+    shared = unit_list[0] if len(set(unit_list)) == 1 else None
+    if shared is None:
         labels = [with_unit(a, u) for a, u in zip(labels, unit_list, strict=True)]
     fig = new_figure(8, 4.5)
     ax = fig.add_subplot()
@@ -164,30 +164,34 @@ def phase_portrait(
     q, qd = np.asarray(q), np.asarray(qd)
     n = q.shape[1]
     labels = _labels(n, coordinates)
-    unit_list = _units(n, units) or [None] * n
+    unit_list = _units(n, units)
     k = min(n, max_panels)
-    colour = np.arange(len(q)) if ts is None else np.asarray(ts)
     fig = new_figure(3.6 * k + 0.8, 3.8)
     axes = fig.subplots(1, k, squeeze=False)[0]
     for i, ax in enumerate(axes):
-        ax.plot(q[:, i], qd[:, i], color="0.8", lw=0.6, zorder=1)
-        points = ax.scatter(
-            q[:, i], qd[:, i], c=colour, s=2, cmap="viridis", zorder=2, linewidths=0
-        )
-        ax.plot(q[0, i], qd[0, i], "o", color="crimson", ms=5, zorder=3, label="start")
+        points = _path(ax, q[:, i], qd[:, i], ts, linewidths=0)
         unit = unit_list[i]
         ax.set_xlabel(with_unit(labels[i], unit))
         ax.set_ylabel(with_unit(_rate(labels[i]), unit and f"{unit}/s"))
         ax.grid(alpha=0.3)
     axes[0].legend(loc="best", framealpha=0.85)
-    fig.colorbar(
-        points,
-        ax=list(axes),
-        label=with_unit("time t", units and "s") if ts is not None else "sample",
-    )
+    fig.colorbar(points, ax=list(axes), label=_time_label(ts, units))
     shown = "" if k == n else f" (first {k} of {n} coordinates)"
     fig.suptitle((title or "Phase portrait") + shown)
     return fig
+
+
+def _path(ax, x, y, ts, **kwargs):
+    """A path in grey, its points coloured by time (or sample), and its start."""
+    colour = np.arange(len(x)) if ts is None else np.asarray(ts)
+    ax.plot(x, y, color="0.8", lw=0.6, zorder=1)
+    points = ax.scatter(x, y, c=colour, s=2, cmap="viridis", zorder=2, **kwargs)
+    ax.plot(x[0], y[0], "o", color="crimson", ms=5, zorder=3, label="start")
+    return points
+
+
+def _time_label(ts, units) -> str:
+    return with_unit("time t", units and "s") if ts is not None else "sample"
 
 
 def configuration(
@@ -212,22 +216,15 @@ def configuration(
     """
     q = np.asarray(q)
     labels = _labels(q.shape[1], coordinates)
-    unit_list = _units(q.shape[1], units) or [None] * q.shape[1]
-    colour = np.arange(len(q)) if ts is None else np.asarray(ts)
+    unit_list = _units(q.shape[1], units)
     fig = new_figure(5.6, 5)
     ax = fig.add_subplot()
-    ax.plot(q[:, 0], q[:, 1], color="0.8", lw=0.6, zorder=1)
-    points = ax.scatter(q[:, 0], q[:, 1], c=colour, s=2, cmap="viridis", zorder=2)
-    ax.plot(q[0, 0], q[0, 1], "o", color="crimson", ms=5, zorder=3, label="start")
+    points = _path(ax, q[:, 0], q[:, 1], ts)
     ax.set_xlabel(with_unit(labels[0], unit_list[0]))
     ax.set_ylabel(with_unit(labels[1], unit_list[1]))
     ax.grid(alpha=0.3)
     ax.legend(loc="best", framealpha=0.85)
-    fig.colorbar(
-        points,
-        ax=ax,
-        label=with_unit("time t", units and "s") if ts is not None else "sample",
-    )
+    fig.colorbar(points, ax=ax, label=_time_label(ts, units))
     ax.set_title(title or f"Configuration path ({labels[0]}, {labels[1]})")
     return fig
 
@@ -408,7 +405,7 @@ def fit_comparison(
     ts, q, q_fit = np.asarray(ts), np.asarray(q), np.asarray(q_fit)
     n = min(q.shape[1], _MANY)
     labels = _labels(q.shape[1], coordinates)
-    unit_list = _units(q.shape[1], units) or [None] * q.shape[1]
+    unit_list = _units(q.shape[1], units)
     residuals = q - q_fit
     band, band_label = (
         (np.std(residuals, axis=0), "±σ of the residuals")

@@ -47,6 +47,10 @@ def _is_number(x):
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
+def _is_finite(x):
+    return _is_number(x) and math.isfinite(x)
+
+
 def _is_numbers(x):
     """A number or a (nested) list of numbers."""
     if isinstance(x, list):
@@ -60,30 +64,23 @@ def _all_finite(x):
     return math.isfinite(x)
 
 
+_KINDS = {  # kind: (test, what it must be)
+    float: (_is_finite, "a finite number"),
+    int: (lambda x: isinstance(x, int) and not isinstance(x, bool), "an integer"),
+    bool: (lambda x: isinstance(x, bool), "true or false"),
+    str: (lambda x: isinstance(x, str), "a string"),
+    "vector": (
+        lambda x: isinstance(x, list) and all(_is_finite(y) for y in x),
+        "a list of finite numbers",
+    ),
+    "table": (lambda x: isinstance(x, dict), "a table"),
+}
+
+
 def type_error(kind, value) -> str | None:
-    if kind is float:
-        ok = _is_number(value) and math.isfinite(value)
-        expected = "a finite number"
-    elif kind is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-        expected = "an integer"
-        if ok and not -(2**63) <= value < 2**63:  # (JAX's largest: int64)
-            return f"must be an integer from -2**63 to 2**63 - 1, got {value!r}"
-    elif kind is bool:
-        ok = isinstance(value, bool)
-        expected = "true or false"
-    elif kind is str:
-        ok = isinstance(value, str)
-        expected = "a string"
-    elif kind == "vector":
-        ok = isinstance(value, list) and all(
-            _is_number(x) and math.isfinite(x) for x in value
-        )
-        expected = "a list of finite numbers"
-    elif kind == "table":
-        ok = isinstance(value, dict)
-        expected = "a table"
-    elif kind == "numbers":
+    if kind == "any":  # checked by the key's `check`
+        return None
+    if kind == "numbers":
         if not isinstance(value, dict):
             return f"must be a table, got {toml_type(value)}"
         for k, v in value.items():
@@ -94,11 +91,12 @@ def type_error(kind, value) -> str | None:
             if not _all_finite(v):  # TOML has nan and inf
                 return f"{k!r} must be a finite number (or a list of them), got {v!r}"
         return None
-    elif kind == "any":  # checked by the key's `check`
-        return None
-    else:
-        raise AssertionError(kind)
-    return None if ok else f"must be {expected}, got {toml_type(value)} {value!r}"
+    ok, expected = _KINDS[kind]
+    if not ok(value):
+        return f"must be {expected}, got {toml_type(value)} {value!r}"
+    if kind is int and not -(2**63) <= value < 2**63:  # (JAX's largest: int64)
+        return f"must be an integer from -2**63 to 2**63 - 1, got {value!r}"
+    return None
 
 
 def toml_type(value) -> str:

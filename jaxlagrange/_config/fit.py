@@ -20,9 +20,6 @@ from ._schema import (
 from .run import RUN_SCHEMA, solver
 
 
-# `jaxlagrange fit`: a system (its params are the starting guess), the solver
-# settings, and [fit].
-
 FIT_OPTIMIZERS = ("lm", "gauss_newton", "dogleg", "bfgs", "lbfgs", "adam")
 FIT_JACOBIANS = ("auto", "forward", "reverse")
 FIT_ADJOINTS = ("recursive_checkpoint", "backsolve")
@@ -130,7 +127,8 @@ def fit_kwargs(config: Mapping[str, Any], ready) -> dict[str, Any]:
     """
     source, section = config["source"], config["fit"]
     params = ready.system.params or {}
-    for key in ("trainable", "positive"):
+    starts = section["starts"]
+    for key in ("trainable", "positive", "starts"):
         names = section[key] or []
         unknown = [name for name in names if name not in params]
         if unknown:
@@ -158,9 +156,9 @@ def fit_kwargs(config: Mapping[str, Any], ready) -> dict[str, Any]:
             f"{source}: [fit] continuity_weight weighs the gaps between shooting "
             "segments; with segments = 1 there are none"
         )
-    trainable_names = section["trainable"]
-    if trainable_names is not None:
-        held = [name for name in section["positive"] if name not in trainable_names]
+    trainable = section["trainable"]
+    if trainable is not None:
+        held = [name for name in section["positive"] if name not in trainable]
         if held:
             raise ConfigError(
                 f"{source}: [fit] positive: {held[0]!r} is not trainable (positive "
@@ -172,15 +170,8 @@ def fit_kwargs(config: Mapping[str, Any], ready) -> dict[str, Any]:
     adjoint = {"recursive_checkpoint": None, "backsolve": diffrax.BacksolveAdjoint()}[
         section["adjoint"]
     ]
-    trainable = section["trainable"]
-    starts = section["starts"]
     lengths = set()
     for name, values in starts.items():
-        if name not in params:
-            raise ConfigError(
-                f"{source}: [fit] starts: unknown param {name!r} for system "
-                f"{ready.name!r}; valid params: {valid_names(params)}"
-            )
         if not (isinstance(values, list) and values) or any(
             isinstance(v, list) for v in values
         ):

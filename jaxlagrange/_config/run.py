@@ -193,15 +193,8 @@ def ready_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
         default = factory(**options)
     except ValueError as e:
         raise ConfigError(f"{source}: [system] options: {e}") from None
-    n = default.q0.shape[0]
+    _check_initial(config, default, f"system {name!r}")
     initial = config["initial"]
-    for key in ("q", "qd"):
-        value = initial[key]
-        if value is not None and len(value) != n:
-            raise ConfigError(
-                f"{source}: [initial] {key} must have {n} entries for system "
-                f"{name!r} ({', '.join(default.coordinates)}), got {len(value)}"
-            )
     try:
         return factory(
             section["params"] or None, q0=initial["q"], qd0=initial["qd"], **options
@@ -223,17 +216,25 @@ def _mujoco_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
         raise ConfigError(f"{where}: needs `pip install jaxlagrange[mujoco]`") from None
     except ValueError as e:
         raise ConfigError(f"{where}: {e}") from None
-    state = {}
-    for key, default in (("q", ready.q0), ("qd", ready.qd0)):
+    _check_initial(config, ready, repr(section["mujoco"]))
+    initial = config["initial"]
+    state = tuple(
+        x if initial[k] is None else jnp.asarray(initial[k], x.dtype)
+        for k, x in (("q", ready.q0), ("qd", ready.qd0))
+    )
+    return eqx.tree_at(lambda r: (r.q0, r.qd0), ready, state)
+
+
+def _check_initial(config: Mapping[str, Any], ready, system: str) -> None:
+    """That `[initial]` q and qd, where given, have one entry per coordinate."""
+    n = ready.q0.shape[0]
+    for key in ("q", "qd"):
         value = config["initial"][key]
-        if value is not None and len(value) != default.shape[0]:
+        if value is not None and len(value) != n:
             raise ConfigError(
-                f"{source}: [initial] {key} must have {default.shape[0]} entries for "
-                f"{section['mujoco']!r} ({', '.join(ready.coordinates)}), got "
-                f"{len(value)}"
+                f"{config['source']}: [initial] {key} must have {n} entries for "
+                f"{system} ({', '.join(ready.coordinates)}), got {len(value)}"
             )
-        state[key] = default if value is None else jnp.asarray(value, default.dtype)
-    return eqx.tree_at(lambda r: (r.q0, r.qd0), ready, (state["q"], state["qd"]))
 
 
 def solver(name: str) -> diffrax.AbstractSolver:

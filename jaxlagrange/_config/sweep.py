@@ -10,8 +10,6 @@ from ._schema import ConfigError, Key, at_least, one_of, type_error
 from .run import RUN_SCHEMA
 
 
-# `jaxlagrange sweep`: the run sections plus [sweep].
-
 SWEEP_SAMPLINGS = ("grid", "random")
 
 SWEEP_SCHEMA: dict[str, dict[str, Key]] = {

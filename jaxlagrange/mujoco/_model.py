@@ -2,7 +2,6 @@
 default params, and the one warning that names what is not imported."""
 
 import os
-import warnings
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -190,24 +189,17 @@ def not_imported(m) -> list[str]:
     return [phrase for condition, phrase in checks if condition]
 
 
-def warn_not_imported(m) -> None:
-    missing = not_imported(m)
-    if missing:
-        warnings.warn(
-            f"MuJoCo model {model_name(m)!r}: not imported (absent from the "
-            f"Lagrangian): {'; '.join(missing)}.",
-            stacklevel=3,
-        )
-
-
 def tree(m) -> Tree:
     bodies = []
     for b in range(1, m.nbody):
         ids = range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b])
         joints = tuple(
-            Joint(*(int(x[j]) for x in (m.jnt_type, m.jnt_qposadr, m.jnt_dofadr)),
-                  np.array(m.jnt_pos[j]), np.array(m.jnt_axis[j]),
-                  float(m.qpos0[m.jnt_qposadr[j]]))
+            Joint(
+                *(int(x[j]) for x in (m.jnt_type, m.jnt_qposadr, m.jnt_dofadr)),
+                np.array(m.jnt_pos[j]),
+                np.array(m.jnt_axis[j]),
+                float(m.qpos0[m.jnt_qposadr[j]]),
+            )
             for j in ids
         )
         rot, irot = (_quat_matrix(x[b]) for x in (m.body_quat, m.body_iquat))
@@ -222,9 +214,8 @@ def tree(m) -> Tree:
         for j in b.joints
         if j.kind in (BALL, FREE)
     )
-    motors = [a for a in range(m.nu) if _motor(m, a)]
-    if _disabled(m, "ACTUATION"):
-        motors = []
+    actuation = not _disabled(m, "ACTUATION")
+    motors = [a for a in range(m.nu) if actuation and _motor(m, a)]
     joints = m.actuator_trnid[motors, 0]
     gains = m.actuator_gear[motors, 0] * m.actuator_gainprm[motors, 0]
     motors = (np.array(motors, int), np.array(m.jnt_qposadr[joints], int), gains)

@@ -8,6 +8,7 @@ the world). One JVP of all the inertial frames along q̇ gives every body's
 velocity and Ṙ, from which `jl.rigid` forms ½ m |ẋ|² + ½ ωᵀ I ω.
 """
 
+import warnings
 from typing import Any
 
 import equinox as eqx
@@ -101,8 +102,8 @@ def _velocities(layout, q: Array, rates: Array, *, to_mujoco: bool) -> Array:
     return jnp.concatenate(parts, -1)
 
 
-def _functions(tree: Tree):
-    """The Lagrangian, dissipation, force, constraint and points of the model."""
+def _system(tree: Tree, params: dict[str, Any]):
+    """The model's `LagrangianSystem` with `params`, and its points."""
     layout = _layout(tree)
     quaternions = [a + 3 * (k == FREE) for k, a, _ in layout if k in (BALL, FREE)]
     units = [rigid.unit_quaternion(range(a, a + 4)) for a in quaternions]
@@ -145,13 +146,14 @@ def _functions(tree: Tree):
     def holonomic(q, t, params):
         return jnp.concatenate([unit(q, t) for unit in units])
 
-    return (
+    system = LagrangianSystem(
         lagrangian,
-        dissipation if tree.damper else None,
-        force if gains.size else None,
-        holonomic if units else None,
-        lambda q, t, params: centres(q, params)[0],
+        params=params,
+        dissipation=dissipation if tree.damper else None,
+        force=force if gains.size else None,
+        holonomic=holonomic if units else None,
     )
+    return system, lambda q, t, params: centres(q, params)[0]
 
 
 class MujocoSystem(ReadySystem):
@@ -242,10 +244,14 @@ def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
     merged = merge_params(name, _model.default_params(m, tree), params)
     if not isinstance(merged["dof_armature"], jax.core.Tracer):
         _check_armature(m, layout, np.asarray(merged["dof_armature"]))
-    _model.warn_not_imported(m)
-    lagrangian, dissipation, force, holonomic, points = _functions(tree)
-    functions = dict(dissipation=dissipation, force=force, holonomic=holonomic)
-    system = LagrangianSystem(lagrangian, params=merged, **functions)
+    missing = _model.not_imported(m)
+    if missing:
+        warnings.warn(
+            f"MuJoCo model {name!r}: not imported (absent from the Lagrangian): "
+            f"{'; '.join(missing)}.",
+            stacklevel=2,
+        )
+    system, points = _system(tree, merged)
     q0 = jnp.asarray(m.qpos0, dtype=float)
     coordinates = _model.coordinates(m)
     return MujocoSystem(

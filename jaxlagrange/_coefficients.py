@@ -61,19 +61,6 @@ def check_friction(system: Any) -> None:
             )
 
 
-# Each coefficient's range, checked on the value each solve reads (`coefficient`).
-_RANGES = {
-    "friction": "`friction` must be finite and non-negative, got a value that is not.",
-    "static_friction": (
-        "`static_friction` must be finite and non-negative, got a value that is not."
-    ),
-    "restitution": (
-        "`restitution` must lie in [0, 1] (0: plastic, 1: elastic), got a value that "
-        "does not."
-    ),
-}
-
-
 def _read(system: Any, name: str, u: int, dtype) -> Array:
     """The coefficient `name` broadcast to one per unilateral constraint, (u,)."""
     value = jnp.asarray(system._coefficient(name), dtype)
@@ -86,10 +73,14 @@ def _read(system: Any, name: str, u: int, dtype) -> Array:
 
 
 def _range_check(name: str, value: Array) -> tuple[Array, str]:
+    """Where `value` is out of the coefficient's range, and the message."""
     good = jnp.isfinite(value) & (value >= 0)
     if name == "restitution":
-        good = good & (value <= 1)
-    return ~good, _RANGES[name]
+        return ~(good & (value <= 1)), (
+            "`restitution` must lie in [0, 1] (0: plastic, 1: elastic), got a value "
+            "that does not."
+        )
+    return ~good, f"`{name}` must be finite and non-negative, got a value that is not."
 
 
 def coefficient(system: Any, name: str, u: int, dtype) -> Array:

@@ -97,9 +97,6 @@ def without_events(ts, q, qd, multipliers, result, t_final, stats) -> Trajectory
     )
 
 
-_known = known
-
-
 _THROW_FALSE = (
     "`jl.simulate(..., throw=False)` returns the trajectory up to the failure, "
     "with `Trajectory.result` and `Trajectory.t_final`, the time reached."
@@ -128,7 +125,7 @@ def result_messages(max_steps: int, max_events: int | None = None) -> list[str]:
 def raise_on_failure(
     traj: Trajectory, max_steps: int, t1: ScalarLike, max_events: int | None = None
 ) -> Trajectory:
-    code = _known(code_of(traj.result))
+    code = known(code_of(traj.result))
     messages = result_messages(max_steps, max_events)
     if code is None:
         # Under jit or vmap: a runtime error, without the time reached.

@@ -162,7 +162,7 @@ class Observations(eqx.Module):
             if np.any(known[name] <= 0):
                 raise ValueError(f"`{name}` must be > 0, got {known[name]}.")
             # The residuals are scaled by 1/σ², which must leave them room to
-            # be squared and summed (1e-200 made the loss inf at step 0).
+            # be squared and summed.
             tiny = np.finfo(known[name].dtype).max ** -0.25
             if np.any(known[name] < tiny):
                 raise ValueError(
@@ -209,26 +209,20 @@ def layout_of(obs: Observations, segments: int) -> _Layout:
     counted = real & (
         (index < bounds[1:, None]) | (np.arange(segments) == segments - 1)[:, None]
     )
-    sigma = (
-        np.ones(n)
-        if obs.sigma is None
-        else np.broadcast_to(np.asarray(obs.sigma), (n,))
-    )
+
+    def per_coordinate(x, default):
+        return default if x is None else np.broadcast_to(np.asarray(x), (n,))
+
+    sigma = per_coordinate(obs.sigma, np.ones(n))
     w = np.ones((T, n)) if obs.weights is None else np.asarray(obs.weights)
     w = np.broadcast_to(w if w.ndim == 2 else w[:, None], (T, n))
     weight = np.where(counted[..., None], w[clipped], 0.0)
     # The loss is the weighted mean of the squared residuals in units of sigma.
     total = np.sum(weight)
     weight = weight / sigma**2
-    sigma_qd = (
-        sigma
-        if obs.sigma_qd is None
-        else np.broadcast_to(np.asarray(obs.sigma_qd), (n,))
-    )
-    if qd is not None:
-        velocities = qd
-    else:
-        velocities = np.gradient(q, ts, axis=0, edge_order=2 if T > 2 else 1)
+    sigma_qd = per_coordinate(obs.sigma_qd, sigma)
+    edge = 2 if T > 2 else 1
+    velocities = np.gradient(q, ts, axis=0, edge_order=edge) if qd is None else qd
     start_q, start_qd = q[bounds[:-1]].copy(), velocities[bounds[:-1]].copy()
     if obs.q0 is not None:
         start_q[0] = np.asarray(obs.q0)
@@ -314,9 +308,7 @@ def _residuals(system, layouts, starts, continuity_weight, options, diagnose=Fal
     causes of stopped solves named, see `_pieces`); and the summed weighted
     squared misfit of the coordinates in the data's units."""
     data, gaps, codes = [], [], []
-    total = 0.0
-    count = 0
-    raw = 0.0
+    total, count, raw = 0.0, 0, 0.0
     for layout, start in zip(layouts, starts, strict=True):
         r, g, t, k, code, misfit = _pieces(system, layout, start, options, diagnose)
         data += r

@@ -169,8 +169,8 @@ def fit(
     - `fit_initial_state`: whether to fit each trajectory's initial state (q0,
         qd0) too. The default, None, fits it unless every `Observations` gives
         it (`q0` and `qd0`): a state read off the data's first sample carries
-        that sample's noise, which, held, biases every fitted param (by 7
-        standard errors in the README's example). False holds it at the data's.
+        that sample's noise, which, held, biases every fitted param. False holds
+        it at the data's.
     - `segments`: multiple shooting: cut each observed trajectory into this many
         segments, each simulated from its own fitted start state (initialized
         from the data), with `continuity_weight` on the jumps between them. Use it
@@ -273,8 +273,7 @@ def _fit_from(system, data, params, *, driver, **settings) -> FitResult:
         decoded = decode_result(theta, problem, covariance, trainable)
     final, chi, covariance, raw, dead = covariance
     fitted, segment_starts, firsts, stderr = decoded
-    q0 = [q for q, _ in firsts]
-    qd0 = [qd for _, qd in firsts]
+    q0, qd0 = (list(x) for x in zip(*firsts, strict=True))
     misfit = quality(
         data, problem.layouts, chi, raw, problem.total, problem.count, unknowns(theta)
     )

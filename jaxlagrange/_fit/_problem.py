@@ -262,12 +262,12 @@ def prepare(
 def check_given_starts(system, params, trainable, data, layouts) -> None:
     """Refuse a given initial position (`Observations(q0=...)`, held) off the
     holonomic constraints where no fitted param moves them: no params reach it,
-    and the fit, which starts from its projection, was biased by the distance
-    (g = 7.95 fitted for 9.81, reported as converged). Where a fitted param
-    moves the constraints (a rod's length), the distance is what fits it."""
+    and the fit, which starts from its projection, is biased by the distance.
+    Where a fitted param moves the constraints (a rod's length), the distance is
+    what fits it."""
     for i, obs in enumerate(data):
-        # A first sample masked by a zero weight (an outlier) was still the held
-        # start, q0 = q[0]: the fit ran from it (l = 0.001 for 1.0).
+        # A first sample masked by a zero weight (an outlier) is still the held
+        # start, q0 = q[0].
         w = None if obs.weights is None else np.asarray(obs.weights)
         if obs.q0 is None and w is not None and not np.all(w[0] > 0):
             raise ValueError(

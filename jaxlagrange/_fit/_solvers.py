@@ -248,8 +248,11 @@ def _covariance(jac, r, chi, raw, flat, problem, sigma_given: bool, logs: tuple)
     inverse = jax.scipy.linalg.cho_solve(factor, jnp.eye(size))
     # The continuity gaps of multiple shooting are residuals without noise: the
     # estimate's covariance is the sandwich G⁻¹ G_d G⁻¹, G_d the normal matrix of
-    # the data rows alone (G⁻¹ overstated the errors by a third at 5 segments).
-    rows = _data_rows(problem)
+    # the data rows alone, which come first (G⁻¹ overstates the errors).
+    rows = sum(
+        int(np.prod(np.shape(layout.q))) * (1 if layout.qd is None else 2)
+        for layout in problem.layouts
+    )
     if rows < jac.shape[0]:
         data = total * (jac[:rows].T @ jac[:rows])
         data = jnp.where(either, 0.0, data) + jnp.diag(jnp.where(dead, 1.0, 0.0))
@@ -261,14 +264,6 @@ def _covariance(jac, r, chi, raw, flat, problem, sigma_given: bool, logs: tuple)
     scale = jnp.where(np.asarray(logs, bool), jnp.exp(flat[:p]), 1.0)
     cov = cov[:p, :p] * scale[:, None] * scale[None, :]
     return jnp.sum(r**2), chi, cov, raw, dead[:p]
-
-
-def _data_rows(problem) -> int:
-    """How many of the residuals are data (they come first; the gaps follow)."""
-    return sum(
-        int(np.prod(np.shape(layout.q))) * (1 if layout.qd is None else 2)
-        for layout in problem.layouts
-    )
 
 
 def _data_norm(problem):
@@ -312,9 +307,9 @@ def covariance_setup(theta, problem, trainable, data):
     """What `_gauss_newton` needs besides theta, or None past `_COVARIANCE_MAX`."""
     if unknowns(theta) > _COVARIANCE_MAX:
         return None
-    # In NumPy (an eager ravel_pytree is a few small compiles), in its order.
-    logs = [
-        np.full(np.shape(x), bool(pos)).ravel()
+    # On the host (an eager ravel_pytree is a few small compiles), in its order.
+    logs = tuple(
+        bool(pos)
         for t, pos, x in zip(
             jtu.tree_leaves(trainable),
             jtu.tree_leaves(problem.positive),
@@ -322,14 +317,14 @@ def covariance_setup(theta, problem, trainable, data):
             strict=True,
         )
         if t
-    ]
-    logs = np.concatenate(logs) if logs else np.zeros(0, bool)
+        for _ in range(np.size(x))
+    )
     sigma_given = all(d.sigma is not None for d in data)
     # The Jacobian is taken in forward mode, whatever the fit's adjoint.
     forward = eqx.tree_at(
         lambda q: q.options["adjoint"], problem, diffrax.ForwardMode()
     )
-    return forward, sigma_given, tuple(bool(x) for x in np.asarray(logs))
+    return forward, sigma_given, logs
 
 
 def covariance_of(theta, problem, setup):
@@ -347,10 +342,7 @@ def covariance_of(theta, problem, setup):
 # fits are not identifiable parameter by parameter anyway.
 _COVARIANCE_MAX = 1024
 
-
-@eqx.filter_jit
-def _residuals_jit(theta, problem):
-    return problem.residuals(theta)
+_residuals_jit = eqx.filter_jit(lambda theta, problem: problem.residuals(theta))
 
 
 def _check_finite(loss, grad_finite, codes, k, steps, losses, max_steps) -> None:

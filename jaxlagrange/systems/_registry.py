@@ -162,18 +162,16 @@ def check_physical(name: str, key: str, value: Array) -> None:
     if traced(value):
         return  # traced (e.g. a batch of params): checked where it is concrete
     values = np.asarray(value)
-    if not np.all(np.isfinite(values)):
-        raise ValueError(
-            f"Parameter {key!r} of system {name!r} must be finite, got {values}."
-        )
-    if key in _POSITIVE and not np.all(values > 0):
-        raise ValueError(
-            f"Parameter {key!r} of system {name!r} must be positive, got {values}."
-        )
-    if key in _UNIT_INTERVAL and not np.all((values >= 0) & (values <= 1)):
-        raise ValueError(
-            f"Parameter {key!r} of system {name!r} must lie in [0, 1], got {values}."
-        )
+    outside = np.any((values < 0) | (values > 1))
+    for bad, what in (
+        (not np.all(np.isfinite(values)), "be finite"),
+        (key in _POSITIVE and not np.all(values > 0), "be positive"),
+        (key in _UNIT_INTERVAL and outside, "lie in [0, 1]"),
+    ):
+        if bad:
+            raise ValueError(
+                f"Parameter {key!r} of system {name!r} must {what}, got {values}."
+            )
 
 
 def merge_params(

@@ -12,6 +12,7 @@ import functools
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ._custom_types import (
     Array,
@@ -73,6 +74,16 @@ def mass_matrix(
 
     mass = jax.jacfwd(momenta_of)(qd)
     return _checked(0.5 * (mass + mass.T), q, qd, t, "mass_matrix")
+
+
+def unread_velocities(system: LagrangianSystem, q, qd, t) -> list[int]:
+    """The velocities L does not depend on at a state (zero rows of M): more
+    coordinates than L reads, or an L that is not a function of them."""
+    try:
+        mass = np.asarray(mass_matrix(system, q, qd, t))
+    except (ValueError, TypeError, IndexError, eqx.EquinoxRuntimeError):
+        return []
+    return np.flatnonzero(np.all(mass == 0, axis=1)).tolist()
 
 
 @_on_state

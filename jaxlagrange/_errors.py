@@ -20,6 +20,15 @@ def traced(*trees) -> bool:
     return any(isinstance(x, jax.core.Tracer) for x in jtu.tree_leaves(trees))
 
 
+def one_line(error: BaseException, *, typed: bool = False) -> str:
+    """The first line of an error's message (its type's name if it has none),
+    after the type's name if `typed`."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    return f"{type(error).__name__}: {lines[0]}" if typed else lines[0]
+
+
 def known(x) -> np.ndarray | None:
     """`x` as a NumPy array if its value is known at trace time, else None."""
     return None if traced(x) else np.asarray(x)

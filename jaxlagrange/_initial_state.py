@@ -14,6 +14,7 @@ from ._constraints import constraint_values
 from ._custom_types import Array, ArrayLike, BoolScalar, ScalarLike, Vector, VectorLike
 from ._errors import first_error, traced
 from ._projection import Metric, project
+from ._results import RESULTS
 from ._system import LagrangianSystem, as_state
 
 
@@ -124,6 +125,17 @@ def initial_checks(
 
 
 _initial_residuals = eqx.filter_jit(residuals)
+
+
+def start_result(system: LagrangianSystem, q0: Array, qd0: Array, t0: Array) -> RESULTS:
+    """Why (q0, qd0) cannot start, as a result code (`successful`: it can): what
+    `check_initial_state` raises, for a member that fails on its own."""
+    r = residuals(system, q0, qd0, t0)
+    tol = tolerance(q0.dtype)
+    off = (r.position > tol) | (r.velocity > tol) | (r.penetration > tol)
+    result = RESULTS.where(off, RESULTS.inconsistent_initial_state, RESULTS.successful)
+    result = RESULTS.where(r.redundant, RESULTS.redundant_constraints, result)
+    return RESULTS.where(r.singular_mass, RESULTS.singular_mass_matrix, result)
 
 
 def check_initial_state(

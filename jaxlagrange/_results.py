@@ -45,6 +45,11 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "unilateral constraints) was reached before t1. Raise it with "
         "`jl.simulate(..., max_events=...)`."
     )
+    inconsistent_initial_state = (
+        "The initial state is not on its constraints at t0: off g = 0 or the "
+        "velocity constraints (project it with `jl.project_initial_state`), or "
+        "below a unilateral constraint h = 0."
+    )
     implicit_step_failed = (
         "The implicit solve of a variational integrator step did not converge: "
         "take a smaller `dt0`, or raise the solver's `max_iterations`."
@@ -74,6 +79,7 @@ _NAMES = (
     "non_finite_state",
     "step_size_collapsed",
     "max_events_reached",
+    "inconsistent_initial_state",
     "implicit_step_failed",
 )
 

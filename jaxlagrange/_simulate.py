@@ -2,15 +2,17 @@
 `_segment` (one smooth diffrax solve) or `_hybrid` (segments between events)."""
 
 import diffrax
+import equinox as eqx
 import jax.numpy as jnp
 
 from ._coefficients import checked_values
 from ._constraints import check_affine_in_velocities
 from ._custom_types import Array, ArrayLike, Float, ScalarLike, VectorLike
-from ._errors import first_error, forward_mode_hint
+from ._eom import unread_velocities
+from ._errors import first_error, forward_mode_hint, known
 from ._guard import Failure, diagnosed
 from ._hybrid import hybrid_solve
-from ._initial_state import check_initial_state
+from ._initial_state import check_initial_state, start_result
 from ._integrators import AbstractLagrangianSolver, VariationalMidpoint
 from ._options import (
     MAX_STEPS,
@@ -22,6 +24,7 @@ from ._options import (
     tolerances,
 )
 from ._projection import ProjectedSolver
+from ._results import code_of
 from ._segment import smooth_solve
 from ._system import LagrangianSystem
 from ._trajectory import RESULTS as RESULTS, Trajectory, raise_on_failure
@@ -51,6 +54,8 @@ _EVENTS = " (the most events before t1)"
 _NON_FINITE_INITIAL = (
     "The initial state (q0, qd0) contains a non-finite value (NaN or inf)."
 )
+
+_SINGULAR = int(code_of(RESULTS.singular_mass_matrix))
 
 
 def simulate(
@@ -147,12 +152,13 @@ def simulate(
     - `ValueError` at trace time for wrong shapes (`q0` and `qd0` must be 1-D of the
         same shape, `saveat` 1-D), and for values known at trace time: t1 ≤ t0,
         `saveat` not increasing or outside [t0, t1], non-positive `rtol`/`atol`,
-        a non-finite initial state (with `throw=True`), and an initial state off
-        the constraint manifold: a position correction or velocity correction
-        (see `jl.project_initial_state`) larger than √eps (1 + max |q0|) or
+        a `slip` or `nonholonomic` function that is not affine in qd at t0, and
+        with `throw=True` a non-finite initial state and one off the constraint
+        manifold: a position correction or velocity correction (see
+        `jl.project_initial_state`) larger than √eps (1 + max |q0|) or
         √eps (1 + max |qd0|), h(q0, t0) < 0 for a unilateral constraint,
-        redundant constraints or a singular mass matrix at t0, and a `slip` or
-        `nonholonomic` function that is not affine in qd at t0.
+        redundant constraints or a singular mass matrix at t0 (with `throw=False`
+        its `result`).
     - With `throw=True`, an error (also under `jax.jit`, `vmap` and `grad`) naming
         a non-finite param, and `friction`, `static_friction` or `restitution`
         out of its range.
@@ -196,9 +202,18 @@ def simulate(
     )
     traj, failure, max_events = simulate_checked(system, q0, qd0, options, throw=throw)
     traj = diagnosed(traj, failure)
-    if throw:
-        return raise_on_failure(traj, max_steps, t1, max_events)
-    return traj
+    if not throw:
+        return traj
+    unread = []
+    if failure is not None and known(code_of(traj.result)) == _SINGULAR:
+        unread = unread_velocities(system, failure.q0, failure.qd0, failure.t0)
+    detail = (
+        f" L does not depend on q̇{unread} at the start: does q0 have more entries "
+        "than the coordinates L reads?"
+        if unread
+        else ""
+    )
+    return raise_on_failure(traj, max_steps, t1, max_events, detail)
 
 
 def simulate_checked(
@@ -266,8 +281,11 @@ def simulate_checked(
         )
         return traj, None, None
     solver = diffrax.Tsit5() if solver is None else solver
-    if system.has_constraints:
+    start = None
+    if system.has_constraints and throw:
         q0 = check_initial_state(system, q0, qd0, t0)
+    elif system.has_constraints:  # (a batch's member fails on its own)
+        start = start_result(system, q0, qd0, t0)
     q0 = check_affine_in_velocities(system, q0, qd0, t0)
     if baumgarte is None and system.has_equality_constraints:
         solver = ProjectedSolver(solver)
@@ -294,5 +312,11 @@ def simulate_checked(
     solve = hybrid_solve if checked.hybrid else smooth_solve
     with forward_mode_hint("simulate"):
         traj, stop = solve(system, q0, qd0, t0, t1, ts, checked)
+    if start is not None:  # the cause of a bad start's failure, not to be diagnosed
+        bad = start != RESULTS.successful
+        traj = eqx.tree_at(
+            lambda tr: tr.result, traj, RESULTS.where(bad, start, traj.result)
+        )
+        stop = stop._replace(stopped=stop.stopped & ~bad)
     failure = Failure(system, q0, qd0, t0, baumgarte, stop)
     return traj, failure, checked.max_events

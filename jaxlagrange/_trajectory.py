@@ -24,6 +24,8 @@ EVENT_SLIP = 3
 """`Trajectory.event_kind` of a contact that starts slipping (static friction
 exceeded, or a stopped slip that static friction cannot hold)."""
 
+EVENT_NAMES = ("release", "impact", "stick", "slip")  # indexed by the codes
+
 
 class Trajectory(eqx.Module):
     """A solution of `simulate`.
@@ -123,7 +125,11 @@ def result_messages(max_steps: int, max_events: int | None = None) -> list[str]:
 
 
 def raise_on_failure(
-    traj: Trajectory, max_steps: int, t1: ScalarLike, max_events: int | None = None
+    traj: Trajectory,
+    max_steps: int,
+    t1: ScalarLike,
+    max_events: int | None = None,
+    detail: str = "",
 ) -> Trajectory:
     code = known(code_of(traj.result))
     messages = result_messages(max_steps, max_events)
@@ -135,7 +141,7 @@ def raise_on_failure(
     if code != SUCCESSFUL:
         raise eqx.EquinoxRuntimeError(
             f"jl.simulate stopped at t = {float(traj.t_final)!r} before t1 = "
-            f"{float(t1)!r}: {messages[int(code)]}\n{_THROW_FALSE}"
+            f"{float(t1)!r}: {messages[int(code)]}{detail}\n{_THROW_FALSE}"
         )
     return traj
 

@@ -209,7 +209,7 @@ def test_a_store_of_an_earlier_version_is_resumed(tmp_path, capsys, monkeypatch)
     from jaxlagrange._cli import sweep as sweep_command
     from jaxlagrange._ensemble import _sweep
     from jaxlagrange._ensemble._backend import VmapBackend
-    from jaxlagrange._ensemble._identity import _describe
+    from jaxlagrange._ensemble._identity import describe
 
     config, out = tmp_path / "sweep.toml", str(tmp_path / "out")
     config.write_text(
@@ -219,7 +219,7 @@ def test_a_store_of_an_earlier_version_is_resumed(tmp_path, capsys, monkeypatch)
     command = ["sweep", str(config), "--out", out, "--no-plots"]
     with monkeypatch.context() as patch:  # as it was written before
         patch.setattr(_sweep, "_backend_of", lambda *args: VmapBackend())
-        patch.setattr(sweep_command, "_described_params", _describe)
+        patch.setattr(sweep_command, "_described_params", describe)
         assert main([*command, "--quiet"]) == 0
     assert main([*command, "--quiet"]) == 0
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())

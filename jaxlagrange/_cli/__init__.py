@@ -23,8 +23,9 @@ from typing import Any, NoReturn
 
 from .. import _config as _config
 from .._config import ConfigError as ConfigError
+from .._errors import one_line
 from . import fit, run, sweep, systems
-from ._common import _one_line, compilation_cache, stdout_to_devnull
+from ._common import compilation_cache, stdout_to_devnull
 from ._output import (
     CLIError as CLIError,
     atomic_write as atomic_write,
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as e:
         if args.debug:
             raise
-        message = _one_line(e)
+        message = one_line(e)
         if not isinstance(e, (CLIError, ConfigError)):
             if isinstance(e, Exception):
                 message = f"{type(e).__name__}: {message}"
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _raised_by(error: BaseException) -> str:
     """`error` and where it was raised: the file, function and line."""
-    text = _one_line(error)
+    text = one_line(error)
     name = type(error).__name__
     what = name if text == name else f"{name}: {text}"
     tb = error.__traceback__

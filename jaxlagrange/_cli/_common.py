@@ -322,11 +322,6 @@ def stats_line(stats: Mapping[str, Any]) -> dict[str, int]:
     return {k: int(np.asarray(v)) for k, v in stats.items()}
 
 
-def _one_line(error: BaseException) -> str:
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return lines[0] if lines else type(error).__name__
-
-
 class Timing(NamedTuple):
     """Where a compiled solve's wall time went, in seconds."""
 

@@ -14,9 +14,9 @@ import numpy as np
 
 from .. import __version__, _config
 from .._config import ConfigError
+from .._errors import one_line
 from .._trajectory import failed, result_message, result_name
 from ._common import (
-    _one_line,
     add_command_arguments,
     errors_as_values,
     kept_programs,
@@ -135,7 +135,7 @@ def load_observations(
             raise CLIError(f"{name}: unknown data format; use .npz or .csv")
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         raise CLIError(
-            f"{name}: not a valid data file, cannot read it: {_one_line(e)}"
+            f"{name}: not a valid data file, cannot read it: {one_line(e)}"
         ) from None
     if np.ndim(q) == 2 and n is not None and np.shape(q)[1] != n:
         raise CLIError(
@@ -144,7 +144,7 @@ def load_observations(
     try:
         return Observations(ts, q, qd, q0=q0, qd0=qd0, sigma=sigma, sigma_qd=sigma_qd)
     except ValueError as e:
-        raise CLIError(f"{name}: {_one_line(e)}") from None
+        raise CLIError(f"{name}: {one_line(e)}") from None
 
 
 def _held_as_null(stderr, trainable):
@@ -299,9 +299,9 @@ def _fitted(args, config, ready, data, kwargs):
             warnings.simplefilter("always")
             result = fit(ready.system, data, progress=show_progress(args), **kwargs)
     except FloatingPointError as e:
-        raise CLIError(_one_line(e)) from None
+        raise CLIError(one_line(e)) from None
     except ValueError as e:
-        message = _one_line(e)
+        message = one_line(e)
         if message.startswith(_OFF_CONSTRAINTS):  # in the config's words
             message = message.replace(_OFF_CONSTRAINTS, "[initial] q is off").replace(
                 "Give a q0 on them (project it with `jl.project_initial_state`), or "

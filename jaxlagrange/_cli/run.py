@@ -10,9 +10,10 @@ import jax
 import numpy as np
 
 from .. import __version__, _config
+from .._errors import one_line
+from .._trajectory import EVENT_NAMES
 from ._common import (
     Timing,
-    _one_line,
     add_command_arguments,
     cache_hits,
     errors_as_values,
@@ -203,11 +204,9 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool, config):
 def _events(traj) -> list[dict[str, Any]]:
     """The events of unilateral constraints on `traj` (releases, impacts, sticks,
     slips), for JSON."""
-    # Named by their codes, `jl.EVENT_RELEASE` (0) to `jl.EVENT_SLIP` (3).
-    kinds = ("release", "impact", "stick", "slip")
     used = int(traj.num_events)
     return [
-        {"t": float(t), "constraint": int(i), "kind": kinds[int(k)]}
+        {"t": float(t), "constraint": int(i), "kind": EVENT_NAMES[int(k)]}
         for t, i, k in zip(
             traj.event_ts[:used],
             traj.event_constraint[:used],
@@ -282,7 +281,7 @@ def _positions(ready, traj) -> np.ndarray:
         along = eqx.filter_jit(lambda ready, q, t: ready.positions(q, t))
         positions = np.asarray(along(ready, traj.q, traj.ts), dtype=float)
     except Exception as e:
-        raise CLIError(f"positions of {ready.name!r} failed: {_one_line(e)}") from None
+        raise CLIError(f"positions of {ready.name!r} failed: {one_line(e)}") from None
     if positions.ndim != 3 or positions.shape[-1] not in (2, 3):
         raise CLIError(
             f"positions of {ready.name!r} must return shape (k, 2) or (k, 3) for one "

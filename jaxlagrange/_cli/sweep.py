@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import _config
 from .._config import ConfigError
-from .._ensemble._identity import _describe
+from .._ensemble._identity import describe
 from .._ensemble._store import changed_entries, stored_attributes
 from .._ensemble._store_verify import StoreRefused
 from ._common import (
@@ -72,7 +72,7 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
             inputs[f"params/{name}"] = v
     member = SweepMember(ready.system, Options(**kwargs), section["lyapunov"])
     if ready.system.has_constraints:
-        _check_starts(member, inputs, kwargs["t0"], ready.name, values)
+        _check_starts(member, inputs, ready.name, values)
     store = out / "sweep.zarr"
     stored = stored_attributes(store)
     digest = physics_digest(ready.system, n, ready.q0.dtype)
@@ -176,7 +176,7 @@ def _identity(config, ready, grid_shape, values, stored, physics: str) -> dict:
         # module the system file imports, a data file `make()` reads).
         "physics": physics,
         # The values of its params, the config's and those `make()` chose.
-        "params": _describe(ready.system.params)
+        "params": describe(ready.system.params)
         if legacy
         else _described_params(ready.system.params),
     }
@@ -308,23 +308,14 @@ def _failed_by_result(result: np.ndarray) -> dict[str, int]:
     }
 
 
-def _check_starts(member, inputs, t0, name: str, values) -> None:
-    """Refuse a grid whose members start off the constraint manifold, naming
-    the first: they failed one by one, every member `non_finite_state`."""
-    import jax
-    import jax.numpy as jnp
-
+def _check_starts(member, inputs, name: str, values) -> None:
+    """Refuse a grid whose members cannot start, naming the first: else they
+    fail one by one, each `inconsistent_initial_state`."""
+    from .._ensemble._batch import bad_starts
     from .._ensemble._member import Rows
-    from .._initial_state import residuals, tolerance
 
-    def worst(row):
-        system = member.system_for(Rows.of(row))
-        r = residuals(system, row["q0"], row["qd0"], jnp.asarray(t0))
-        return jnp.maximum(r.position, r.velocity)
-
-    rows = {k: jnp.asarray(v) for k, v in inputs.items()}
-    off = np.asarray(jax.jit(jax.vmap(worst))(rows)) > tolerance(rows["q0"].dtype)
-    if off.any():
+    off, message = bad_starts(member, Rows.of(inputs))
+    if message:
         i = int(np.argmax(off))
         at = ", ".join(f"{axis} = {np.asarray(v)[i]:.6g}" for axis, v in values.items())
         if any(axis.startswith(("q[", "qd[")) for axis in values):
@@ -348,4 +339,4 @@ def _described_params(params):
     can name the param that changed."""
     if isinstance(params, dict):
         return {str(k): _described_params(v) for k, v in params.items()}
-    return _describe(params)
+    return describe(params)

@@ -36,14 +36,9 @@ import jax
 import jax.numpy as jnp
 
 from .. import systems as _systems
+from .._errors import one_line
 from .._system import LagrangianSystem
 from ._schema import ConfigError
-
-
-def _one_line(error: BaseException) -> str:
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    text = lines[0] if lines else ""
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def _module(path: Path, where: str):
@@ -69,7 +64,9 @@ def _module(path: Path, where: str):
     except KeyboardInterrupt:
         raise
     except BaseException as e:  # SystemExit too: one line, not an exit
-        raise ConfigError(f"{where}: importing it raised {_one_line(e)}") from None
+        raise ConfigError(
+            f"{where}: importing it raised {one_line(e, typed=True)}"
+        ) from None
     return module
 
 
@@ -147,9 +144,11 @@ def _check_coordinates(system, q0, qd0, where: str, file: str, made: str, advice
         if "values to unpack" in str(e):  # q unpacked into more or fewer names
             raise ConfigError(
                 f"{where}, but the system of {file!r} unpacks q into another number "
-                f"of coordinates ({_one_line(e)}); {advice}"
+                f"of coordinates ({one_line(e, typed=True)}); {advice}"
             ) from None
-        raise ConfigError(f"{made}: the system it returns: {_one_line(e)}") from None
+        raise ConfigError(
+            f"{made}: the system it returns: {one_line(e, typed=True)}"
+        ) from None
     except Exception:
         return
     if message:
@@ -204,7 +203,7 @@ def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
     except BaseException as e:  # SystemExit too: one line, not an exit
         call = ", ".join(f"{k}={v!r}" for k, v in params.items())
         raise ConfigError(
-            f"{where}: {function}({call}) raised {_one_line(e)}"
+            f"{where}: {function}({call}) raised {one_line(e, typed=True)}"
         ) from None
     name = path.stem
     if isinstance(made, _systems.ReadySystem):
@@ -298,7 +297,7 @@ def _check_points(points, q0, where: str) -> int:
         shape = jnp.shape(jnp.asarray(points(q0, 0.0, None)))
     except Exception as e:
         raise ConfigError(
-            f"{where}, function 'positions': positions(q0) raised {_one_line(e)}"
+            f"{where}, function 'positions': positions(q0) raised {one_line(e, typed=True)}"
         ) from None
     if len(shape) != 2 or shape[-1] not in (2, 3):
         raise ConfigError(

@@ -104,7 +104,8 @@ def simulate_batch(
     **Raises:** `ValueError` for inconsistent batch sizes or shapes, unknown
     options or params keys, the option values `simulate` refuses (named with their
     values), and a member that cannot start (off the constraints), named by its
-    index; with `throw=True`, an error naming the cause if a member fails.
+    index, with `throw=True`; with `throw=False` such a member fails on its own
+    (`RESULTS.inconsistent_initial_state`) and the others are solved.
 
     **Example:**
 
@@ -133,36 +134,38 @@ def simulate_batch(
         jnp.broadcast_to(q0, (size, n)), jnp.broadcast_to(qd0, (size, n)), params
     )
     member = BatchMember(system, options)
-    _check_starts(member, rows)
+    if throw:
+        bad, message = bad_starts(member, rows)
+        if message:
+            raise ValueError(
+                f"`simulate_batch`: member {int(np.argmax(bad))} ({int(bad.sum())} of "
+                f"{bad.size} members) cannot start: {message}"
+            )
     chosen = backend_for(backend, block_size, member, rows, devices)
     traj = chosen.run(member, rows, size, devices)
     return raise_if_failed(traj) if throw else traj
 
 
 @eqx.filter_jit
-def _start_residuals(member: BatchMember, rows: Rows, t0):
+def _start_residuals(member: AbstractMember, rows: Rows, t0):
     def one(row):
         return residuals(member.system_for(row), row.q0, row.qd0, t0)
 
     return jax.vmap(one)(rows)
 
 
-def _check_starts(member: BatchMember, rows: Rows) -> None:
-    """A member that cannot start (off the constraints, or singular at t0),
-    named with its index and residuals, which the check in the batch's program
-    (one for all members, traced) cannot give."""
+def bad_starts(member: AbstractMember, rows: Rows) -> tuple[np.ndarray, str]:
+    """Which members cannot start (off the constraints, or singular at t0), and
+    why the first cannot, with its residuals ("": all can; nothing is known
+    under a trace: the batch's program gives each member its result)."""
     if not member.system.has_constraints or traced(member, rows):
-        return
+        return np.zeros(0, bool), ""
     t0 = jnp.asarray(member.options.t0, rows.q0.dtype)
     r = jax.tree.map(np.asarray, _start_residuals(member, rows, t0))
     tol = tolerance(rows.q0.dtype)
     flags = [np.asarray(failed) for failed, _ in initial_checks(r, tol, known=False)]
     bad = np.logical_or.reduce(flags)
-    if bad.any():
-        i = int(np.argmax(bad))
-        one = jax.tree.map(lambda x: x[i], r)
-        message = next(m for f, m in initial_checks(one, tol, known=True) if f)
-        raise ValueError(
-            f"`simulate_batch`: member {i} ({int(bad.sum())} of {bad.size} members) "
-            f"cannot start: {message}"
-        )
+    if not bad.any():
+        return bad, ""
+    one = jax.tree.map(lambda x: x[int(np.argmax(bad))], r)
+    return bad, next(m for f, m in initial_checks(one, tol, known=True) if f)

@@ -12,7 +12,7 @@ import jax
 import numpy as np
 
 
-def _describe(x: Any) -> Any:
+def describe(x: Any) -> Any:
     """A JSON-able description of an option, stable across runs (no addresses)."""
     if eqx.is_array(x) or isinstance(x, np.ndarray):
         return np.asarray(x).tolist()

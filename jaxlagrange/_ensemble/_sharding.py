@@ -29,7 +29,7 @@ def devices_of(devices: Sequence[jax.Device] | None) -> tuple[jax.Device, ...]:
     return devices
 
 
-def _pad(x: Array, pad: int) -> Array:
+def pad_rows(x: Array, pad: int) -> Array:
     # Padding repeats member 0, a valid member, so the padding cannot fail.
     return x if pad == 0 else jnp.concatenate([x, jnp.repeat(x[:1], pad, axis=0)])
 
@@ -90,7 +90,7 @@ def sharded_map(
 
 @eqx.filter_jit
 def _run(batched_dyn, shared_dyn, *, fn, static, mesh, pad, gather, kernel=None):
-    batched_dyn = jax.tree.map(lambda x: _pad(x, pad), batched_dyn)
+    batched_dyn = jax.tree.map(lambda x: pad_rows(x, pad), batched_dyn)
     dyn = (batched_dyn, shared_dyn)
     if mesh.size == 1 and (kernel is None or kernel.forward):
         out = _local(dyn, fn, static, kernel)

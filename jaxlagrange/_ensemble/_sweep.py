@@ -15,7 +15,7 @@ from .._options import positive_int
 from .._progress import progress_bar
 from ._backend import apply, backend_for
 from ._member import AbstractMember, Rows
-from ._sharding import _pad, sharded_map
+from ._sharding import pad_rows, sharded_map
 from ._store import ChunkedStore, open_store, stored_attributes
 from ._store_verify import MANIFEST, StoreRefused
 
@@ -181,7 +181,7 @@ def stream(
             # The last chunk is padded to the chunk size: one shape, one compile.
             pad = chunk_size - (stop - start)
             batched = {
-                name: _pad(jnp.asarray(np.asarray(x[start:stop])), pad)
+                name: pad_rows(jnp.asarray(np.asarray(x[start:stop])), pad)
                 for name, x in inputs.items()
             }
             out = compute(batched)

@@ -15,7 +15,7 @@ from .._results import code_of
 from .._system import LagrangianSystem
 from .._trajectory import Trajectory
 from ._backend import check_backend
-from ._identity import SYSTEM_FUNCTIONS, _describe, code_digest, physics_digest
+from ._identity import SYSTEM_FUNCTIONS, code_digest, describe, physics_digest
 from ._inputs import batch_size, override
 from ._member import AbstractMember, swept_params
 from ._sweep import dtype_of, stream
@@ -148,11 +148,11 @@ def simulate_sweep(
     fn = SimulateSweepMember(system, options, observe)
     attrs = {
         "kind": "simulate_sweep",
-        "system": _describe(system),
+        "system": describe(system),
         "simulate_options": {
-            k: _describe(getattr(options, k)) for k in sorted(simulate_options)
+            k: describe(getattr(options, k)) for k in sorted(simulate_options)
         },
-        "observe": _describe(observe),
+        "observe": describe(observe),
         # What the functions compute, and their code: a script edited between
         # two runs, or a value its functions read from elsewhere, is a new sweep.
         "physics": physics_digest(system, n, dtype),

@@ -13,7 +13,7 @@ import jax.tree_util as jtu
 import numpy as np
 
 from .._custom_types import Params
-from .._eom import mass_matrix
+from .._eom import mass_matrix, unread_velocities
 from .._errors import traced
 from .._results import code_of
 from .._system import LagrangianSystem
@@ -249,7 +249,14 @@ def prepare(
     firsts = [(layout.starts[0][0], layout.starts[1][0]) for layout in layouts]
     fixed = eqx.filter(params, trainable, inverse=True)
     problem = Problem(
-        system, fixed, positive, layouts, firsts, fit_initial_state, weight * 1.0, options
+        system,
+        fixed,
+        positive,
+        layouts,
+        firsts,
+        fit_initial_state,
+        weight * 1.0,
+        options,
     )
     starts = [
         layout.starts if fit_initial_state else tuple(x[1:] for x in layout.starts)
@@ -333,9 +340,9 @@ def check_guess(system: LagrangianSystem, params, data) -> None:
     guess = eqx.tree_at(lambda s: s.params, system, params)
     q = np.asarray(obs.q)[0]
     qd = np.asarray(obs.qd)[0] if obs.qd is not None else np.zeros(n)
-    mass = np.ones((n, n))  # (no zero row where M could not be formed)
+    t0 = np.asarray(obs.ts)[0]
     try:
-        mass = np.asarray(mass_matrix(guess, q, qd, np.asarray(obs.ts)[0]))
+        mass = np.asarray(mass_matrix(guess, q, qd, t0))
         np.linalg.cholesky(mass)
         good = bool(np.all(np.isfinite(mass)))
     except (
@@ -347,9 +354,8 @@ def check_guess(system: LagrangianSystem, params, data) -> None:
     ):
         good = False
     if not good:
-        # A zero row of M: a coordinate L does not read (data with more of them).
-        rows = np.flatnonzero(np.all(mass == 0, axis=1))
-        unread = f" (L does not depend on q̇{rows.tolist()})" if len(rows) else ""
+        rows = unread_velocities(guess, q, qd, t0)
+        unread = f" (L does not depend on q̇{rows})" if rows else ""
         raise ValueError(
             f"`data` has n = {n} coordinates, but at its first observed state the "
             f"system's mass matrix (with the starting params) is not positive "

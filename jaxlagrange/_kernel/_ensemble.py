@@ -11,11 +11,11 @@ import numpy as np
 import optimistix as optx
 
 from .._constraints import dynamics
-from .._initial_state import check_initial_state
+from .._initial_state import start_result
 from .._lanes import LaneFunction, UnsupportedPrimitiveError
 from .._options import Options, check_times, check_tolerance, tolerances
 from .._projection import project_state
-from .._results import item_of
+from .._results import SUCCESSFUL, code_of, item_of
 from .._system import LagrangianSystem
 from .._trajectory import Trajectory, without_events
 from ._tsit5 import Controller, KernelProblem, run
@@ -190,10 +190,11 @@ def simulate_kernel(
         [leaf.reshape(size, -1) for leaf in leaves] or [jnp.zeros((size, 0))], axis=1
     ).astype(dtype)
     leaves = [leaf[0] for leaf in leaves]
-    if system.has_constraints:
-        q0 = jax.vmap(
-            lambda q, qd, p: check_initial_state(
-                _with_params(system, tree, p), q, qd, t0
+    start = None
+    if system.has_constraints:  # (a member that cannot start fails on its own)
+        start = jax.vmap(
+            lambda q, qd, p: code_of(
+                start_result(_with_params(system, tree, p), q, qd, t0)
             )
         )(q0, qd0, [] if tree is None else jax.tree.leaves(params))
     problem = _problem(
@@ -213,6 +214,9 @@ def simulate_kernel(
     ys, t_final, codes = run(
         problem, jnp.concatenate([q0, qd0], axis=1), batched, scalars
     )
+    if start is not None:
+        result = jnp.where(start == SUCCESSFUL, codes[0], start.astype(codes[0].dtype))
+        codes = (result, *codes[1:])
     return _trajectory(system, tree, params, ys, t_final, codes, ts, t0, options)
 
 

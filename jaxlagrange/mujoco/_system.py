@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import rigid
 from .._custom_types import Array
+from .._errors import traced
 from .._system import LagrangianSystem
 from ..systems._registry import ReadySystem, merge_params
 from . import _model
@@ -242,7 +243,7 @@ def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
     tree = _model.tree(m)
     layout = _layout(tree)
     merged = merge_params(name, _model.default_params(m, tree), params)
-    if not isinstance(merged["dof_armature"], jax.core.Tracer):
+    if not traced(merged["dof_armature"]):
         _check_armature(m, layout, np.asarray(merged["dof_armature"]))
     missing = _model.not_imported(m)
     if missing:

@@ -191,7 +191,12 @@ def dynamics(
         fn, args = _constrained_dynamics, (active, baumgarte)
     # The dense strategy writes small systems out as scalar code (`_lanes/_scalar`).
     out = system.mass_strategy.scalar_form(fn, q.shape[0], system, q, qd, t, *args)
-    return fn(system, q, qd, t, *args) if out is None else out
+    out = fn(system, q, qd, t, *args) if out is None else out
+    # In the state's dtype: float64 params must not promote a float32 state.
+    return out._replace(
+        accelerations=out.accelerations.astype(q.dtype),
+        multipliers=out.multipliers.astype(q.dtype),
+    )
 
 
 def _constrained_dynamics(system, q, qd, t, active, baumgarte) -> Dynamics:

@@ -49,13 +49,13 @@ def event_values(
         h = jnp.where(later, h / jnp.where(later, t - start, 1.0), args.initial)
     normal = dyn.multipliers[offset:]
     values = jnp.where(active, normal, h)
-    if not system.has_friction:
-        return values
-    since = (start, args.initial_slip) if divided else (None, None)
-    tangential = _friction.friction_values(
-        system, q, qd, t, active, modes, normal, dyn.friction, *since
-    )
-    return jnp.concatenate([values, tangential])
+    if system.has_friction:
+        since = (start, args.initial_slip) if divided else (None, None)
+        tangential = _friction.friction_values(
+            system, q, qd, t, active, modes, normal, dyn.friction, *since
+        )
+        values = jnp.concatenate([values, tangential])
+    return values.astype(y.dtype)  # (float64 params: event times in t's dtype)
 
 
 def event_condition(offset: int):
@@ -63,7 +63,8 @@ def event_condition(offset: int):
 
     def condition(t, y, args, **kwargs):
         del kwargs
-        return jnp.min(event_values(t, y, args, offset))
+        # In the default float: diffrax pairs it with a Python 0.0 in a `cond`.
+        return jnp.min(event_values(t, y, args, offset)).astype(float)
 
     return condition
 

@@ -69,7 +69,9 @@ def impulse_jump(
     if not system.has_constraints:
         jump, failed = factor.solve(impulse)
         singular_mass = factor.singular | failed
-        return _Impulse(qd + jump, contact, singular_mass, jnp.array(False))
+        return _Impulse(
+            qd + jump.astype(qd.dtype), contact, singular_mass, jnp.array(False)
+        )
     rows = velocity_rows(system, q, qd, t)
     kkt = factor.constrain(Rows(rows), impulse)
     bilateral = num_bilateral(system, q, qd, t)
@@ -84,7 +86,7 @@ def impulse_jump(
     lam, singular = solve(contact)
     jump, failed = kkt.solution(lam)
     singular_mass = factor.singular | failed
-    return _Impulse(qd + jump, contact, singular_mass, singular)
+    return _Impulse(qd + jump.astype(qd.dtype), contact, singular_mass, singular)
 
 
 @eqx.filter_jit

@@ -95,7 +95,7 @@ def project(
             q, singular = carry
             dq, bad_mass, bad = metric.position_correction(system, q, t)
             bad = bad | bad_mass | singular
-            return jnp.where(bad, q, q + dq), bad
+            return jnp.where(bad, q, q + dq.astype(q.dtype)), bad
 
         if iterations == 1:
             q, singular = newton(0, (q, singular))
@@ -103,7 +103,7 @@ def project(
             q, singular = jax.lax.fori_loop(0, iterations, newton, (q, singular))
     dqd, bad_mass, bad = metric.velocity_correction(system, q, qd, t)
     singular = singular | bad_mass | bad
-    qd = jnp.where(singular, qd, qd + dqd)
+    qd = jnp.where(singular, qd, qd + dqd.astype(qd.dtype))
     return q, qd, singular
 
 

@@ -249,3 +249,30 @@ def test_a_member_off_the_constraints_is_named():
             jl.simulate_batch(pendulum, q0s, qd0, t1=0.1, backend=backend)
     traj = jl.simulate_batch(pendulum, q0s[:2], qd0, t1=0.1)
     assert jnp.all(traj.result == jl.RESULTS.successful)
+
+
+@pytest.mark.parametrize("backend", ["vmap", "kernel"])
+def test_with_throw_false_a_member_off_the_constraints_fails_alone(backend):
+    pendulum, q0, qd0 = jl.systems.cartesian_pendulum()
+    q0s = jnp.stack([q0, 1.1 * q0, q0])
+    alone = jl.simulate_batch(pendulum, q0[None], qd0, t1=0.5, backend=backend)
+
+    def results(q0s):
+        traj = jl.simulate_batch(
+            pendulum, q0s, qd0, t1=0.5, backend=backend, throw=False
+        )
+        return traj.result, traj.q
+
+    for run in (results, jax.jit(results)):
+        result, q = run(q0s)
+        assert list(jl.result_name(result)) == [
+            "successful",
+            "inconsistent_initial_state",
+            "successful",
+        ]
+        assert jnp.allclose(q[0], alone.q[0], rtol=0, atol=1e-12)
+        assert jnp.allclose(q[2], alone.q[0], rtol=0, atol=1e-12)
+    with pytest.raises(Exception, match="not on its constraints at t0"):
+        jax.jit(
+            lambda q: jl.simulate_batch(pendulum, q, qd0, t1=0.5, backend=backend).q
+        )(q0s)

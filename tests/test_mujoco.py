@@ -405,9 +405,8 @@ def test_command_line_runs_a_mujoco_file(tmp_path):
         np.testing.assert_allclose(arrays["q"][-1], expected.q[-1], atol=1e-6)
 
 
-
 @pytest.mark.slow
-def test_command_line_sweeps_and_fits_a_mujoco_file(tmp_path):
+def test_command_line_sweeps_and_fits_a_mujoco_file(tmp_path, capsys):
     from jaxlagrange import _cli
 
     test_command_line_runs_a_mujoco_file(tmp_path)
@@ -416,15 +415,28 @@ def test_command_line_sweeps_and_fits_a_mujoco_file(tmp_path):
     expected = jl.simulate(
         ready.system, jnp.array([1.0, -0.5]), ready.qd0, t1=2.0, rtol=1e-8, atol=1e-8
     )
+    # An axis over one entry of an array param: a joint's damping.
     sweep = run.replace("saves = 41", "saves = 2") + (
         '[sweep]\n[sweep.axes]\n"q[0]" = { min = 0.5, max = 1.0, num = 2 }\n'
+        '"dof_damping[0]" = { min = 0.1, max = 0.3, num = 2 }\n'
     )
     (tmp_path / "sweep.toml").write_text(sweep)
     out = tmp_path / "sweep"
     args = ["sweep", str(tmp_path / "sweep.toml"), "--out", str(out), "--quiet"]
     assert _cli.main(args) == 0
     group = jl.open_store(out / "sweep.zarr")
-    np.testing.assert_allclose(group["outputs/q"][1, -1], expected.q[-1], atol=1e-6)
+    q = np.asarray(group["outputs/q"]).reshape(4, 2, 2)
+    np.testing.assert_allclose(q[3, -1], expected.q[-1], atol=1e-6)
+    assert not np.allclose(q[2, -1], q[3, -1], atol=1e-3)  # the damping matters
+    bad = sweep.replace("dof_damping[0]", "dof_damping[2]")
+    (tmp_path / "sweep.toml").write_text(bad)
+    assert _cli.main(args) == 1
+    assert (
+        "unknown axis 'dof_damping[2]'; valid axes for system 'arm': q[0], q[1], "
+        "qd[0], qd[1], body_inertia[0..2, 0..2], body_ipos[0..2, 0..2], "
+        "body_mass[0..2], ctrl[0..0], dof_armature[0..1], dof_damping[0..1], "
+        "gravity[0..2], jnt_stiffness[0..1]"
+    ) in capsys.readouterr().err
 
     fit = (
         '[system]\nmujoco = "arm.xml"\nparams = { dof_damping = [0.2, 0.1] }\n'

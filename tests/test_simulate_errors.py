@@ -179,6 +179,23 @@ def test_singular_mass_matrix(options):
         jl.simulate(degenerating, q0, qd0, t1=3.0, **options)
 
 
+def test_a_singular_mass_matrix_at_the_start_names_the_velocities_L_does_not_read():
+    # q0 has three entries, L reads two: M has a zero row.
+    system = jl.LagrangianSystem(
+        lambda q, qd, t: 0.5 * (qd[0] ** 2 + qd[2] ** 2) - 0.5 * q[0] ** 2
+    )
+    with pytest.raises(
+        eqx.EquinoxRuntimeError,
+        match=r"stopped at t = 0\.0 .*singular.* L does not depend on q̇\[1\] at the "
+        r"start: does q0 have more entries than the coordinates L reads\?",
+    ):
+        jl.simulate(system, jnp.ones(3), jnp.zeros(3), t1=1.0)
+    # A mass matrix that degenerates later names none.
+    with pytest.raises(eqx.EquinoxRuntimeError) as raised:
+        jl.simulate(degenerating, jnp.zeros(2), jnp.array([1.0, 0.0]), t1=3.0)
+    assert "does not depend" not in str(raised.value)
+
+
 def test_singular_mass_matrix_at_a_blow_up():
     traj = jl.simulate(blowing_up, jnp.zeros(1), jnp.ones(1), t1=2.0, throw=False)
     assert traj.result == jl.RESULTS.singular_mass_matrix

@@ -288,3 +288,18 @@ def test_kapitza_equation_and_stable_inverted_pendulum():
         jl.systems.kapitza({"omega": 10.0}), 3.0, saves=301, tol=1e-9
     )
     assert jnp.max(jnp.abs(slow.q[:, 0] - jnp.pi)) > 1.5
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["cartesian_pendulum", "whipple_bicycle", "bouncing_ball", "mass_on_sphere"],
+)
+def test_a_float32_state_stays_float32_beside_float64_params(name):
+    # Under x64 the ready systems' params are float64; a float32 state (the GPU's
+    # choice) must keep its dtype through projections, events and impacts.
+    system, q0, qd0 = jl.systems.make(name)
+    q32, qd32 = q0.astype(jnp.float32), qd0.astype(jnp.float32)
+    traj = jl.simulate(system, q32, qd32, t1=0.3, saveat=jnp.linspace(0, 0.3, 4))
+    ref = jl.simulate(system, q0, qd0, t1=0.3, saveat=jnp.linspace(0, 0.3, 4))
+    assert traj.q.dtype == traj.qd.dtype == jnp.float32
+    np.testing.assert_allclose(traj.q, ref.q, atol=2e-3)

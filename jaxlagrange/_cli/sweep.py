@@ -63,13 +63,13 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
     q0 = np.tile(np.asarray(ready.q0), (size, 1))
     qd0 = np.tile(np.asarray(ready.qd0), (size, 1))
     inputs = {"q0": q0, "qd0": qd0}
-    for name, v in values.items():
-        if name.startswith("qd["):
-            qd0[:, int(name[3:-1])] = v
-        elif name.startswith("q["):
-            q0[:, int(name[2:-1])] = v
-        else:
-            inputs[f"params/{name}"] = v
+    params = ready.system.params or {}
+    for name, v in values.items():  # (axes on entries of one param share its array)
+        key, entry = _config.axis_input(name)
+        if key not in inputs:
+            default = np.asarray(params[key[len("params/") :]], dtype=float)
+            inputs[key] = np.tile(default, (size,) + (1,) * default.ndim)
+        inputs[key][(slice(None), *entry)] = v
     member = SweepMember(ready.system, Options(**kwargs), section["lyapunov"])
     if ready.system.has_constraints:
         _check_starts(member, inputs, ready.name, values)

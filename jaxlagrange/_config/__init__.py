@@ -58,6 +58,7 @@ from .run import (
 from .sweep import (
     SWEEP_SAMPLINGS as SWEEP_SAMPLINGS,
     SWEEP_SCHEMA as SWEEP_SCHEMA,
+    axis_input as axis_input,
     sweep_axes as sweep_axes,
 )
 from .user import system_file as system_file

@@ -4,6 +4,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import jax.numpy as jnp
+import numpy as np
 
 from .._ensemble._backend import BACKENDS
 from ._schema import ConfigError, Key, at_least, one_of, type_error
@@ -38,7 +39,7 @@ chunk_size = 4096              # members per chunk written to the store
 lyapunov = true                # also the finite-time Lyapunov exponent per member
 backend = "auto"               # or "vmap", "kernel": how each chunk is integrated
 
-[sweep.axes]                   # q[i], qd[i] (initial state) or a param name
+[sweep.axes]                   # q[i], qd[i], a param, an entry "m[2]" of one
 "q[0]" = { min = -3.14159, max = 3.14159, num = 512 }
 "q[1]" = { min = -3.14159, max = 3.14159, num = 512 }
 ```
@@ -47,13 +48,31 @@ backend = "auto"               # or "vmap", "kernel": how each chunk is integrat
 _AXIS_KEYS = {"grid": ("min", "max", "num"), "random": ("min", "max")}
 
 
-def _axis_targets(ready) -> list[str]:
+def _axis_targets(ready) -> tuple[set[str], str]:
+    """Every valid axis name (a coordinate, a scalar param or an entry of an array
+    param, as `q[0]`, `l1`, `body_mass[2]`), and the list an error names."""
+    params = ready.system.params or {}
+    shapes = {k: np.shape(params[k]) for k in sorted(params)}
     n = ready.q0.shape[0]
-    return (
-        [f"q[{i}]" for i in range(n)]
-        + [f"qd[{i}]" for i in range(n)]
-        + sorted(ready.system.params or {})
-    )
+    names = {f"q[{i}]" for i in range(n)} | {f"qd[{i}]" for i in range(n)}
+    names |= {
+        f"{k}{list(i)}".replace("[]", "").replace(" ", "")
+        for k, s in shapes.items()
+        for i in np.ndindex(s)
+    }
+    listed = [f"q[{i}]" for i in range(n)] + [f"qd[{i}]" for i in range(n)]
+    listed += [
+        f"{k}[{', '.join(f'0..{d - 1}' for d in s)}]" if s else k
+        for k, s in shapes.items()
+    ]
+    return names, ", ".join(listed)
+
+
+def axis_input(name: str) -> tuple[str, tuple[int, ...]]:
+    """The input an axis sets (`q0`, `qd0` or `params/<key>`) and its entry."""
+    key, _, index = name.partition("[")
+    entry = tuple(int(i) for i in index.rstrip("]").split(",")) if index else ()
+    return {"q": "q0", "qd": "qd0"}.get(key, f"params/{key}"), entry
 
 
 def _check_domain(config, ready, name: str, axis, where: str) -> None:
@@ -107,17 +126,15 @@ def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]
     where = f"{source}: [sweep.axes]"
     if not axes:
         raise ConfigError(f"{where} is empty; give at least one axis")
-    targets = _axis_targets(ready)
+    targets, listed = _axis_targets(ready)
     params = ready.system.params or {}
     keys = _AXIS_KEYS[sampling]
     for name, axis in axes.items():
-        if name not in targets:
+        if name.replace(" ", "") not in targets:
             raise ConfigError(
                 f"{where}: unknown axis {name!r}; valid axes for system "
-                f"{ready.name!r}: {', '.join(targets)}"
+                f"{ready.name!r}: {listed}"
             )
-        if name in params and jnp.shape(params[name]) != ():
-            raise ConfigError(f"{where}: {name!r} is not a scalar parameter")
         if not isinstance(axis, dict):
             raise ConfigError(
                 f"{where} {name}: must be a table like {{ {' = .., '.join(keys)} = .. }}"

@@ -145,7 +145,7 @@ def main():
         exact = _ours(ready, jnp.asarray(q0), jnp.asarray(qd0), 1e-14, True, Dopri8())
         reference = np.concatenate([exact[1], exact[2]], -1)
 
-        def error(q, qd):
+        def error(q, qd, reference=reference):
             return np.abs(np.concatenate([q, qd], -1) - reference).max()
 
         for tol in 10.0 ** -np.arange(5, 13):

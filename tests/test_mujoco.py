@@ -275,7 +275,7 @@ def test_gradient_of_a_loss_matches_finite_differences():
     mass, damping = system.params["body_mass"], system.params["dof_damping"]
     grads = jax.grad(loss, argnums=(0, 1))(mass, damping)
     h = 1e-5
-    for which, (x, g) in enumerate(zip((mass, damping), grads)):
+    for which, (x, g) in enumerate(zip((mass, damping), grads, strict=True)):
         i = 2 if which == 0 else 1  # the lower link's mass, the elbow's damping
         e = jnp.zeros_like(x).at[i].set(h)
         args = [mass, damping]

@@ -249,3 +249,26 @@ def test_a_member_off_the_constraints_is_named():
             jl.simulate_batch(pendulum, q0s, qd0, t1=0.1, backend=backend)
     traj = jl.simulate_batch(pendulum, q0s[:2], qd0, t1=0.1)
     assert jnp.all(traj.result == jl.RESULTS.successful)
+
+
+def test_large_cpu_batches_run_in_chunks(monkeypatch):
+    # Past CPU_CHUNK members the batch is solved one chunk after another (the
+    # last one padded): the same members, values and gradients as one by one.
+    from jaxlagrange._ensemble import _sharding
+
+    monkeypatch.setattr(_sharding, "CPU_CHUNK", 3)
+    q0 = jnp.stack([jnp.linspace(0.1, 2.0, 7), jnp.linspace(-1.0, 0.5, 7)], axis=1)
+    g = jnp.linspace(6.0, 11.0, 7)
+
+    def loss(g):
+        traj = jl.simulate_batch(DOUBLE, q0, jnp.zeros(2), params={"g": g}, t1=1.0)
+        return jnp.sum(traj.q[:, -1] ** 2), traj
+
+    assert " scan[" in str(jax.make_jaxpr(loss)(g))  # the loop over the chunks
+    (_, traj), grad = jax.value_and_grad(loss, has_aux=True)(g)
+    assert traj.q.shape == (7, 1, 2)
+    for i in range(7):
+        ref = simulate_one(g[i], q0[i])
+        np.testing.assert_allclose(traj.q[i, -1], ref.q[-1], rtol=0, atol=1e-12)
+        one = jax.grad(lambda g: jnp.sum(simulate_one(g, q0[i]).q[-1] ** 2))(g[i])
+        np.testing.assert_allclose(grad[i], one, rtol=1e-9)

@@ -1,5 +1,7 @@
 """simulate_batch: equal to a loop of simulate, per-member failures, gradients."""
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -270,5 +272,23 @@ def test_large_cpu_batches_run_in_chunks(monkeypatch):
     for i in range(7):
         ref = simulate_one(g[i], q0[i])
         np.testing.assert_allclose(traj.q[i, -1], ref.q[-1], rtol=0, atol=1e-12)
-        one = jax.grad(lambda g: jnp.sum(simulate_one(g, q0[i]).q[-1] ** 2))(g[i])
+        one = jax.grad(lambda g, q0: jnp.sum(simulate_one(g, q0).q[-1] ** 2))(
+            g[i], q0[i]
+        )
         np.testing.assert_allclose(grad[i], one, rtol=1e-9)
+    # A member that fails in the last chunk is named as in one batch.
+    system = jl.LagrangianSystem(
+        lambda q, qd, t, p: 0.5 * qd @ qd - 0.5 * p["k"] * q @ q, params={"k": 1.0}
+    )
+    k = jnp.array([1.0, 4.0, 9.0, 1.0, 4.0, 1e8, 9.0])
+    run = functools.partial(
+        jl.simulate_batch, system, jnp.ones(1), jnp.zeros(1), params={"k": k}, t1=1.0
+    )
+    traj = run(max_steps=500, throw=False)
+    np.testing.assert_array_equal(jl.failed(traj), np.arange(7) == 5)
+    ok = np.arange(7) != 5
+    np.testing.assert_allclose(traj.q[ok, -1, 0], jnp.cos(jnp.sqrt(k[ok])), atol=1e-7)
+    with pytest.raises(
+        eqx.EquinoxRuntimeError, match=r"1 of 7 members failed: member 5 \(max_steps"
+    ):
+        run(max_steps=500)

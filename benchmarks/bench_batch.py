@@ -4,7 +4,11 @@
 
 Reports, after compilation (each timing is the best of `--repeats` runs):
 
-1. trajectories per second against the batch size (1 ... 16384);
+1. trajectories per second against the batch size (1 ... 16384): flat past
+   ~256 on a CPU, where `simulate_batch` solves more than 512 members one chunk
+   of at most 512 after another (a plain vmap, as the hand-written reference and
+   `vmap(simulate)` are, slows per member as its loop's buffers outgrow the
+   cache: 1.2-1.4x from 1024 to 4096-16384 members);
 2. the per-trajectory cost at the largest batch against the hand-written
    double-pendulum EOM integrated by the same diffrax solver, vmapped;
 3. memory per trajectory (XLA's compiled temporary + output buffers / batch);

@@ -23,6 +23,7 @@ from ._custom_types import (
     Vector,
     VectorLike,
 )
+from ._mass import momenta_of
 from ._system import LagrangianSystem, as_state
 
 
@@ -69,10 +70,7 @@ def mass_matrix(
     ```
     """
 
-    def momenta_of(qd):
-        return jax.grad(system._lagrangian, argnums=1)(q, qd, t)
-
-    mass = jax.jacfwd(momenta_of)(qd)
+    mass = jax.jacfwd(momenta_of(system, q, t))(qd)
     return _checked(0.5 * (mass + mass.T), q, qd, t, "mass_matrix")
 
 

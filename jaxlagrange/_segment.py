@@ -29,15 +29,9 @@ def split(y: Array) -> tuple[Array, Array]:
 def _vector_field(t, y, args: VectorFieldArgs):
     # The state is one flat vector y = [q; q̇]: diffrax's step, error norm and
     # interpolation are then single array operations instead of one per leaf.
-    q, qd = split(y)
+    (q, qd), a = split(y), args
     dyn = _jit_dynamics(
-        args.system,
-        q,
-        qd,
-        t,
-        active=args.active,
-        baumgarte=args.baumgarte,
-        modes=args.modes,
+        a.system, q, qd, t, active=a.active, baumgarte=a.baumgarte, modes=a.modes
     )
     bad = dyn.singular_mass | dyn.singular_constraints
     # A NaN step is rejected by the guard; the cause is found by `diagnosed`.

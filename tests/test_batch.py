@@ -1,5 +1,7 @@
 """simulate_batch: equal to a loop of simulate, per-member failures, gradients."""
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -276,3 +278,44 @@ def test_with_throw_false_a_member_off_the_constraints_fails_alone(backend):
         jax.jit(
             lambda q: jl.simulate_batch(pendulum, q, qd0, t1=0.5, backend=backend).q
         )(q0s)
+
+
+def test_large_cpu_batches_run_in_chunks(monkeypatch):
+    # Past CPU_CHUNK members the batch is solved one chunk after another (the
+    # last one padded): the same members, values and gradients as one by one.
+    from jaxlagrange._ensemble import _sharding
+
+    monkeypatch.setattr(_sharding, "CPU_CHUNK", 3)
+    q0 = jnp.stack([jnp.linspace(0.1, 2.0, 7), jnp.linspace(-1.0, 0.5, 7)], axis=1)
+    g = jnp.linspace(6.0, 11.0, 7)
+
+    def loss(g):
+        traj = jl.simulate_batch(DOUBLE, q0, jnp.zeros(2), params={"g": g}, t1=1.0)
+        return jnp.sum(traj.q[:, -1] ** 2), traj
+
+    assert " scan[" in str(jax.make_jaxpr(loss)(g))  # the loop over the chunks
+    (_, traj), grad = jax.value_and_grad(loss, has_aux=True)(g)
+    assert traj.q.shape == (7, 1, 2)
+    for i in range(7):
+        ref = simulate_one(g[i], q0[i])
+        np.testing.assert_allclose(traj.q[i, -1], ref.q[-1], rtol=0, atol=1e-12)
+        one = jax.grad(lambda g, q0: jnp.sum(simulate_one(g, q0).q[-1] ** 2))(
+            g[i], q0[i]
+        )
+        np.testing.assert_allclose(grad[i], one, rtol=1e-9)
+    # A member that fails in the last chunk is named as in one batch.
+    system = jl.LagrangianSystem(
+        lambda q, qd, t, p: 0.5 * qd @ qd - 0.5 * p["k"] * q @ q, params={"k": 1.0}
+    )
+    k = jnp.array([1.0, 4.0, 9.0, 1.0, 4.0, 1e8, 9.0])
+    run = functools.partial(
+        jl.simulate_batch, system, jnp.ones(1), jnp.zeros(1), params={"k": k}, t1=1.0
+    )
+    traj = run(max_steps=500, throw=False)
+    np.testing.assert_array_equal(jl.failed(traj), np.arange(7) == 5)
+    ok = np.arange(7) != 5
+    np.testing.assert_allclose(traj.q[ok, -1, 0], jnp.cos(jnp.sqrt(k[ok])), atol=1e-7)
+    with pytest.raises(
+        eqx.EquinoxRuntimeError, match=r"1 of 7 members failed: member 5 \(max_steps"
+    ):
+        run(max_steps=500)

@@ -93,7 +93,7 @@ def _run(batched_dyn, shared_dyn, *, fn, static, mesh, pad, gather, kernel=None)
     batched_dyn = jax.tree.map(lambda x: pad_rows(x, pad), batched_dyn)
     dyn = (batched_dyn, shared_dyn)
     if mesh.size == 1 and (kernel is None or kernel.forward):
-        out = _local(dyn, fn, static, kernel)
+        out = _local(dyn, fn, static, kernel, _chunk(mesh))
     else:
         out = _mapped(dyn, fn, static, mesh, kernel)
     if gather:
@@ -102,10 +102,37 @@ def _run(batched_dyn, shared_dyn, *, fn, static, mesh, pad, gather, kernel=None)
     return out
 
 
-def _local(dyn, fn, static, kernel=None):
-    """The vmapped `fn` on one device's share of the batch (or `kernel`'s)."""
+# On a CPU a vmapped solve's loop runs over (batch, ...) buffers that outgrow
+# the cache past ~1000 members: per member 1.2-1.35x slower at 4096 than at 1024
+# (benchmarks/bench_batch.py), for 3% more steps. One loop per chunk of at most
+# `CPU_CHUNK` members, one after another, keeps the small batch's pace.
+CPU_CHUNK = 512
+
+
+def _chunk(mesh: Mesh) -> int | None:
+    return CPU_CHUNK if {d.platform for d in mesh.devices.flat} == {"cpu"} else None
+
+
+def _local(dyn, fn, static, kernel=None, chunk=None):
+    """The vmapped `fn` on one device's share of the batch, in chunks of at most
+    `chunk` members (or `kernel`'s)."""
     if kernel is None:
-        return jax.vmap(fn, in_axes=(0, None))(*_joined(dyn, static))
+        batched, shared = dyn
+        size = jax.tree.leaves(batched)[0].shape[0]
+        if chunk is None or size <= chunk:
+            return jax.vmap(fn, in_axes=(0, None))(*_joined(dyn, static))
+        count = -(-size // chunk)
+        chunk = -(-size // count)  # so fewer than `count` rows of padding
+
+        def split(x):
+            return pad_rows(x, count * chunk - size).reshape(count, chunk, *x.shape[1:])
+
+        def solve(b):  # a vmap per chunk, one after another
+            return jax.vmap(fn, in_axes=(0, None))(*_joined((b, shared), static))
+
+        out = jax.lax.map(solve, jax.tree.map(split, batched))
+        joined = lambda x: x.reshape(count * chunk, *x.shape[2:])[:size]  # noqa: E731
+        return jax.tree.map(joined, out)
     if kernel.forward:
         return _kernel_forward(dyn, fn=fn, static=static, kernel=kernel)
     return kernel(*_joined(dyn, static))
@@ -162,11 +189,11 @@ def _specs(tree, spec):
 @eqx.filter_custom_vjp
 def _mapped(dyn, fn, static, mesh, kernel=None):
     if mesh.size == 1:
-        return _local(dyn, fn, static, kernel)
+        return _local(dyn, fn, static, kernel, _chunk(mesh))
     batch, shared = PartitionSpec(_AXIS), PartitionSpec()
     in_specs = (_specs(dyn[0], batch), _specs(dyn[1], shared))
     return jax.shard_map(
-        lambda dyn: _local(dyn, fn, static, kernel),
+        lambda dyn: _local(dyn, fn, static, kernel, _chunk(mesh)),
         mesh=mesh,
         in_specs=(in_specs,),
         out_specs=batch,

@@ -134,8 +134,7 @@ class _Evaluator:
         return self.apply(prim, [a, b], _OWN_PARAMS.get(prim.name, {}))
 
     def eval_closed(self, closed: jcore.ClosedJaxpr, args) -> list[np.ndarray]:
-        consts = [const_array(c) for c in closed.consts]
-        return self.eval_jaxpr(closed.jaxpr, consts, args)
+        return self.eval_jaxpr(closed.jaxpr, closed.consts, args)
 
     def eval_jaxpr(self, jaxpr: jcore.Jaxpr, consts, args) -> list[np.ndarray]:
         env: dict[Any, np.ndarray] = {}
@@ -145,14 +144,8 @@ class _Evaluator:
                 return const_array(v.val, v.aval.dtype)
             return env[v]
 
-        for v, c in zip(jaxpr.constvars, consts, strict=True):
-            env[v] = (
-                c
-                if isinstance(c, np.ndarray) and c.dtype == object
-                else (const_array(c))
-            )
-        for v, a in zip(jaxpr.invars, args, strict=True):
-            env[v] = a
+        env.update(zip(jaxpr.constvars, map(const_array, consts), strict=True))
+        env.update(zip(jaxpr.invars, args, strict=True))
         for eqn in jaxpr.eqns:
             operands = [read(v) for v in eqn.invars]
             outs = self.eqn(eqn, operands)
@@ -164,9 +157,8 @@ class _Evaluator:
     def eqn(self, eqn, operands: list[np.ndarray]) -> list[np.ndarray]:
         prim, params = eqn.primitive, eqn.params
         name = prim.name
-        known = all(
-            all(is_const(e) for e in o.flat) for o in operands
-        ) and name not in ("platform_index",)
+        known = all(is_const(e) for o in operands for e in o.flat)
+        known = known and name != "platform_index"
         if known and not any(k in params for k in _CALLS + ("branches",)):
             vals = [
                 np.asarray(list(o.flat), dtype=v.aval.dtype).reshape(o.shape)
@@ -306,16 +298,9 @@ class _Evaluator:
             *[rhs.shape[d] for d in rf],
         )
         out = out.reshape(shape)
-        if dtype is not None:
-            out = (
-                self.elementwise(
-                    jax.lax.convert_element_type_p,
-                    [out],
-                    {"new_dtype": dtype, "weak_type": False, "sharding": None},
-                )
-                if any(dtype_of(e, None) != np.dtype(dtype) for e in out.flat)
-                else out
-            )
+        if dtype is not None and any(dtype_of(e, None) != dtype for e in out.flat):
+            new = {"new_dtype": dtype, "weak_type": False, "sharding": None}
+            out = self.elementwise(jax.lax.convert_element_type_p, [out], new)
         return out
 
     def cond(self, operands, params):

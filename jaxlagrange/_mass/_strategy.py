@@ -25,16 +25,9 @@ exert no force (λ = 0). It serves the equations of motion (f the forcing), an
 impulse (f the applied impulse, target the wanted rates) and the projections
 (f = 0: the correction of least M-norm).
 
-The strategies (in `_dense.py` and `_lineax.py`):
-
-- `DenseCholesky` (`mass_solver=None`): M formed together with f in one forward
-  pass and factored by Cholesky, unrolled into scalar code for small n;
-- `LineaxMass`: a lineax solver used as given: a direct one (`lineax.LU()`,
-  `Cholesky()`, ...) on the formed M; an iterative one (`GMRES`, `BiCGStab`,
-  `NormalCG`, ...) matrix-free, M applied by Hessian-vector products of L;
-- `ConjugateGradientMass` (`mass_solver=lineax.CG(...)`): the same matrix-free
-  solve by jaxlagrange's own conjugate gradients, with the rtol, atol, norm,
-  max_steps and preconditioner of the given `lineax.CG` (see `_cg.py` for why).
+The strategies: `DenseCholesky` (`mass_solver=None`, `_dense.py`), `LineaxMass`
+(a lineax solver as given, `_lineax.py`) and `ConjugateGradientMass`
+(`lineax.CG`, matrix-free, `_cg.py`).
 """
 
 import abc

@@ -8,7 +8,6 @@ from ._registry import ReadySystem, initial_state, merge_params, register
 
 
 _DEFAULTS = {"I1": 1.0, "I2": 2.0, "I3": 3.0}
-_UNIT = rigid.unit_quaternion([0, 1, 2, 3])
 
 
 def _rotation(p, t):
@@ -21,7 +20,8 @@ def _lagrangian(p, pd, t, params):
     omega = rigid.quaternion_angular_velocity(p, pd)
     kinetic = 0.5 * jnp.sum(inertia * omega**2)
     # The norm direction gets the mean moment: M = 4(GᵀIG + J ppᵀ) is then
-    # regular and well conditioned, and the term vanishes on the constraint.
+    # regular and well conditioned; with p = r u, L = T(u, u̇) + 2J r² ṙ², so |p|
+    # is decoupled and stays at 1 without a constraint (or its projections).
     return kinetic + rigid.quaternion_norm_term(jnp.mean(inertia), p, pd)
 
 
@@ -45,12 +45,15 @@ def free_rigid_body(params=None, *, q0=None, qd0=None) -> ReadySystem:
     R = `jl.rigid.quaternion_to_matrix(p)` (body to space), the principal moments
     I₁, I₂, I₃, no gravity and no translation:
 
-        L = ½ ωᵀ I ω + ½ J (2 p·ṗ)²,    |p|² − 1 = 0,
+        L = ½ ωᵀ I ω + ½ J (2 p·ṗ)²,
 
     with ω the body angular velocity (`jl.rigid.quaternion_angular_velocity`) and
     J the mean of the moments in the term (`jl.rigid.quaternion_norm_term`) that
-    makes the mass matrix regular; it vanishes on the constraint and changes
-    nothing in the motion. The body's ω obeys Euler's equations I ω̇ = (I ω) × ω; the energy and
+    makes the mass matrix regular. R and ω depend on p/|p| alone and the term
+    decouples |p| (it moves as a free particle): started with |p| = 1 and
+    p·ṗ = 0, |p| stays 1 to the solver's tolerance, with no constraint to
+    project onto (add `jl.rigid.unit_quaternion` as `holonomic` to hold it to
+    rounding). The body's ω obeys Euler's equations I ω̇ = (I ω) × ω; the energy and
     the angular momentum (|I ω| in the body, R I ω in space) are conserved, and a
     spin near the intermediate axis flips over and over (Dzhanibekov). For a unit
     p, ṗ = ½ p ⊗ (0, ω): at p = (1, 0, 0, 0), ṗ = (0, ω/2).
@@ -58,7 +61,7 @@ def free_rigid_body(params=None, *, q0=None, qd0=None) -> ReadySystem:
     **Arguments:**
 
     - `params`: overrides of the defaults `{"I1": 1.0, "I2": 2.0, "I3": 3.0}`.
-    - `q0`, `qd0`: initial p and ṗ (p·ṗ = 0 on the constraint); default the
+    - `q0`, `qd0`: initial p and ṗ (|p| = 1 and p·ṗ = 0); default the
         identity, spinning at ω = (0.01, 2, 0) rad/s, nearly about the
         intermediate axis.
 
@@ -76,7 +79,7 @@ def free_rigid_body(params=None, *, q0=None, qd0=None) -> ReadySystem:
     q0, qd0 = initial_state(
         "free_rigid_body", q0, qd0, [1.0, 0.0, 0.0, 0.0], [0.0, 0.005, 1.0, 0.0]
     )
-    system = LagrangianSystem(_lagrangian, params=params, holonomic=_UNIT)
+    system = LagrangianSystem(_lagrangian, params=params)
     return ReadySystem(
         system, q0, qd0, "free_rigid_body", ("w", "x", "y", "z"), points=_points
     )

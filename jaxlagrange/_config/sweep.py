@@ -47,15 +47,6 @@ backend = "auto"               # or "vmap", "kernel": how each chunk is integrat
 _AXIS_KEYS = {"grid": ("min", "max", "num"), "random": ("min", "max")}
 
 
-def _axis_targets(ready) -> list[str]:
-    n = ready.q0.shape[0]
-    return (
-        [f"q[{i}]" for i in range(n)]
-        + [f"qd[{i}]" for i in range(n)]
-        + sorted(ready.system.params or {})
-    )
-
-
 def _check_domain(config, ready, name: str, axis, where: str) -> None:
     """The checks `run` applies to a ready system's param, at both ends of an
     axis (the valid values of every param are an interval)."""
@@ -107,8 +98,9 @@ def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]
     where = f"{source}: [sweep.axes]"
     if not axes:
         raise ConfigError(f"{where} is empty; give at least one axis")
-    targets = _axis_targets(ready)
     params = ready.system.params or {}
+    n = ready.q0.shape[0]
+    targets = [f"{x}[{i}]" for x in ("q", "qd") for i in range(n)] + sorted(params)
     keys = _AXIS_KEYS[sampling]
     for name, axis in axes.items():
         if name not in targets:

@@ -10,11 +10,7 @@ from ._ensemble._batch import simulate_batch as simulate_batch
 from ._ensemble._store import open_store as open_store
 from ._ensemble._sweep import sweep as sweep
 from ._ensemble._sweep_simulate import simulate_sweep as simulate_sweep
-from ._eom import (
-    energy as energy,
-    mass_matrix as mass_matrix,
-    momenta as momenta,
-)
+from ._eom import energy as energy, mass_matrix as mass_matrix, momenta as momenta
 from ._equilibrium import equilibrium as equilibrium
 from ._fit._loss import Observations as Observations, fit_loss as fit_loss
 from ._fit._main import FitResult as FitResult, fit as fit

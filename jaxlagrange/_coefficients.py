@@ -19,7 +19,7 @@ from ._validate import param_flags
 def check_friction(system: Any) -> None:
     """The trace-time checks of `slip`, `friction` and `static_friction`."""
     if system.slip is None:
-        if system._friction() is not None:
+        if system._coefficient("friction") is not None:
             raise ValueError(
                 "`friction` needs `slip` (the slip velocity at each contact), got "
                 "slip=None."
@@ -30,7 +30,7 @@ def check_friction(system: Any) -> None:
             "`slip` needs `unilateral` (friction acts at unilateral contacts), got "
             "unilateral=None."
         )
-    if system._friction() is None:
+    if system._coefficient("friction") is None:
         raise ValueError(
             "`slip` needs `friction`, the kinetic friction coefficient (a scalar or "
             "one per unilateral constraint)."
@@ -46,8 +46,8 @@ def check_friction(system: Any) -> None:
             )
         if not np.all(np.isfinite(values) & (values >= 0)):
             raise ValueError(f"`{name}` must be finite and non-negative, got {values}.")
-    kinetic = known(system._friction())
-    static = known(system._static_friction())
+    kinetic = known(system._coefficient("friction"))
+    static = known(system._coefficient("static_friction"))
     if kinetic is not None and static is not None:
         if kinetic.shape and static.shape and kinetic.shape != static.shape:
             raise ValueError(

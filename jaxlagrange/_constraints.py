@@ -38,7 +38,7 @@ import jax.numpy as jnp
 
 from ._coefficients import friction_coefficients
 from ._custom_types import Array, BoolScalar, ScalarLike
-from ._eom import unconstrained
+from ._eom import SINGULAR_MASS, unconstrained
 from ._mass import Rows
 from ._system import LagrangianSystem
 from ._validate import check_affine
@@ -55,6 +55,13 @@ class Dynamics(NamedTuple):
     # The friction force along the slip direction at each contact, (u,): λ_T while
     # sticking, −μ_k λ_N sign(s) while slipping, 0 when free. None without `slip`.
     friction: Array | None = None
+
+    def undefined(self) -> list:
+        """The checks that q̈ is defined here: M regular, the constraints independent."""
+        return [
+            (self.singular_mass, SINGULAR_MASS),
+            (self.singular_constraints, SINGULAR_CONSTRAINTS),
+        ]
 
 
 class Modes(NamedTuple):
@@ -79,14 +86,11 @@ def position_rows(fn, q: Array, qd: Array, t: Array):
     one = jnp.ones((), t.dtype)
 
     def rate(q, t):
-        return jax.jvp(fn, (q, t), (qd, one))
+        return jax.jvp(fn, (q, t), (qd, one))[1]
 
-    def rate_only(q, t):
-        return rate(q, t)[1]
-
-    value, velocity = rate(q, t)
+    value, velocity = jax.jvp(fn, (q, t), (qd, one))
     jac = jax.jacfwd(fn)(q, t)
-    _, b = jax.jvp(rate_only, (q, t), (qd, one))
+    _, b = jax.jvp(rate, (q, t), (qd, one))
     return jac, b, value, velocity
 
 
@@ -135,8 +139,10 @@ def num_unilateral(system: LagrangianSystem, q: Array, t: Array) -> int:
     return jax.eval_shape(system._unilateral, q, t).shape[0]
 
 
-def _bilateral_rows(system, q, qd, t, alpha, beta):
-    """The holonomic and nonholonomic rows of C, their right-hand sides and masks."""
+def _constraint_rows(system, q, qd, t, active, baumgarte):
+    """The rows of C (bilateral, then unilateral), the right-hand side of C q̈ and
+    the mask of the active rows (the unilateral ones in `active`; None: all)."""
+    alpha, beta = (0.0, 0.0) if baumgarte is None else baumgarte
     rows, rhs, masks = [], [], []
     if system.has_position_constraints:
         jac, b, g, gd = position_rows(system._holonomic, q, qd, t)
@@ -148,14 +154,6 @@ def _bilateral_rows(system, q, qd, t, alpha, beta):
         rows.append(jac)
         rhs.append(-b - alpha * a)
         masks.append(jnp.ones(a.shape, bool))
-    return rows, rhs, masks
-
-
-def _constraint_rows(system, q, qd, t, active, baumgarte):
-    """The rows of C (bilateral, then unilateral), the right-hand side of C q̈ and
-    the mask of the active rows (the unilateral ones in `active`; None: all)."""
-    alpha, beta = (0.0, 0.0) if baumgarte is None else baumgarte
-    rows, rhs, masks = _bilateral_rows(system, q, qd, t, alpha, beta)
     if system.has_contacts:
         jac, b, h, hd = position_rows(system._unilateral, q, qd, t)
         rows.append(jac)
@@ -238,15 +236,9 @@ def velocity_rates(
 ) -> Array:
     """The current rates [ġ; a; ḣ] (ḣ only with `unilateral`): C q̇ plus the
     explicit-time terms, in the rows of `velocity_rows`."""
-    one = jnp.ones((), t.dtype)
-    rates = []
-    if system.has_position_constraints:
-        rates.append(jax.jvp(system._holonomic, (q, t), (qd, one))[1])
-    if system.has_velocity_constraints:
-        rates.append(system._nonholonomic(q, qd, t))
-    if unilateral and system.has_contacts:
-        rates.append(jax.jvp(system._unilateral, (q, t), (qd, one))[1])
-    return jnp.concatenate(rates)
+    values = constraint_values(system, q, qd, t)
+    rates = (values.gd, values.a, values.hd if unilateral else None)
+    return jnp.concatenate([x for x in rates if x is not None])
 
 
 # Coulomb friction: the KKT system with the slip rows.
@@ -268,25 +260,20 @@ def velocity_rates(
 
 def _friction_dynamics(system, q, qd, t, active, baumgarte, modes) -> Dynamics:
     factor, f = system.mass_strategy.terms(system, q, qd, t)
-    dtype = q.dtype
-    alpha, beta = (0.0, 0.0) if baumgarte is None else baumgarte
-    rows, rhs, masks = _bilateral_rows(system, q, qd, t, alpha, beta)
-    bilateral = sum(r.shape[0] for r in rows)
-    h_rows, b, h, hd = position_rows(system._unilateral, q, qd, t)
-    u = h.shape[0]
-    active = jnp.ones((u,), bool) if active is None else active
+    rows, target, mask = _constraint_rows(system, q, qd, t, active, baumgarte)
+    u = rows[-1].shape[0]  # the unilateral rows come last
+    bilateral = mask.shape[0] - u
+    active = mask[bilateral:]
     if modes is None:
-        modes = Modes(jnp.ones((u,), bool), jnp.zeros((u,), dtype))
+        modes = Modes(jnp.ones((u,), bool), jnp.zeros((u,), q.dtype))
     stick = modes.stick & active
     slipping = active & ~modes.stick
     s_rows, s_b, s = _velocity_rows(system._slip, q, qd, t)
-    mu_k, _ = friction_coefficients(system, u, dtype)
-    rows += [h_rows, s_rows]
-    rhs += [-b - 2 * alpha * hd - beta**2 * h, -s_b - alpha * s]
-    masks += [active, stick]
-    matrix = jnp.concatenate(rows)
-    target = jnp.concatenate(rhs)
-    mask = jnp.concatenate(masks)
+    mu_k, _ = friction_coefficients(system, u, q.dtype)
+    alpha = 0.0 if baumgarte is None else baumgarte[0]
+    matrix = jnp.concatenate([*rows, s_rows])
+    target = jnp.concatenate([target, -s_b - alpha * s])
+    mask = jnp.concatenate([mask, stick])
     slide = jnp.where(slipping, mu_k * modes.direction, 0.0)
     directions = matrix.at[bilateral : bilateral + u].add(-slide[:, None] * s_rows)
     constraint_rows = velocity_rows(system, q, qd, t)

@@ -3,7 +3,14 @@
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from jaxtyping import Array, ArrayLike, Bool, Float, Int, PyTree
+from jaxtyping import (
+    Array as Array,
+    ArrayLike as ArrayLike,
+    Bool as Bool,
+    Float as Float,
+    Int as Int,
+    PyTree,
+)
 
 
 Params = PyTree[Any]
@@ -16,18 +23,3 @@ VectorLike = Float[ArrayLike, " n"] | Sequence[ScalarLike]
 Matrix = Float[Array, "n n"]
 BoolScalar = Bool[Array, ""]
 UserFunction = Callable[..., Any]
-
-__all__ = [
-    "Array",
-    "ArrayLike",
-    "BoolScalar",
-    "Float",
-    "Int",
-    "Matrix",
-    "Params",
-    "Scalar",
-    "ScalarLike",
-    "UserFunction",
-    "Vector",
-    "VectorLike",
-]

@@ -13,18 +13,12 @@ differentiable with respect to the params by the implicit function theorem.
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.tree_util as jtu
 import optimistix as optx
 
-from ._constraints import (
-    SINGULAR_CONSTRAINTS,
-    contact_tolerance,
-    dynamics,
-    num_bilateral,
-)
+from ._constraints import contact_tolerance, dynamics, num_bilateral
 from ._custom_types import Array, Float, ScalarLike, VectorLike
-from ._eom import SINGULAR_MASS
 from ._errors import first_error
+from ._guard import no_gradient
 from ._linearize import check_system
 from ._options import check_tolerance, positive_int
 from ._system import LagrangianSystem, as_state
@@ -88,8 +82,7 @@ def _contact_changes(system, q, t, active) -> tuple[Array, Array]:
 
 def _active_set(system, q_guess, t, rtol, atol, max_steps):
     """The contacts that hold the equilibrium (not differentiated through)."""
-    stop = lambda x: jax.lax.stop_gradient(x) if eqx.is_array(x) else x  # noqa: E731
-    system, q_guess, t = jtu.tree_map(stop, (system, q_guess, t))
+    system, q_guess, t = no_gradient((system, q_guess, t))
     u = jax.eval_shape(system._unilateral, q_guess, t).shape[0]
 
     def cond(carry):
@@ -108,31 +101,19 @@ def _active_set(system, q_guess, t, rtol, atol, max_steps):
     return active, q
 
 
-def _undefined(system, q, t, active) -> list:
-    """The checks that q̈ is defined at (q, 0, t): M regular, the constraints
-    independent (else the residual's q̈ row means nothing there)."""
-    point = dynamics(system, q, jnp.zeros_like(q), t, active=active)
-    return [
-        (point.singular_mass, SINGULAR_MASS),
-        (point.singular_constraints, SINGULAR_CONSTRAINTS),
-    ]
-
-
 @eqx.filter_jit
 def _equilibrium(system, q_guess, t, rtol, atol, max_steps):
     q_guess = check_finite_params(system.params, q_guess)  # named before the solve
-    if not system.has_contacts:
-        q, ok = _solve(system, q_guess, t, None, rtol, atol, max_steps)
-        return first_error(q, _undefined(system, q, t, None) + [(~ok, _NOT_CONVERGED)])
-    active, start = _active_set(system, q_guess, t, rtol, atol, max_steps)
-    q, ok = _solve(system, start, t, active, rtol, atol, max_steps)
-    release, engage = _contact_changes(system, q, t, active)
-    consistent = ~jnp.any(release | engage)
-    return first_error(
-        q,
-        _undefined(system, q, t, active)
-        + [(~ok, _NOT_CONVERGED), (~consistent, _NO_CONTACT_SET)],
-    )
+    active, checks = None, []
+    if system.has_contacts:
+        active, q_guess = _active_set(system, q_guess, t, rtol, atol, max_steps)
+    q, ok = _solve(system, q_guess, t, active, rtol, atol, max_steps)
+    if system.has_contacts:
+        release, engage = _contact_changes(system, q, t, active)
+        checks = [(jnp.any(release | engage), _NO_CONTACT_SET)]
+    # q̈ must be defined at (q, 0, t), else the residual's q̈ row means nothing.
+    point = dynamics(system, q, jnp.zeros_like(q), t, active=active)
+    return first_error(q, [*point.undefined(), (~ok, _NOT_CONVERGED), *checks])
 
 
 def equilibrium(

@@ -14,13 +14,12 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.tree_util as jtu
 import optimistix as optx
 
 from . import _friction
 from ._constraints import contact_tolerance, dynamics
 from ._custom_types import Array
-from ._guard import AdaptiveWrapper
+from ._guard import AdaptiveWrapper, select
 from ._options import VectorFieldArgs
 from ._segment import split
 
@@ -136,29 +135,19 @@ class EventWatch(AdaptiveWrapper):
             )
         )
         end = self._values(t1, y1_candidate, args)
-        times = jax.lax.stop_gradient((state.t_before, t0, t1))
-        dip_at = _first_dip(
-            times[0], state.before, times[1], state.start, times[2], end
-        )
+        ta, tb, tc = jax.lax.stop_gradient((state.t_before, t0, t1))
+        dip_at = _first_dip(ta, state.before, tb, state.start, tc, end)
         dip = keep & (dip_at < t1)
         keep = keep & ~dip
         next_t0 = jnp.where(dip, t0, next_t0)
         next_t1 = jnp.where(dip, dip_at, next_t1)
         made_jump = made_jump & ~dip
         # A dip rejects a step the controller accepted: keep its state as it was.
-        inner = jtu.tree_map(
-            lambda old, new: jnp.where(dip, old, new), state.inner, inner
-        )
+        inner = select(dip, state.inner, inner)
         accepted = _WatchState(inner, t0, state.start, end)
         rejected = _WatchState(inner, state.t_before, state.before, state.start)
-        new = jtu.tree_map(lambda a, r: jnp.where(keep, a, r), accepted, rejected)
+        new = select(keep, accepted, rejected)
         return keep, next_t0, next_t1, made_jump, new, result
-
-
-def initial_slip_of(system, q, qd, t, modes) -> Array:
-    if not system.has_friction:
-        return jnp.zeros(modes.direction.shape, q.dtype)
-    return _friction.initial_slip(system, q, qd, t, modes)
 
 
 def initial_conditions(system, q, qd, t) -> Array:

@@ -51,8 +51,7 @@ def stop_slips(
     """
     if not system.has_friction:
         return modes
-    s = system._slip(q, qd, t)
-    stopped = ~modes.stick & (jnp.abs(s) <= contact_tolerance(q.dtype)) & ~keep
+    stopped = ~modes.stick & slip_modes(system, q, qd, t).stick & ~keep
     return Modes(modes.stick | stopped, jnp.where(stopped, 0.0, modes.direction))
 
 
@@ -86,12 +85,12 @@ def friction_values(
 
 
 def initial_slip(system: LagrangianSystem, q: Array, qd: Array, t: Array, modes):
-    """The slipping event functions at the segment start: σ s, at least √eps."""
+    """The slipping event functions at the segment start: σ s, at least √eps (0
+    without friction)."""
+    if not system.has_friction:
+        return jnp.zeros(modes.direction.shape, q.dtype)
     s = system._slip(q, qd, t)
     return jnp.maximum(modes.direction * s, contact_tolerance(q.dtype))
-
-
-# The friction modes at a state.
 
 
 def no_modes(u: int, dtype) -> Modes:
@@ -109,12 +108,7 @@ def slip_modes(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Modes
 
 
 def settle(
-    system: LagrangianSystem,
-    q: Array,
-    qd: Array,
-    t: Array,
-    active: Array,
-    modes: Modes,
+    system: LagrangianSystem, q: Array, qd: Array, t: Array, active: Array, modes: Modes
 ) -> tuple[Array, Modes]:
     """The contacts and modes consistent with the multipliers at a state.
 

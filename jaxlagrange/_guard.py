@@ -81,10 +81,7 @@ class _AbstractGuard(diffrax.AbstractStepSizeController):
         dt = next_t1 - next_t0
         next_t0 = jnp.where(finite, next_t0, t0)
         next_t1 = next_t0 + dt
-        if isinstance(self, _AdaptiveGuard):
-            stuck = dt <= resolution
-        else:
-            stuck = ~finite
+        stuck = dt <= resolution if isinstance(self, _AdaptiveGuard) else ~finite
         failed_dt = jnp.where(stuck, t1 - t0, failed_dt)
         failed_finite = jnp.where(stuck, finite, failed_finite)
         result = diffrax.RESULTS.where(stuck, diffrax.RESULTS.dt_min_reached, result)
@@ -226,7 +223,7 @@ def _traced_cause(failure: Failure) -> RESULTS:
     on demand: the caller's program holds no probes, and its codes are named.
     """
     # The cause is an integer code: keep autodiff from tracing through it.
-    failure = _no_gradient(failure)[0]
+    failure = no_gradient(failure)
     dynamic, static = eqx.partition(failure, eqx.is_array)
     leaves, treedef = jtu.tree_flatten(dynamic)
     ndims = [jnp.ndim(x) for x in leaves]  # a member's, inside `vmap`
@@ -285,9 +282,15 @@ def diagnosed(traj, failure: Failure | None):
     return eqx.tree_at(lambda tr: tr.result, traj, result)
 
 
-def _no_gradient(*trees):
+def select(flag, a, b):
+    """`jnp.where(flag, ·, ·)` leaf by leaf over two pytrees of one structure."""
+    return jtu.tree_map(lambda x, y: jnp.where(flag, x, y), a, b)
+
+
+def no_gradient(tree):
+    """`tree` with `jax.lax.stop_gradient` on its array leaves."""
     stop = lambda x: jax.lax.stop_gradient(x) if eqx.is_array(x) else x  # noqa: E731
-    return jtu.tree_map(stop, trees)
+    return jtu.tree_map(stop, tree)
 
 
 def without_system(failure: Failure | None) -> Failure | None:

@@ -59,9 +59,8 @@ from ._event_functions import (
     event_root_finder,
     event_values,
     initial_conditions,
-    initial_slip_of,
 )
-from ._guard import Stop
+from ._guard import Stop, select
 from ._impulse import impulse_jump
 from ._options import SimulateOptions, VectorFieldArgs
 from ._segment import SavedStates, Segment, finish, masked_start, solve_segment
@@ -135,10 +134,6 @@ def _rebound(system, q, qd, t, active, modes, row, restitution, rest):
     return jnp.where(low, 0.0, rebound)
 
 
-def _select(flag, a, b):
-    return jax.tree_util.tree_map(lambda x, y: jnp.where(flag, x, y), a, b)
-
-
 def _jump(system, q, qd, t, active, modes, index, restitution, rest):
     """The state just after event `index` of `event_values`.
 
@@ -164,7 +159,7 @@ def _jump(system, q, qd, t, active, modes, index, restitution, rest):
     )
     is_release = active[row]
     qd_next = jnp.where(is_release, qd, impact.velocities)
-    state = _select(is_release, released, contacts)
+    state = select(is_release, released, contacts)
     kind = jnp.where(is_release, EVENT_RELEASE, EVENT_IMPACT)
     bad = ~is_release & (impact.singular_mass | impact.singular_constraints)
     if system.has_friction:
@@ -175,20 +170,17 @@ def _jump(system, q, qd, t, active, modes, index, restitution, rest):
         trial = Modes(
             jnp.where(onehot, ~stuck, modes.stick),
             jnp.where(
-                onehot,
-                jnp.where(stuck, -jnp.sign(friction), 0.0),
-                modes.direction,
+                onehot, jnp.where(stuck, -jnp.sign(friction), 0.0), modes.direction
             ),
         )
         switched = _friction.settle(system, q, qd, t, active, trial)
         sticks = switched[0][row] & switched[1].stick[row]
         is_switch = index >= u
         qd_next = jnp.where(is_switch, qd, qd_next)
-        state = _select(is_switch, switched, state)
+        state = select(is_switch, switched, state)
         kind = jnp.where(is_switch, jnp.where(sticks, EVENT_STICK, EVENT_SLIP), kind)
         bad = bad & ~is_switch
-    active_next, modes_next = state
-    return qd_next, active_next, modes_next, row, kind, bad
+    return qd_next, *state, row, kind, bad
 
 
 def _context(system, q0, qd0, t0, t1, ts, options: SimulateOptions) -> _Context:
@@ -254,7 +246,7 @@ def _segment_args(ctx: _Context, carry: _Carry, start: Array) -> VectorFieldArgs
         carry.modes,
         start,
         initial_conditions(system, q, qd, start),
-        initial_slip_of(system, q, qd, start, carry.modes),
+        _friction.initial_slip(system, q, qd, start, carry.modes),
     )
 
 
@@ -268,7 +260,7 @@ def _save(carry: _Carry, seg: Segment) -> SavedStates:
         qd=jnp.where(new[:, None], seg.qd, old.qd),
         filled=old.filled | new,
         actives=jnp.where(new[:, None], carry.active, old.actives),
-        modes=_select(new[:, None], carry.modes, old.modes),
+        modes=select(new[:, None], carry.modes, old.modes),
     )
 
 
@@ -313,10 +305,7 @@ def _step(ctx: _Context, carry: _Carry) -> _Carry:
     qd_next, active_next, modes_next = after
     go_on = record & (result == RESULTS.successful)
     keep = carry.done
-
-    def pick(old, new):
-        return _select(keep, old, new)
-
+    pick = functools.partial(select, keep)
     stats = jnp.stack([seg.stats[k] for k in _STATS])
     events = _record(carry.events, record, seg.t_end, row, kind, ctx.options.max_events)
     return _Carry(
@@ -324,7 +313,7 @@ def _step(ctx: _Context, carry: _Carry) -> _Carry:
         q=pick(carry.q, seg.q_end),
         qd=pick(carry.qd, jnp.where(go_on, qd_next, seg.qd_end)),
         active=pick(carry.active, jnp.where(go_on, active_next, carry.active)),
-        modes=pick(carry.modes, _select(go_on, modes_next, carry.modes)),
+        modes=pick(carry.modes, select(go_on, modes_next, carry.modes)),
         done=carry.done | ~go_on,
         result=RESULTS.where(keep, carry.result, result),
         saved=_save(carry, seg),

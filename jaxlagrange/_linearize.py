@@ -34,7 +34,6 @@ from ._constraints import (
     velocity_rates,
 )
 from ._custom_types import Array, Float, ScalarLike, VectorLike
-from ._eom import SINGULAR_MASS
 from ._errors import first_error
 from ._mass import Rows, cholesky, forcing, momenta_of, solve_lower, solve_upper_t
 from ._system import LagrangianSystem, as_state
@@ -125,13 +124,6 @@ def _input_mask(system: LagrangianSystem, inputs):
         ) from None
 
 
-def _velocity_constraints(system: LagrangianSystem, q, qd, t) -> Array | None:
-    """G q̇ + ∂g/∂t and a(q, q̇, t): the constraints on the velocities."""
-    if not system.has_equality_constraints:
-        return None
-    return velocity_rates(system, q, qd, t, unilateral=False)
-
-
 def _complement(idx: tuple[int, ...], n: int) -> np.ndarray:
     return np.array([i for i in range(n) if i not in idx], dtype=int)
 
@@ -156,18 +148,12 @@ def _solve_dependent(matrix: Array, rhs: Array, what: str, name: str) -> Array:
 def _linearize(system, q, qd, t, coordinates, velocities, mask):
     n = q.shape[0]
     dynamic, static = eqx.partition(system, mask)
-    u0, unravel = ravel_pytree(jtu.tree_leaves(dynamic))
-
-    def with_inputs(u):
-        leaves = unravel(u)
-        treedef = jtu.tree_structure(dynamic)
-        return eqx.combine(jtu.tree_unflatten(treedef, leaves), static)
-
+    u0, unravel = ravel_pytree(dynamic)
     active = contact_set(system, q, qd, t) if system.has_contacts else None
     ci, vi = np.array(coordinates, dtype=int), np.array(velocities, dtype=int)
 
     def flow(x, u):
-        sys = with_inputs(u)
+        sys = eqx.combine(unravel(u), static)
         xq, xv = x[: ci.shape[0]], x[ci.shape[0] :]
         if len(coordinates) == n:
             qq = q.at[ci].set(xq)
@@ -188,7 +174,8 @@ def _linearize(system, q, qd, t, coordinates, velocities, mask):
             base = jnp.zeros_like(qd).at[vi].set(xv)
 
             def residual(vd):
-                return _velocity_constraints(sys, qq, base.at[dep].set(vd), t)
+                v = base.at[dep].set(vd)
+                return velocity_rates(sys, qq, v, t, unilateral=False)
 
             zero = jnp.zeros(dep.shape[0], qd.dtype)
             jac = jax.jacfwd(residual)(zero)  # exact: affine in the velocities
@@ -204,13 +191,7 @@ def _linearize(system, q, qd, t, coordinates, velocities, mask):
     # or the constraints are redundant: its derivatives would be finite and
     # meaningless.
     point = dynamics(system, q, qd, t, active=active)
-    return first_error(
-        Linearization(a, b),
-        [
-            (point.singular_mass, SINGULAR_MASS),
-            (point.singular_constraints, SINGULAR_CONSTRAINTS),
-        ],
-    )
+    return first_error(Linearization(a, b), point.undefined())
 
 
 @eqx.filter_jit
@@ -220,9 +201,8 @@ def _manifold_residual(system, q, qd, t, velocities=True) -> tuple[Array, Array]
     parts = [jnp.zeros((0,), q.dtype)]
     if system.has_position_constraints:
         parts.append(system._holonomic(q, t))
-    v = _velocity_constraints(system, q, qd, t) if velocities else None
-    if v is not None:
-        parts.append(v)
+    if velocities and system.has_equality_constraints:  # G q̇ + ∂g/∂t and a
+        parts.append(velocity_rates(system, q, qd, t, unilateral=False))
     residual = jnp.max(jnp.abs(jnp.concatenate(parts)), initial=0.0)
     tol = jnp.sqrt(jnp.finfo(q.dtype).eps) * (1 + jnp.max(jnp.abs(q), initial=0.0))
     return residual, residual > tol
@@ -303,12 +283,18 @@ def _normal_modes(system, q, t):
     if not system.has_position_constraints:
         lam, redundant = None, False
         residual, _ = factor.solve(f)
+        basis = jnp.eye(n, dtype=q.dtype)
     else:
         # The equilibrium multipliers: M q̈ = f + Gᵀλ with G q̈ = −b.
-        jac, b, _, _ = position_rows(system._holonomic, q, qd, t)
-        kkt = factor.constrain(Rows(lambda v: jac @ v, jac), f)
+        g, b, _, _ = position_rows(system._holonomic, q, qd, t)
+        kkt = factor.constrain(Rows(lambda v: g @ v, g), f)
         lam, redundant = kkt.multipliers(-b)
         residual, _ = kkt.solution(lam)
+        # A basis of the null space of G: from the SVD at this point, projected
+        # again so that derivatives see the tangent space move with the params.
+        _, _, vt = jnp.linalg.svd(jax.lax.stop_gradient(g), full_matrices=True)
+        start = vt[g.shape[0] :].T
+        basis = start - g.T @ jnp.linalg.solve(g @ g.T, g @ start)
 
     def generalized_force(q):
         f = forcing(system, q, jnp.zeros_like(q), t)
@@ -317,16 +303,6 @@ def _normal_modes(system, q, t):
         return f
 
     stiffness = -jax.jacfwd(generalized_force)(q)
-    if not system.has_position_constraints:
-        basis = jnp.eye(n, dtype=q.dtype)
-    else:
-        # A basis of the null space of G: from the SVD at this point, projected
-        # again so that derivatives see the tangent space move with the params.
-        g = jax.jacfwd(system._holonomic)(q, t)
-        m = g.shape[0]
-        _, _, vt = jnp.linalg.svd(jax.lax.stop_gradient(g), full_matrices=True)
-        start = vt[m:].T
-        basis = start - g.T @ jnp.linalg.solve(g @ g.T, g @ start)
     if basis.shape[1] == 0:  # the constraints hold every coordinate: no modes
         # (An error tied to an empty array is never raised: tied to q̈.)
         residual = first_error(residual, [(redundant, SINGULAR_CONSTRAINTS)])

@@ -68,22 +68,16 @@ def check_times(t0, t1, saveat, dtype) -> tuple[Array, Array, Array]:
     """`t0`, `t1` and the save times (t1 alone without `saveat`) in `dtype`, or
     an error naming the bad one (at once where known, else in the program)."""
     t0, t1 = as_real("t0", t0), as_real("t1", t1)
-    if saveat is not None:
-        saveat = as_real("saveat", saveat)
+    ts = None if saveat is None else as_real("saveat", saveat)
     for name, t in (("t0", t0), ("t1", t1)):
         if t.shape != ():
             raise ValueError(f"`{name}` must be a scalar, got shape {t.shape}.")
     t0, t1 = t0.astype(dtype), t1.astype(dtype)
-    if saveat is None:
-        ts = t1[None]
-    else:
-        ts = jnp.asarray(saveat)
-        if ts.ndim != 1 or ts.shape[0] == 0:
-            raise ValueError(
-                "`saveat` must be a non-empty 1-D array of times, got shape "
-                f"{ts.shape}."
-            )
-        ts = ts.astype(dtype)
+    if ts is not None and (ts.ndim != 1 or ts.shape[0] == 0):
+        raise ValueError(
+            f"`saveat` must be a non-empty 1-D array of times, got shape {ts.shape}."
+        )
+    ts = t1[None] if ts is None else ts.astype(dtype)
 
     # NumPy where the times are known (no small eager compiles); `first_error`
     # raises at once then, with the offending values in the message.
@@ -122,10 +116,7 @@ def check_tolerance(name: str, value) -> Array:
     """A solver tolerance (or step): a positive finite scalar, or an error naming
     `name` (a `ValueError` when its value is known, else `eqx.error_if`)."""
     value = as_real(name, value)
-    if value.shape != () or not (
-        jnp.issubdtype(value.dtype, jnp.floating)
-        or jnp.issubdtype(value.dtype, jnp.integer)
-    ):
+    if value.shape != ():  # (`as_real` refused any other dtype)
         raise ValueError(
             f"`{name}` must be a positive scalar, got shape {value.shape} and "
             f"dtype {value.dtype}."

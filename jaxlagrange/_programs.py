@@ -187,24 +187,20 @@ def _environment() -> str:
             versions.append(f"{package}={importlib.metadata.version(package)}")
         except importlib.metadata.PackageNotFoundError:
             versions.append(f"{package}=?")
+    digest = hashlib.sha256()  # of this package's source
+    root = Path(__file__).resolve().parent
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
     device = jax.devices()[0]
     return "|".join(
         [
             *versions,
             f"x64={jax.config.jax_enable_x64}",
             f"{device.platform}:{device.device_kind}",
-            _package_digest(),
+            digest.hexdigest(),
         ]
     )
-
-
-def _package_digest() -> str:
-    digest = hashlib.sha256()
-    root = Path(__file__).resolve().parent
-    for path in sorted(root.rglob("*.py")):
-        digest.update(str(path.relative_to(root)).encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
 
 
 def _write_atomically(path: Path, data: bytes) -> None:

@@ -239,13 +239,12 @@ class LagrangianSystem(eqx.Module):
                 )
             nargs = signature.count(",") + 1
             with_params = _accepts(fn, nargs + 1)
-            without_params = _accepts(fn, nargs)
             if self.has_params and with_params is False:
                 raise ValueError(
                     f"`{name}` must take {signature[:-1]}, params) because the system "
                     f"has params, but it is {_describe(fn)}."
                 )
-            if not self.has_params and without_params is False:
+            if not self.has_params and _accepts(fn, nargs) is False:
                 hint = (
                     " Pass `params=` to LagrangianSystem to give it params."
                     if with_params
@@ -302,12 +301,6 @@ class LagrangianSystem(eqx.Module):
 
     def _restitution(self) -> Any:
         return self._coefficient("restitution")
-
-    def _friction(self) -> Any:
-        return self._coefficient("friction")
-
-    def _static_friction(self) -> Any:
-        return self._coefficient("static_friction")
 
     # Calling user functions, with the trace-time shape checks.
 

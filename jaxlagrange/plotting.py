@@ -34,25 +34,20 @@ __all__ = [
 ]
 
 
-def _labels(n: int, coordinates: Sequence[str] | None) -> list[str]:
+def _labels(n: int, coordinates, units) -> tuple[list[str], list[str | None]]:
+    """One label and one unit (None: unknown) per coordinate."""
+    if units is not None and len(units) != n:
+        raise ValueError(
+            f"`units` must have one entry per coordinate ({n}), got {len(units)}."
+        )
     if coordinates is None or len(coordinates) != n:
-        return [f"q{i}" for i in range(n)]
-    return list(coordinates)
+        coordinates = [f"q{i}" for i in range(n)]
+    return list(coordinates), [None] * n if units is None else list(units)
 
 
 def _rate(label: str) -> str:
     # Not a combining dot above: matplotlib's fonts misplace it on θ₁ and friends.
     return f"d{label}/dt"
-
-
-def _units(n: int, units: Sequence[str] | None) -> list[str | None]:
-    if units is None:
-        return [None] * n
-    if len(units) != n:
-        raise ValueError(
-            f"`units` must have one entry per coordinate ({n}), got {len(units)}."
-        )
-    return list(units)
 
 
 _MANY = 6  # above this many coordinates, draw a space-time image instead of lines
@@ -92,8 +87,7 @@ def coordinates(
     """
     ts, q = np.asarray(ts), np.asarray(q)
     n = q.shape[1]
-    labels = _labels(n, coordinates)
-    unit_list = _units(n, units)
+    labels, unit_list = _labels(n, coordinates, units)
     shared = unit_list[0] if len(set(unit_list)) == 1 else None
     if shared is None:
         labels = [with_unit(a, u) for a, u in zip(labels, unit_list, strict=True)]
@@ -163,8 +157,7 @@ def phase_portrait(
     """
     q, qd = np.asarray(q), np.asarray(qd)
     n = q.shape[1]
-    labels = _labels(n, coordinates)
-    unit_list = _units(n, units)
+    labels, unit_list = _labels(n, coordinates, units)
     k = min(n, max_panels)
     fig = new_figure(3.6 * k + 0.8, 3.8)
     axes = fig.subplots(1, k, squeeze=False)[0]
@@ -215,8 +208,7 @@ def configuration(
     **Returns:** a `matplotlib.figure.Figure`.
     """
     q = np.asarray(q)
-    labels = _labels(q.shape[1], coordinates)
-    unit_list = _units(q.shape[1], units)
+    labels, unit_list = _labels(q.shape[1], coordinates, units)
     fig = new_figure(5.6, 5)
     ax = fig.add_subplot()
     points = _path(ax, q[:, 0], q[:, 1], ts)
@@ -275,13 +267,8 @@ def energy(
             kernel = np.ones(window) / window
             mean = np.convolve(energies, kernel, mode="valid")
             middle = np.convolve(ts, kernel, mode="valid")
-            ax.plot(
-                middle,
-                mean,
-                lw=1.8,
-                color="k",
-                label=f"running mean ({window} samples)",
-            )
+            label = f"running mean ({window} samples)"
+            ax.plot(middle, mean, lw=1.8, color="k", label=label)
             ax.legend(loc="best", framealpha=0.85)
         ax.set_ylabel(with_unit("energy E(t)", unit))
         ax.set_title(title or "Energy (not conserved: driven or damped system)")
@@ -328,11 +315,7 @@ def sweep_map(
     titles = [_axis_name(a, coordinates, units) for a in names]
     values = np.asarray(values, dtype=float)
     finite = values[np.isfinite(values)]
-    vmin, vmax = (
-        (np.percentile(finite, 0.5), np.percentile(finite, 99.5))
-        if finite.size
-        else (0.0, 1.0)
-    )
+    vmin, vmax = np.percentile(finite, [0.5, 99.5]) if finite.size else (0.0, 1.0)
     fig = new_figure(6.4, 5.4)
     ax = fig.add_subplot()
     x = np.asarray(axes[names[0]])
@@ -404,8 +387,7 @@ def fit_comparison(
     """
     ts, q, q_fit = np.asarray(ts), np.asarray(q), np.asarray(q_fit)
     n = min(q.shape[1], _MANY)
-    labels = _labels(q.shape[1], coordinates)
-    unit_list = _units(q.shape[1], units)
+    labels, unit_list = _labels(q.shape[1], coordinates, units)
     residuals = q - q_fit
     band, band_label = (
         (np.std(residuals, axis=0), "±σ of the residuals")

@@ -11,6 +11,7 @@ are scalar first, p = (w, x, y, z); angular velocities are (ω₁, ω₂, ω₃)
 axes (ω̂ = RᵀṘ) or in space axes (ω̂ = ṘRᵀ).
 """
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,19 +23,12 @@ from ._custom_types import Array, ArrayLike, Float
 from ._errors import known
 
 
-_FRAMES = ("body", "space")
-
-
-def _skew_to_vector(w: Array) -> Array:
-    """(w₃₂, w₁₃, w₂₁) of the antisymmetric part of a (3, 3) matrix."""
-    return 0.5 * jnp.stack([w[2, 1] - w[1, 2], w[0, 2] - w[2, 0], w[1, 0] - w[0, 1]])
-
-
 def _omega(r: Array, r_dot: Array, frame: str) -> Array:
-    """ω of a rotation R moving at Ṙ: ω̂ = RᵀṘ (body) or ṘRᵀ (space). Shared by
-    `angular_velocity` and systems that form R and Ṙ themselves (one JVP for
-    several bodies, `jl.systems.whipple_bicycle`)."""
-    return _skew_to_vector(r.T @ r_dot if frame == "body" else r_dot @ r.T)
+    """ω of a rotation R moving at Ṙ, read from the antisymmetric part of
+    ω̂ = RᵀṘ (body) or ṘRᵀ (space). Shared by `angular_velocity` and systems that
+    form R and Ṙ themselves (one JVP for several bodies, `whipple_bicycle`)."""
+    w = r.T @ r_dot if frame == "body" else r_dot @ r.T
+    return 0.5 * jnp.stack([w[2, 1] - w[1, 2], w[0, 2] - w[2, 0], w[1, 0] - w[0, 1]])
 
 
 def _body_kinetic_energy(
@@ -166,16 +160,11 @@ def euler_to_matrix(
             f"{angles.shape}."
         )
     factors = [_elementary(a, angles[..., i]) for i, a in enumerate(axes)]
-    if not intrinsic:
-        factors = factors[::-1]
-    out = factors[0]
-    for factor in factors[1:]:
-        out = out @ factor
-    return out
+    return functools.reduce(jnp.matmul, factors if intrinsic else factors[::-1])
 
 
 def _check_frame(frame: Any) -> None:
-    if frame not in _FRAMES:
+    if frame not in ("body", "space"):
         raise ValueError(f"`frame` must be 'body' or 'space', got {frame!r}.")
 
 
@@ -258,10 +247,7 @@ def angular_velocity(
 
 
 def quaternion_angular_velocity(
-    p: Float[ArrayLike, " 4"],
-    pd: Float[ArrayLike, " 4"],
-    *,
-    frame: str = "body",
+    p: Float[ArrayLike, " 4"], pd: Float[ArrayLike, " 4"], *, frame: str = "body"
 ) -> Float[Array, " 3"]:
     """The angular velocity of `quaternion_to_matrix(p)` in closed form.
 

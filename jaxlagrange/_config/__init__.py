@@ -1,32 +1,8 @@
 """Strict TOML configs, translated into the public calls a Python user makes.
 
-A run config has four sections, every key optional except `[system] name` (or
-`file`, a system of your own: see `jaxlagrange._config.user`):
-
-```toml
-[system]
-name = "spring_chain"          # a name from jl.systems.names()
-params = { k = 2.0 }           # overrides of the system's default params
-options = { n = 8 }            # structural options of the factory (n, modes, ...)
-
-[initial]                      # default: the system's own initial state
-q = [0.5, 0, 0, 0, 0, 0, 0, 0]
-qd = [0, 0, 0, 0, 0, 0, 0, 0]
-
-[simulate]
-t0 = 0.0
-t1 = 20.0
-saves = 1001                   # number of equally spaced save times in [t0, t1]
-solver = "Tsit5"               # a diffrax solver name, see SOLVERS
-rtol = 1e-8
-atol = 1e-8
-max_steps = 100000
-
-[output]
-dir = "out/spring_chain"       # default: out/<system name>; --out overrides it
-plots = true
-animation = true               # motion.gif, for systems with positions
-```
+A run config has the sections of `RUN_SCHEMA` (an example in docs/cli.md), every
+key optional except `[system] name` (or `file`, a system of your own: see
+`jaxlagrange._config.user`, or `mujoco`, an MJCF or URDF file).
 
 `load` checks a file against a schema (a dict of sections, each a dict of `Key`s)
 and returns the document with defaults filled in; `ready_system` and

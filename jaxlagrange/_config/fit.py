@@ -167,9 +167,7 @@ def fit_kwargs(config: Mapping[str, Any], ready) -> dict[str, Any]:
     optimizer = _optimizer(section["optimizer"], rate)
     simulate = config["simulate"]
     # "recursive_checkpoint" is jl.fit's default (None).
-    adjoint = {"recursive_checkpoint": None, "backsolve": diffrax.BacksolveAdjoint()}[
-        section["adjoint"]
-    ]
+    adjoint = diffrax.BacksolveAdjoint() if section["adjoint"] == "backsolve" else None
     lengths = set()
     for name, values in starts.items():
         if not (isinstance(values, list) and values) or any(

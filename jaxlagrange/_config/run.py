@@ -65,10 +65,7 @@ RUN_SCHEMA: dict[str, dict[str, Key]] = {
         "params": Key("numbers", {}),
         "options": Key("table", {}),
     },
-    "initial": {
-        "q": Key("vector", None),
-        "qd": Key("vector", None),
-    },
+    "initial": {"q": Key("vector", None), "qd": Key("vector", None)},
     "simulate": {
         "t0": Key(float, 0.0),
         "t1": Key(float, 10.0),
@@ -83,9 +80,7 @@ RUN_SCHEMA: dict[str, dict[str, Key]] = {
         "plots": Key(bool, True),
         "animation": Key(bool, True),
     },
-    "run": {
-        "device": Key(str, "auto", one_of(("auto", "cpu", "gpu"))),
-    },
+    "run": {"device": Key(str, "auto", one_of(("auto", "cpu", "gpu")))},
 }
 """The schema of `jaxlagrange run` configs."""
 
@@ -259,8 +254,8 @@ def simulate_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
         )
     saves = section["saves"]
     try:
-        # Before the save times are made (the array itself may not fit): one
-        # coordinate at least; `simulate` checks again with the system's n.
+        # Before the save times are made (the array itself may not fit), for
+        # one coordinate at least.
         check_output_size(saves, 1, 0, jnp.result_type(float))
     except ValueError as e:
         raise ConfigError(

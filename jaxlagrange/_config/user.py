@@ -1,24 +1,11 @@
 """Systems from the user's own Python file: `[system] file` and `function`.
 
-```toml
-[system]
-file = "my_system.py"      # relative to the config file
-function = "make"          # the default
-params = { k = 2.0 }       # keyword arguments of make(...)
-
-[initial]                  # needed by run and sweep unless make returns a
-                           # jl.systems.ReadySystem; fit takes the data's
-q = [0.1, 0.0]
-qd = [0.0, 0.0]
-```
-
 `make(**params)` returns a `jl.LagrangianSystem` (or a `jl.systems.ReadySystem`
-with its own initial state). The file may also define `coordinates`, a list of
-labels, and `positions(q, **params)`, the points to draw at coordinates q, shape
-(k, 2) or (k, 3), for the motion plot and `motion.gif` of `jaxlagrange run`; it
-gets the system's full params (the defaults of `make` updated by the config's),
-and is evaluated once at the initial state before anything is solved. Labels
-for the figures: `units`, `point_names`, `length_unit` (see docs/cli.md).
+with its own initial state); the file may also define the figures' `coordinates`,
+`positions(q, **params)`, `units`, `point_names` and `length_unit` (docs/cli.md,
+"Your own system"). `positions` gets the system's full params (the defaults of
+`make` updated by the config's) and is evaluated once at the initial state
+before anything is solved.
 
 Every problem with the file (missing, a syntax error, an import that fails, no
 such function, the function raising or returning something else) is one

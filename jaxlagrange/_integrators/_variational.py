@@ -26,17 +26,15 @@ from typing import NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.tree_util as jtu
 import numpy as np
 
 from .._constraints import dynamics
 from .._custom_types import Array, BoolScalar
 from .._eom import unconstrained
-from .._errors import first_error
+from .._guard import no_gradient, select
 from .._initial_state import check_initial_state
 from .._system import LagrangianSystem
 from .._trajectory import RESULTS, Trajectory, without_events
-from .._validate import array_module
 from ._base import AbstractLagrangianSolver
 
 
@@ -126,10 +124,6 @@ class VariationalMidpoint(AbstractLagrangianSolver):
                 "constraints exactly: `stepsize_controller` and `baumgarte` do not "
                 "apply."
             )
-        positive = ("`dt0` must be positive and finite{}.", lambda: f", got {dt0}")
-        xp = array_module(dt0)  # NumPy when known: no small eager compiles
-        bad = ~(xp.isfinite(xp.asarray(dt0)) & (xp.asarray(dt0) > 0))
-        dt0 = first_error(dt0, [(bad, positive)], error=ValueError)
         if system.has_constraints:
             q0 = check_initial_state(system, q0, qd0, t0)
         # The loop also spends one iteration recording each save.
@@ -157,12 +151,6 @@ class VariationalMidpoint(AbstractLagrangianSolver):
         return (outer, -cbrt2 * outer, outer)
 
 
-def _no_gradient(tree):
-    return jtu.tree_map(
-        lambda x: jax.lax.stop_gradient(x) if eqx.is_array(x) else x, tree
-    )
-
-
 def _newton(residual, z0: Array, args, solver: VariationalMidpoint, small):
     """Solve residual(z, args) = 0; derivatives by the implicit function theorem.
 
@@ -170,7 +158,7 @@ def _newton(residual, z0: Array, args, solver: VariationalMidpoint, small):
     """
     if z0.shape[0] == 0:
         return z0, jnp.array(True)
-    frozen = _no_gradient(args)
+    frozen = no_gradient(args)
 
     def linearized(z):
         fn = lambda z: (residual(z, frozen),) * 2  # noqa: E731
@@ -219,10 +207,11 @@ def _below(dx, x, solver: VariationalMidpoint):
     return jnp.all(jnp.abs(dx) <= atol + rtol * jnp.abs(x))
 
 
-def _impulse_below(g, dnu, momentum, solver: VariationalMidpoint):
-    """The constraint impulse's update Gᵀdν is small against the momenta."""
-    rtol, atol = solver.tolerances(momentum.dtype)
-    scale = jnp.max(jnp.abs(momentum), initial=0.0)
+def _impulse_below(g, nu, dnu, p, solver: VariationalMidpoint):
+    """The constraint impulse's update Gᵀdν is small against the momenta p and Gᵀν
+    (the multipliers' roundoff floor scales with them, not with ν)."""
+    rtol, atol = solver.tolerances(p.dtype)
+    scale = jnp.max(jnp.abs(jnp.concatenate([p, g.T @ nu])), initial=0.0)
     return jnp.all(jnp.abs(g.T @ dnu) <= atol + rtol * scale)
 
 
@@ -252,15 +241,12 @@ def _position_residual(z, args):
 
 def _position_small(z, dz, args, solver: VariationalMidpoint):
     """q₁'s update h dv against q₁ (a test on positions, as h → 0 too), and the
-    impulse's update Gᵀdν against the momenta p₀ and Gᵀν (the multipliers' roundoff
-    floor scales with them, not with ν)."""
+    impulse's update against the momenta."""
     system, q0, p0, t0, h = args
     n = q0.shape[0]
     g0 = _holonomic_jacobian(system, q0, t0)
-    momentum = jnp.concatenate([p0, g0.T @ z[n:]])
-    return _below(h * dz[:n], q0 + h * z[:n], solver) & _impulse_below(
-        g0, dz[n:], momentum, solver
-    )
+    small = _impulse_below(g0, z[n:], dz[n:], p0, solver)
+    return _below(h * dz[:n], q0 + h * z[:n], solver) & small
 
 
 def _velocity_residual(w, args):
@@ -281,8 +267,8 @@ def _velocity_small(w, dw, args, solver: VariationalMidpoint):
     system, q1, p_half, t1 = args
     n = q1.shape[0]
     g1 = _holonomic_jacobian(system, q1, t1)
-    momentum = jnp.concatenate([p_half, g1.T @ w[n:]])
-    return _below(dw[:n], w[:n], solver) & _impulse_below(g1, dw[n:], momentum, solver)
+    small = _impulse_below(g1, w[n:], dw[n:], p_half, solver)
+    return _below(dw[:n], w[:n], solver) & small
 
 
 class _State(NamedTuple):
@@ -341,17 +327,17 @@ class _Carry(NamedTuple):
     vs: Array
 
 
-def _variational_solve(
-    system: LagrangianSystem, q0, qd0, t0, t1, ts, solver, dt0, max_steps, step_limit
-):
-    """(saved ts, q, qd, multipliers, t_final, num_steps, failure flags)."""
+@eqx.filter_jit
+def _variational_jit(system, q0, qd0, t0, t1, ts, solver, dt0, budget, step_limit):
+    """The trajectory, in at most `budget` loop iterations and `step_limit` steps."""
+    start_finite = jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(qd0))
+    q0 = jnp.where(start_finite, q0, 0.0)
+    qd0 = jnp.where(start_finite, qd0, 0.0)
     n = q0.shape[0]
     dtype = q0.dtype
-    m = (
-        0
-        if not system.has_position_constraints
-        else jax.eval_shape(system._holonomic, q0, t0).shape[0]
-    )
+    m = 0
+    if system.has_position_constraints:
+        m = jax.eval_shape(system._holonomic, q0, t0).shape[0]
     p0 = _grad_lagrangian(system, q0, qd0, t0)[1]
     zeros_m = jnp.zeros((m,), dtype)
     state = _State(t0, q0, p0, qd0, zeros_m, zeros_m)
@@ -379,9 +365,7 @@ def _variational_solve(
         h = jnp.where(at_save | ~last, dt0, remaining)
         stepped, ok = _step(system, solver, carry.state, h)
         stepped = stepped._replace(t=jnp.where(last, target, stepped.t))
-        state = jtu.tree_map(
-            lambda a, b: jnp.where(at_save, a, b), carry.state, stepped
-        )
+        state = select(at_save, carry.state, stepped)
         finite = jnp.all(jnp.isfinite(state.q)) & jnp.all(jnp.isfinite(state.v))
         failed = ~at_save & ~(ok & finite)
         qs = carry.qs.at[carry.index].set(state.q, pred=at_save)
@@ -407,7 +391,7 @@ def _variational_solve(
         cond,
         body,
         init,
-        max_steps=max_steps,
+        max_steps=budget,
         buffers=lambda c: (c.qs, c.vs),
         kind="checkpointed",
     )
@@ -423,46 +407,25 @@ def _variational_solve(
     else:
         multipliers = jnp.zeros((num_saves, 0), dtype)
     finite = jnp.all(jnp.isfinite(out.state.q)) & jnp.all(jnp.isfinite(out.state.v))
-    not_converged = out.failed & finite
-    non_finite = out.failed & ~finite
     ran_out = ~out.failed & (out.index < num_saves)
-    return (
-        saved_ts,
-        out.qs,
-        out.vs,
-        multipliers,
-        out.state.t,
-        out.steps,
-        not_converged,
-        non_finite,
-        ran_out,
-    )
-
-
-@eqx.filter_jit
-def _variational_jit(system, q0, qd0, t0, t1, ts, solver, dt0, budget, max_steps):
-    finite = jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(qd0))
-    q0 = jnp.where(finite, q0, 0.0)
-    qd0 = jnp.where(finite, qd0, 0.0)
-    saved_ts, q, qd, multipliers, t_final, steps, not_converged, non_finite, ran_out = (
-        _variational_solve(system, q0, qd0, t0, t1, ts, solver, dt0, budget, max_steps)
-    )
     result = RESULTS.where(ran_out, RESULTS.max_steps_reached, RESULTS.successful)
-    result = RESULTS.where(not_converged, RESULTS.implicit_step_failed, result)
-    result = RESULTS.where(non_finite | ~finite, RESULTS.non_finite_state, result)
+    result = RESULTS.where(out.failed & finite, RESULTS.implicit_step_failed, result)
+    non_finite = (out.failed & ~finite) | ~start_finite
+    result = RESULTS.where(non_finite, RESULTS.non_finite_state, result)
     # The mass matrix at t0, checked as the other solvers check it (Cholesky, or
     # the system's `mass_solver`): M = 0 would otherwise fail as a non-finite
     # state, and L = V − T (M negative definite) would run silently.
-    singular = finite & unconstrained(system, q0, qd0, t0)[1]
-    t_final = jnp.where(finite & ~singular, t_final, t0)
+    singular = start_finite & unconstrained(system, q0, qd0, t0)[1]
+    t_final = jnp.where(start_finite & ~singular, out.state.t, t0)
     result = RESULTS.where(singular, RESULTS.singular_mass_matrix, result)
+    steps = out.steps
     stats = dict(
         num_steps=steps,
         num_accepted_steps=steps,
         num_rejected_steps=jnp.zeros_like(steps),
-        max_steps=max_steps,
+        max_steps=step_limit,
     )
-    return without_events(saved_ts, q, qd, multipliers, result, t_final, stats)
+    return without_events(saved_ts, out.qs, out.vs, multipliers, result, t_final, stats)
 
 
 def _step_bound(t0, t1, ts, dt0) -> int | None:

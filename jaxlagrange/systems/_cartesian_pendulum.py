@@ -76,10 +76,7 @@ def _rods(q, t, params):
     l1, l2 = params["l1"], params["l2"]
     dx, dy = q[2] - q[0], q[3] - q[1]
     return jnp.stack(
-        [
-            (q[0] ** 2 + q[1] ** 2 - l1**2) / (2 * l1),
-            (dx**2 + dy**2 - l2**2) / (2 * l2),
-        ]
+        [(q[0] ** 2 + q[1] ** 2 - l1**2) / (2 * l1), (dx**2 + dy**2 - l2**2) / (2 * l2)]
     )
 
 

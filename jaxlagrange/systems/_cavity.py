@@ -104,9 +104,7 @@ def cavity(params=None, *, modes: int = 10, q0=None, qd0=None) -> ReadySystem:
             f"`modes` for system 'cavity' must be an integer >= 1, got {modes!r}."
         )
     params = merge_params("cavity", _DEFAULTS, params)
-    default_q0 = np.zeros(modes + 1)
-    default_q0[0] = 1.0
-    default_q0[1] = 0.1
+    default_q0 = np.concatenate([[1.0, 0.1], np.zeros(modes - 1)])
     q0, qd0 = initial_state("cavity", q0, qd0, default_q0, np.zeros(modes + 1))
     system = LagrangianSystem(
         _lagrangian, params=params, mass_solver=default_mass_solver(modes + 1)

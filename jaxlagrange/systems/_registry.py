@@ -82,10 +82,9 @@ class ReadySystem(eqx.Module):
             )
         t = jnp.broadcast_to(jnp.asarray(t, q.dtype), q.shape[:-1])
 
-        def one(q, t):
+        def fn(q, t):
             return jnp.asarray(self.points(q, t, self.system.params))
 
-        fn = one
         for _ in range(q.ndim - 1):
             fn = jax.vmap(fn)
         return fn(q, t)

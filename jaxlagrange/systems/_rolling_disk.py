@@ -75,10 +75,6 @@ def rolling_disk(
         )
     params = merge_params("rolling_disk", _DEFAULTS, params)
     q0, qd0 = initial_state("rolling_disk", q0, qd0, [0.0, 0.0], [0.0, 0.0])
-    if rolling == "holonomic":
-        system = LagrangianSystem(_lagrangian, params=params, holonomic=_rolls)
-    else:
-        system = LagrangianSystem(
-            _lagrangian, params=params, nonholonomic=_rolls_velocity
-        )
+    constraint = {rolling: _rolls if rolling == "holonomic" else _rolls_velocity}
+    system = LagrangianSystem(_lagrangian, params=params, **constraint)
     return ReadySystem(system, q0, qd0, "rolling_disk", ("y", "φ"), points=_points)

@@ -172,22 +172,10 @@ def whipple_bicycle(
     """
     params = merge_params("whipple_bicycle", _DEFAULTS, params)
     v = float(speed)
-    rolling = [
-        v,
-        0.0,
-        0.0,
-        0.0,
-        0.0,
-        0.0,
-        -v / float(params["rR"]),
-        -v / float(params["rF"]),
-    ]
+    rolling = [v, *[0.0] * 5, -v / float(params["rR"]), -v / float(params["rF"])]
     q0, qd0 = initial_state("whipple_bicycle", q0, qd0, [0.0] * 8, rolling)
     system = LagrangianSystem(
-        _lagrangian,
-        params=params,
-        holonomic=_front_on_ground,
-        nonholonomic=_rolling,
+        _lagrangian, params=params, holonomic=_front_on_ground, nonholonomic=_rolling
     )
     return ReadySystem(
         system,

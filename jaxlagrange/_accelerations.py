@@ -10,9 +10,9 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from ._coefficients import checked_values
-from ._constraints import SINGULAR_CONSTRAINTS, Dynamics, contact_set, dynamics
+from ._constraints import Dynamics, contact_set, dynamics
 from ._custom_types import Array, Float, ScalarLike, Vector, VectorLike
-from ._eom import NON_FINITE_DYNAMICS, NON_FINITE_STATE, SINGULAR_MASS, is_finite_state
+from ._eom import NON_FINITE_DYNAMICS, NON_FINITE_STATE, is_finite_state
 from ._errors import first_error
 from ._friction import contact_modes
 from ._system import LagrangianSystem, as_state
@@ -41,8 +41,7 @@ def _checked_dynamics(system, q, qd, t) -> Dynamics:
         (qdd, dyn.multipliers),
         [
             (~is_finite_state(q, qd, t), NON_FINITE_STATE),
-            (dyn.singular_mass, SINGULAR_MASS),
-            (dyn.singular_constraints, SINGULAR_CONSTRAINTS),
+            *dyn.undefined(),
             (~jnp.isfinite(qdd), NON_FINITE_DYNAMICS.format("accelerations")),
         ],
     )

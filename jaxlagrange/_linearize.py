@@ -36,7 +36,7 @@ from ._constraints import (
 from ._custom_types import Array, Float, ScalarLike, VectorLike
 from ._errors import first_error
 from ._mass import Rows, cholesky, forcing, momenta_of, solve_lower, solve_upper_t
-from ._system import LagrangianSystem, as_state
+from ._system import LagrangianSystem, as_state, check_system
 from ._validate import check_finite, check_finite_params
 
 
@@ -53,13 +53,6 @@ class Linearization(eqx.Module):
 
     A: Float[Array, "s s"]
     B: Float[Array, "s p"]
-
-
-def check_system(system) -> None:
-    if not isinstance(system, LagrangianSystem):
-        raise ValueError(
-            f"`system` must be a jaxlagrange.LagrangianSystem, got {type(system).__name__}."
-        )
 
 
 def _indices(name: str, value, n: int, expected: int) -> tuple[int, ...]:

@@ -4,9 +4,8 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
-from ._constraints import SINGULAR_CONSTRAINTS, dynamics
+from ._constraints import dynamics
 from ._custom_types import Scalar, ScalarLike, VectorLike
-from ._eom import SINGULAR_MASS
 from ._errors import first_error
 from ._options import MAX_STEPS
 from ._results import promote
@@ -113,13 +112,6 @@ def finite_time_lyapunov(
     lam = log_growth / (t_final - t0)
     if throw:
         # The start's named cause before the solver's failure it leads to.
-        start = dynamics(system, q0, qd0, t0)
-        lam = first_error(
-            lam,
-            [
-                (start.singular_mass, SINGULAR_MASS),
-                (start.singular_constraints, SINGULAR_CONSTRAINTS),
-            ],
-        )
+        lam = first_error(lam, dynamics(system, q0, qd0, t0).undefined())
         lam = result.error_if(lam, result != RESULTS.successful)
     return lam

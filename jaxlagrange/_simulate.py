@@ -26,7 +26,7 @@ from ._options import (
 from ._projection import ProjectedSolver
 from ._results import code_of
 from ._segment import smooth_solve
-from ._system import LagrangianSystem
+from ._system import LagrangianSystem, check_system
 from ._trajectory import RESULTS as RESULTS, Trajectory, raise_on_failure
 from ._validate import array_module, as_real
 
@@ -229,10 +229,7 @@ def simulate_checked(
     solver, dt0, baumgarte = options.solver, options.dt0, options.baumgarte
     stepsize_controller, adjoint = options.stepsize_controller, options.adjoint
     progress_meter = options.progress_meter
-    if not isinstance(system, LagrangianSystem):
-        raise ValueError(
-            f"`system` must be a jaxlagrange.LagrangianSystem, got {type(system).__name__}."
-        )
+    check_system(system)
     max_steps = positive_int("max_steps", options.max_steps)
     if solver is not None and not isinstance(
         solver, (AbstractLagrangianSolver, diffrax.AbstractSolver)

@@ -440,3 +440,10 @@ def as_state(q, qd, t, where: str = "q") -> tuple[Array, Array, Array]:
     if not jnp.issubdtype(dtype, jnp.floating):
         raise ValueError(f"q and qd must be real, got dtype {dtype}.")
     return q.astype(dtype), qd.astype(dtype), t.astype(dtype)
+
+
+def check_system(system) -> None:
+    if not isinstance(system, LagrangianSystem):
+        raise ValueError(
+            f"`system` must be a jaxlagrange.LagrangianSystem, got {type(system).__name__}."
+        )

@@ -13,8 +13,8 @@ Methods (each timed in process CPU time, which a shared machine disturbs less
 than wall time, as the median of `--rounds` calls of a compiled program, with
 its compile time beside):
 
-- `jl.simulate` of `jl.systems.free_rigid_body` (unit quaternion, the norm
-  term, the constraint and its projection), with Tsit5 (the default) and with
+- `jl.simulate` of `jl.systems.free_rigid_body` (a quaternion and the norm
+  term, which keeps |p| = 1 without a constraint), with Tsit5 (the default) and with
   Dopri8, each at the loosest rtol = atol of 1e-8, 3e-9, 1e-9, ... that meets
   the accuracy;
 - the same problem hand-written for diffrax (Tsit5, same controller):
@@ -310,7 +310,7 @@ def qdd_table(rounds):
         return lambda t, y, a: _vector_field(t, y, VectorFieldArgs(system))
 
     for name, fn, y in (
-        ("free body, jl (KKT with the constraint)", generated(body),
+        ("free body, jl (quaternion and norm term)", generated(body),
          jnp.concatenate([p0, pd0])),
         ("free body, hand-written quaternion q̈", quaternion_qdd,
          jnp.concatenate([p0, pd0])),

@@ -17,10 +17,11 @@ Then it times, best of `--repeats`:
    rollout on one thread);
 2. an ensemble of B = 1024 members from angles drawn in [0.3, 0.7] (seed 0):
    `jl.simulate_batch` (vmap backend) against `mujoco.rollout` on all CPU
-   threads, at the same settings (checked: the ensemble's worst error).
+   threads, at the same settings (checked: the ensemble's worst error), and
+   against MJX (`mujoco-mjx`: `jax.vmap` of `mjx.step` with RK4 at MuJoCo's
+   step count, compiled for the CPU) where it imports.
 
-jaxlagrange's compile time is printed beside its run time. MJX is timed only
-where `mujoco.mjx` imports.
+Compile times are printed beside run times.
 """
 
 import argparse
@@ -68,14 +69,17 @@ def _ours(ready, q0, qd0, tol, batch, solver=None):
 
     import jaxlagrange as jl
 
+    options = dict(t1=T1, rtol=tol, atol=tol, solver=solver, max_steps=1_000_000)
+
     def one(q0, qd0):
-        traj = jl.simulate(
-            ready.system, q0, qd0, t1=T1, rtol=tol, atol=tol, solver=solver,
-            max_steps=1_000_000,
-        )
+        traj = jl.simulate(ready.system, q0, qd0, **options)
         return traj.q[-1], traj.qd[-1]
 
-    fn = jax.jit(jax.vmap(one) if batch else one)
+    def ensemble(q0, qd0):  # as a user runs one: chunked on the CPU
+        traj = jl.simulate_batch(ready.system, q0, qd0, backend="vmap", **options)
+        return traj.q[:, -1], traj.qd[:, -1]
+
+    fn = jax.jit(ensemble if batch else one)
     start = time.perf_counter()
     compiled = fn.lower(q0, qd0).compile()
     compile_s = time.perf_counter() - start
@@ -111,6 +115,29 @@ def _mujoco(model, q0, qd0, steps, nthread):
     return qpos, state[:, 1 + model.nq : 1 + model.nq + model.nv], run
 
 
+def _mjx(model, q0, qd0, steps):
+    """(compile s, final qpos, final qvel, run fn) of MJX's RK4, `steps` steps,
+    vmapped over the members and compiled by XLA for the CPU."""
+    import jax
+    import jax.numpy as jnp
+    from mujoco import mjx
+
+    model.opt.timestep = T1 / steps
+    mx = mjx.put_model(model)
+
+    def one(q, qd):
+        data = mjx.make_data(mx).replace(qpos=q, qvel=qd)
+        data = jax.lax.fori_loop(0, steps, lambda _, d: mjx.step(mx, d), data)
+        return data.qpos, data.qvel
+
+    q0, qd0 = jnp.asarray(q0), jnp.asarray(qd0)
+    start = time.perf_counter()
+    compiled = jax.jit(jax.vmap(one)).lower(q0, qd0).compile()
+    compile_s = time.perf_counter() - start
+    q, qd = jax.block_until_ready(compiled(q0, qd0))
+    return compile_s, q, qd, lambda: jax.block_until_ready(compiled(q0, qd0))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="B = 64, 1 repeat")
@@ -136,9 +163,11 @@ def main():
         "one": np.array([[1.0, 0.5]]),
         "ensemble": rng.uniform(0.3, 0.7, (batch, 2)),
     }
-    print(f"jaxlagrange {jl.__version__}, jax {jax.__version__}, MuJoCo "
-          f"{mujoco.__version__}, {os.cpu_count()} CPU threads, float64, "
-          f"t = 0 … {T1}, final-state error ≤ {TARGET:g}")
+    print(
+        f"jaxlagrange {jl.__version__}, jax {jax.__version__}, MuJoCo "
+        f"{mujoco.__version__}, {os.cpu_count()} CPU threads, float64, "
+        f"t = 0 … {T1}, final-state error ≤ {TARGET:g}"
+    )
     rows = []
     for label, q0 in starts.items():
         qd0 = np.zeros_like(q0)
@@ -164,17 +193,49 @@ def main():
             steps = int(steps * 1.25)
         ours_s = _best(ours[3], repeats)
         theirs_s = _best(run, repeats)
-        rows.append((label, len(q0), tol, ours_error, ours[0], ours_s, steps,
-                     error(qpos, qvel), theirs_s))
-    print(f"{'':9} {'B':>5} | {'jl rtol':>7} {'error':>8} {'compile':>8} {'run':>9}"
-          f" | {'RK4 steps':>9} {'error':>8} {'run':>9} | {'speed-up':>8}")
+        rows.append(
+            (
+                label,
+                len(q0),
+                tol,
+                ours_error,
+                ours[0],
+                ours_s,
+                steps,
+                error(qpos, qvel),
+                theirs_s,
+            )
+        )
+    print(
+        f"{'':9} {'B':>5} | {'jl rtol':>7} {'error':>8} {'compile':>8} {'run':>9}"
+        f" | {'RK4 steps':>9} {'error':>8} {'run':>9} | {'speed-up':>8}"
+    )
     for label, b, tol, e1, c, t1, n, e2, t2 in rows:
-        print(f"{label:9} {b:5d} | {tol:7.0e} {e1:8.1e} {c:7.2f}s {t1:8.4f}s"
-              f" | {n:9d} {e2:8.1e} {t2:8.4f}s | {t2 / t1:7.1f}×")
+        print(
+            f"{label:9} {b:5d} | {tol:7.0e} {e1:8.1e} {c:7.2f}s {t1:8.4f}s"
+            f" | {n:9d} {e2:8.1e} {t2:8.4f}s | {t2 / t1:7.1f}×"
+        )
     try:
         import mujoco.mjx  # noqa: F401
     except ImportError:
         print("MJX: not installed (pip install mujoco-mjx), not timed")
+        return
+    # MJX on the CPU, the ensemble, at MuJoCo's RK4 step count (the same method).
+    label, b, tol, _, _, ours_s, steps, _, _ = rows[-1]
+    q0 = starts[label]
+    compile_s, qpos, qvel, run = _mjx(model, q0, np.zeros_like(q0), steps)
+    mjx_s = _best(run, repeats)
+    exact = _ours(
+        ready, jnp.asarray(q0), jnp.zeros_like(jnp.asarray(q0)), 1e-14, True, Dopri8()
+    )
+    e = np.abs(
+        np.concatenate([qpos, qvel], -1) - np.concatenate([exact[1], exact[2]], -1)
+    ).max()
+    print(
+        f"MJX {mujoco.__version__}, RK4, {steps} steps, B = {b}: error {e:.1e}, "
+        f"compile {compile_s:.2f}s, run {mjx_s:.4f}s; jaxlagrange "
+        f"{mjx_s / ours_s:.1f}× faster"
+    )
 
 
 if __name__ == "__main__":

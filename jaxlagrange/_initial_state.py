@@ -126,16 +126,23 @@ def initial_checks(
 
 _initial_residuals = eqx.filter_jit(residuals)
 
+# The result code of each of `initial_checks`, in its order (the last three:
+# off the positions, the velocities, or below a unilateral constraint).
+_START_CODES = (
+    RESULTS.singular_mass_matrix,
+    RESULTS.redundant_constraints,
+    *3 * (RESULTS.inconsistent_initial_state,),
+)
+
 
 def start_result(system: LagrangianSystem, q0: Array, qd0: Array, t0: Array) -> RESULTS:
-    """Why (q0, qd0) cannot start, as a result code (`successful`: it can): what
-    `check_initial_state` raises, for a member that fails on its own."""
-    r = residuals(system, q0, qd0, t0)
-    tol = tolerance(q0.dtype)
-    off = (r.position > tol) | (r.velocity > tol) | (r.penetration > tol)
-    result = RESULTS.where(off, RESULTS.inconsistent_initial_state, RESULTS.successful)
-    result = RESULTS.where(r.redundant, RESULTS.redundant_constraints, result)
-    return RESULTS.where(r.singular_mass, RESULTS.singular_mass_matrix, result)
+    """Why (q0, qd0) cannot start, as a result code (`successful`: it can): the
+    first of `initial_checks`, for a member that fails on its own."""
+    checks = initial_checks(residuals(system, q0, qd0, t0), tolerance(q0.dtype), False)
+    result = RESULTS.successful
+    for (failed, _), code in reversed(list(zip(checks, _START_CODES, strict=True))):
+        result = RESULTS.where(failed, code, result)
+    return result
 
 
 def check_initial_state(

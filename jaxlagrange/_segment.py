@@ -36,7 +36,7 @@ def _vector_field(t, y, args: VectorFieldArgs):
     bad = dyn.singular_mass | dyn.singular_constraints
     # A NaN step is rejected by the guard; the cause is found by `diagnosed`.
     qdd = jnp.where(bad, jnp.nan, dyn.accelerations)
-    return jnp.concatenate([qd, qdd.astype(qd.dtype)])  # (float64 params: same y)
+    return jnp.concatenate([qd, qdd])
 
 
 # Traced once for the four places diffrax traces it, and the multipliers at the

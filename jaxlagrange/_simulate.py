@@ -204,15 +204,13 @@ def simulate(
     traj = diagnosed(traj, failure)
     if not throw:
         return traj
-    unread = []
+    detail = ""
     if failure is not None and known(code_of(traj.result)) == _SINGULAR:
-        unread = unread_velocities(system, failure.q0, failure.qd0, failure.t0)
-    detail = (
-        f" L does not depend on q̇{unread} at the start: does q0 have more entries "
-        "than the coordinates L reads?"
-        if unread
-        else ""
-    )
+        if unread := unread_velocities(system, failure.q0, failure.qd0, failure.t0):
+            detail = (
+                f" L does not depend on q̇{unread} at the start: does q0 have more "
+                "entries than the coordinates L reads?"
+            )
     return raise_on_failure(traj, max_steps, t1, max_events, detail)
 
 

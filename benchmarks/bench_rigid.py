@@ -55,6 +55,8 @@ from scipy.special import ellipk  # noqa: E402
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_platform_name", "cpu")
 
+from _jitted import median_cpu_time  # noqa: E402
+
 import jaxlagrange as jl  # noqa: E402
 
 
@@ -95,15 +97,6 @@ def period_error(omega, reference) -> float:
     omega_ref, rate = reference
     shift = np.dot(np.asarray(omega) - omega_ref, rate) / np.dot(rate, rate)
     return abs(shift) * flip_period() / T1
-
-
-def median_time(fn, rounds):
-    times = []
-    for _ in range(rounds):
-        start = time.process_time()
-        jax.block_until_ready(fn())
-        times.append(time.process_time() - start)
-    return float(np.median(times))
 
 
 def compiled(fn):
@@ -193,7 +186,7 @@ def mujoco_run(steps):
       <option timestep="{T1 / steps!r}" integrator="RK4" gravity="0 0 0"/>
       <worldbody><body>
         <joint type="ball" damping="0" armature="0"/>
-        <inertial pos="0 0 0" mass="1" diaginertia="{' '.join(map(str, MOMENTS))}"/>
+        <inertial pos="0 0 0" mass="1" diaginertia="{" ".join(map(str, MOMENTS))}"/>
       </body></worldbody>
     </mujoco>"""
     model = mujoco.MjModel.from_xml_string(xml)
@@ -237,7 +230,7 @@ def rigid_table(rounds):
             omega, steps = program()
             error = period_error(omega, reference)
             if error <= ACCURACY or rtol == 1e-13:
-                run_s = median_time(program, rounds)
+                run_s = median_cpu_time(program, rounds)
                 report(label, run_s, compile_s, error, int(steps), f"rtol {rtol:g}")
                 break
     try:
@@ -249,7 +242,7 @@ def rigid_table(rounds):
         run = mujoco_run(int(steps))
         error = period_error(run(), reference)
         if error <= ACCURACY:
-            run_s = median_time(run, rounds)
+            run_s = median_cpu_time(run, rounds)
             report("MuJoCo RK4 (rollout)", run_s, None, error, int(steps),
                    f"dt {T1 / steps:.2g}")  # fmt: skip
             break
@@ -294,7 +287,7 @@ def _per_call(fn, y, calls=20_000, rounds=3):
 
     run = jax.jit(run)
     jax.block_until_ready(run(y))
-    return median_time(lambda: run(y), rounds) / calls
+    return median_cpu_time(lambda: run(y), rounds) / calls
 
 
 def qdd_table(rounds):

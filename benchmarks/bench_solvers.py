@@ -35,6 +35,8 @@ import numpy as np  # noqa: E402
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_platform_name", "cpu")
 
+from _jitted import median_cpu_time  # noqa: E402
+
 import jaxlagrange as jl  # noqa: E402
 
 
@@ -77,15 +79,6 @@ def program(system, q0, qd0, t1, solver, rtol):
     return compiled, time.process_time() - start
 
 
-def cpu_time(fn, rounds):
-    times = []
-    for _ in range(rounds):
-        start = time.process_time()
-        jax.block_until_ready(fn())
-        times.append(time.process_time() - start)
-    return float(np.median(times))
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -103,7 +96,7 @@ def main():
                 compiled, compile_s = program(system, q0, qd0, t1, solver_cls(), rtol)
                 y, steps = compiled()
                 error = float(np.max(np.abs(np.asarray(y) - y_ref)))
-                run_s = cpu_time(compiled, args.rounds)
+                run_s = median_cpu_time(compiled, args.rounds)
                 rows.append((solver_cls.__name__, rtol, error, run_s))
                 print(f"  {solver_cls.__name__:9s} rtol {rtol:7.0e}  {int(steps):7d} "
                       f"steps  error {error:8.1e}  run {run_s * 1e3:8.2f} ms  "

@@ -32,32 +32,25 @@ import tokenize
 from collections import defaultdict
 from pathlib import Path
 
+
 KINDS = ("holonomic", "nonholonomic", "unilateral", "slip")
 LONG = 120
 EXEMPT = {("_kernel/_tsit5.py", "_kernel_body"), ("_kernel/_tsit5.py", "kernel")}
 
 
 def _docstrings(tree):
-    """Ids of the string constants that are docstrings."""
-    out = set()
+    """The string constants that are docstrings."""
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
             value = body[0].value
             if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                out.add(id(value))
-    return out
+                yield value
 
 
 def _code_lines(source, tree):
     """Line numbers holding code (no comments, blank lines or docstrings)."""
-    skip = set()
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
-            value = body[0].value
-            if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                skip.update(range(value.lineno, value.end_lineno + 1))
+    skip = {i for d in _docstrings(tree) for i in range(d.lineno, d.end_lineno + 1)}
     ignore = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT}
     ignore |= {tokenize.DEDENT, tokenize.ENDMARKER}
     lines = set()
@@ -118,7 +111,7 @@ def measure(package: Path):
         source = path.read_text()
         figures["lines"] += source.count("\n")
         tree = ast.parse(source)
-        docs = _docstrings(tree)
+        docs = {id(d) for d in _docstrings(tree)}
         code = _code_lines(source, tree)
         for node in ast.walk(tree):
             if isinstance(node, ast.Compare):
@@ -134,7 +127,9 @@ def measure(package: Path):
                 and isinstance(node.func, ast.Attribute)
                 and node.func.attr == "get"
                 and _leaf_name(node.func.value) == "options"
-            ) or (isinstance(node, ast.Subscript) and _leaf_name(node.value) == "options"):
+            ) or (
+                isinstance(node, ast.Subscript) and _leaf_name(node.value) == "options"
+            ):
                 figures["options"][rel] += 1
             if isinstance(node, ast.Attribute) and node.attr in KINDS:
                 figures["kinds"][node.attr].add(rel)
@@ -149,7 +144,9 @@ def measure(package: Path):
                 if n > LONG and (rel, node.name) not in EXEMPT:
                     figures["long"].append((n, f"{rel}:{node.name}"))
             if isinstance(node, ast.ImportFrom) and node.level > 0:
-                here = Path(rel).parent.parts[: len(Path(rel).parent.parts) - node.level + 1]
+                here = Path(rel).parent.parts[
+                    : len(Path(rel).parent.parts) - node.level + 1
+                ]
                 base = "/".join([*here, *(node.module or "").split(".")]).strip("/")
                 for alias in node.names:
                     name = alias.name
@@ -158,8 +155,12 @@ def measure(package: Path):
                     target = f"{base}/{name}".strip("/")
                     if target in own or f"{target}/__init__" in own:
                         continue  # a module, not a private name
-                    figures["private"].append(f"{rel}: {name} from .{node.module or ''}")
-    top = [p for p in package.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+                    figures["private"].append(
+                        f"{rel}: {name} from .{node.module or ''}"
+                    )
+    top = [
+        p for p in package.glob("*.py") if p.name not in ("__init__.py", "__main__.py")
+    ]
     subpackages = [p.name for p in package.iterdir() if (p / "__init__.py").exists()]
     return figures, len(top), sorted(subpackages)
 

@@ -160,7 +160,8 @@ def _saved_forces(system, baumgarte, t0, saved: SavedStates, reached):
         saved.modes,
     )
     if friction is not None:
-        friction = jnp.where(reached[:, None], friction, jnp.inf)
+        at = reached.reshape(-1, *[1] * (friction.ndim - 1))
+        friction = jnp.where(at, friction, jnp.inf)
     return jnp.where(reached[:, None], lam, jnp.inf), friction
 
 

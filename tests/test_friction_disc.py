@@ -155,11 +155,19 @@ def _sphere_lagrangian(q, qd, t):
     return kinetic + G * (q[0] * jnp.sin(THETA) - q[2] * jnp.cos(THETA))
 
 
+def _on_incline(q, t):
+    return q[2:3] - A
+
+
+def _contact_point(q, qd, t):
+    return jnp.stack([qd[0] - A * qd[4], qd[1] + A * qd[3]])[None]
+
+
 def _sphere(mu):
     return jl.LagrangianSystem(
         _sphere_lagrangian,
-        unilateral=lambda q, t: q[2:3] - A,
-        slip=lambda q, qd, t: jnp.stack([qd[0] - A * qd[4], qd[1] + A * qd[3]])[None],
+        unilateral=_on_incline,
+        slip=_contact_point,
         friction=jnp.asarray(mu, float),
     )
 

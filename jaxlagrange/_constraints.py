@@ -92,8 +92,9 @@ def slip_direction(s: Array, anchor: Array, tol: float) -> Array:
     """The friction direction of slipping 3-D contacts: s/|s|, but the anchor d
     (the direction at the segment start) where |s| ≤ tol, and turned by π where
     s·d < 0. The turn continues s/|s| smoothly through a stop (s passing zero
-    along a line), so that the slip's event function s·d changes sign there
-    with a smooth solution about the root, as σ s does in the plane."""
+    along a line), so that the slip's event function (`_friction._sliding`)
+    changes sign there with a smooth solution about the root, as σ s does in
+    the plane."""
     e, norm = unit(s, tol)
     side = jnp.where(jnp.sum(s * anchor, axis=-1) < 0, -1.0, 1.0)
     return jnp.where((norm > 0)[:, None], side[:, None] * e, anchor)

@@ -78,7 +78,7 @@ class Trajectory(eqx.Module):
     event_constraint: Int[Array, " E"]
     event_kind: Int[Array, " E"]
     num_events: Int[Array, ""]
-    friction: Float[Array, "T u"]
+    friction: Float[Array, "T u *tangent"]
 
 
 def without_events(ts, q, qd, multipliers, result, t_final, stats) -> Trajectory:

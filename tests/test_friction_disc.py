@@ -85,7 +85,7 @@ def test_block_pushed_in_any_direction_stops_along_it():
 
 
 def _sliding_ode(mu, force, v0):
-    """m v̇ = F − μ m g v/|v| (m = 1), x' = v, integrated by SciPy until it stops."""
+    """m v̇ = F − μ m g v/|v| (m = 1), ẋ = v, for SciPy, until it stops."""
 
     def rhs(t, y):
         v = y[2:]
@@ -139,6 +139,41 @@ def test_block_on_incline_held_by_static_friction():
     np.testing.assert_allclose(traj.q, 0.0, atol=1e-12)
     expected = np.broadcast_to([-G * np.sin(theta), 0.0], (2, 2))
     np.testing.assert_allclose(traj.friction[:, 0], expected, atol=1e-12)
+
+
+def _ramp_lagrangian(q, qd, t, params):  # a horizontal force k t growing from 0
+    return 0.5 * jnp.sum(qd**2) - G * q[2] + t * params["k"] @ q[:2]
+
+
+def test_growing_push_breaks_static_friction_and_slides_along_it():
+    # F = k t along ψ: held until |F| = μ_s g at t_s (friction −F), then slips
+    # along ψ, against λ_T, with v = k (t² − t_s²)/2 − μ_k g (t − t_s).
+    mu_k, mu_s, t_s, psi = 0.3, 0.4, 0.5, 2.0
+    along = np.array([np.cos(psi), np.sin(psi)])
+    k = mu_s * G / t_s
+    system = jl.LagrangianSystem(
+        _ramp_lagrangian,
+        params={"k": jnp.asarray(k * along)},
+        unilateral=_floor,
+        slip=_block_slip,
+        friction=mu_k,
+        static_friction=mu_s,
+    )
+    ts = np.array([0.25, 1.0])
+    traj = _sim(system, np.zeros(3), np.zeros(3), 1.0, ts)
+    assert traj.result == jl.RESULTS.successful
+    assert int(traj.num_events) == 1
+    assert int(traj.event_kind[0]) == jl.EVENT_SLIP
+    np.testing.assert_allclose(traj.event_ts[0], t_s, rtol=1e-9)
+    np.testing.assert_allclose(traj.q[0], 0.0, atol=1e-12)
+    np.testing.assert_allclose(traj.friction[0, 0], -k * ts[0] * along, rtol=1e-9)
+    t = ts[1]
+    speed = k * (t**2 - t_s**2) / 2 - mu_k * G * (t - t_s)
+    distance = k * (t**3 / 6 - t_s**2 * t / 2 + t_s**3 / 3)
+    distance -= mu_k * G * (t - t_s) ** 2 / 2
+    np.testing.assert_allclose(traj.qd[1, :2], speed * along, rtol=1e-9)
+    np.testing.assert_allclose(traj.q[1, :2], distance * along, rtol=1e-9)
+    np.testing.assert_allclose(traj.friction[1, 0], -mu_k * G * along, rtol=1e-9)
 
 
 # A solid sphere (mass 1, radius A, I = 2/5 A²) on an incline of angle θ: q =

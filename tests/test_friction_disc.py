@@ -9,6 +9,7 @@ against closed forms and central differences, and the error messages.
 
 import jax
 import jax.numpy as jnp
+import lineax as lx
 import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
@@ -254,6 +255,26 @@ def test_gradient_of_stopping_distance():
         minus[i] -= step
         fd = (float(_stop_distance(*plus)) - float(_stop_distance(*minus))) / (2 * step)
         np.testing.assert_allclose(grad, fd, rtol=1e-5)
+
+
+@pytest.mark.parametrize("solver", [None, lx.Cholesky(), lx.CG(rtol=1e-12, atol=1e-12)])
+def test_accelerations_with_every_mass_solver(solver):
+    # F = (2, 1): slipping along (1, 1), q̈ = F − μ_k g (1, 1)/√2; at rest the
+    # static disc holds it (|F| < μ_s g): q̈ = 0.
+    system = jl.LagrangianSystem(
+        _block_lagrangian,
+        params={"g": G, "F": jnp.array([2.0, 1.0])},
+        unilateral=_floor,
+        slip=_block_slip,
+        friction=0.3,
+        static_friction=0.5,
+        mass_solver=solver,
+    )
+    slipping = jl.accelerations(system, jnp.zeros(3), jnp.array([1.0, 1.0, 0.0]), 0.0)
+    expected = [2.0 - 0.3 * G / 2**0.5, 1.0 - 0.3 * G / 2**0.5, 0.0]
+    np.testing.assert_allclose(slipping, expected, rtol=1e-10, atol=1e-12)
+    at_rest = jl.accelerations(system, jnp.zeros(3), jnp.zeros(3), 0.0)
+    np.testing.assert_allclose(at_rest, 0.0, atol=1e-10)
 
 
 def test_slip_of_wrong_shape_and_kernel_refuse():

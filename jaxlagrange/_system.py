@@ -106,7 +106,9 @@ class LagrangianSystem(eqx.Module):
         that the fits, batches and sweeps over that param change it.
     - `slip`: `s(q, qd, t[, params]) -> (u,)`, affine in `qd`: the tangential slip
         velocity at each unilateral contact (zero when it rolls or sticks). With
-        it, the contacts have Coulomb friction (see `friction`).
+        it, the contacts have Coulomb friction (see `friction`). Shape (u, 2):
+        two components per contact in an orthonormal tangent basis, a 3-D
+        contact with isotropic friction (the force −μ_k λ_N s/|s| slipping).
     - `friction`: the kinetic friction coefficient μ_k ≥ 0, a scalar or one per
         unilateral constraint (a differentiable leaf, like `params`); or the name
         of a param that holds it (`friction="mu"`). Slipping, the contact force
@@ -378,13 +380,14 @@ class LagrangianSystem(eqx.Module):
         return self._constraint("unilateral", q, t)
 
     def _slip(self, q: Array, qd: Array, t: Array) -> Array:
-        """The slip velocities s, one per unilateral constraint, shape (u,)."""
+        """The slip velocities s, shape (u,) (planar) or (u, 2) (3-D contacts)."""
         out = jnp.asarray(self._call(self.slip, q, qd, t))
         u = jax.eval_shape(self._unilateral, q, t).shape
-        if out.shape != u:
+        if out.shape not in (u, (*u, 2)):
             raise ValueError(
                 f"`slip` must return one slip velocity per unilateral constraint, "
-                f"shape {u}, but it returned shape {out.shape}."
+                f"or two (a tangent basis): shape {(*u, 2)} or shape {u}, but it "
+                f"returned shape {out.shape}."
             )
         return out
 

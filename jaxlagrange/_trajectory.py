@@ -58,7 +58,8 @@ class Trajectory(eqx.Module):
     - `friction`: the friction force along the slip direction at each contact,
         shape (T, u) (λ_T while sticking, −μ_k λ_N sign(s) while slipping, 0 when
         not in contact, and 0 throughout for contacts without `slip`); shape
-        (T, 0) without unilateral constraints.
+        (T, u, 2) for a `slip` of shape (u, 2), the force in its tangent basis
+        (−μ_k λ_N s/|s| slipping); shape (T, 0) without unilateral constraints.
 
     Velocities jump at impacts: a save time equal to an event time holds the state
     just before the event.
@@ -77,7 +78,7 @@ class Trajectory(eqx.Module):
     event_constraint: Int[Array, " E"]
     event_kind: Int[Array, " E"]
     num_events: Int[Array, ""]
-    friction: Float[Array, "T u"]
+    friction: Float[Array, "T u *tangent"]
 
 
 def without_events(ts, q, qd, multipliers, result, t_final, stats) -> Trajectory:

@@ -227,6 +227,7 @@ def _fit_on(args: argparse.Namespace, config) -> int:
         "command": "fit",
         "system": ready.name,
         "data": [str(p) for p in paths],
+        "not_imported": list(ready.system.not_imported),
         "initial_params": ready.system.params,
         "params": result.params,
         "loss": {"initial": initial_loss, "final": result.loss},

@@ -115,6 +115,7 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
         "command": "sweep",
         "system": ready.name,
         "members": size,
+        "not_imported": list(ready.system.not_imported),
         # Those this run computed (the rest were in the store already).
         "members_computed": size - done_before,
         "sampling": section["sampling"],

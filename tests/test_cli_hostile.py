@@ -73,3 +73,83 @@ def test_not_imported_is_carried_on_the_system_and_trajectory():
     assert batch.not_imported == ("contacts",)
     pendulum = jl.systems.pendulum()
     assert jl.simulate(*pendulum, t1=0.1).not_imported == ()
+
+
+def _edited_store(tmp_path, edit):
+    """A finished 16-member store, its zarr.json file `edit`ed in place."""
+    import jax.numpy as jnp
+
+    store = tmp_path / "s.zarr"
+    inputs = {"x": jnp.arange(16.0)}
+    jl.sweep(lambda x: {"y": 2 * x["x"]}, inputs, store, chunk_size=4, progress=False, attrs={"kind": "doubling"})
+    jl.open_store(store)  # sound as written
+    meta = store / edit[0] / "zarr.json"
+    document = json.loads(meta.read_text())
+    edit[1](document)
+    meta.write_text(json.dumps(document))
+    return store, inputs
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (("", lambda d: d["attributes"].update(kind="tripling")), "root attribute 'kind'"),
+        (("", lambda d: d["attributes"].pop("manifest")), "has lost its manifest"),
+        (("outputs/y", lambda d: d.update(shape=[32])), r"array 'outputs/y' \(shape, dtype, chunks: recorded \[\[16\]"),
+    ],
+)
+def test_a_store_whose_description_was_edited_is_refused(tmp_path, edit, message):
+    store, inputs = _edited_store(tmp_path, edit)
+    with pytest.raises(ValueError, match=f"sweep store '{store}'.*{message}"):
+        jl.open_store(store)
+    with pytest.raises(ValueError, match=f"sweep store '{store}'.*{message}"):
+        jl.sweep(lambda x: {"y": 2 * x["x"]}, inputs, store, chunk_size=4, progress=False, attrs={"kind": "doubling"})
+
+
+def _sweep_config(tmp_path, axes: str):
+    from jaxlagrange import _config
+
+    path = tmp_path / "s.toml"
+    path.write_text(f'[system]\nname = "pendulum"\n[sweep.axes]\n{axes}')
+    config = _config.load(path, _config.SWEEP_SCHEMA)
+    return config, _config.ready_system(config)
+
+
+def test_axis_names_are_read_without_white_space(tmp_path):
+    from jaxlagrange import _config
+
+    axes = '"g " = { min = 1.0, max = 2.0, num = 2 }\n'
+    axes += '"q [0]" = { min = 0.1, max = 0.2, num = 3 }\n'
+    values, shape = _config.sweep_axes(*_sweep_config(tmp_path, axes))
+    assert list(values) == ["g", "q[0]"] and shape == (2, 3)
+    np.testing.assert_array_equal(values["g"], [1.0, 1.0, 1.0, 2.0, 2.0, 2.0])
+    assert _config.axis_input("q[0]") == ("q0", (0,))
+
+
+def test_two_spellings_of_one_axis_are_refused(tmp_path):
+    from jaxlagrange import _config
+
+    axes = '"q[0]" = { min = 0.1, max = 0.2, num = 2 }\n'
+    axes += '"q[ 0]" = { min = 0.3, max = 0.4, num = 2 }\n'
+    with pytest.raises(
+        _config.ConfigError, match=r"axes 'q\[0\]' and 'q\[ 0\]' are both q\[0\]"
+    ):
+        _config.sweep_axes(*_sweep_config(tmp_path, axes))
+
+
+def test_a_csv_with_extra_coordinates_is_refused_like_an_npz(tmp_path):
+    from jaxlagrange._cli import CLIError, load_observations
+
+    ts = np.linspace(0.0, 1.0, 5)
+    rows = np.stack([ts, np.cos(ts), np.sin(ts)], axis=1)
+    for suffix in (".csv", ".npz"):
+        path = tmp_path / f"d{suffix}"
+        if suffix == ".csv":
+            np.savetxt(path, rows, delimiter=",", header="t,q0,q1", comments="")
+        else:
+            np.savez(path, ts=ts, q=rows[:, 1:])
+        with pytest.raises(
+            CLIError, match=rf"d\{suffix}: q has 2 coordinates, but the system has 1 \(θ\)"
+        ):
+            load_observations(path, 1, None, coordinates=("θ",))
+        assert load_observations(path, None, None).q.shape == (5, 2)

@@ -78,10 +78,12 @@ def load_observations(
     q0: Any = None,
     qd0: Any = None,
     sigma_qd: float | None = None,
+    coordinates: Any = None,
 ):
     """A `jl.Observations` from an `.npz` or `.csv` file of `n` coordinates (None:
     as many as the file has), with the noise scales `sigma` (and `sigma_qd` of
-    the velocities) and the initial state `q0`, `qd0` (None: the data's).
+    the velocities) and the initial state `q0`, `qd0` (None: the data's);
+    `coordinates`, the system's names of its `n`, for errors.
 
     **Raises:** `CLIError` naming the file for a missing or unreadable file, missing
     arrays or columns, and data that `Observations` rejects.
@@ -110,12 +112,10 @@ def load_observations(
         elif path.suffix == ".csv":
             table = np.genfromtxt(path, delimiter=",", names=True, dtype=float)
             columns = table.dtype.names or ()
-            if n is None:
-                n = 0
-                while f"q{n}" in columns:
-                    n += 1
-                n = max(n, 1)
-            needed = ["t", *(f"q{i}" for i in range(n))]
+            # Every q column, also those past the system's n (refused below).
+            found = next(i for i in range(len(columns) + 1) if f"q{i}" not in columns)
+            k = max(found, n or 1)
+            needed = ["t", *(f"q{i}" for i in range(k))]
             missing = [c for c in needed if c not in columns]
             if missing:
                 raise CLIError(
@@ -124,8 +124,8 @@ def load_observations(
                 )
             table = np.atleast_1d(table)
             ts = table["t"]
-            q = np.stack([table[f"q{i}"] for i in range(n)], axis=1)
-            velocity = [f"qd{i}" for i in range(n)]
+            q = np.stack([table[f"q{i}"] for i in range(k)], axis=1)
+            velocity = [f"qd{i}" for i in range(k)]
             qd = (
                 np.stack([table[c] for c in velocity], axis=1)
                 if all(c in columns for c in velocity)
@@ -138,8 +138,10 @@ def load_observations(
             f"{name}: not a valid data file, cannot read it: {one_line(e)}"
         ) from None
     if np.ndim(q) == 2 and n is not None and np.shape(q)[1] != n:
+        names = f" ({', '.join(coordinates)})" if coordinates else ""
         raise CLIError(
             f"{name}: q has {np.shape(q)[1]} coordinates, but the system has {n}"
+            f"{names}"
         )
     try:
         return Observations(ts, q, qd, q0=q0, qd0=qd0, sigma=sigma, sigma_qd=sigma_qd)
@@ -199,7 +201,9 @@ def _fit_on(args: argparse.Namespace, config) -> int:
     n = ready.q0.shape[0]
     sigma_qd = config["fit"]["sigma_qd"]
     data = [
-        load_observations(p, n, sigma, initial["q"], initial["qd"], sigma_qd)
+        load_observations(
+            p, n, sigma, initial["q"], initial["qd"], sigma_qd, ready.coordinates
+        )
         for p in paths
     ]
     out = output_directory(args, config, f"fit_{ready.name}")

@@ -41,7 +41,10 @@ from ._store_verify import (
     StoreRefused,
     array_names,
     bad_chunks,
+    changed_entries as changed_entries,
+    check_description,
     checksum,
+    description,
     import_zarr,
     open_root,
     open_store as open_store,
@@ -141,7 +144,8 @@ class ChunkedStore:
         existing = None
         if (self.path / "zarr.json").exists():
             existing = open_root(zarr, self.path, "r+" if writer else "r")
-        if existing is not None and MANIFEST in existing.attrs:
+        if existing is not None:
+            check_description(existing, self.path, existing.attrs.get(MANIFEST))
             self.manifest = dict(existing.attrs[MANIFEST])
             if self.manifest.get("fingerprint") != self.key:
                 raise StoreRefused(
@@ -220,6 +224,7 @@ class ChunkedStore:
         self.group = group
         for chunk in range(self.num_chunks):
             self._write_inputs(inputs, chunk)
+        self.manifest["description"] = description(group)
         group.attrs[MANIFEST] = self.manifest
         if self.path.exists():
             self.path.rmdir()  # empty, checked above
@@ -358,17 +363,6 @@ def stored_attributes(store: str | os.PathLike) -> dict | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return attrs if isinstance(attrs, dict) else None
-
-
-def changed_entries(old: Any, new: Any, path: str = ""):
-    """(path, old value, new value) of each entry that differs between two
-    JSON-like descriptions, dicts followed into: `config.simulate.rtol`."""
-    if isinstance(old, Mapping) and isinstance(new, Mapping):
-        for key in sorted(set(old) | set(new), key=str):
-            where = f"{path}.{key}" if path else str(key)
-            yield from changed_entries(old.get(key), new.get(key), where)
-    elif old != new:
-        yield path, old, new
 
 
 def _difference(group, attrs: Mapping[str, Any], inputs, chunk_size: int) -> str:

@@ -4,6 +4,7 @@ See `jaxlagrange._ensemble._store` for the layout and what the manifest records.
 """
 
 import hashlib
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -40,6 +41,67 @@ def open_root(zarr, path: Path, mode: str):
             f"manifest) is corrupted and cannot be read ({str(e).splitlines()[0]}); "
             "remove the store directory to run the sweep again."
         ) from None
+
+
+def description(group) -> dict[str, Any]:
+    """What a store's metadata says, as its manifest records it when the store is
+    made: a digest of each root attribute (the manifest's own aside) and each
+    array's shape, dtype and chunks."""
+    attributes = {
+        k: hashlib.sha256(json.dumps(v, sort_keys=True).encode()).hexdigest()[:16]
+        for k, v in group.attrs.items()
+        if k != MANIFEST
+    }
+    arrays = {
+        name: [list(a.shape), str(a.dtype), list(a.chunks)]
+        for kind in ("inputs", "outputs")
+        for name, a in ((f"{kind}/{n}", group[f"{kind}/{n}"]) for n in array_names(group[kind]))
+    }
+    return {"attributes": attributes, "arrays": arrays}
+
+
+def check_description(group, path: Path, manifest: Mapping[str, Any] | None) -> None:
+    """Refuse a store whose manifest is gone, or whose root attributes or arrays'
+    metadata were edited since it was made (naming what differs)."""
+    advice = "; remove the store directory to run the sweep again."
+    if not isinstance(manifest, Mapping):
+        raise StoreRefused(
+            f"The sweep store {str(path)!r} has lost its manifest (the root "
+            "attribute 'manifest' of its zarr.json, which lists and checks its "
+            f"chunks): nothing in it can be trusted{advice}"
+        )
+    recorded = manifest.get("description")
+    try:
+        now = description(group)
+    except Exception:  # an array gone, or its metadata unreadable
+        now = {}
+    if recorded is None:  # written before descriptions were kept: the sizes
+        size = manifest.get("size")
+        recorded = {"arrays": {k: [size] for k in now.get("arrays", {})}}
+        now = {"arrays": {k: v[0][:1] for k, v in now.get("arrays", {}).items()}}
+    edits = [
+        f"root attribute {entry[len('attributes.') :]!r}"
+        if entry.startswith("attributes.")
+        else f"array {entry[len('arrays.') :]!r} (shape, dtype, chunks: recorded "
+        f"{a}, now {b})"
+        for entry, a, b in changed_entries(recorded, now)
+    ]
+    if edits:
+        raise StoreRefused(
+            f"The sweep store {str(path)!r} was edited since it was written, not "
+            f"as its manifest records: {', '.join(edits)}{advice}"
+        )
+
+
+def changed_entries(old: Any, new: Any, path: str = ""):
+    """(path, old value, new value) of each entry that differs between two
+    JSON-like descriptions, dicts followed into: `config.simulate.rtol`."""
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        for key in sorted(set(old) | set(new), key=str):
+            where = f"{path}.{key}" if path else str(key)
+            yield from changed_entries(old.get(key), new.get(key), where)
+    elif old != new:
+        yield path, old, new
 
 
 def _canonical_nan(value: np.ndarray) -> np.ndarray:
@@ -153,8 +215,7 @@ def open_store(
         raise StoreRefused(f"{str(path)!r} is not a sweep store{hint}.")
     group = open_root(import_zarr(), path, "r")
     manifest = group.attrs.get(MANIFEST)
-    if manifest is None:
-        return group
+    check_description(group, path, manifest)
     size, chunk_size = manifest["size"], manifest["chunk_size"]
 
     def bounds(chunk):

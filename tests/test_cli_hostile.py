@@ -153,3 +153,36 @@ def test_a_csv_with_extra_coordinates_is_refused_like_an_npz(tmp_path):
         ):
             load_observations(path, 1, None, coordinates=("θ",))
         assert load_observations(path, None, None).q.shape == (5, 2)
+
+
+def test_a_kept_program_entry_that_is_a_named_pipe_does_not_hang(tmp_path):
+    import os
+    import signal
+
+    import jax.numpy as jnp
+
+    from jaxlagrange import _programs
+
+    def fn(x):
+        return jnp.sin(x)
+
+    x = jnp.arange(3.0)
+    with _programs.kept_programs(tmp_path, "context"):
+        _programs.call("f", fn, x)
+    (entry,) = (tmp_path / "programs").iterdir()
+    entry.unlink()
+    os.mkfifo(entry)
+
+    def hung(signum, frame):
+        raise TimeoutError("reading the named pipe hung")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    try:
+        with _programs.kept_programs(tmp_path, "context"):
+            out = _programs.call("f", fn, x)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    np.testing.assert_allclose(out, np.sin(np.arange(3.0)), rtol=1e-15)
+    assert entry.is_file()  # replaced by the program traced anew

@@ -186,3 +186,54 @@ def test_a_kept_program_entry_that_is_a_named_pipe_does_not_hang(tmp_path):
         signal.signal(signal.SIGALRM, previous)
     np.testing.assert_allclose(out, np.sin(np.arange(3.0)), rtol=1e-15)
     assert entry.is_file()  # replaced by the program traced anew
+
+
+SWING = """\
+import jax.numpy as jnp
+import jaxlagrange as jl
+
+def make(g=9.81):
+    return jl.LagrangianSystem(
+        lambda q, qd, t, p: 0.5 * qd[0] ** 2 + p["g"] * jnp.cos(q[0]),
+        params={"g": g},
+    )
+
+def positions(q, **params):
+    return jnp.stack([jnp.zeros(2), jnp.stack([jnp.sin(q[0]), -jnp.cos(q[0])])])
+"""
+
+
+@pytest.mark.parametrize(
+    "labels, message",
+    [
+        (
+            r'coordinates = ["$\\notacommand$"]',
+            r"`coordinates` label '\$\\\\notacommand\$' is not one matplotlib can "
+            r"draw: Unknown symbol: \\notacommand",
+        ),
+        ('length_unit = ["m"]', r"`length_unit` must hold strings, got list \['m'\]"),
+        ('units = {"rad": 1}', r"`units` must be a list of labels, one per coordinate"),
+        ('point_names = ["pivot", 2]', r"`point_names` must hold strings, got int 2"),
+    ],
+)
+def test_labels_of_a_users_file_are_checked(tmp_path, labels, message):
+    from jaxlagrange import _config
+
+    (tmp_path / "swing.py").write_text(SWING + labels + "\n")
+    (tmp_path / "c.toml").write_text(
+        "[system]\nfile = 'swing.py'\n[initial]\nq = [0.0]\nqd = [0.1]\n"
+    )
+    where = rf"{tmp_path}/c.toml: \[system\] file 'swing.py', function 'make': "
+    with pytest.raises(_config.ConfigError, match=where + message):
+        _config.ready_system(_config.load(tmp_path / "c.toml"))
+
+
+def test_an_unknown_unit_is_none_not_the_text_none(tmp_path):
+    from jaxlagrange import _config
+
+    (tmp_path / "swing.py").write_text(SWING + "units = [None]\nlength_unit = None\n")
+    (tmp_path / "c.toml").write_text(
+        "[system]\nfile = 'swing.py'\n[initial]\nq = [0.0]\nqd = [0.1]\n"
+    )
+    ready = _config.ready_system(_config.load(tmp_path / "c.toml"))
+    assert ready.units == (None,) and ready.length_unit is None

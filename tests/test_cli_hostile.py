@@ -237,3 +237,39 @@ def test_an_unknown_unit_is_none_not_the_text_none(tmp_path):
     )
     ready = _config.ready_system(_config.load(tmp_path / "c.toml"))
     assert ready.units == (None,) and ready.length_unit is None
+
+
+ARM = """<mujoco model="arm"><worldbody>
+  <body name="upper"><joint name="shoulder" type="hinge" axis="0 1 0"/>
+    <geom type="capsule" fromto="0 0 0 0 0 -1" size="0.05"/>
+    <body name="slider" pos="0 0 -1"><joint name="reach" type="slide" axis="0 0 1"/>
+      <geom type="sphere" size="0.1"/>
+      <body name="ball"><joint name="wrist" type="ball"/>
+        <geom type="sphere" size="0.05" pos="0.1 0 0"/></body></body></body>
+  </worldbody></mujoco>"""
+
+
+def test_a_loaded_model_labels_its_figures_from_its_joints():
+    ready = jl.mujoco.load(ARM)
+    assert ready.coordinates == ("shoulder", "reach", "wrist.w", "wrist.x", "wrist.y", "wrist.z")
+    assert ready.units == ("rad", "m", "1", "1", "1", "1")
+    assert ready.point_names == ("upper", "slider", "ball") and ready.length_unit == "m"
+    units = dict(ready.param_units)
+    assert units["body_mass"] == "kg" and units["gravity"] == "m/s²"
+    # Per dof: hinge (angular), slide (linear), ball (3 angular).
+    assert [units[f"dof_damping[{i}]"] for i in range(5)] == ["N m s/rad", "N s/m"] + ["N m s/rad"] * 3
+    assert units["jnt_stiffness[1]"] == "N/m" and "jnt_stiffness[2]" not in units
+    from jaxlagrange.plotting import _axis_name
+
+    assert _axis_name("body_mass[1]", ready.coordinates, ready.units, units) == "body_mass[1] [kg]"
+    assert _axis_name("qd[1]", ready.coordinates, ready.units, units) == "dreach/dt [m/s]"
+
+
+def test_sweep_maps_are_cyclic_only_for_angles():
+    from jaxlagrange._cli.sweep import _colour_map
+
+    units = ("rad", "m")
+    assert _colour_map("final_q0", units) == "twilight"
+    assert _colour_map("final_q1", units) == "viridis"
+    assert _colour_map("final_q0", None) == "viridis"
+    assert _colour_map("lyapunov", units) == "magma"

@@ -21,7 +21,7 @@ from .._custom_types import Array
 from .._errors import traced
 from .._system import LagrangianSystem
 from ..systems._registry import ReadySystem, merge_params
-from . import _model
+from . import _labels, _model
 from ._model import BALL, FREE, HINGE, SLIDE, Tree
 
 
@@ -257,5 +257,12 @@ def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
     q0 = jnp.asarray(m.qpos0, dtype=float)
     coordinates = _model.coordinates(m)
     return MujocoSystem(
-        system, q0, jnp.zeros_like(q0), name, coordinates, points=points, layout=layout
+        system,
+        q0,
+        jnp.zeros_like(q0),
+        name,
+        coordinates,
+        points=points,
+        layout=layout,
+        **_labels.labels(m),
     )

@@ -93,9 +93,9 @@ def _edited_store(tmp_path, edit):
 @pytest.mark.parametrize(
     "edit, message",
     [
-        (("", lambda d: d["attributes"].update(kind="tripling")), "root attribute 'kind'"),
-        (("", lambda d: d["attributes"].pop("manifest")), "has lost its manifest"),
-        (("outputs/y", lambda d: d.update(shape=[32])), r"array 'outputs/y' \(shape, dtype, chunks: recorded \[\[16\]"),
+        (("", lambda d: d["attributes"].update(kind="tripling")), "its root attribute 'kind' was edited"),
+        (("", lambda d: d["attributes"].pop("manifest")), "it has lost its manifest"),
+        (("outputs/y", lambda d: d.update(shape=[32])), r"its array 'outputs/y' was edited \(shape, dtype, chunks: recorded \[\[16\]"),
     ],
 )
 def test_a_store_whose_description_was_edited_is_refused(tmp_path, edit, message):

@@ -37,6 +37,9 @@ from ._output import (
 )
 
 
+POOR_FIT = 3
+"""The exit status of a fit that ran and wrote its outputs, but fits poorly."""
+
 # `jl.fit`'s refusal of a given initial position off the constraints.
 _OFF_CONSTRAINTS = "the initial position of data[0] (its q0) is off"
 
@@ -57,6 +60,9 @@ outputs (written atomically into the output directory):
                      system simulated from the fitted initial state)
   fit.png            observed against fitted trajectory (first data file)
   loss.png           the loss history
+
+exit status: 0 a good fit; 3 a poor fit (outputs written, the warning says what
+to try); 1 an error.
 
 example: configs/fit_pendulum.toml
 """
@@ -149,6 +155,29 @@ def load_observations(
         raise CLIError(f"{name}: {one_line(e)}") from None
 
 
+def shooting_segments(data, samples: int = 8) -> int:
+    """The shooting segments of `[fit] segments = "auto"`: one per half
+    oscillation of the data's fastest coordinate, so that no segment spans a
+    period of the motion (over many periods a single shot has a rugged loss,
+    whose local minima trap the fit: a frequency a little off puts the model
+    out of phase), with at least `samples` samples each.
+
+    Oscillations are counted as crossings of each coordinate's linear trend,
+    with a hysteresis of a quarter of its spread so that noise does not count.
+    """
+    halves, most = 0, []
+    for obs in data:
+        ts, q = np.asarray(obs.ts), np.asarray(obs.q)
+        basis = np.stack([ts - ts[0], np.ones_like(ts)], axis=1)
+        wiggle = q - basis @ np.linalg.lstsq(basis, q, rcond=None)[0]
+        side = np.sign(wiggle) * (np.abs(wiggle) > 0.25 * wiggle.std(axis=0))
+        for column in side.T:
+            signs = column[column != 0]
+            halves = max(halves, np.count_nonzero(np.diff(signs)))
+        most.append(max(1, (len(ts) - 1) // samples))
+    return int(min(max(1, halves), min(most)))
+
+
 def _held_as_null(stderr, trainable):
     """The standard errors with None (JSON null) for params that were held fixed:
     they were not estimated (`jl.fit` gives 0 for them)."""
@@ -207,10 +236,14 @@ def _fit_on(args: argparse.Namespace, config) -> int:
         for p in paths
     ]
     out = output_directory(args, config, f"fit_{ready.name}")
+    chosen = kwargs["segments"] == "auto"
+    if chosen:
+        kwargs["segments"] = shooting_segments(data)
     say(
         args,
         f"jaxlagrange fit: {ready.name} to {len(data)} observed trajectory(ies), "
-        f"optimizer {config['fit']['optimizer']} (at most {kwargs['steps']} steps)",
+        f"optimizer {config['fit']['optimizer']} (at most {kwargs['steps']} steps), "
+        f"{kwargs['segments']} shooting segment(s){' (auto)' * chosen}",
     )
     start = time.perf_counter()
     result, notes = _fitted(args, config, ready, data, kwargs)
@@ -238,6 +271,7 @@ def _fit_on(args: argparse.Namespace, config) -> int:
         "stderr": stderr,
         "converged": result.converged,
         "solver_steps": result.steps,
+        "segments": kwargs["segments"],
         "solver_result": result.solver_result,
         "quality": {
             "chi2_red": result.chi2_red,
@@ -284,7 +318,7 @@ def _fit_on(args: argparse.Namespace, config) -> int:
         }
         files.update({name: png_bytes(fig) for name, fig in figures.items()})
         write_with_summary(out, files, summary)
-    return 0
+    return POOR_FIT if result.warning else 0
 
 
 def _fitted(args, config, ready, data, kwargs):

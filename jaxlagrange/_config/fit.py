@@ -31,6 +31,12 @@ def _names(x):
     return f"must be a list of param names, got {toml_type(x)} {x!r}"
 
 
+def _segments(x):
+    if x == "auto" or (isinstance(x, int) and not isinstance(x, bool) and x >= 1):
+        return None
+    return f'must be "auto" or an integer >= 1, got {toml_type(x)} {x!r}'
+
+
 def _paths(x):
     if isinstance(x, str) or (
         isinstance(x, list) and x and all(isinstance(s, str) for s in x)
@@ -56,7 +62,7 @@ FIT_SCHEMA: dict[str, dict[str, Key]] = {
         "positive": Key("any", [], _names),
         # Absent: fitted unless [initial] gives both q and qd (`jl.fit`'s rule).
         "fit_initial_state": Key(bool, None),
-        "segments": Key(int, 1, at_least(1)),
+        "segments": Key("any", "auto", _segments),
         "continuity_weight": Key(float, 1.0, positive_or_reason),
         "sigma": Key(float, None, positive_or_reason),
         "sigma_qd": Key(float, None, positive_or_reason),
@@ -89,7 +95,8 @@ jacobian = "auto"              # or "forward", "reverse" (lm, gauss_newton)
 trainable = ["l"]              # default: every param
 positive = ["l"]               # fitted as logarithms
 fit_initial_state = true        # default: fitted unless [initial] gives q and qd
-segments = 1                   # multiple shooting segments
+segments = "auto"              # multiple shooting segments; "auto" (the
+                               # default): about one per oscillation in the data
 continuity_weight = 1.0
 sigma = 0.01                   # noise scale of the data (default: estimated
                                # from the misfit)

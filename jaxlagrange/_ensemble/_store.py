@@ -155,7 +155,6 @@ class ChunkedStore:
                 )
             self.group = existing
             if writer:
-                _check_arrays(existing, self.path, inputs, outputs)
                 for p in self.path.rglob("*.partial"):  # a process killed mid-write
                     if p.is_file():
                         p.unlink(missing_ok=True)
@@ -316,28 +315,6 @@ class ChunkedStore:
 
     def _write_manifest(self) -> None:
         self.group.attrs[MANIFEST] = self.manifest
-
-
-def _check_arrays(group, path: Path, inputs, outputs) -> None:
-    """Refuse, before anything is rewritten, a store one of whose arrays is gone
-    or reshaped: its chunks cannot be recomputed into it."""
-    wanted = {f"inputs/{k}": tuple(x.shape) for k, x in inputs.items()}
-    wanted |= {f"outputs/{k}": (-1, *shape) for k, (shape, _) in outputs.items()}
-    for name, shape in wanted.items():
-        try:
-            found = tuple(group[name].shape)
-        except Exception:  # deleted, or its metadata unreadable
-            found = None
-        if (
-            found is None
-            or (shape[0] != -1 and found != shape)
-            or (shape[0] == -1 and found[1:] != shape[1:])
-        ):
-            raise ValueError(
-                f"The sweep store {str(path)!r} has lost its array {name!r} (deleted "
-                "or damaged): its chunks cannot be computed into it; remove the "
-                "store directory to run the sweep again."
-            )
 
 
 def _fill(dtype) -> Any:

@@ -45,51 +45,47 @@ def open_root(zarr, path: Path, mode: str):
 
 def description(group) -> dict[str, Any]:
     """What a store's metadata says, as its manifest records it when the store is
-    made: a digest of each root attribute (the manifest's own aside) and each
-    array's shape, dtype and chunks."""
-    attributes = {
-        k: hashlib.sha256(json.dumps(v, sort_keys=True).encode()).hexdigest()[:16]
-        for k, v in group.attrs.items()
-        if k != MANIFEST
-    }
+    made: a digest of each root attribute (but the manifest) and each array's
+    shape, dtype and chunks."""
     arrays = {
-        name: [list(a.shape), str(a.dtype), list(a.chunks)]
+        f"{kind}/{name}": group[f"{kind}/{name}"]
         for kind in ("inputs", "outputs")
-        for name, a in ((f"{kind}/{n}", group[f"{kind}/{n}"]) for n in array_names(group[kind]))
+        for name in (array_names(group[kind]) if kind in group else ())
     }
-    return {"attributes": attributes, "arrays": arrays}
+    return {
+        "attributes": {
+            k: hashlib.sha256(json.dumps(v, sort_keys=True).encode()).hexdigest()
+            for k, v in group.attrs.items()
+            if k != MANIFEST
+        },
+        "arrays": {
+            k: [list(a.shape), str(a.dtype), list(a.chunks)] for k, a in arrays.items()
+        },
+    }
 
 
-def check_description(group, path: Path, manifest: Mapping[str, Any] | None) -> None:
-    """Refuse a store whose manifest is gone, or whose root attributes or arrays'
-    metadata were edited since it was made (naming what differs)."""
-    advice = "; remove the store directory to run the sweep again."
+def check_description(group, path: Path, manifest: Any) -> None:
+    """Refuse a store whose manifest is gone, or whose root attributes or arrays
+    are not those its manifest recorded (naming each that differs). (A store
+    made before descriptions were recorded is not checked.)"""
     if not isinstance(manifest, Mapping):
-        raise StoreRefused(
-            f"The sweep store {str(path)!r} has lost its manifest (the root "
-            "attribute 'manifest' of its zarr.json, which lists and checks its "
-            f"chunks): nothing in it can be trusted{advice}"
-        )
-    recorded = manifest.get("description")
-    try:
-        now = description(group)
-    except Exception:  # an array gone, or its metadata unreadable
-        now = {}
-    if recorded is None:  # written before descriptions were kept: the sizes
-        size = manifest.get("size")
-        recorded = {"arrays": {k: [size] for k in now.get("arrays", {})}}
-        now = {"arrays": {k: v[0][:1] for k, v in now.get("arrays", {}).items()}}
-    edits = [
-        f"root attribute {entry[len('attributes.') :]!r}"
-        if entry.startswith("attributes.")
-        else f"array {entry[len('arrays.') :]!r} (shape, dtype, chunks: recorded "
-        f"{a}, now {b})"
-        for entry, a, b in changed_entries(recorded, now)
-    ]
+        edits = ["it has lost its manifest (which lists and checks its chunks)"]
+    else:
+        recorded = manifest.get("description")
+        now = {} if recorded is None else description(group)
+        edits = [
+            f"its root attribute {entry[11:]!r} was edited"
+            if entry.startswith("attributes.")
+            else f"it has lost its array {entry[7:]!r}"
+            if b is None
+            else f"its array {entry[7:]!r} was edited (shape, dtype, chunks: "
+            f"recorded {a}, now {b})"
+            for entry, a, b in changed_entries(recorded or {}, now)
+        ]
     if edits:
         raise StoreRefused(
-            f"The sweep store {str(path)!r} was edited since it was written, not "
-            f"as its manifest records: {', '.join(edits)}{advice}"
+            f"The sweep store {str(path)!r} is not as it was written: "
+            f"{'; '.join(edits)}; remove the store directory to run the sweep again."
         )
 
 

@@ -111,12 +111,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _warning_line(command: str):
     """`warnings.showwarning` as one line on stderr, without the source line."""
-
-    def show(message, category, filename, lineno, file=None, line=None):
-        text = " ".join(str(message).split())
-        print(f"jaxlagrange {command}: warning: {text}", file=sys.stderr, flush=True)
-
-    return show
+    return lambda message, *args, **kwargs: print(
+        f"jaxlagrange {command}: warning: {' '.join(str(message).split())}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _raised_by(error: BaseException) -> str:

@@ -156,15 +156,10 @@ def load_observations(
 
 
 def shooting_segments(data, samples: int = 8) -> int:
-    """The shooting segments of `[fit] segments = "auto"`: one per half
-    oscillation of the data's fastest coordinate, so that no segment spans a
-    period of the motion (over many periods a single shot has a rugged loss,
-    whose local minima trap the fit: a frequency a little off puts the model
-    out of phase), with at least `samples` samples each.
-
-    Oscillations are counted as crossings of each coordinate's linear trend,
-    with a hysteresis of a quarter of its spread so that noise does not count.
-    """
+    """`[fit] segments = "auto"`: one per half oscillation of the data's fastest
+    coordinate (a crossing of its linear trend, by more than a quarter of its
+    spread: not noise), at least `samples` samples each. Over many periods one
+    shot's loss is rugged: a frequency a little off puts the model out of phase."""
     halves, most = 0, []
     for obs in data:
         ts, q = np.asarray(obs.ts), np.asarray(obs.q)

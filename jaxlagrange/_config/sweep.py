@@ -170,15 +170,14 @@ def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]
     axes = {name: axes[given] for name, given in named.items()}
     size = section["size"]
     if sampling == "grid":
-        if size is not None:
-            raise ConfigError(
-                f"{source}: [sweep] size is for random sampling; a grid's size is the "
-                "product of its axes' num"
-            )
-        if section["seed"] is not None:
-            raise ConfigError(
-                f"{source}: [sweep] seed is for random sampling; a grid has none"
-            )
+        for key, why in (
+            ("size", "a grid's size is the product of its axes' num"),
+            ("seed", "a grid has none"),
+        ):
+            if section[key] is not None:
+                raise ConfigError(
+                    f"{source}: [sweep] {key} is for random sampling; {why}"
+                )
         _check_members(source, int(np.prod([a["num"] for a in axes.values()])), ready)
         grids = np.meshgrid(
             *(np.linspace(a["min"], a["max"], a["num"]) for a in axes.values()),

@@ -279,25 +279,22 @@ def _label_list(labels, key: str, n: int, what: str, where: str):
 
 
 def _label(label, key: str, where: str):
-    """`label` checked: a string matplotlib can draw (or None, where a unit is
-    not known)."""
+    """`label` checked: a string matplotlib can draw (or None, a unit not known)."""
+    problem = None
     if label is None and key in ("units", "length_unit"):
         return None
     if not isinstance(label, str):
-        raise ConfigError(
-            f"{where}: `{key}` must hold strings, got {type(label).__name__} {label!r}"
-        )
-    if "$" in label:  # matplotlib's mathtext, parsed now rather than when drawn
+        problem = f"must hold strings, got {type(label).__name__} {label!r}"
+    elif "$" in label:  # matplotlib's mathtext, parsed now rather than when drawn
         from matplotlib.mathtext import MathTextParser
 
         try:
             MathTextParser("path").parse(label)
         except ValueError as e:
             why = str(e).strip().splitlines()[-1].split(": ", 1)[-1]
-            raise ConfigError(
-                f"{where}: `{key}` label {label!r} is not one matplotlib can draw: "
-                f"{why}"
-            ) from None
+            problem = f"label {label!r} is not one matplotlib can draw: {why}"
+    if problem:
+        raise ConfigError(f"{where}: `{key}` {problem}")
     return label
 
 

@@ -47,19 +47,16 @@ def description(group) -> dict[str, Any]:
     """What a store's metadata says, as its manifest records it when the store is
     made: a digest of each root attribute (but the manifest) and each array's
     shape, dtype and chunks."""
-    arrays = {
-        f"{kind}/{name}": group[f"{kind}/{name}"]
-        for kind in ("inputs", "outputs")
-        for name in (array_names(group[kind]) if kind in group else ())
-    }
+    kinds = [kind for kind in ("inputs", "outputs") if kind in group]
+    arrays = [group[f"{k}/{name}"] for k in kinds for name in array_names(group[k])]
+    attributes = {k: v for k, v in group.attrs.items() if k != MANIFEST}
     return {
         "attributes": {
             k: hashlib.sha256(json.dumps(v, sort_keys=True).encode()).hexdigest()
-            for k, v in group.attrs.items()
-            if k != MANIFEST
+            for k, v in attributes.items()
         },
         "arrays": {
-            k: [list(a.shape), str(a.dtype), list(a.chunks)] for k, a in arrays.items()
+            a.path: [list(a.shape), str(a.dtype), list(a.chunks)] for a in arrays
         },
     }
 

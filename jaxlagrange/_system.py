@@ -132,6 +132,9 @@ class LagrangianSystem(eqx.Module):
         `(q, qd, t[, params])` returning the diagonal of M (or an approximation:
         CG is then preconditioned by its inverse), or a lineax operator
         approximating M⁻¹ (tagged positive semidefinite).
+    - `not_imported`: what the model this system was made from has that its
+        functions leave out, one phrase each (`jl.mujoco.load` fills it in);
+        every `Trajectory` simulated from it carries the same record.
 
     Sign convention: `d/dt ∂L/∂qd − ∂L/∂q = Q + Gᵀλ + Aᵀμ`.
 
@@ -171,6 +174,7 @@ class LagrangianSystem(eqx.Module):
     # How every solve with M is done, made once from `mass_solver` (`_mass`).
     mass_strategy: AbstractMassStrategy = eqx.field(static=True, repr=False)
     has_params: bool = eqx.field(static=True)
+    not_imported: tuple[str, ...] = eqx.field(static=True)
 
     def __init__(
         self,
@@ -188,8 +192,10 @@ class LagrangianSystem(eqx.Module):
         static_friction: Any = None,
         mass_solver: lx.AbstractLinearSolver | None = None,
         mass_preconditioner: UserFunction | None = None,
+        not_imported: tuple[str, ...] = (),
     ):
         self.lagrangian = lagrangian
+        self.not_imported = tuple(map(str, not_imported))
         self.has_params = params is not None
         self.params = jax.tree_util.tree_map(to_leaf, params)
         self.force = force

@@ -21,7 +21,7 @@ from .._custom_types import Array
 from .._errors import traced
 from .._system import LagrangianSystem
 from ..systems._registry import ReadySystem, merge_params
-from . import _model
+from . import _labels, _model
 from ._model import BALL, FREE, HINGE, SLIDE, Tree
 
 
@@ -103,7 +103,7 @@ def _velocities(layout, q: Array, rates: Array, *, to_mujoco: bool) -> Array:
     return jnp.concatenate(parts, -1)
 
 
-def _system(tree: Tree, params: dict[str, Any]):
+def _system(tree: Tree, params: dict[str, Any], not_imported=()):
     """The model's `LagrangianSystem` with `params`, and its points."""
     layout = _layout(tree)
     quaternions = [a + 3 * (k == FREE) for k, a, _ in layout if k in (BALL, FREE)]
@@ -153,6 +153,7 @@ def _system(tree: Tree, params: dict[str, Any]):
         dissipation=dissipation if tree.damper else None,
         force=force if gains.size else None,
         holonomic=holonomic if units else None,
+        not_imported=not_imported,
     )
     return system, lambda q, t, params: centres(q, params)[0]
 
@@ -252,9 +253,16 @@ def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
             f"{'; '.join(missing)}.",
             stacklevel=2,
         )
-    system, points = _system(tree, merged)
+    system, points = _system(tree, merged, missing)
     q0 = jnp.asarray(m.qpos0, dtype=float)
     coordinates = _model.coordinates(m)
     return MujocoSystem(
-        system, q0, jnp.zeros_like(q0), name, coordinates, points=points, layout=layout
+        system,
+        q0,
+        jnp.zeros_like(q0),
+        name,
+        coordinates,
+        points=points,
+        layout=layout,
+        **_labels.labels(m),
     )

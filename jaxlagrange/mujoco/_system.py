@@ -21,7 +21,7 @@ from .._custom_types import Array
 from .._errors import traced
 from .._system import LagrangianSystem
 from ..systems._registry import ReadySystem, merge_params
-from . import _model
+from . import _actuators, _model, _tendons
 from ._model import BALL, FREE, HINGE, SLIDE, Tree
 
 
@@ -111,7 +111,15 @@ def _system(tree: Tree, params: dict[str, Any]):
     # Joint i is layout[i]: the springs of hinges and slides by joint and address.
     sprung = [(i, a) for i, (k, a, _) in enumerate(layout) if k in (HINGE, SLIDE)]
     irot = np.stack([b.irot for b in tree.bodies])
-    actuators, addresses, gains = tree.motors
+    tendons, actuators = tree.tendons, tree.actuators
+    nq, tendinous = tendons.coef.shape[1], tendons.imported.size > 0
+    driven = bool(np.any(actuators.source >= nq))  # an actuator on a tendon
+
+    def lengths(q):  # the tendons', (ntendon,)
+        return _tendons.lengths(tendons, q, lambda q: _frames(tree, q))
+
+    def tendon_energies(q, qd, params):
+        return _tendons.energies(tendons, *jax.jvp(lengths, (q,), (qd,)), params)
 
     def dofs(q, qd):  # MuJoCo's qvel
         return _velocities(layout, q, qd, to_mujoco=True)
@@ -136,31 +144,49 @@ def _system(tree: Tree, params: dict[str, Any]):
             i, a = np.array(sprung).T
             stretch = q[a] - tree.qpos_spring[a]
             potential += 0.5 * params["jnt_stiffness"][i] @ stretch**2
+        if tendinous:
+            armature, spring, _ = tendon_energies(q, qd, params)
+            kinetic, potential = kinetic + armature, potential + spring
         return kinetic - potential
 
     def dissipation(q, qd, t, params):
-        return 0.5 * params["dof_damping"] @ dofs(q, qd) ** 2
+        damping = tendon_energies(q, qd, params)[2] if tendinous else 0.0
+        return 0.5 * params["dof_damping"] @ dofs(q, qd) ** 2 + damping
 
     def force(q, qd, t, params):
-        return jnp.zeros_like(q).at[addresses].add(gains * params["ctrl"][actuators])
+        position, rate = q, qd  # then the tendons' lengths and rates, if driven
+        if driven:
+            (length, speed), (_, pull) = jax.jvp(lengths, (q,), (qd,)), jax.vjp(lengths, q)
+            position, rate = jnp.concatenate([q, length]), jnp.concatenate([qd, speed])
+        ctrl = params["ctrl"]  # the one place the controls are read
+        forces = _actuators.forces(actuators, ctrl, position, rate, params)
+        return forces[:nq] + pull(forces[nq:])[0] if driven else forces
 
     def holonomic(q, t, params):
-        return jnp.concatenate([unit(q, t) for unit in units])
+        rows = [unit(q, t) for unit in units]
+        if tendons.equalities.size:
+            rows.append(_tendons.equalities(tendons, lengths(q)))
+        return jnp.concatenate(rows)
+
+    def unilateral(q, t, params):
+        return _tendons.limits(tendons, lengths(q))
 
     system = LagrangianSystem(
         lagrangian,
         params=params,
         dissipation=dissipation if tree.damper else None,
-        force=force if gains.size else None,
-        holonomic=holonomic if units else None,
+        force=force if actuators.ids.size else None,
+        holonomic=holonomic if units or tendons.equalities.size else None,
+        unilateral=unilateral if tendons.limited.size else None,
     )
-    return system, lambda q, t, params: centres(q, params)[0]
+    return system, lambda q, t, params: centres(q, params)[0], lengths
 
 
 class MujocoSystem(ReadySystem):
     """A ready system loaded from a MuJoCo model, with its state conversions."""
 
     layout: tuple[tuple[int, int, int], ...] = eqx.field(static=True, default=())
+    lengths: Any = eqx.field(static=True, default=None)  # the tendons' at q
 
     def to_mujoco(self, q: Any, qd: Any) -> tuple[Array, Array]:
         """MuJoCo's `(qpos, qvel)` of a state `(q, qd)` (or a batch (..., nq)):
@@ -173,6 +199,21 @@ class MujocoSystem(ReadySystem):
         and ṗ = ½ p ⊗ (0, ω) for ball and free joints."""
         qpos, qvel = jnp.asarray(qpos), jnp.asarray(qvel)
         return qpos, _velocities(self.layout, qpos, qvel, to_mujoco=False)
+
+    def tendon_lengths(self, q: Any) -> Array:
+        """The tendons' lengths (MuJoCo's `ten_length`) at q, shape (ntendon,), or
+        (..., ntendon) for a batch; NaN for a tendon not imported (one wrapping
+        geoms)."""
+        return jnp.vectorize(self.lengths, signature="(n)->(k)")(jnp.asarray(q))
+
+    def tendon_velocities(self, q: Any, qd: Any) -> Array:
+        """The tendons' rates of lengthening dL/dt = (∂L/∂q) q̇ (MuJoCo's
+        `ten_velocity`) at the state `(q, qd)`, shape (ntendon,) or a batch's."""
+
+        def rate(q, qd):
+            return jax.jvp(self.lengths, (q,), (qd,))[1]
+
+        return jnp.vectorize(rate, signature="(n),(n)->(k)")(jnp.asarray(q), jnp.asarray(qd))
 
 
 def _check_armature(m, layout, armature: Any) -> None:
@@ -240,21 +281,33 @@ def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
     name = _model.model_name(m)
     if m.nv == 0:
         raise ValueError(f"MuJoCo model {name!r} has no joints: nothing moves.")
-    tree = _model.tree(m)
+    tendons = _tendons.read(m)
+    actuators = _actuators.read(m, tendons)
+    tree = _model.tree(m)._replace(tendons=tendons, actuators=actuators)
     layout = _layout(tree)
-    merged = merge_params(name, _model.default_params(m, tree), params)
+    defaults = _model.default_params(m, tree) | _tendons.default_params(m, tendons)
+    defaults |= _actuators.default_params(m, actuators)
+    merged = merge_params(name, defaults, params)
     if not traced(merged["dof_armature"]):
         _check_armature(m, layout, np.asarray(merged["dof_armature"]))
-    missing = _model.not_imported(m)
+    missing = _model.not_imported(m) + _tendons.not_imported(m)
+    missing += _actuators.not_imported(m, tendons)
     if missing:
         warnings.warn(
             f"MuJoCo model {name!r}: not imported (absent from the Lagrangian): "
             f"{'; '.join(missing)}.",
             stacklevel=2,
         )
-    system, points = _system(tree, merged)
+    system, points, lengths = _system(tree, merged)
     q0 = jnp.asarray(m.qpos0, dtype=float)
     coordinates = _model.coordinates(m)
     return MujocoSystem(
-        system, q0, jnp.zeros_like(q0), name, coordinates, points=points, layout=layout
+        system,
+        q0,
+        jnp.zeros_like(q0),
+        name,
+        coordinates,
+        points=points,
+        layout=layout,
+        lengths=lengths,
     )

@@ -289,7 +289,7 @@ def test_warning_names_what_is_left_out_and_ctrl_keeps_mujocos_shape():
         "tendons wrapping geoms, with their limits, equalities and actuators (wrapped)",
         "tendon friction loss (rub)",
         "actuators with activation dynamics (slow)",
-        "geom-wrapping tendon transmission (on_wrapped, site)",
+        "wrapping-tendon transmissions (on_wrapped, site)",
     ):
         assert part in message
     # ctrl is MuJoCo's (nu,): ctrl[3] drives the one imported actuator.

@@ -1,8 +1,6 @@
-"""Actuators as MuJoCo's `mj_fwdActuation` drives them: ctrl clipped to
-`ctrlrange`, then force = gain·ctrl + bias with gain = g₀ + g₁ℓ + g₂ℓ̇ and
-bias = b₀ + b₁ℓ + b₂ℓ̇ (ℓ = gear·qpos of a hinge or slide, or gear·length of a
-tendon), clipped to `forcerange`, and applied as gear·force along the
-transmission (the tendon's length gradient)."""
+"""Actuators as MuJoCo's `mj_fwdActuation` drives them: gain·ctrl + bias, both
+affine in the length ℓ (gear·qpos of a hinge or slide, gear·L of a tendon) and
+ℓ̇, ctrl and force clipped to their ranges, applied as gear·force."""
 
 from collections import defaultdict
 from typing import NamedTuple
@@ -36,15 +34,13 @@ def _reason(m, a: int, tendons) -> str | None:
         return "activation dynamics"
     if m.actuator_gaintype[a] > AFFINE or m.actuator_biastype[a] > AFFINE:
         return "muscle, DC-motor, PID, SO(3) or user gain or bias"
-    if m.actuator_ctrlnum[a] != 1 or m.actuator_outnum[a] != 1 or m.actuator_delay[a]:
-        return "several inputs or outputs, or delays"
-    if m.actuator_plugin[a] >= 0:
-        return "plugins"
-    if kind in JOINTS and m.jnt_type[target] in (HINGE, SLIDE):
+    single = m.actuator_ctrlnum[a] == m.actuator_outnum[a] == 1
+    if not single or m.actuator_delay[a] or m.actuator_plugin[a] >= 0:
+        return "several inputs or outputs, delays or plugins"
+    joint = kind in JOINTS and m.jnt_type[target] in (HINGE, SLIDE)
+    if joint or (kind == TENDON and target in tendons.imported):
         return None
-    if kind == TENDON and target in tendons.imported:
-        return None
-    return "site, body, slider-crank, ball or free joint or geom-wrapping tendon transmission"
+    return "site, body, slider-crank, ball, free or wrapping-tendon transmissions"
 
 
 def _active(m) -> list[int]:
@@ -57,20 +53,17 @@ def _active(m) -> list[int]:
 def read(m, tendons) -> Actuators:
     ids = np.array([a for a in _active(m) if _reason(m, a, tendons) is None], int)
     kind, target = m.actuator_trntype[ids], m.actuator_trnid[ids, 0]
-    source = np.where(kind == TENDON, m.nq + target, m.jnt_qposadr[target])
+    joint = m.jnt_qposadr[np.where(kind == TENDON, 0, target)]
+    source = np.where(kind == TENDON, m.nq + target, joint)
     ctrl = m.actuator_ctrladr[ids]
     clamp = m.actuator_ctrllimited[ctrl] & (not _model._disabled(m, "CLAMPCTRL"))
-    unbounded = np.array([-np.inf, np.inf])
-    return Actuators(
-        ids,
-        ctrl,
-        source,
-        m.actuator_gear[m.actuator_outadr[ids], 0],
-        np.where(m.actuator_gaintype[ids, None] == AFFINE, 1.0, [1.0, 0, 0]),
-        np.where(m.actuator_biastype[ids, None] == AFFINE, np.ones(3), 0.0),
-        np.where(clamp[:, None], m.actuator_ctrlrange[ctrl], unbounded),
-        np.where(m.actuator_forcelimited[ids, None], m.actuator_forcerange[ids], unbounded),
-    )
+    inf, gear = np.array([-np.inf, np.inf]), m.actuator_gear[m.actuator_outadr[ids], 0]
+    gain = np.where(m.actuator_gaintype[ids, None] == AFFINE, 1.0, [1.0, 0, 0])
+    bias = np.where(m.actuator_biastype[ids, None] == AFFINE, np.ones(3), 0.0)
+    ctrl_range = np.where(clamp[:, None], m.actuator_ctrlrange[ctrl], inf)
+    limited = m.actuator_forcelimited[ids, None]
+    force_range = np.where(limited, m.actuator_forcerange[ids], inf)
+    return Actuators(ids, ctrl, source, gear, gain, bias, ctrl_range, force_range)
 
 
 def forces(actuators: Actuators, ctrl, position, rate, params):
@@ -96,14 +89,14 @@ def default_params(m, actuators: Actuators) -> dict[str, np.ndarray]:
 
 
 def not_imported(m, tendons) -> list[str]:
-    """The actuators left out, grouped by why, and the joints' and tendons'
-    actuator force ranges."""
+    """The actuators left out, by why, and the actuator force ranges of joints."""
     left = defaultdict(list)
     for a in _active(m):
         reason = _reason(m, a, tendons)
         if reason:
             left[f"actuators with {reason}"].append(_model._name(m, "ACTUATOR", a))
-    for kind, limited in (("JOINT", m.jnt_actfrclimited), ("TENDON", m.tendon_actfrclimited)):
-        for i in np.flatnonzero(limited) if _active(m) else ():
-            left["actuator force ranges of joints and tendons"].append(_model._name(m, kind, i))
-    return [f"{phrase} ({', '.join(names)})" for phrase, names in left.items()]
+    ranged = (("JOINT", m.jnt_actfrclimited), ("TENDON", m.tendon_actfrclimited))
+    for kind, limited in ranged if _active(m) else ():
+        names = [_model._name(m, kind, i) for i in np.flatnonzero(limited)]
+        left["actuator force ranges of joints and tendons"] += names
+    return [f"{k} ({', '.join(names)})" for k, names in left.items() if names]

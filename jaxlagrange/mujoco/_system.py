@@ -156,8 +156,9 @@ def _system(tree: Tree, params: dict[str, Any]):
     def force(q, qd, t, params):
         position, rate = q, qd  # then the tendons' lengths and rates, if driven
         if driven:
-            (length, speed), (_, pull) = jax.jvp(lengths, (q,), (qd,)), jax.vjp(lengths, q)
-            position, rate = jnp.concatenate([q, length]), jnp.concatenate([qd, speed])
+            length, speed = jax.jvp(lengths, (q,), (qd,))
+            pull = jax.vjp(lengths, q)[1]
+            position, rate = jnp.append(q, length), jnp.append(qd, speed)
         ctrl = params["ctrl"]  # the one place the controls are read
         forces = _actuators.forces(actuators, ctrl, position, rate, params)
         return forces[:nq] + pull(forces[nq:])[0] if driven else forces
@@ -202,18 +203,18 @@ class MujocoSystem(ReadySystem):
 
     def tendon_lengths(self, q: Any) -> Array:
         """The tendons' lengths (MuJoCo's `ten_length`) at q, shape (ntendon,), or
-        (..., ntendon) for a batch; NaN for a tendon not imported (one wrapping
-        geoms)."""
+        (..., ntendon) for a batch such as `traj.q`; NaN for a tendon not imported
+        (one that wraps geoms)."""
         return jnp.vectorize(self.lengths, signature="(n)->(k)")(jnp.asarray(q))
 
     def tendon_velocities(self, q: Any, qd: Any) -> Array:
-        """The tendons' rates of lengthening dL/dt = (∂L/∂q) q̇ (MuJoCo's
-        `ten_velocity`) at the state `(q, qd)`, shape (ntendon,) or a batch's."""
+        """The tendons' rates dL/dt = (∂L/∂q) q̇ (MuJoCo's `ten_velocity`) at the
+        state `(q, qd)`, shape (ntendon,), or (..., ntendon) for a batch."""
 
         def rate(q, qd):
             return jax.jvp(self.lengths, (q,), (qd,))[1]
 
-        return jnp.vectorize(rate, signature="(n),(n)->(k)")(jnp.asarray(q), jnp.asarray(qd))
+        return jnp.vectorize(rate, signature="(n),(n)->(k)")(jnp.asarray(q), qd)
 
 
 def _check_armature(m, layout, armature: Any) -> None:
@@ -235,11 +236,14 @@ def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
     L = T − V is built from the model's kinematic tree: the bodies' masses and
     principal inertias in their inertial frames, joint armature (½ a v² in each
     dof's velocity), gravity and joint springs (½ k (q − qpos_spring)² on hinges
-    and slides); joint damping is a Rayleigh dissipation ½ d v², and motors apply
-    gear·ctrl to their joint. Disable flags of the model (gravity, spring, damper,
-    actuation) remove those terms and their params. Contacts, joint limits,
-    tendons, equality constraints, fluid forces and other actuators are not
-    imported: one warning names those the model has.
+    and slides); joint damping is a Rayleigh dissipation ½ d v². Tendons (fixed,
+    spatial through sites) add armature, dead-band springs and damping, limits
+    as one-sided and equalities as holonomic constraints; actuators apply
+    MuJoCo's clipped affine force (gain·ctrl + bias) through joints and tendons.
+    Disable flags of the model (gravity, spring, damper, actuation) remove those
+    terms and their params. What is not imported (contacts, joint limits, other
+    equality constraints, fluid forces, geom-wrapping tendons, activation
+    dynamics...) is named in one warning.
 
     The coordinates are MuJoCo's qpos (hinge and slide 1, ball 4 = quaternion
     (w, x, y, z), free 7 = position then quaternion), and q̇ = dq/dt: a
@@ -255,12 +259,14 @@ def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
     - `params`: overrides of the params, named after the MjModel fields:
         `body_mass` (nbody,), `body_inertia` (nbody, 3), `body_ipos` (nbody, 3),
         `dof_armature` (nv,), `dof_damping` (nv,), `jnt_stiffness` (njnt,),
-        `gravity` (3,) and `ctrl` (nu,) (zeros by default; absent with no
-        actuators).
+        `gravity` (3,); `tendon_armature`, `tendon_stiffness`, `tendon_damping`
+        (ntendon,), `tendon_lengthspring` (ntendon, 2); `actuator_gainprm`,
+        `actuator_biasprm` (nactuator, 3) and `ctrl` (nu,) (zeros; absent where
+        no imported actuator reads it).
 
     **Returns:** a `MujocoSystem`, a `ReadySystem` that unpacks as
     `system, q0, qd0` (qpos0 at rest), with `positions(q)` the bodies' centres
-    of mass and `to_mujoco`/`from_mujoco`.
+    of mass, `to_mujoco`/`from_mujoco` and `tendon_lengths`/`tendon_velocities`.
 
     **Raises:** `ValueError` for a missing file, a model MuJoCo rejects, an
     unknown param or one of the wrong shape, or unequal armature on the angular
@@ -301,13 +307,5 @@ def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
     system, points, lengths = _system(tree, merged)
     q0 = jnp.asarray(m.qpos0, dtype=float)
     coordinates = _model.coordinates(m)
-    return MujocoSystem(
-        system,
-        q0,
-        jnp.zeros_like(q0),
-        name,
-        coordinates,
-        points=points,
-        layout=layout,
-        lengths=lengths,
-    )
+    ready = system, q0, jnp.zeros_like(q0), name, coordinates
+    return MujocoSystem(*ready, points=points, layout=layout, lengths=lengths)

@@ -1,9 +1,6 @@
-"""Tendons as MuJoCo's `mj_tendon` measures them: a fixed tendon's length is
-Σ coef·qpos over its joints, a spatial tendon's the sum of the distances between
-its consecutive sites in the world, each divided by the divisor of the last
-pulley before it. Their armature ½ a L̇², stiffness ½ k x² (x the length beyond
-the dead band `tendon_lengthspring`) and damping ½ d L̇² enter L and the
-dissipation; limits are one-sided rows, tendon equalities holonomic ones."""
+"""Tendons as MuJoCo's `mj_tendon` measures them (fixed: Σ coef·qpos; spatial:
+the distances between consecutive sites, over the last pulley's divisor), their
+armature, dead-band springs and damping, limits and equalities."""
 
 from typing import NamedTuple
 
@@ -29,29 +26,31 @@ class Tendons(NamedTuple):
     length0: np.ndarray  # tendon_length0, the lengths at qpos0
 
 
-def _wraps_geoms(m, t: int) -> bool:
-    return bool(np.any(m.wrap_type[m.tendon_adr[t] :][: m.tendon_num[t]] > 3))
+def _wrapping(m) -> list[int]:
+    """The tendons that wrap geoms (sphere, cylinder: wrap types above sites)."""
+    kinds = np.split(m.wrap_type, m.tendon_adr[1:])
+    return [t for t in range(m.ntendon) if np.any(kinds[t] > 3)]
 
 
 def read(m) -> Tendons:
     """The model's tendons as constants; those wrapping geoms are left out."""
-    ntendon = m.ntendon
-    imported = [t for t in range(ntendon) if not _wraps_geoms(m, t)]
-    coef, offset = np.zeros((ntendon, m.nq)), np.full(ntendon, np.nan)
+    imported = [t for t in range(m.ntendon) if t not in _wrapping(m)]
+    coef, offset = np.zeros((m.ntendon, m.nq)), np.full(m.ntendon, np.nan)
     offset[imported] = 0.0
     segments = []
     for t in imported:
-        adr, num = m.tendon_adr[t], m.tendon_num[t]
-        kind, ids, prm = (x[adr : adr + num] for x in (m.wrap_type, m.wrap_objid, m.wrap_prm))
+        wraps = (m.wrap_type, m.wrap_objid, m.wrap_prm)
+        kind, ids, prm = (x[m.tendon_adr[t] :][: m.tendon_num[t]] for x in wraps)
         if kind[0] == JOINT:
             np.add.at(coef[t], m.jnt_qposadr[ids], prm)
             continue
         divisor = 1.0
-        for j in range(num - 1):  # MuJoCo's walk: a pulley starts a new branch
+        for j in range(len(kind) - 1):  # MuJoCo's walk: a pulley starts a branch
             divisor = prm[j] if kind[j] == PULLEY else divisor
             if PULLEY in kind[j : j + 2]:
                 continue
-            (a, b), (pa, pb) = m.site_bodyid[ids[j : j + 2]], m.site_pos[ids[j : j + 2]]
+            pair = ids[j : j + 2]
+            (a, b), (pa, pb) = m.site_bodyid[pair], m.site_pos[pair]
             if a == b:  # a fixed distance (and no derivative of |0| to take)
                 offset[t] += np.linalg.norm(pa - pb) / divisor
             else:
@@ -60,29 +59,19 @@ def read(m) -> Tendons:
     constraints = not _model._disabled(m, "CONSTRAINT")
     limits = constraints and not _model._disabled(m, "LIMIT")
     limited = [t for t in imported if limits and m.tendon_limited[t]]
-    equalities, polynomials = [], []
-    for e in range(m.neq):
-        a, b = int(m.eq_obj1id[e]), int(m.eq_obj2id[e])
-        if (
-            m.eq_type[e] == TENDON_EQUALITY
-            and m.eq_active0[e]
-            and constraints
-            and not _model._disabled(m, "EQUALITY")
-            and {a, b} - {-1} <= set(imported)
-        ):
+    on = constraints and not _model._disabled(m, "EQUALITY")
+    pairs, polynomials = [], []
+    for e in np.flatnonzero(on * m.eq_active0 * (m.eq_type == TENDON_EQUALITY)):
+        a, b = m.eq_obj1id[e], m.eq_obj2id[e]
+        if {a, b} - {-1} <= set(imported):
             alone = b < 0  # L_a − L_a0 = eq_data[0]: no second tendon
-            equalities.append((a, a if alone else b))
+            pairs.append((a, a if alone else b))
             polynomials.append(m.eq_data[e, :5] * ([1, 0, 0, 0, 0] if alone else 1))
+    imported, limited, pairs = (np.array(x, int) for x in (imported, limited, pairs))
+    ranges, pairs = m.tendon_range[limited], pairs.reshape(-1, 2)
+    polynomials, length0 = np.reshape(polynomials, (-1, 5)), np.array(m.tendon_length0)
     return Tendons(
-        np.array(imported, int),
-        coef,
-        offset,
-        segments,
-        np.array(limited, int),
-        np.array(m.tendon_range[limited]).reshape(-1, 2),
-        np.array(equalities, int).reshape(-1, 2),
-        np.array(polynomials).reshape(-1, 5),
-        np.array(m.tendon_length0),
+        imported, coef, offset, segments, limited, ranges, pairs, polynomials, length0
     )
 
 
@@ -136,30 +125,26 @@ def equalities(tendons: Tendons, length):
 def default_params(m, tendons: Tendons) -> dict[str, np.ndarray]:
     """`tendon_armature`, `tendon_stiffness`, `tendon_lengthspring` and
     `tendon_damping`, where a tendon is imported and no flag disables them."""
-    if not tendons.imported.size:
-        return {}
-    params = {"tendon_armature": m.tendon_armature}
-    if not _model._disabled(m, "SPRING"):
-        params.update(tendon_stiffness=m.tendon_stiffness)
-        params.update(tendon_lengthspring=m.tendon_lengthspring)
-    if not _model._disabled(m, "DAMPER"):
-        params.update(tendon_damping=m.tendon_damping)
-    return params
+    on = tendons.imported.size > 0
+    spring, damper = (on and not _model._disabled(m, f) for f in ("SPRING", "DAMPER"))
+    names = ["armature"] * on + ["stiffness", "lengthspring"] * spring
+    names += ["damping"] * damper
+    return {f"tendon_{k}": np.array(getattr(m, f"tendon_{k}"), float) for k in names}
 
 
 def not_imported(m) -> list[str]:
     """What of the tendons is left out, one phrase each."""
-    ids = range(m.ntendon)
-    wrapping = [t for t in ids if _wraps_geoms(m, t)]
-    friction = [t for t in ids if m.tendon_frictionloss[t]]
-    poly = [t for t in ids if np.any(m.tendon_stiffnesspoly[t]) or np.any(m.tendon_dampingpoly[t])]
-    checks = [
-        (wrapping, "tendons wrapping geoms, with their limits, equalities and actuators"),
-        (not _model._disabled(m, "FRICTIONLOSS") and friction, "tendon friction loss"),
-        (poly, "nonlinear tendon stiffness or damping"),
-    ]
+    friction = m.tendon_frictionloss * (not _model._disabled(m, "FRICTIONLOSS"))
+    poly = np.any(m.tendon_stiffnesspoly, 1) | np.any(m.tendon_dampingpoly, 1)
+    checks = {
+        "tendons wrapping geoms, with their limits, equalities and actuators": (
+            _wrapping(m)
+        ),
+        "tendon friction loss": np.flatnonzero(friction),
+        "nonlinear tendon stiffness or damping": np.flatnonzero(poly),
+    }
     return [
-        f"{phrase} ({', '.join(_model._name(m, 'TENDON', t) for t in which)})"
-        for which, phrase in checks
-        if which
+        f"{phrase} ({', '.join(_model._name(m, 'TENDON', t) for t in ids)})"
+        for phrase, ids in checks.items()
+        if len(ids)
     ]

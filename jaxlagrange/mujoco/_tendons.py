@@ -34,7 +34,7 @@ def _wrapping(m) -> list[int]:
 
 def read(m) -> Tendons:
     """The model's tendons as constants; those wrapping geoms are left out."""
-    imported = [t for t in range(m.ntendon) if t not in _wrapping(m)]
+    imported = sorted(set(range(m.ntendon)) - set(_wrapping(m)))
     coef, offset = np.zeros((m.ntendon, m.nq)), np.full(m.ntendon, np.nan)
     offset[imported] = 0.0
     segments = []

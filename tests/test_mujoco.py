@@ -208,11 +208,10 @@ def test_dm_control_suite_models(name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # MuJoCo writes its compiler warnings to the cwd
     m = mujoco.MjModel.from_xml_path(str(SUITE / f"{name}.xml"))
     m.opt.disableflags |= D.mjDSBL_CONTACT | D.mjDSBL_LIMIT
-    # Their actuators' ctrl and force ranges are not imported (MuJoCo clamps):
-    # controls inside the ranges agree.
-    with pytest.warns(UserWarning, match="ctrl and force ranges"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # all imported, ctrl ranges included
         ready = jl.mujoco.load(m)
-    assert _compare(m, ready, states=2, ctrl_scale=0.2) < 1e-9
+    assert _compare(m, ready, states=2, ctrl_scale=2.0) < 1e-9
 
 
 def test_positions_are_the_bodies_centres_of_mass():
@@ -334,10 +333,8 @@ def test_one_warning_names_everything_not_imported():
         "'extras'",
         "contacts",
         "joint limits (j)",
-        "tendons (1)",
         "equality constraints (1)",
         "fluid forces",
-        "actuators other than motors on hinges and slides (actuator 0)",
         "joint friction loss",
     ):
         assert part in message
@@ -433,7 +430,8 @@ def test_command_line_sweeps_and_fits_a_mujoco_file(tmp_path, capsys):
     assert _cli.main(args) == 1
     assert (
         "unknown axis 'dof_damping[2]'; valid axes for system 'arm': q[0], q[1], "
-        "qd[0], qd[1], body_inertia[0..2, 0..2], body_ipos[0..2, 0..2], "
+        "qd[0], qd[1], actuator_biasprm[0..0, 0..2], actuator_gainprm[0..0, 0..2], "
+        "body_inertia[0..2, 0..2], body_ipos[0..2, 0..2], "
         "body_mass[0..2], ctrl[0..0], dof_armature[0..1], dof_damping[0..1], "
         "gravity[0..2], jnt_stiffness[0..1]"
     ) in capsys.readouterr().err

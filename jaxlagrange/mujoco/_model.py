@@ -37,7 +37,8 @@ class Tree(NamedTuple):  # what the Lagrangian needs of the model, as constants
     damper: bool
     qpos_spring: np.ndarray
     norm_inertia: tuple[float, ...]  # per ball/free joint, see `_system`
-    motors: tuple[np.ndarray, ...]  # actuators, their qpos addresses, gain·gear
+    tendons: Any = None  # `_tendons.Tendons` and `_actuators.Actuators`, set by load
+    actuators: Any = None
 
 
 def read_source(source: Any):
@@ -97,20 +98,6 @@ def coordinates(m) -> tuple[str, ...]:
     )
 
 
-def _motor(m, a: int) -> bool:
-    """A fixed-gain force on one hinge or slide: no bias, no activation."""
-    import mujoco
-
-    joint = int(m.actuator_trnid[a, 0])
-    return (
-        m.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT
-        and m.jnt_type[joint] in (HINGE, SLIDE)
-        and m.actuator_dyntype[a] == mujoco.mjtDyn.mjDYN_NONE
-        and m.actuator_gaintype[a] == mujoco.mjtGain.mjGAIN_FIXED
-        and m.actuator_biastype[a] == mujoco.mjtBias.mjBIAS_NONE
-    )
-
-
 def _contacts(m) -> bool:
     """Whether two geoms of different bodies may collide (MuJoCo's filters: the
     contype/conaffinity bits, one weld group, parent and child, exclusions)."""
@@ -144,29 +131,17 @@ def not_imported(m) -> list[str]:
     def listed(kind, ids):
         return ", ".join(_name(m, kind, i) for i in ids)
 
-    on = {k: not _disabled(m, k) for k in ("ACTUATION", "LIMIT", "SPRING")}
+    on = {k: not _disabled(m, k) for k in ("LIMIT", "SPRING")}
+    neq = int(np.sum(m.eq_type != 3))  # but tendon equalities (`_tendons`)
     limited = [j for j in range(m.njnt) if m.jnt_limited[j]]
     sprung = [j for j in range(m.njnt) if m.jnt_type[j] <= BALL and m.jnt_stiffness[j]]
-    others = [a for a in range(m.nu) if not _motor(m, a)]
-    limits = m.actuator_ctrllimited + m.actuator_forcelimited
-    ranged = [a for a in range(m.nu) if limits[a]]
     checks = [
         (not _disabled(m, "CONTACT") and _contacts(m), "contacts"),
         (limited and on["LIMIT"], f"joint limits ({listed('JOINT', limited)})"),
-        (m.ntendon, f"tendons ({m.ntendon})"),
-        (m.neq and not _disabled(m, "EQUALITY"), f"equality constraints ({m.neq})"),
+        (neq and not _disabled(m, "EQUALITY"), f"equality constraints ({neq})"),
         (
             m.opt.density or m.opt.viscosity or np.any(m.opt.wind),
             "fluid forces (opt.density, viscosity, wind)",
-        ),
-        (
-            others and on["ACTUATION"],
-            "actuators other than motors on hinges and slides "
-            f"({listed('ACTUATOR', others)})",
-        ),
-        (
-            ranged and on["ACTUATION"],
-            f"ctrl and force ranges (not clamped: {listed('ACTUATOR', ranged)})",
         ),
         (
             np.any(m.dof_frictionloss) and not _disabled(m, "FRICTIONLOSS"),
@@ -214,11 +189,6 @@ def tree(m) -> Tree:
         for j in b.joints
         if j.kind in (BALL, FREE)
     )
-    actuation = not _disabled(m, "ACTUATION")
-    motors = [a for a in range(m.nu) if actuation and _motor(m, a)]
-    joints = m.actuator_trnid[motors, 0]
-    gains = m.actuator_gear[motors, 0] * m.actuator_gainprm[motors, 0]
-    motors = (np.array(motors, int), np.array(m.jnt_qposadr[joints], int), gains)
     return Tree(
         tuple(bodies),
         not _disabled(m, "GRAVITY"),
@@ -226,20 +196,18 @@ def tree(m) -> Tree:
         not _disabled(m, "DAMPER"),
         np.array(m.qpos_spring),
         norm,
-        motors,
     )
 
 
 def default_params(m, tree: Tree) -> dict[str, np.ndarray]:
     """The params named after the MjModel fields; those a disable flag turns off
-    (or, for `ctrl`, a model without actuators) are absent."""
+    are absent."""
     params = {"body_mass": m.body_mass, "body_inertia": m.body_inertia}
     params.update(body_ipos=m.body_ipos, dof_armature=m.dof_armature)
     for on, key, value in (
         (tree.damper, "dof_damping", m.dof_damping),
         (tree.spring, "jnt_stiffness", m.jnt_stiffness),
         (tree.gravity, "gravity", m.opt.gravity),
-        (m.nu and not _disabled(m, "ACTUATION"), "ctrl", np.zeros(m.nu)),
     ):
         if on:
             params[key] = value

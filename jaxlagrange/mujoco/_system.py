@@ -21,7 +21,7 @@ from .._custom_types import Array
 from .._errors import traced
 from .._system import LagrangianSystem
 from ..systems._registry import ReadySystem, merge_params
-from . import _labels, _model
+from . import _actuators, _labels, _model, _tendons
 from ._model import BALL, FREE, HINGE, SLIDE, Tree
 
 
@@ -111,7 +111,15 @@ def _system(tree: Tree, params: dict[str, Any], not_imported=()):
     # Joint i is layout[i]: the springs of hinges and slides by joint and address.
     sprung = [(i, a) for i, (k, a, _) in enumerate(layout) if k in (HINGE, SLIDE)]
     irot = np.stack([b.irot for b in tree.bodies])
-    actuators, addresses, gains = tree.motors
+    tendons, actuators = tree.tendons, tree.actuators
+    nq, tendinous = tendons.coef.shape[1], tendons.imported.size > 0
+    driven = bool(np.any(actuators.source >= nq))  # an actuator on a tendon
+
+    def lengths(q):  # the tendons', (ntendon,)
+        return _tendons.lengths(tendons, q, lambda q: _frames(tree, q))
+
+    def tendon_energies(q, qd, params):
+        return _tendons.energies(tendons, *jax.jvp(lengths, (q,), (qd,)), params)
 
     def dofs(q, qd):  # MuJoCo's qvel
         return _velocities(layout, q, qd, to_mujoco=True)
@@ -136,32 +144,51 @@ def _system(tree: Tree, params: dict[str, Any], not_imported=()):
             i, a = np.array(sprung).T
             stretch = q[a] - tree.qpos_spring[a]
             potential += 0.5 * params["jnt_stiffness"][i] @ stretch**2
+        if tendinous:
+            armature, spring, _ = tendon_energies(q, qd, params)
+            kinetic, potential = kinetic + armature, potential + spring
         return kinetic - potential
 
     def dissipation(q, qd, t, params):
-        return 0.5 * params["dof_damping"] @ dofs(q, qd) ** 2
+        damping = tendon_energies(q, qd, params)[2] if tendinous else 0.0
+        return 0.5 * params["dof_damping"] @ dofs(q, qd) ** 2 + damping
 
     def force(q, qd, t, params):
-        return jnp.zeros_like(q).at[addresses].add(gains * params["ctrl"][actuators])
+        position, rate = q, qd  # then the tendons' lengths and rates, if driven
+        if driven:
+            length, speed = jax.jvp(lengths, (q,), (qd,))
+            pull = jax.vjp(lengths, q)[1]
+            position, rate = jnp.append(q, length), jnp.append(qd, speed)
+        ctrl = params["ctrl"]  # the one place the controls are read
+        forces = _actuators.forces(actuators, ctrl, position, rate, params)
+        return forces[:nq] + pull(forces[nq:])[0] if driven else forces
 
     def holonomic(q, t, params):
-        return jnp.concatenate([unit(q, t) for unit in units])
+        rows = [unit(q, t) for unit in units]
+        if tendons.equalities.size:
+            rows.append(_tendons.equalities(tendons, lengths(q)))
+        return jnp.concatenate(rows)
+
+    def unilateral(q, t, params):
+        return _tendons.limits(tendons, lengths(q))
 
     system = LagrangianSystem(
         lagrangian,
         params=params,
         dissipation=dissipation if tree.damper else None,
-        force=force if gains.size else None,
-        holonomic=holonomic if units else None,
+        force=force if actuators.ids.size else None,
+        holonomic=holonomic if units or tendons.equalities.size else None,
+        unilateral=unilateral if tendons.limited.size else None,
         not_imported=not_imported,
     )
-    return system, lambda q, t, params: centres(q, params)[0]
+    return system, lambda q, t, params: centres(q, params)[0], lengths
 
 
 class MujocoSystem(ReadySystem):
     """A ready system loaded from a MuJoCo model, with its state conversions."""
 
     layout: tuple[tuple[int, int, int], ...] = eqx.field(static=True, default=())
+    lengths: Any = eqx.field(static=True, default=None)  # the tendons' at q
 
     def to_mujoco(self, q: Any, qd: Any) -> tuple[Array, Array]:
         """MuJoCo's `(qpos, qvel)` of a state `(q, qd)` (or a batch (..., nq)):
@@ -174,6 +201,21 @@ class MujocoSystem(ReadySystem):
         and ṗ = ½ p ⊗ (0, ω) for ball and free joints."""
         qpos, qvel = jnp.asarray(qpos), jnp.asarray(qvel)
         return qpos, _velocities(self.layout, qpos, qvel, to_mujoco=False)
+
+    def tendon_lengths(self, q: Any) -> Array:
+        """The tendons' lengths (MuJoCo's `ten_length`) at q, shape (ntendon,), or
+        (..., ntendon) for a batch such as `traj.q`; NaN for a tendon not imported
+        (one that wraps geoms)."""
+        return jnp.vectorize(self.lengths, signature="(n)->(k)")(jnp.asarray(q))
+
+    def tendon_velocities(self, q: Any, qd: Any) -> Array:
+        """The tendons' rates dL/dt = (∂L/∂q) q̇ (MuJoCo's `ten_velocity`) at the
+        state `(q, qd)`, shape (ntendon,), or (..., ntendon) for a batch."""
+
+        def rate(q, qd):
+            return jax.jvp(self.lengths, (q,), (qd,))[1]
+
+        return jnp.vectorize(rate, signature="(n),(n)->(k)")(jnp.asarray(q), qd)
 
 
 def _check_armature(m, layout, armature: Any) -> None:
@@ -195,11 +237,14 @@ def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
     L = T − V is built from the model's kinematic tree: the bodies' masses and
     principal inertias in their inertial frames, joint armature (½ a v² in each
     dof's velocity), gravity and joint springs (½ k (q − qpos_spring)² on hinges
-    and slides); joint damping is a Rayleigh dissipation ½ d v², and motors apply
-    gear·ctrl to their joint. Disable flags of the model (gravity, spring, damper,
-    actuation) remove those terms and their params. Contacts, joint limits,
-    tendons, equality constraints, fluid forces and other actuators are not
-    imported: one warning names those the model has.
+    and slides); joint damping is a Rayleigh dissipation ½ d v². Tendons (fixed,
+    spatial through sites) add armature, dead-band springs and damping, limits
+    as one-sided and equalities as holonomic constraints; actuators apply
+    MuJoCo's clipped affine force (gain·ctrl + bias) through joints and tendons.
+    Disable flags of the model (gravity, spring, damper, actuation) remove those
+    terms and their params. What is not imported (contacts, joint limits, other
+    equality constraints, fluid forces, geom-wrapping tendons, activation
+    dynamics...) is named in one warning.
 
     The coordinates are MuJoCo's qpos (hinge and slide 1, ball 4 = quaternion
     (w, x, y, z), free 7 = position then quaternion), and q̇ = dq/dt: a
@@ -215,12 +260,14 @@ def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
     - `params`: overrides of the params, named after the MjModel fields:
         `body_mass` (nbody,), `body_inertia` (nbody, 3), `body_ipos` (nbody, 3),
         `dof_armature` (nv,), `dof_damping` (nv,), `jnt_stiffness` (njnt,),
-        `gravity` (3,) and `ctrl` (nu,) (zeros by default; absent with no
-        actuators).
+        `gravity` (3,); `tendon_armature`, `tendon_stiffness`, `tendon_damping`
+        (ntendon,), `tendon_lengthspring` (ntendon, 2); `actuator_gainprm`,
+        `actuator_biasprm` (nactuator, 3) and `ctrl` (nu,) (zeros; absent where
+        no imported actuator reads it).
 
     **Returns:** a `MujocoSystem`, a `ReadySystem` that unpacks as
     `system, q0, qd0` (qpos0 at rest), with `positions(q)` the bodies' centres
-    of mass and `to_mujoco`/`from_mujoco`.
+    of mass, `to_mujoco`/`from_mujoco` and `tendon_lengths`/`tendon_velocities`.
 
     **Raises:** `ValueError` for a missing file, a model MuJoCo rejects, an
     unknown param or one of the wrong shape, or unequal armature on the angular
@@ -241,28 +288,27 @@ def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
     name = _model.model_name(m)
     if m.nv == 0:
         raise ValueError(f"MuJoCo model {name!r} has no joints: nothing moves.")
-    tree = _model.tree(m)
+    tendons = _tendons.read(m)
+    actuators = _actuators.read(m, tendons)
+    tree = _model.tree(m)._replace(tendons=tendons, actuators=actuators)
     layout = _layout(tree)
-    merged = merge_params(name, _model.default_params(m, tree), params)
+    defaults = _model.default_params(m, tree) | _tendons.default_params(m, tendons)
+    defaults |= _actuators.default_params(m, actuators)
+    merged = merge_params(name, defaults, params)
     if not traced(merged["dof_armature"]):
         _check_armature(m, layout, np.asarray(merged["dof_armature"]))
-    missing = _model.not_imported(m)
+    missing = _model.not_imported(m) + _tendons.not_imported(m)
+    missing += _actuators.not_imported(m, tendons)
     if missing:
         warnings.warn(
             f"MuJoCo model {name!r}: not imported (absent from the Lagrangian): "
             f"{'; '.join(missing)}.",
             stacklevel=2,
         )
-    system, points = _system(tree, merged, missing)
+    system, points, lengths = _system(tree, merged, missing)
     q0 = jnp.asarray(m.qpos0, dtype=float)
     coordinates = _model.coordinates(m)
+    ready = system, q0, jnp.zeros_like(q0), name, coordinates
     return MujocoSystem(
-        system,
-        q0,
-        jnp.zeros_like(q0),
-        name,
-        coordinates,
-        points=points,
-        layout=layout,
-        **_labels.labels(m),
+        *ready, points=points, layout=layout, lengths=lengths, **_labels.labels(m)
     )

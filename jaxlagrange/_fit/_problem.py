@@ -282,7 +282,7 @@ def _driven(params, trainable, data, explicit: bool):
         )
     if explicit and any(jtu.tree_leaves(trainable["ctrl"])):
         raise ValueError("`trainable` names 'ctrl', which `Observations.ctrl` drives.")
-    return type(trainable)({**trainable, "ctrl": False})
+    return eqx.tree_at(lambda t: t["ctrl"], trainable, False)
 
 
 def check_given_starts(system, params, trainable, data, layouts) -> None:

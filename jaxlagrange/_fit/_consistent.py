@@ -29,7 +29,8 @@ from .. import rigid
 from ._quality import flat_names
 
 INERTIAL = ("body_mass", "body_ipos", "body_inertia", "body_iquat")
-_STANDARD = ("m", "mc_x", "mc_y", "mc_z", "I_xx", "I_yy", "I_zz", "I_xy", "I_xz", "I_yz")
+_STANDARD = ("m", "mc_x", "mc_y", "mc_z", "I_xx", "I_yy", "I_zz", "I_xy", "I_xz")
+_STANDARD += ("I_yz",)
 
 
 class Inertial(eqx.Module, Mapping):
@@ -41,7 +42,9 @@ class Inertial(eqx.Module, Mapping):
     rest: dict
 
     def __getitem__(self, key):
-        return _fields(self.theta, self.rest)[key] if key in INERTIAL else self.rest[key]
+        if key in INERTIAL:
+            return _fields(self.theta, self.rest)[key]
+        return self.rest[key]
 
     def __iter__(self):
         return iter(self.rest)
@@ -107,11 +110,13 @@ def wrap(params: dict, trained: Mapping) -> tuple[Any, Any] | None:
     if fields == ["body_mass"]:
         theta = np.log(mass)
     else:
-        iquat, ipos = np.asarray(rest["body_iquat"])[1:], np.asarray(rest["body_ipos"])[1:]
+        keys = ("body_iquat", "body_ipos", "body_inertia")
+        iquat, ipos, moments = (np.asarray(params[k])[1:] for k in keys)
         rot = np.asarray(rigid.quaternion_to_matrix(iquat))
-        inertia = np.einsum("bij,bj,bkj->bik", rot, np.asarray(rest["body_inertia"])[1:], rot)
+        inertia = np.einsum("bij,bj,bkj->bik", rot, moments, rot)
         h = mass[:, None] * ipos
-        second = np.trace(inertia, axis1=1, axis2=2)[:, None, None] / 2 * np.eye(3) - inertia
+        trace = np.trace(inertia, axis1=1, axis2=2)[:, None, None]
+        second = trace / 2 * np.eye(3) - inertia
         J = np.zeros((mass.size, 4, 4))
         J[:, :3, :3] = second + h[:, :, None] * ipos[:, None, :]
         J[:, :3, 3], J[:, 3, :3], J[:, 3, 3] = h, h, mass
@@ -122,7 +127,8 @@ def wrap(params: dict, trained: Mapping) -> tuple[Any, Any] | None:
         d = np.log(np.diagonal(u, axis1=1, axis2=2)[:, :3])
         s = u[:, [0, 0, 1], [1, 2, 2]]
         theta = np.concatenate([np.log(scale)[:, None], d, s, u[:, :3, 3]], 1)
-    mask = Inertial(True, {k: False if k in INERTIAL else v for k, v in trained.items()})
+    mask = {k: False if k in INERTIAL else v for k, v in trained.items()}
+    mask = Inertial(True, mask)
     return Inertial(jnp.asarray(theta), rest), mask
 
 

@@ -119,7 +119,8 @@ class Observations(eqx.Module):
                 f"`qd` must have the shape of `q`, {q.shape}, got {self.qd.shape}."
             )
         if self.ctrl is not None and (self.ctrl.ndim != 2 or len(self.ctrl) != T):
-            raise ValueError(f"`ctrl` must have shape ({T}, nu), got {self.ctrl.shape}.")
+            shape = self.ctrl.shape
+            raise ValueError(f"`ctrl` must have shape ({T}, nu), got {shape}.")
         for name in ("q0", "qd0"):
             x = getattr(self, name)
             if x is not None and x.shape != (n,):

@@ -367,7 +367,8 @@ def _fit_from(system, data, params, *, driver, **settings) -> FitResult:
 def _consistent_of(system, params, trainable, positive, consistent, starts):
     """`fit`'s system, params, trainable and positive, with the bodies'
     inertial params as consistent unknowns where `consistent` asks for it."""
-    loaded = isinstance(params, Mapping) and all(k in params for k in _consistent.INERTIAL)
+    loaded = isinstance(params, Mapping)
+    loaded = loaded and all(k in params for k in _consistent.INERTIAL)
     if consistent not in (None, True, False) or (consistent and not loaded):
         raise ValueError(
             "`consistent` must be None, True or False; True needs a loaded model's "

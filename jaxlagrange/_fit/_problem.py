@@ -272,7 +272,8 @@ def _driven(params, trainable, data, explicit: bool):
     shapes = {d.ctrl.shape[1:] for d in data if d.ctrl is not None}
     if not shapes:
         return trainable
-    have = np.shape(params["ctrl"]) if isinstance(params, Mapping) and "ctrl" in params else None
+    have = isinstance(params, Mapping) and "ctrl" in params
+    have = np.shape(params["ctrl"]) if have else None
     if shapes != {have}:
         raise ValueError(
             f"`Observations.ctrl` of shape (T, {'/'.join(str(*s) for s in shapes)}) "

@@ -97,7 +97,8 @@ def flat_names(trained) -> list[str]:
         if np.size(leaf) == 1:
             names.append(name)
         else:
-            names += [f"{name}[{', '.join(map(str, i))}]" for i in np.ndindex(np.shape(leaf))]
+            index = np.ndindex(np.shape(leaf))
+            names += [f"{name}[{', '.join(map(str, i))}]" for i in index]
     return names
 
 
@@ -128,11 +129,12 @@ def weak_directions(precision, names, dead) -> tuple[list[str], list[dict[str, f
     for k in np.flatnonzero(w < _WEAK * w[-1]):
         x = v[:, k] / d[keep]
         x = x / np.linalg.norm(x) * np.sign(x[np.argmax(np.abs(x))])
-        out.append({names[keep[i]]: float(x[i]) for i in np.flatnonzero(np.abs(x) >= 0.05)})
+        big = np.flatnonzero(np.abs(x) >= 0.05)
+        out.append({names[keep[i]]: float(x[i]) for i in big})
     return single, out
 
 
-def warn_unidentifiable(dead: list[str], weak: list[dict[str, float]], hint: str = "") -> str | None:
+def warn_unidentifiable(dead: list[str], weak: list[dict[str, float]]) -> str | None:
     """Warn that the `dead` params and the `weak` combinations cannot be
     determined from the data; the text, or None."""
     if not dead and not weak:
@@ -156,8 +158,8 @@ def warn_unidentifiable(dead: list[str], weak: list[dict[str, float]], hint: str
     text = (
         f"jl.fit: {'; and '.join(parts)}. Their standard errors are inf (the "
         "others' are computed without them). Hold all but one of each fixed "
-        "(`trainable=`), or add an experiment that moves them separately"
-        f"{hint}. The directions are in `FitResult.unidentifiable`."
+        "(`trainable=`), or add an experiment that moves them separately. The "
+        "directions are in `FitResult.unidentifiable`."
     )
     warnings.warn(text, UserWarning, stacklevel=4)
     return text

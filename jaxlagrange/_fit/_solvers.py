@@ -189,7 +189,9 @@ def _with_jacobian(problem, static):
 
 
 @eqx.filter_jit
-def solve_and_decode(theta, problem, optimizer, steps, mode, setup, trainable, callback):
+def solve_and_decode(
+    theta, problem, optimizer, steps, mode, setup, trainable, callback
+):
     """`optimistix_solve`, and `decode_result` of its result (when it has the
     covariance) in the same program."""
     out = optimistix_solve(theta, problem, optimizer, steps, mode, setup, callback)

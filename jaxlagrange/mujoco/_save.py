@@ -62,7 +62,8 @@ def save(source: Any, path: Any, params: dict[str, Any]) -> Path:
         v = m.jnt_dofadr[j]
         if "dof_armature" in get:
             joint.armature = get["dof_armature"][v]
-        for field, key, i in (("damping", "dof_damping", v), ("stiffness", "jnt_stiffness", j)):
+        pairs = (("damping", "dof_damping", v), ("stiffness", "jnt_stiffness", j))
+        for field, key, i in pairs:
             if key in get:  # (the first of MuJoCo's polynomial coefficients)
                 value = np.array(getattr(joint, field))
                 value[0] = get[key][i]

@@ -120,8 +120,12 @@ def sysid_fit(xml, runs, parameters):
     for i, (ctrl, ts, q, qd) in enumerate(runs):
         state = create_initial_state(model, q[0], qd[0], np.zeros(model.na))
         sensors = TimeSeries.from_names(ts, np.concatenate([q, qd], 1), model)
+        # Its controls on its own step, held (it interpolates them linearly).
+        dt = model.opt.timestep
+        fine = np.arange(round(ts[-1] / dt) + 1) * dt
+        held = ctrl[np.minimum((fine / HOLD + 1e-9).astype(int), len(ctrl) - 1)]
         sequences.append(ModelSequences(
-            f"run{i}", spec, f"run{i}", state, TimeSeries(ts, ctrl), sensors
+            f"run{i}", spec, f"run{i}", state, TimeSeries(fine, held), sensors
         ))
 
     def run():

@@ -160,7 +160,7 @@ def _armatures(data):
 def test_arm_armatures_and_their_intervals():
     """mujoco.sysid's test_arm_recover_armature (1e-3 here from noisy data; the
     noise-free fit to 1e-6), and the true values inside the 95% intervals."""
-    exact = _armatures(_arm_data(0, 1e-9))
+    exact = _armatures(_arm_data(0, 1e-8))
     np.testing.assert_allclose(exact.params["dof_armature"], ARMATURE, atol=1e-6)
     inside = []
     for seed in (1, 2):

@@ -14,6 +14,7 @@ from ._eom import energy as energy, mass_matrix as mass_matrix, momenta as momen
 from ._equilibrium import equilibrium as equilibrium
 from ._fit._loss import Observations as Observations, fit_loss as fit_loss
 from ._fit._main import FitResult as FitResult, fit as fit
+from ._hold import ZeroOrderHold as ZeroOrderHold
 from ._impulse import apply_impulse as apply_impulse
 from ._initial_state import project_initial_state as project_initial_state
 from ._integrators import VariationalMidpoint as VariationalMidpoint

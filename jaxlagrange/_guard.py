@@ -81,7 +81,10 @@ class _AbstractGuard(diffrax.AbstractStepSizeController):
         dt = next_t1 - next_t0
         next_t0 = jnp.where(finite, next_t0, t0)
         next_t1 = next_t0 + dt
-        stuck = dt <= resolution if isinstance(self, _AdaptiveGuard) else ~finite
+        # (After an accepted step a tiny one is no collapse: a `jump_ts` may ask
+        # for one ulp up to a jump.)
+        adaptive = isinstance(self, _AdaptiveGuard)
+        stuck = (dt <= resolution) & ~keep if adaptive else ~finite
         failed_dt = jnp.where(stuck, t1 - t0, failed_dt)
         failed_finite = jnp.where(stuck, finite, failed_finite)
         result = diffrax.RESULTS.where(stuck, diffrax.RESULTS.dt_min_reached, result)

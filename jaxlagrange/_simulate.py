@@ -11,6 +11,7 @@ from ._custom_types import Array, ArrayLike, Float, ScalarLike, VectorLike
 from ._eom import unread_velocities
 from ._errors import first_error, forward_mode_hint, known
 from ._guard import Failure, diagnosed
+from ._hold import switch_times
 from ._hybrid import hybrid_solve
 from ._initial_state import check_initial_state, start_result
 from ._integrators import AbstractLagrangianSolver, VariationalMidpoint
@@ -113,7 +114,9 @@ def simulate(
         JAX's default float32, whose precision cannot meet 1e-8.
     - `dt0`: initial step (None: chosen automatically); required with a constant
         step size, e.g. `stepsize_controller=diffrax.ConstantStepSize()`.
-    - `stepsize_controller`: replaces the default `diffrax.PIDController(rtol, atol)`.
+    - `stepsize_controller`: replaces the default `diffrax.PIDController(rtol, atol)`
+        (which steps to the switch times of any `jl.ZeroOrderHold` among the
+        params).
     - `max_steps`: the most steps the solver may take.
     - `adjoint`: how to differentiate. The default,
         `diffrax.RecursiveCheckpointAdjoint()`, differentiates the solver's own
@@ -286,6 +289,11 @@ def simulate_checked(
         solver = ProjectedSolver(solver)
     if stepsize_controller is None:
         stepsize_controller = diffrax.PIDController(rtol=rtol, atol=atol)
+        # Held controls switch discontinuously: step to each switch and restart.
+        if (jumps := switch_times(system.params)) is not None:
+            stepsize_controller = diffrax.ClipStepSizeController(
+                stepsize_controller, jump_ts=jumps.astype(dtype)
+            )
     adjoint = diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint
     if progress_meter is None:
         progress_meter = diffrax.NoProgressMeter()

@@ -533,16 +533,19 @@ def test_fits_that_mislead_are_refused_or_warned():
     )
     with pytest.raises(ValueError, match=r"the first sample of data\[0\] has weight 0"):
         _length_fit(glitch, fit_initial_state=False)
-    # Two params that enter only as a product: NaN errors, said so.
+    # Two params that enter only as a product: inf errors, the direction named.
     product = jl.LagrangianSystem(
         lambda q, qd, t, p: 0.5 * qd[0] ** 2 + p["a"] * p["b"] * jnp.cos(q[0]),
         params={"a": 2.0, "b": 4.905},
     )
     q, qd = _observe(product, jnp.array([1.0]), jnp.array([0.0]), TS)
-    with pytest.warns(UserWarning, match=r"do not determine params \['a'\], \['b'\]"):
+    with pytest.warns(UserWarning, match=r"combination of params along [-+]0.\d+·a [-+]0.\d+·b"):
         data = jl.Observations(TS, q, qd, q0=q[0], qd0=qd[0])
         result = jl.fit(product, data, params={"a": 1.5, "b": 5.0})
-    assert np.isnan(float(result.stderr["a"]))
+    assert np.isinf(float(result.stderr["a"])) and np.isinf(float(result.stderr["b"]))
+    (direction,) = result.unidentifiable  # along (a, −b): a·b unchanged
+    a, b = float(result.params["a"]), float(result.params["b"])
+    np.testing.assert_allclose(direction["a"] / direction["b"], -a / b, rtol=1e-3)
     # Stopped at its step limit: said so (it was silent, with usual errors).
     with pytest.warns(UserWarning, match=r"LevenbergMarquardt stopped before meeting"):
         assert not _length_fit(clean, steps=3).converged

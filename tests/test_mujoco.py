@@ -171,6 +171,7 @@ def test_no_actuators_no_ctrl():
         "body_mass",
         "body_inertia",
         "body_ipos",
+        "body_iquat",
         "dof_armature",
         "dof_damping",
         "jnt_stiffness",
@@ -431,7 +432,7 @@ def test_command_line_sweeps_and_fits_a_mujoco_file(tmp_path, capsys):
     assert (
         "unknown axis 'dof_damping[2]'; valid axes for system 'arm': q[0], q[1], "
         "qd[0], qd[1], actuator_biasprm[0..0, 0..2], actuator_gainprm[0..0, 0..2], "
-        "body_inertia[0..2, 0..2], body_ipos[0..2, 0..2], "
+        "body_inertia[0..2, 0..2], body_ipos[0..2, 0..2], body_iquat[0..2, 0..3], "
         "body_mass[0..2], ctrl[0..0], dof_armature[0..1], dof_damping[0..1], "
         "gravity[0..2], jnt_stiffness[0..1]"
     ) in capsys.readouterr().err

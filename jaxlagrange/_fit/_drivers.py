@@ -56,6 +56,7 @@ class LeastSquares(AbstractDriver):
     progress: bool
     jacobian: str
     forward_adjoint: bool  # no `adjoint` given: forward mode where the Jacobian is
+    callback: Any = None
 
     def run(self, theta, problem, setup, trainable) -> Solved:
         start = time.perf_counter()
@@ -85,6 +86,7 @@ class LeastSquares(AbstractDriver):
                 mode,
                 setup,
                 trainable,
+                self.callback,
             )
         )
         count, code, name = int(count), int(code), type(self.solver).__name__
@@ -114,6 +116,7 @@ class Optax(AbstractDriver):
     optimizer: optax.GradientTransformation
     steps: int
     progress: bool
+    callback: Any = None
 
     def run(self, theta, problem, setup, trainable) -> Solved:
         start, steps, losses = time.perf_counter(), self.steps, np.empty(self.steps)
@@ -138,6 +141,8 @@ class Optax(AbstractDriver):
                 check(loss, bool(grad_finite), named, k)
                 losses[k] = loss
                 theta, opt_state = new_theta, new_state
+                if self.callback is not None:
+                    self.callback(problem.decoded(theta)[0])
                 bar.set_postfix(loss=f"{loss:.4e}", refresh=False)
                 bar.update()
         finally:
@@ -150,7 +155,9 @@ class Optax(AbstractDriver):
         return Solved(theta, losses, steps, converged, result, None, None, False)
 
 
-def driver_of(optimizer, *, steps, jacobian, adjoint, progress) -> AbstractDriver:
+def driver_of(
+    optimizer, *, steps, jacobian, adjoint, progress, callback=None
+) -> AbstractDriver:
     """The driver of `fit`'s `optimizer` (None: Levenberg–Marquardt), its options
     checked."""
     if not (isinstance(steps, int) and steps >= 1):
@@ -162,7 +169,7 @@ def driver_of(optimizer, *, steps, jacobian, adjoint, progress) -> AbstractDrive
     if optimizer is None:
         optimizer = optx.LevenbergMarquardt(rtol=1e-10, atol=1e-10)
     if isinstance(optimizer, optax.GradientTransformation):
-        return Optax(optimizer, steps, progress)
+        return Optax(optimizer, steps, progress, callback)
     if not isinstance(
         optimizer, (optx.AbstractLeastSquaresSolver, optx.AbstractMinimiser)
     ):
@@ -178,7 +185,9 @@ def driver_of(optimizer, *, steps, jacobian, adjoint, progress) -> AbstractDrive
             f"{type(optimizer).__name__} needs reverse-mode derivatives: "
             "use jacobian='reverse' or 'auto'."
         )
-    return LeastSquares(optimizer, steps, progress, jacobian, adjoint is None)
+    return LeastSquares(
+        optimizer, steps, progress, jacobian, adjoint is None, callback
+    )
 
 
 def solver_message(code: int) -> str:

@@ -25,6 +25,7 @@ import numpy as np
 
 from .._custom_types import Array, Float, Params, ScalarLike
 from .._errors import known as _known
+from .._hold import ZeroOrderHold
 from .._initial_state import project_initial_state
 from .._options import Options
 from .._results import SUCCESSFUL, code_of
@@ -69,6 +70,10 @@ class Observations(eqx.Module):
     - `sigma_qd`: the noise scale of `qd` where it differs from that of `q`
         (velocities from finite differences are often noisier), with `sigma`;
         a positive scalar or shape (n,). Default: `sigma`.
+    - `ctrl`: the controls applied during the experiment, shape (T, nu), row k
+        held over [ts[k], ts[k+1]) (a zero-order hold, as MuJoCo's `mj_step`
+        applies `ctrl`): `fit` drives the system's `ctrl` param by it, as a
+        `jl.ZeroOrderHold` (and never fits that param).
 
     **Raises:** `ValueError` naming the argument for a wrong shape, lengths that do
     not match `ts`, times that are not strictly increasing, and non-finite data.
@@ -90,6 +95,7 @@ class Observations(eqx.Module):
     weights: Array | None = _keyword("weights")
     sigma: Array | None = _keyword("sigma")
     sigma_qd: Array | None = _keyword("sigma_qd")
+    ctrl: Array | None = _keyword("ctrl")
 
     def __check_init__(self):
         ts, q = self.ts, self.q
@@ -112,6 +118,9 @@ class Observations(eqx.Module):
             raise ValueError(
                 f"`qd` must have the shape of `q`, {q.shape}, got {self.qd.shape}."
             )
+        if self.ctrl is not None and (self.ctrl.ndim != 2 or len(self.ctrl) != T):
+            shape = self.ctrl.shape
+            raise ValueError(f"`ctrl` must have shape ({T}, nu), got {shape}.")
         for name in ("q0", "qd0"):
             x = getattr(self, name)
             if x is not None and x.shape != (n,):
@@ -164,11 +173,16 @@ class Observations(eqx.Module):
             # The residuals are scaled by 1/σ², which must leave them room to
             # be squared and summed.
             tiny = np.finfo(known[name].dtype).max ** -0.25
-            if np.any(known[name] < tiny):
+            low, high = np.min(known[name]), np.max(known[name])
+            if low < tiny or high > 1 / tiny:
+                small = low < tiny
                 raise ValueError(
-                    f"`{name}` = {np.min(known[name]):.3g} is so small that 1/{name}² "
-                    f"overflows {known[name].dtype} (the residuals are divided by "
-                    f"it): give it in the data's units, at least {tiny:.3g}."
+                    f"`{name}` = {low if small else high:.3g} is so "
+                    f"{'small' if small else 'large'} that 1/{name}² "
+                    f"{'over' if small else 'under'}flows {known[name].dtype} (the "
+                    "residuals are divided by it): give it in the data's units, "
+                    f"{'at least' if small else 'at most'} "
+                    f"{tiny if small else 1 / tiny:.3g}."
                 )
 
 
@@ -186,6 +200,7 @@ class _Layout(eqx.Module):
     ends: np.ndarray  # (K,) index of each segment's last real save time
     starts: tuple[np.ndarray, np.ndarray]  # (K, n) each: the data's segment starts
     scale_qd: np.ndarray  # (n,): 1 / sigma_qd², of the velocities' residuals
+    hold: tuple[np.ndarray, np.ndarray] | None  # (ts, ctrl) of a driven experiment
 
 
 def layout_of(obs: Observations, segments: int) -> _Layout:
@@ -241,21 +256,25 @@ def layout_of(obs: Observations, segments: int) -> _Layout:
         bounds[1:] - bounds[:-1],
         (start_q, start_qd),
         1.0 / sigma_qd**2,
+        None if obs.ctrl is None else (ts, np.asarray(obs.ctrl)),
     )
 
 
 def _pieces(system, layout: _Layout, starts, options, diagnose: bool):
     """The weighted residuals of one observed trajectory and its continuity gaps.
 
-    Returns (residuals, gaps, total, count, result codes, raw): the data residuals
+    Returns (residuals, gaps, total, result codes, raw): the data residuals
     √w (q̂ − q)/σ (and of q̇), whose squares sum to the misfit; the gaps
     (x̂_end − x_start)/σ between consecutive segments; the summed weights of the
-    observed quantities; the number of gap entries; and Σ w (q̂ − q)², the
+    observed quantities; and Σ w (q̂ − q)², the
     coordinates' misfit in the data's units. Without `diagnose` a stopped solve
     has its provisional code (`_guard.provisional`): the loss's program then
     holds no diagnosis, which a failed fit runs afterwards (`Problem.named_codes`).
     """
     q0s, qd0s = starts
+    if layout.hold is not None:  # the experiment's controls drive `ctrl`
+        hold = ZeroOrderHold(*layout.hold)
+        system = eqx.tree_at(lambda s: s.params["ctrl"], system, hold)
     constrained = system.has_equality_constraints
     if constrained:
         # Each piece starts on the constraint manifold: a start (noisy data, a
@@ -288,7 +307,6 @@ def _pieces(system, layout: _Layout, starts, options, diagnose: bool):
         (scale * (q_end[:-1] - q0s[1:])).ravel(),
         (scale_qd * (qd_end[:-1] - qd0s[1:])).ravel(),
     ]
-    count = 2 * q0s[1:].size
     if constrained:
         # The later starts are tied to the manifold by their gaps; the first by
         # its distance from its projection (else its off-manifold part would be
@@ -297,9 +315,8 @@ def _pieces(system, layout: _Layout, starts, options, diagnose: bool):
             (scale * (begins[0][0] - q0s[0])).ravel(),
             (scale_qd * (begins[1][0] - qd0s[0])).ravel(),
         ]
-        count += 2 * q0s[0].size
     code = code_of(traj.result)
-    return residuals, gaps, total, count, code, raw
+    return residuals, gaps, total, code, raw
 
 
 def _residuals(system, layouts, starts, continuity_weight, options, diagnose=False):
@@ -309,12 +326,26 @@ def _residuals(system, layouts, starts, continuity_weight, options, diagnose=Fal
     squared misfit of the coordinates in the data's units."""
     data, gaps, codes = [], [], []
     total, count, raw = 0.0, 0, 0.0
-    for layout, start in zip(layouts, starts, strict=True):
-        r, g, t, k, code, misfit = _pieces(system, layout, start, options, diagnose)
-        data += r
-        gaps += g
-        total, count, raw = total + t, count + k, raw + misfit
-        codes.append(code)
+    # Experiments of one shape are solved as one batch (vmap): one trace, one
+    # compiled solve, however many there are.
+    groups: dict[Any, list[int]] = {}
+    for i, layout in enumerate(layouts):
+        shapes = jtu.tree_map(np.shape, (layout, starts[i]))
+        groups.setdefault(str(shapes), []).append(i)
+    for group in groups.values():
+        stack = lambda *x: jnp.stack(x)  # noqa: E731
+        layout = jtu.tree_map(stack, *[layouts[i] for i in group])
+        start = jtu.tree_map(stack, *[starts[i] for i in group])
+        pieces = lambda layout, start: _pieces(  # noqa: E731
+            system, layout, start, options, diagnose
+        )
+        r, g, t, code, misfit = jax.vmap(pieces)(layout, start)
+        data += [x.ravel() for x in r]
+        gaps += [x.ravel() for x in g]
+        total, raw = total + jnp.sum(t), raw + jnp.sum(misfit)
+        _, segments, n = start[0].shape  # 2n gaps per later segment's start
+        count += 2 * n * len(group) * (segments - 1 + system.has_equality_constraints)
+        codes.append(code.ravel())
     data = jnp.concatenate(data) / jnp.sqrt(total)
     parts = [data]
     if count:

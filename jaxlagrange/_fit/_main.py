@@ -9,28 +9,32 @@ and `fit` reads the solution's quality and uncertainties.
 """
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
 import diffrax
 import equinox as eqx
+import jax.numpy as jnp
 import numpy as np
 import optax
 import optimistix as optx
+from jax.flatten_util import ravel_pytree
 
 from .._custom_types import Array, Params, ScalarLike
 from .._system import LagrangianSystem
+from . import _consistent
 from ._drivers import driver_of
 from ._loss import Observations, _options, check_params
-from ._problem import check_not_traced, prepare
+from ._problem import check_not_traced, mask, prepare
 from ._quality import (
+    flat_names,
     quality,
     start_params,
-    unidentifiable,
     warn_not_converged,
     warn_undetermined,
     warn_unidentifiable,
+    weak_directions,
 )
 from ._solvers import covariance_of, covariance_setup, decode_result, unknowns
 
@@ -59,7 +63,8 @@ class FitResult(eqx.Module):
     - `stderr`: standard errors of the fitted params, a pytree like `params` (0 for
         leaves that were not trained), the square roots of the diagonal of
         `covariance`; inf for a param the data cannot determine (one that does
-        not change the motion), named by a warning.
+        not change the motion, or one in a combination of params they do not
+        determine: see `unidentifiable`), named by a warning.
     - `covariance`: the Gauss–Newton covariance σ̂² (JᵀJ)⁻¹ of the flattened
         trained params (in tree order), shape (p, p), from the Jacobian J of the
         residuals (in units of `Observations.sigma`) at the optimum, with the
@@ -89,6 +94,14 @@ class FitResult(eqx.Module):
         to try (more segments, other starts).
     - `start_losses`: with `starts=`, the final loss from each starting guess
         (inf where that fit failed); None otherwise.
+    - `unidentifiable`: what the data cannot determine, each a direction in
+        param space as {name: coefficient} (a unit vector in the params' own
+        units): {name: 1.0} for a param that does not change the motion, and
+        each combination along which the residuals barely change (an eigenvalue
+        of the params' precision, scaled to a unit diagonal, below 1e-8 of the
+        largest; e.g. {"a": 0.89, "b": -0.45} for params that enter only as the
+        product a·b). Every param in them has an inf standard error, and
+        `fit` warns, naming them.
     """
 
     params: Params
@@ -108,6 +121,7 @@ class FitResult(eqx.Module):
     data_scale: float = float("nan")
     warning: str | None = None
     start_losses: np.ndarray | None = None
+    unidentifiable: list[dict[str, float]] = eqx.field(default_factory=list)
 
 
 def fit(
@@ -133,6 +147,8 @@ def fit(
     progress: bool = False,
     jacobian: str = "auto",
     starts: Any = None,
+    consistent: bool | None = None,
+    callback: Callable[[Params], Any] | None = None,
 ) -> FitResult:
     """Fit the params of `system` (and optionally initial states) to observed data.
 
@@ -200,6 +216,24 @@ def fit(
         A rugged loss (long or chaotic data) has local minima; a spread of starts
         with a few `segments` finds the global one more reliably than one start.
 
+    - `consistent`: keep a loaded model's bodies physically consistent (the
+        default, None: on for params with MuJoCo's inertial fields, from
+        `jl.mujoco.load`). Where `trainable` includes `body_ipos`,
+        `body_inertia` or `body_iquat`, the ten standard inertial params of
+        every body (mass, centre of mass, full inertia tensor) are fitted
+        together as the log-Cholesky factor of its pseudo-inertia, so that
+        every iterate has mass > 0 and a positive definite inertia that obeys
+        the triangle inequalities; `body_mass` alone is fitted as logarithms.
+        The result is in the model's terms (principal moments in
+        `body_inertia`, their axes in `body_iquat`; write it to a model file
+        with `jl.mujoco.save`); `stderr` of `body_iquat` is NaN (a rotation),
+        and `covariance` and `unidentifiable` are over each body's ten
+        standard params `m[b]`, `mc_x[b]`… (m times the centre), `I_xx[b]`…
+        (the inertia about the body frame's origin), then the other trained
+        params. False fits the fields as they are.
+    - `callback`: called with the params (a pytree like `params`) at each
+        point the solver evaluates (each optax step), e.g. to record the path.
+
     A fit whose misfit is far above the noise (χ²_red ≫ 1 with `sigma`), or
     without `sigma` not small against the data, issues a `UserWarning` saying so
     and what to try; the numbers are on the result (`chi2_red`, `rms`,
@@ -240,8 +274,17 @@ def fit(
     """
     check_not_traced(system, params, data, starts, continuity_weight)
     params = check_params(system, params)
+    system, params, trainable, positive = _consistent_of(
+        system, params, trainable, positive, consistent, starts
+    )
+    hook = None if callback is None else lambda p: callback(_consistent.public(p))
     driver = driver_of(
-        optimizer, steps=steps, jacobian=jacobian, adjoint=adjoint, progress=progress
+        optimizer,
+        steps=steps,
+        jacobian=jacobian,
+        adjoint=adjoint,
+        progress=progress,
+        callback=hook,
     )
     one = partial(
         _fit_from,
@@ -271,16 +314,32 @@ def _fit_from(system, data, params, *, driver, **settings) -> FitResult:
     if covariance is None:  # the optax path, or past _COVARIANCE_MAX
         covariance = covariance_of(theta, problem, setup)
         decoded = decode_result(theta, problem, covariance, trainable)
-    final, chi, covariance, raw, dead = covariance
+    final, chi, covariance, raw, dead, precision = covariance
     fitted, segment_starts, firsts, stderr = decoded
+    consistent = isinstance(fitted, _consistent.Inertial)
+    if consistent:
+        fitted, trainable, stderr, covariance, precision, dead, names = (
+            _consistent.reported(
+                fitted, trainable, stderr, covariance, precision, dead
+            )
+        )
+    else:
+        names = flat_names(eqx.filter(fitted, trainable))
+    single, weak = weak_directions(precision, names, dead)
+    dead = [n for n, d in zip(names, np.asarray(dead), strict=True) if d] + single
+    weak_names = [n for d in weak for n in d] + dead
+    if consistent:
+        weak_names = _consistent.undetermined(weak_names)
+    stderr = _undetermined(stderr, trainable, weak_names)
     q0, qd0 = (list(x) for x in zip(*firsts, strict=True))
     misfit = quality(
         data, problem.layouts, chi, raw, problem.total, problem.count, unknowns(theta)
     )
     if misfit.warning is not None:
         warnings.warn(misfit.warning, UserWarning, stacklevel=3)
-    warn_unidentifiable(unidentifiable(eqx.filter(fitted, trainable), dead))
-    warn_undetermined(stderr)
+    warn_unidentifiable(dead, weak)
+    # (A consistent fit's `body_iquat` has no per-component error: NaN, said.)
+    warn_undetermined({**stderr, "body_iquat": None} if consistent else stderr)
     if solved.stopped_early:
         name = type(driver.solver).__name__
         warn_not_converged(name, solved.solver_result, solved.count)
@@ -301,7 +360,48 @@ def _fit_from(system, data, params, *, driver, **settings) -> FitResult:
         misfit.rms,
         misfit.data_scale,
         misfit.warning,
+        unidentifiable=[{n: 1.0} for n in dead] + weak,
     )
+
+
+def _consistent_of(system, params, trainable, positive, consistent, starts):
+    """`fit`'s system, params, trainable and positive, with the bodies'
+    inertial params as consistent unknowns where `consistent` asks for it."""
+    loaded = isinstance(params, Mapping)
+    loaded = loaded and all(k in params for k in _consistent.INERTIAL)
+    if consistent not in (None, True, False) or (consistent and not loaded):
+        raise ValueError(
+            "`consistent` must be None, True or False; True needs a loaded model's "
+            f"params (`jl.mujoco.load`: {', '.join(_consistent.INERTIAL)}), got "
+            f"{consistent!r}" + ("" if loaded else " for other params") + "."
+        )
+    if consistent is False or not loaded:
+        return system, params, trainable, positive
+    trained = mask(True if trainable is None else trainable, params, "trainable")
+    wrapped = _consistent.wrap(params, trained)
+    if wrapped is None:
+        return system, params, trainable, positive
+    if starts is not None:
+        raise ValueError(
+            "`starts` is not supported with consistent inertial params: pass "
+            "consistent=False, or fit from each start in turn."
+        )
+    params, trainable = wrapped
+    fixed = mask(False if positive is None else positive, params.rest, "positive")
+    positive = eqx.tree_at(lambda p: p.rest, trainable, fixed)
+    positive = eqx.tree_at(lambda p: p.theta, positive, False)
+    for k in _consistent.INERTIAL:  # consistency holds them positive
+        positive = eqx.tree_at(lambda p, k=k: p.rest[k], positive, False)
+    return eqx.tree_at(lambda s: s.params, system, params), params, trainable, positive
+
+
+def _undetermined(stderr, trainable, names):
+    """`stderr` with inf for the trained params `names` (not determined)."""
+    if not names:
+        return stderr
+    flat, unflatten = ravel_pytree(eqx.filter(stderr, trainable))
+    bad = np.isin(flat_names(eqx.filter(stderr, trainable)), names)
+    return eqx.combine(unflatten(jnp.where(bad, jnp.inf, flat)), stderr)
 
 
 def _best_of(fit_from, starts) -> FitResult:

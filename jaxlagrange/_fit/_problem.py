@@ -217,6 +217,7 @@ def prepare(
     trainable = jtu.tree_map(
         lambda t, x: t and eqx.is_inexact_array(x), trainable, params
     )
+    trainable = _driven(params, trainable, data, explicit)
     positive = mask(False if positive is None else positive, params, "positive")
     for (path, x), t, p in zip(
         jtu.tree_leaves_with_path(params),
@@ -264,6 +265,25 @@ def prepare(
     ]
     theta = strong((encode(params, trainable, positive), starts))
     return problem, theta, trainable, data
+
+
+def _driven(params, trainable, data, explicit: bool):
+    """`trainable` without `ctrl` where `Observations(ctrl=...)` drives it."""
+    shapes = {d.ctrl.shape[1:] for d in data if d.ctrl is not None}
+    if not shapes:
+        return trainable
+    have = isinstance(params, Mapping) and "ctrl" in params
+    have = np.shape(params["ctrl"]) if have else None
+    if shapes != {have}:
+        raise ValueError(
+            f"`Observations.ctrl` of shape (T, {'/'.join(str(*s) for s in shapes)}) "
+            "drives the system's `ctrl` param, but system.params "
+            + ("has no 'ctrl'" if have is None else f"has 'ctrl' of shape {have}")
+            + ": a model with actuators has one of shape (nu,)."
+        )
+    if explicit and any(jtu.tree_leaves(trainable["ctrl"])):
+        raise ValueError("`trainable` names 'ctrl', which `Observations.ctrl` drives.")
+    return eqx.tree_at(lambda t: t["ctrl"], trainable, False)
 
 
 def check_given_starts(system, params, trainable, data, layouts) -> None:

@@ -87,36 +87,79 @@ def quality(data, layouts, chi, raw, total, count, unknowns: int) -> FitQuality:
     return FitQuality(chi2_red, rms, scale, warning)
 
 
-def unidentifiable(trained, dead) -> list[str]:
-    """Names of the flattened trained params flagged in `dead` (their Jacobian
-    column is zero), e.g. `['k']` or `["w"][1]`."""
-    dead = np.asarray(dead, bool)
+def flat_names(trained) -> list[str]:
+    """A name per flattened trained param, e.g. `k` or `["w"][1]`."""
     names = []
     for path, leaf in jtu.tree_leaves_with_path(trained):
-        size = int(np.size(leaf))
         keys = [getattr(k, "key", None) for k in path]
-        name = (
-            str(keys[0])
-            if len(keys) == 1 and isinstance(keys[0], str)
-            else jtu.keystr(path)
-        )
-        if size == 1:
+        one = len(keys) == 1 and isinstance(keys[0], str)
+        name = str(keys[0]) if one else jtu.keystr(path)
+        if np.size(leaf) == 1:
             names.append(name)
         else:
-            names += [f"{name}[{i}]" for i in np.ndindex(np.shape(leaf))]
-    return [name for name, d in zip(names, dead, strict=True) if d]
+            index = np.ndindex(np.shape(leaf))
+            names += [f"{name}[{', '.join(map(str, i))}]" for i in index]
+    return names
 
 
-def warn_unidentifiable(names: list[str]) -> str | None:
-    """Warn that `names` cannot be determined from the data; the text, or None."""
-    if not names:
+# A combination of params is not determined when the precision, scaled to a unit
+# diagonal, has an eigenvalue below this fraction of its largest: its standard
+# error is then > 10⁴ times what the data would give each param alone.
+_WEAK = 1e-8
+
+
+def weak_directions(precision, names, dead) -> tuple[list[str], list[dict[str, float]]]:
+    """What the data do not determine besides the `dead` params: the params
+    whose precision vanishes against the others', and the combinations along
+    the eigenvectors of the `precision` scaled to a unit diagonal with a
+    relative eigenvalue below `_WEAK`, each as {name: coefficient}, a unit
+    vector in the params' own units (terms below 0.05 left out)."""
+    precision, dead = np.asarray(precision, float), np.asarray(dead, bool)
+    d = np.sqrt(np.abs(np.diagonal(precision)))
+    if not np.all(np.isfinite(precision)) or not np.any(d[~dead] > 0):
+        return [], []
+    # A param whose precision vanishes against the others' (rounding) alone.
+    alone = ~dead & (d <= _WEAK * np.max(d[~dead]))
+    single, out = [names[i] for i in np.flatnonzero(alone)], []
+    keep = np.flatnonzero(~dead & ~alone)
+    if keep.size < 2:
+        return single, out
+    scaled = precision[np.ix_(keep, keep)] / np.outer(d[keep], d[keep])
+    w, v = np.linalg.eigh((scaled + scaled.T) / 2)
+    for k in np.flatnonzero(w < _WEAK * w[-1]):
+        x = v[:, k] / d[keep]
+        x = x / np.linalg.norm(x) * np.sign(x[np.argmax(np.abs(x))])
+        big = np.flatnonzero(np.abs(x) >= 0.05)
+        out.append({names[keep[i]]: float(x[i]) for i in big})
+    return single, out
+
+
+def warn_unidentifiable(dead: list[str], weak: list[dict[str, float]]) -> str | None:
+    """Warn that the `dead` params and the `weak` combinations cannot be
+    determined from the data; the text, or None."""
+    if not dead and not weak:
         return None
-    which = ", ".join(names)
+    parts = []
+    if dead:
+        parts.append(
+            f"param {', '.join(dead)} does not change the fitted motion (its column "
+            "of the residuals' Jacobian is zero)"
+        )
+    if weak:
+        combos = "; ".join(
+            " ".join(f"{c:+.3g}·{n}" for n, c in d.items()) for d in weak
+        )
+        parts.append(
+            "the data do not determine the combination"
+            f"{'s' * (len(weak) > 1)} of params along {combos} (a direction in "
+            "which the residuals barely change: the params may enter only through "
+            "a product, or the experiment does not excite them separately)"
+        )
     text = (
-        f"jl.fit: param {which} does not change the fitted motion (its column of "
-        "the residuals' Jacobian is zero), so the data cannot determine it: its "
-        "standard error is inf (the others' are computed without it). Hold it fixed "
-        "(`trainable=`) or check that the Lagrangian uses it."
+        f"jl.fit: {'; and '.join(parts)}. Their standard errors are inf (the "
+        "others' are computed without them). Hold all but one of each fixed "
+        "(`trainable=`), or add an experiment that moves them separately. The "
+        "directions are in `FitResult.unidentifiable`."
     )
     warnings.warn(text, UserWarning, stacklevel=4)
     return text

@@ -47,7 +47,7 @@ def _step(theta, opt_state, problem, optimizer):
     return theta, opt_state, loss, codes, _all_finite(grads), largest
 
 
-def _iterate(fn, solver, y0, steps: int, options: dict):
+def _iterate(fn, solver, y0, steps: int, options: dict, on_step=None):
     """optimistix's solve loop (the solver's public init/step/terminate/postprocess,
     as `optx.least_squares` and `optx.minimise` run them), recording the loss that
     each step evaluated. `fn(y, args)` returns (residuals or loss, (codes, loss))."""
@@ -76,6 +76,8 @@ def _iterate(fn, solver, y0, steps: int, options: dict):
         y, dynamic, _, losses, k, _, _ = carry
         state = eqx.combine(dynamic, static)
         new_y, state, aux = solver.step(fn, y, None, options, state, tags)
+        if on_step is not None:
+            on_step(new_y)
         done, result = terminate(y, state)
         dynamic = eqx.filter(state, eqx.is_array)
         return new_y, dynamic, aux, losses.at[k].set(aux[1]), k + 1, done, result
@@ -91,8 +93,13 @@ def _iterate(fn, solver, y0, steps: int, options: dict):
 
 
 @eqx.filter_jit
-def optimistix_solve(theta, problem, optimizer, steps, mode, setup):
+def optimistix_solve(theta, problem, optimizer, steps, mode, setup, callback=None):
     arrays, static = eqx.partition(theta, eqx.is_array)
+    on_step = None
+    if callback is not None:  # on the host, with the params the step evaluates
+
+        def on_step(y):
+            jax.debug.callback(callback, problem.decoded(eqx.combine(y, static))[0])
 
     def residuals(y, _):
         r, _, codes, _ = problem.residuals(eqx.combine(y, static))
@@ -113,7 +120,7 @@ def optimistix_solve(theta, problem, optimizer, steps, mode, setup):
     else:
         fn, options = loss, {}
     value, losses, count, result, state = _iterate(
-        fn, optimizer, arrays, steps, options
+        fn, optimizer, arrays, steps, options, on_step
     )
     theta = eqx.combine(value, static)
     if reuse:
@@ -182,10 +189,12 @@ def _with_jacobian(problem, static):
 
 
 @eqx.filter_jit
-def solve_and_decode(theta, problem, optimizer, steps, mode, setup, trainable):
+def solve_and_decode(
+    theta, problem, optimizer, steps, mode, setup, trainable, callback
+):
     """`optimistix_solve`, and `decode_result` of its result (when it has the
     covariance) in the same program."""
-    out = optimistix_solve(theta, problem, optimizer, steps, mode, setup)
+    out = optimistix_solve(theta, problem, optimizer, steps, mode, setup, callback)
     gauss_newton = out[-1]
     if gauss_newton is None:
         return out, None
@@ -263,7 +272,16 @@ def _covariance(jac, r, chi, raw, flat, problem, sigma_given: bool, logs: tuple)
     # params come first in the flattened unknowns.
     scale = jnp.where(np.asarray(logs, bool), jnp.exp(flat[:p]), 1.0)
     cov = cov[:p, :p] * scale[:, None] * scale[None, :]
-    return jnp.sum(r**2), chi, cov, raw, dead[:p]
+    # The params' precision with the segment starts eliminated (a Schur
+    # complement), in their own units: its spectrum tells which combinations
+    # the data determine (`_quality.weak_directions`).
+    precision = kept[:p, :p]
+    if size > p:
+        starts = jax.scipy.linalg.cho_factor(kept[p:, p:])
+        coupling = jax.scipy.linalg.cho_solve(starts, kept[p:, :p])
+        precision = precision - kept[:p, p:] @ coupling
+    precision = precision / (variance * scale[:, None] * scale[None, :])
+    return jnp.sum(r**2), chi, cov, raw, dead[:p], precision
 
 
 def _data_norm(problem):
@@ -333,7 +351,7 @@ def covariance_of(theta, problem, setup):
         r, chi, _, raw = _residuals_jit(theta, problem)
         p = unknowns(theta[0])
         nan = jnp.full((p, p), jnp.nan)
-        return jnp.sum(r**2), chi, nan, raw, jnp.zeros(p, bool)
+        return jnp.sum(r**2), chi, nan, raw, jnp.zeros(p, bool), nan
     return _covariance_jit(theta, *setup)
 
 

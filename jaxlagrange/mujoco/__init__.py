@@ -5,3 +5,4 @@ when `load` is called.
 """
 
 from ._system import MujocoSystem as MujocoSystem, load as load
+from ._save import save as save

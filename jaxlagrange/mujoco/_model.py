@@ -203,7 +203,8 @@ def default_params(m, tree: Tree) -> dict[str, np.ndarray]:
     """The params named after the MjModel fields; those a disable flag turns off
     are absent."""
     params = {"body_mass": m.body_mass, "body_inertia": m.body_inertia}
-    params.update(body_ipos=m.body_ipos, dof_armature=m.dof_armature)
+    params.update(body_ipos=m.body_ipos, body_iquat=m.body_iquat)
+    params.update(dof_armature=m.dof_armature)
     for on, key, value in (
         (tree.damper, "dof_damping", m.dof_damping),
         (tree.spring, "jnt_stiffness", m.jnt_stiffness),

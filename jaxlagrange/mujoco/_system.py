@@ -19,6 +19,7 @@ import numpy as np
 from .. import rigid
 from .._custom_types import Array
 from .._errors import traced
+from .._hold import value_at
 from .._system import LagrangianSystem
 from ..systems._registry import ReadySystem, merge_params
 from . import _actuators, _labels, _model, _tendons
@@ -110,7 +111,6 @@ def _system(tree: Tree, params: dict[str, Any], not_imported=()):
     units = [rigid.unit_quaternion(range(a, a + 4)) for a in quaternions]
     # Joint i is layout[i]: the springs of hinges and slides by joint and address.
     sprung = [(i, a) for i, (k, a, _) in enumerate(layout) if k in (HINGE, SLIDE)]
-    irot = np.stack([b.irot for b in tree.bodies])
     tendons, actuators = tree.tendons, tree.actuators
     nq, tendinous = tendons.coef.shape[1], tendons.imported.size > 0
     driven = bool(np.any(actuators.source >= nq))  # an actuator on a tendon
@@ -130,8 +130,12 @@ def _system(tree: Tree, params: dict[str, Any], not_imported=()):
 
     def lagrangian(q, qd, t, params):
         (x, r), (v, r_dot) = jax.jvp(lambda q: centres(q, params), (q,), (qd,))
-        # The inertia about the centre of mass in the body frame, Rᵢ diag(I) Rᵢᵀ.
-        inertia = jnp.einsum("bij,bj,bkj->bik", irot, params["body_inertia"][1:], irot)
+        # The inertia about the centre of mass in the body frame, Rᵢ Iᵢ Rᵢᵀ: Iᵢ
+        # principal, or a full (3, 3) tensor (as `jl.fit(consistent=True)` fits).
+        irot = rigid.quaternion_to_matrix(params["body_iquat"][1:])
+        inertia = params["body_inertia"][1:]
+        inertia = inertia if inertia.ndim == 3 else inertia[..., None] * np.eye(3)
+        inertia = irot @ inertia @ jnp.swapaxes(irot, 1, 2)
         mass = params["body_mass"][1:]
         energy = jax.vmap(rigid._body_kinetic_energy)(mass, inertia, v, r, r_dot)
         kinetic = jnp.sum(energy) + 0.5 * params["dof_armature"] @ dofs(q, qd) ** 2
@@ -159,7 +163,7 @@ def _system(tree: Tree, params: dict[str, Any], not_imported=()):
             length, speed = jax.jvp(lengths, (q,), (qd,))
             pull = jax.vjp(lengths, q)[1]
             position, rate = jnp.append(q, length), jnp.append(qd, speed)
-        ctrl = params["ctrl"]  # the one place the controls are read
+        ctrl = value_at(params["ctrl"], t)  # the one place the controls are read
         forces = _actuators.forces(actuators, ctrl, position, rate, params)
         return forces[:nq] + pull(forces[nq:])[0] if driven else forces
 
@@ -259,11 +263,13 @@ def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
         `mujoco.mj_setConst`).
     - `params`: overrides of the params, named after the MjModel fields:
         `body_mass` (nbody,), `body_inertia` (nbody, 3), `body_ipos` (nbody, 3),
+        `body_iquat` (nbody, 4),
         `dof_armature` (nv,), `dof_damping` (nv,), `jnt_stiffness` (njnt,),
         `gravity` (3,); `tendon_armature`, `tendon_stiffness`, `tendon_damping`
         (ntendon,), `tendon_lengthspring` (ntendon, 2); `actuator_gainprm`,
         `actuator_biasprm` (nactuator, 3) and `ctrl` (nu,) (zeros; absent where
-        no imported actuator reads it).
+        no imported actuator reads it; a `jl.ZeroOrderHold` of shape (T, nu)
+        holds a series).
 
     **Returns:** a `MujocoSystem`, a `ReadySystem` that unpacks as
     `system, q0, qd0` (qpos0 at rest), with `positions(q)` the bodies' centres

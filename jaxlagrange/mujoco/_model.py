@@ -38,16 +38,25 @@ class Tree(NamedTuple):  # what the Lagrangian needs of the model, as constants
     qpos_spring: np.ndarray
     norm_inertia: tuple[float, ...]  # per ball/free joint, see `_system`
     motors: tuple[np.ndarray, ...]  # actuators, their qpos addresses, gain·gear
+    limits: Any = None  # `_limits.Limits` or None
+    equalities: tuple = ()  # `_equality.Equality`s
+    inertial: Any = None  # `_physical.Bodies`: what a mass or inertia may be
 
 
-def read_source(source: Any):
-    """An `MjModel` from a path, an MJCF string or an `MjModel`, as `load` takes."""
+def read_source(source: Any, assets: dict[str, bytes] | None = None):
+    """An `MjModel` from a path, MJCF text (str or bytes), an `MjModel` or
+    dm_control's `physics.model` (its `.ptr`), as `load` takes them."""
     import mujoco
 
+    if isinstance(getattr(source, "ptr", None), mujoco.MjModel):
+        source = source.ptr  # dm_control's wrapper of the MjModel
     if isinstance(source, mujoco.MjModel):
         return source
-    if isinstance(source, str) and source.lstrip().startswith("<"):
+    if isinstance(source, bytes | bytearray):
+        source = bytes(source).decode("utf-8-sig")
+    if isinstance(source, str) and source.lstrip("\ufeff \t\r\n").startswith("<"):
         what, read = "the MJCF string", mujoco.MjModel.from_xml_string
+        source = source.lstrip("\ufeff")
     elif isinstance(source, str | os.PathLike):
         path = Path(source)
         if not path.is_file():
@@ -55,14 +64,14 @@ def read_source(source: Any):
         what, read, source = f"{str(path)!r}", mujoco.MjModel.from_xml_path, str(path)
     else:
         raise ValueError(
-            "`source` must be a path to an MJCF or URDF file, an MJCF string or a "
-            f"mujoco.MjModel, got {type(source).__name__}."
+            "`source` must be a path to an MJCF or URDF file, MJCF text (str or "
+            "bytes), a mujoco.MjModel or dm_control's physics.model, got "
+            f"{type(source).__name__}."
         )
     try:
-        return read(source)
-    except ValueError as e:  # MuJoCo's compiler and parser errors
-        message = " ".join(str(e).split())
-        raise ValueError(f"MuJoCo rejects the model {what}: {message}") from None
+        return read(source, assets)
+    except ValueError as e:  # MuJoCo's compiler and parser errors, as it words them
+        raise ValueError(f"MuJoCo cannot load {what}:\n{str(e).strip()}") from None
 
 
 def _quat_matrix(p) -> np.ndarray:
@@ -144,17 +153,21 @@ def not_imported(m) -> list[str]:
     def listed(kind, ids):
         return ", ".join(_name(m, kind, i) for i in ids)
 
-    on = {k: not _disabled(m, k) for k in ("ACTUATION", "LIMIT", "SPRING")}
-    limited = [j for j in range(m.njnt) if m.jnt_limited[j]]
+    on = {k: not _disabled(m, k) for k in ("ACTUATION", "SPRING")}
+    held = not _disabled(m, "EQUALITY") and not _disabled(m, "CONSTRAINT")
+    equalities = [  # the tendon (3) and flex kinds of mujoco.mjtEq
+        f"{'tendon' if m.eq_type[i] == 3 else 'flex'} {_name(m, 'EQUALITY', i)}"
+        for i in range(m.neq)
+        if m.eq_type[i] > 2 and m.eq_active0[i] and held
+    ]
     sprung = [j for j in range(m.njnt) if m.jnt_type[j] <= BALL and m.jnt_stiffness[j]]
     others = [a for a in range(m.nu) if not _motor(m, a)]
     limits = m.actuator_ctrllimited + m.actuator_forcelimited
     ranged = [a for a in range(m.nu) if limits[a]]
     checks = [
         (not _disabled(m, "CONTACT") and _contacts(m), "contacts"),
-        (limited and on["LIMIT"], f"joint limits ({listed('JOINT', limited)})"),
         (m.ntendon, f"tendons ({m.ntendon})"),
-        (m.neq and not _disabled(m, "EQUALITY"), f"equality constraints ({m.neq})"),
+        (equalities, f"equality constraints ({', '.join(equalities)})"),
         (
             m.opt.density or m.opt.viscosity or np.any(m.opt.wind),
             "fluid forces (opt.density, viscosity, wind)",
@@ -240,6 +253,7 @@ def default_params(m, tree: Tree) -> dict[str, np.ndarray]:
         (tree.spring, "jnt_stiffness", m.jnt_stiffness),
         (tree.gravity, "gravity", m.opt.gravity),
         (m.nu and not _disabled(m, "ACTUATION"), "ctrl", np.zeros(m.nu)),
+        (tree.limits is not None, "restitution", 0.0),
     ):
         if on:
             params[key] = value

@@ -21,7 +21,7 @@ from .._custom_types import Array
 from .._errors import traced
 from .._system import LagrangianSystem
 from ..systems._registry import ReadySystem, merge_params
-from . import _model
+from . import _equality, _limits, _model, _physical
 from ._model import BALL, FREE, HINGE, SLIDE, Tree
 
 
@@ -123,8 +123,9 @@ def _system(tree: Tree, params: dict[str, Any]):
     def lagrangian(q, qd, t, params):
         (x, r), (v, r_dot) = jax.jvp(lambda q: centres(q, params), (q,), (qd,))
         # The inertia about the centre of mass in the body frame, Rᵢ diag(I) Rᵢᵀ.
-        inertia = jnp.einsum("bij,bj,bkj->bik", irot, params["body_inertia"][1:], irot)
-        mass = params["body_mass"][1:]
+        mass, inertia = params["body_mass"], params["body_inertia"]
+        mass = _physical.check(tree.inertial, mass, inertia)[1:]  # a sweep's, a fit's
+        inertia = jnp.einsum("bij,bj,bkj->bik", irot, inertia[1:], irot)
         energy = jax.vmap(rigid._body_kinetic_energy)(mass, inertia, v, r, r_dot)
         kinetic = jnp.sum(energy) + 0.5 * params["dof_armature"] @ dofs(q, qd) ** 2
         for J, a in zip(tree.norm_inertia, quaternions, strict=True):
@@ -145,14 +146,25 @@ def _system(tree: Tree, params: dict[str, Any]):
         return jnp.zeros_like(q).at[addresses].add(gains * params["ctrl"][actuators])
 
     def holonomic(q, t, params):
-        return jnp.concatenate([unit(q, t) for unit in units])
+        rows = [unit(q, t) for unit in units]
+        if tree.equalities:  # after the quaternions' norms
+            rows.append(_equality.residuals(tree.equalities, *_frames(tree, q), q))
+        return jnp.concatenate(rows)
+
+    def unilateral(q, t, params):
+        return _limits.rows(tree.limits, q)
+
+    if tree.limits:  # named in the refusal of a start below a limit
+        unilateral.names = tree.limits.names
 
     system = LagrangianSystem(
         lagrangian,
         params=params,
         dissipation=dissipation if tree.damper else None,
         force=force if gains.size else None,
-        holonomic=holonomic if units else None,
+        holonomic=holonomic if units or tree.equalities else None,
+        unilateral=unilateral if tree.limits else None,
+        restitution="restitution" if tree.limits else 0.0,
     )
     return system, lambda q, t, params: centres(q, params)[0]
 
@@ -188,7 +200,13 @@ def _check_armature(m, layout, armature: Any) -> None:
             )
 
 
-def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
+def load(
+    source: Any,
+    *,
+    params: dict[str, Any] | None = None,
+    strict: bool = False,
+    assets: dict[str, bytes] | None = None,
+) -> MujocoSystem:
     """A MuJoCo model as a ready system: exact, differentiable equations of motion.
 
     L = T − V is built from the model's kinematic tree: the bodies' masses and
@@ -196,9 +214,13 @@ def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
     dof's velocity), gravity and joint springs (½ k (q − qpos_spring)² on hinges
     and slides); joint damping is a Rayleigh dissipation ½ d v², and motors apply
     gear·ctrl to their joint. Disable flags of the model (gravity, spring, damper,
-    actuation) remove those terms and their params. Contacts, joint limits,
-    tendons, equality constraints, fluid forces and other actuators are not
-    imported: one warning names those the model has.
+    actuation) remove those terms and their params. Joint limits are unilateral
+    constraints (impacts plastic unless the `restitution` param), and the active
+    connect, weld and joint equalities holonomic ones, held exactly (after the
+    quaternions' norms in `Trajectory.multipliers`); `<flag limit|equality|
+    constraint="disable"/>` removes them. A default pose outside a limit is moved
+    onto it. What is not imported (contacts, tendons, fluid forces, other
+    actuators) is named in one warning, with the pose moved.
 
     The coordinates are MuJoCo's qpos (hinge and slide 1, ball 4 = quaternion
     (w, x, y, z), free 7 = position then quaternion), and q̇ = dq/dt: a
@@ -208,22 +230,29 @@ def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
 
     **Arguments:**
 
-    - `source`: a path to an MJCF or URDF file, an MJCF string, or a
-        `mujoco.MjModel` (read as it is: after editing its fields call
-        `mujoco.mj_setConst`).
+    - `source`: a path to an MJCF or URDF file, MJCF text (a string or bytes,
+        a byte-order mark allowed), a `mujoco.MjModel` (read as it is: after
+        editing its fields call `mujoco.mj_setConst`) or dm_control's
+        `physics.model`.
     - `params`: overrides of the params, named after the MjModel fields:
         `body_mass` (nbody,), `body_inertia` (nbody, 3), `body_ipos` (nbody, 3),
         `dof_armature` (nv,), `dof_damping` (nv,), `jnt_stiffness` (njnt,),
-        `gravity` (3,) and `ctrl` (nu,) (zeros by default; absent with no
-        actuators).
+        `gravity` (3,), `ctrl` (nu,) (zeros by default; absent with no
+        actuators) and `restitution` (a scalar, 0 by default; with limits).
+    - `strict`: raise the warning of what is not imported as a `ValueError`.
+    - `assets`: file names to their bytes, for the files the model includes
+        (meshes, included XML), as `mujoco.MjModel.from_xml_string` takes them.
 
     **Returns:** a `MujocoSystem`, a `ReadySystem` that unpacks as
     `system, q0, qd0` (qpos0 at rest), with `positions(q)` the bodies' centres
     of mass and `to_mujoco`/`from_mujoco`.
 
-    **Raises:** `ValueError` for a missing file, a model MuJoCo rejects, an
-    unknown param or one of the wrong shape, or unequal armature on the angular
-    dofs of a ball or free joint.
+    **Raises:** `ValueError` for a missing file, a model MuJoCo rejects (with
+    its message), an unknown param or one of the wrong shape, a negative mass or
+    moment of inertia, a moving body without mass, principal moments violating
+    A + B ≥ C (also where params are traced, as an equinox error), unequal
+    armature on the angular dofs of a ball or free joint, or, with `strict`,
+    anything not imported.
 
     **Example:**
 
@@ -236,24 +265,31 @@ def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
     traj = jl.simulate(system, q0 + 0.5, qd0, t1=2.0)
     ```
     """
-    m = _model.read_source(source)
+    m = _model.read_source(source, assets)
     name = _model.model_name(m)
     if m.nv == 0:
         raise ValueError(f"MuJoCo model {name!r} has no joints: nothing moves.")
-    tree = _model.tree(m)
+    tree = _model.tree(m)._replace(
+        limits=_limits.read(m),
+        equalities=_equality.read(m),
+        inertial=_physical.read(m, name),
+    )
     layout = _layout(tree)
     merged = merge_params(name, _model.default_params(m, tree), params)
     if not traced(merged["dof_armature"]):
         _check_armature(m, layout, np.asarray(merged["dof_armature"]))
-    missing = _model.not_imported(m)
-    if missing:
-        warnings.warn(
-            f"MuJoCo model {name!r}: not imported (absent from the Lagrangian): "
-            f"{'; '.join(missing)}.",
-            stacklevel=2,
-        )
+    _physical.check(tree.inertial, merged["body_mass"], merged["body_inertia"])
+    missing = "; ".join(_model.not_imported(m))
+    missing = missing and f"not imported (absent from the Lagrangian): {missing}"
+    if missing and strict:
+        raise ValueError(f"MuJoCo model {name!r}: {missing} (strict=True).")
+    q0, moved = _limits.onto(tree.limits, m.qpos0)
+    moved = moved and f"default pose moved onto its joint limits: {', '.join(moved)}"
+    if missing or moved:
+        said = "; ".join(x for x in (missing, moved) if x)
+        warnings.warn(f"MuJoCo model {name!r}: {said}.", stacklevel=2)
     system, points = _system(tree, merged)
-    q0 = jnp.asarray(m.qpos0, dtype=float)
+    q0 = jnp.asarray(q0)
     coordinates = _model.coordinates(m)
     return MujocoSystem(
         system, q0, jnp.zeros_like(q0), name, coordinates, points=points, layout=layout

@@ -7,10 +7,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from ._model import BALL, HINGE, SLIDE, _disabled, _name
-
-
-LOHI = ("lower", "upper")
+from ._model import BALL, _disabled, _name
 
 
 class Limits(NamedTuple):
@@ -26,20 +23,20 @@ def read(m) -> Limits | None:
     """The model's active joint limits (None: none, or disabled)."""
     if _disabled(m, "LIMIT") or _disabled(m, "CONSTRAINT"):
         return None
-    limited = [j for j in range(m.njnt) if m.jnt_limited[j]]
-    lines = [j for j in limited if m.jnt_type[j] in (HINGE, SLIDE)]
-    balls = [j for j in limited if m.jnt_type[j] == BALL]
+    lines = [j for j in range(m.njnt) if m.jnt_limited[j] and m.jnt_type[j] > BALL]
+    balls = [j for j in range(m.njnt) if m.jnt_limited[j] and m.jnt_type[j] == BALL]
     if not lines and not balls:
         return None
     names = [repr(_name(m, "JOINT", j)) for j in lines + balls]
-    sides = [f"the {s} limit of joint {n}" for n in names[: len(lines)] for s in LOHI]
+    sides = [f"the {s} limit of joint {n}" for n in names for s in ("lower", "upper")]
+    cones = [f"the cone of joint {n}" for n in names[len(lines) :]]
     return Limits(
         np.repeat(m.jnt_qposadr[lines], 2),
         np.tile([1.0, -1.0], len(lines)),
         np.asarray(m.jnt_range[lines], float).reshape(-1),
         np.asarray(m.jnt_qposadr[balls], int),
         np.max(m.jnt_range[balls], axis=1) if balls else np.zeros(0),
-        (*sides, *(f"the cone of joint {n}" for n in names[len(lines) :])),
+        (*sides[: 2 * len(lines)], *cones),
     )
 
 
@@ -57,14 +54,12 @@ def rows(limits: Limits, q):
 
 def onto(limits: Limits | None, qpos0: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """qpos0 with each hinge and slide outside its range moved onto the nearer
-    limit, and a phrase per joint moved (dm_control's hopper: knee at 0, range
-    [5°, 150°])."""
+    limit (the hopper's knee: 0 → 5°), and a phrase per joint moved."""
     q0, moved = np.array(qpos0, float), []
     if limits is None:
         return q0, moved
-    for a, lo, hi, name in zip(
-        limits.address[::2], *limits.bound.reshape(-1, 2).T, limits.names[::2]
-    ):
+    ranges = limits.bound.reshape(-1, 2)
+    for a, (lo, hi), name in zip(limits.address[::2], ranges, limits.names[::2]):
         if not lo <= q0[a] <= hi:
             joint = name.removeprefix("the lower limit of ")
             moved.append(f"{joint} from {q0[a]:.4g} to {np.clip(q0[a], lo, hi):.4g}")

@@ -1,5 +1,5 @@
-"""The masses and inertias MuJoCo's compiler accepts, checked on the loaded params
-and, where they are traced (a sweep, a fit, a batch), in the Lagrangian."""
+"""The masses and inertias MuJoCo's compiler accepts, checked on a loaded model's
+params and on the ends of a sweep's axes."""
 
 from typing import NamedTuple
 
@@ -7,6 +7,15 @@ import numpy as np
 
 from .._errors import first_error
 from ._model import _name
+
+
+_RULES = (
+    "a mass cannot be negative",
+    "a body that moves needs a positive mass (with the bodies welded to it; "
+    "MuJoCo's compiler rule)",
+    "a moment of inertia cannot be negative",
+    "principal moments of inertia must satisfy the triangle inequality A + B >= C",
+)
 
 
 class Bodies(NamedTuple):
@@ -21,41 +30,24 @@ def read(m, model: str) -> Bodies:
     return Bodies(model, names, np.array(moving, float))
 
 
-def check(bodies: Bodies, mass, inertia):
-    """`mass`, with an error naming the first impossible entry: a
-    negative mass or moment, a body with dofs whose mass (with the bodies welded
-    to it) is not positive, principal moments with A + B < C. A `ValueError` at
-    once when the values are known, else `eqx.branched_error_if`."""
-    a, b, c = inertia[:, 0], inertia[:, 1], inertia[:, 2]
-    slack = 1e-12 * (a + b + c)
-    triangle = (a + b < c - slack) | (b + c < a - slack) | (a + c < b - slack)
-    checks = [
-        (mass < 0, "a mass cannot be negative", "body_mass", mass),
-        (
-            (bodies.moving @ mass <= 0) & bodies.moving.any(1),
-            "a body that moves needs a positive mass (with the bodies welded to "
-            "it; MuJoCo's compiler rule)",
-            "body_mass",
-            mass,
-        ),
-        (inertia < 0, "a moment of inertia cannot be negative", "body_inertia", inertia),
-        (
-            triangle,
-            "principal moments of inertia must satisfy the triangle inequality "
-            "A + B >= C",
-            "body_inertia",
-            inertia,
-        ),
-    ]
+def check(bodies: Bodies, params) -> None:
+    """A `ValueError` naming the first impossible entry of `params`: a negative
+    mass or moment, a body with dofs whose mass (with the bodies welded to it) is
+    not positive, principal moments with A + B < C."""
+    mass, inertia = (np.asarray(params[k]) for k in ("body_mass", "body_inertia"))
+    triangle = 2 * inertia.max(1) > inertia.sum(1) * (1 + 1e-12)  # A + B < C
+    moving = (bodies.moving @ mass <= 0) & bodies.moving.any(1)
+    keys = ("body_mass",) * 2 + ("body_inertia",) * 2
+    checks = zip((mass < 0, moving, inertia < 0, triangle), keys, _RULES, strict=True)
 
-    def entry(bad, key, values):
-        i = int(np.flatnonzero(np.asarray(bad).reshape(len(bad), -1).any(1))[0])
-        value = np.round(np.asarray(values)[i], 12).tolist()
-        return f": {key}[{i}] (body {bodies.names[i]!r}) is {value}"
+    def entry(bad, key):  # the first bad entry
+        i = int(np.flatnonzero(bad.reshape(len(bad), -1).any(1))[0])
+        value = np.round((mass if key == "body_mass" else inertia)[i], 12)
+        return f": {key}[{i}] (body {bodies.names[i]!r}) is {value.tolist()}"
 
     where = f"MuJoCo model {bodies.model!r}: "
     checks = [
-        (bad, (where + text + "{}.", lambda bad=bad, k=key, v=v: entry(bad, k, v)))
-        for bad, text, key, v in checks
+        (bad, (where + text + "{}.", lambda bad=bad, key=key: entry(bad, key)))
+        for bad, key, text in checks
     ]
-    return first_error(mass, checks, error=ValueError)
+    first_error(mass, checks, error=ValueError)

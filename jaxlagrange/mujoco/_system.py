@@ -8,6 +8,7 @@ the world). One JVP of all the inertial frames along q̇ gives every body's
 velocity and Ṙ, from which `jl.rigid` forms ½ m |ẋ|² + ½ ωᵀ I ω.
 """
 
+import functools
 import warnings
 from typing import Any
 
@@ -123,9 +124,8 @@ def _system(tree: Tree, params: dict[str, Any]):
     def lagrangian(q, qd, t, params):
         (x, r), (v, r_dot) = jax.jvp(lambda q: centres(q, params), (q,), (qd,))
         # The inertia about the centre of mass in the body frame, Rᵢ diag(I) Rᵢᵀ.
-        mass, inertia = params["body_mass"], params["body_inertia"]
-        mass = _physical.check(tree.inertial, mass, inertia)[1:]  # a sweep's, a fit's
-        inertia = jnp.einsum("bij,bj,bkj->bik", irot, inertia[1:], irot)
+        inertia = jnp.einsum("bij,bj,bkj->bik", irot, params["body_inertia"][1:], irot)
+        mass = params["body_mass"][1:]
         energy = jax.vmap(rigid._body_kinetic_energy)(mass, inertia, v, r, r_dot)
         kinetic = jnp.sum(energy) + 0.5 * params["dof_armature"] @ dofs(q, qd) ** 2
         for J, a in zip(tree.norm_inertia, quaternions, strict=True):
@@ -170,9 +170,11 @@ def _system(tree: Tree, params: dict[str, Any]):
 
 
 class MujocoSystem(ReadySystem):
-    """A ready system loaded from a MuJoCo model, with its state conversions."""
+    """A ready system loaded from a MuJoCo model, with its state conversions and
+    `check_params(params)`: a `ValueError` naming an impossible mass or inertia."""
 
     layout: tuple[tuple[int, int, int], ...] = eqx.field(static=True, default=())
+    check_params: Any = eqx.field(static=True, default=None)
 
     def to_mujoco(self, q: Any, qd: Any) -> tuple[Array, Array]:
         """MuJoCo's `(qpos, qvel)` of a state `(q, qd)` (or a batch (..., nq)):
@@ -215,12 +217,10 @@ def load(
     and slides); joint damping is a Rayleigh dissipation ½ d v², and motors apply
     gear·ctrl to their joint. Disable flags of the model (gravity, spring, damper,
     actuation) remove those terms and their params. Joint limits are unilateral
-    constraints (impacts plastic unless the `restitution` param), and the active
-    connect, weld and joint equalities holonomic ones, held exactly (after the
-    quaternions' norms in `Trajectory.multipliers`); `<flag limit|equality|
-    constraint="disable"/>` removes them. A default pose outside a limit is moved
-    onto it. What is not imported (contacts, tendons, fluid forces, other
-    actuators) is named in one warning, with the pose moved.
+    constraints (plastic unless the `restitution` param), the active connect,
+    weld and joint equalities holonomic ones, held exactly; a default pose
+    outside a limit is moved onto it. One warning names that and what is not
+    imported (contacts, tendons, fluid forces, other actuators).
 
     The coordinates are MuJoCo's qpos (hinge and slide 1, ball 4 = quaternion
     (w, x, y, z), free 7 = position then quaternion), and q̇ = dq/dt: a
@@ -240,19 +240,18 @@ def load(
         `gravity` (3,), `ctrl` (nu,) (zeros by default; absent with no
         actuators) and `restitution` (a scalar, 0 by default; with limits).
     - `strict`: raise the warning of what is not imported as a `ValueError`.
-    - `assets`: file names to their bytes, for the files the model includes
-        (meshes, included XML), as `mujoco.MjModel.from_xml_string` takes them.
+    - `assets`: the bytes of the files the model includes, by name (as
+        `mujoco.MjModel.from_xml_string` takes them).
 
     **Returns:** a `MujocoSystem`, a `ReadySystem` that unpacks as
     `system, q0, qd0` (qpos0 at rest), with `positions(q)` the bodies' centres
     of mass and `to_mujoco`/`from_mujoco`.
 
-    **Raises:** `ValueError` for a missing file, a model MuJoCo rejects (with
-    its message), an unknown param or one of the wrong shape, a negative mass or
-    moment of inertia, a moving body without mass, principal moments violating
-    A + B ≥ C (also where params are traced, as an equinox error), unequal
-    armature on the angular dofs of a ball or free joint, or, with `strict`,
-    anything not imported.
+    **Raises:** `ValueError` for a missing file, a model MuJoCo rejects, an
+    unknown param or one of the wrong shape, masses and inertias MuJoCo's
+    compiler refuses (the result's `check_params(params)`), unequal armature on
+    the angular dofs of a ball or free joint, or, with `strict`, anything not
+    imported.
 
     **Example:**
 
@@ -276,9 +275,10 @@ def load(
     )
     layout = _layout(tree)
     merged = merge_params(name, _model.default_params(m, tree), params)
-    if not traced(merged["dof_armature"]):
+    check_params = functools.partial(_physical.check, tree.inertial)
+    if not traced(merged):  # (params traced through `load`: checked where known)
         _check_armature(m, layout, np.asarray(merged["dof_armature"]))
-    _physical.check(tree.inertial, merged["body_mass"], merged["body_inertia"])
+        check_params(merged)
     missing = "; ".join(_model.not_imported(m))
     missing = missing and f"not imported (absent from the Lagrangian): {missing}"
     if missing and strict:
@@ -291,6 +291,5 @@ def load(
     system, points = _system(tree, merged)
     q0 = jnp.asarray(q0)
     coordinates = _model.coordinates(m)
-    return MujocoSystem(
-        system, q0, jnp.zeros_like(q0), name, coordinates, points=points, layout=layout
-    )
+    extras = dict(points=points, layout=layout, check_params=check_params)
+    return MujocoSystem(system, q0, jnp.zeros_like(q0), name, coordinates, **extras)

@@ -161,10 +161,11 @@ def check_initial_state(
         # In NumPy: an eager JAX comparison is one more small program to compile.
         r = jax.tree.map(np.asarray, r)
     checks = initial_checks(r, tolerance(q0.dtype), known=known)
-    names = getattr(system.unilateral, "names", None)  # one per row, if it has them
-    if known and r.penetration > tolerance(q0.dtype) and names is not None:
+    names = getattr(system.unilateral, "names", ())  # one per row, if it has them
+    if known and r.penetration > tolerance(q0.dtype) and names:
         h = np.asarray(system._unilateral(q0, t0))
-        row = f" The deepest row: {names[int(np.argmin(h))]}, h = {h.min():.3g}."
+        i = int(np.argmin(h)) if len(names) == h.size else None
+        row = "" if i is None else f" The deepest row: {names[i]}, h = {h[i]:.3g}."
         checks = [(c, m + row if m == _PENETRATING else m) for c, m in checks]
     return first_error(q0, checks, error=ValueError)
 

@@ -9,7 +9,9 @@
   transpose, and the symmetric Schur complement C M⁻¹ Cᵀ is solved by the same
   solver matrix-free, each of its products one mass solve.
 - Any other solver (`lineax.Cholesky()`, `LU()`, `QR()`, ...) gets the formed M,
-  factored once per state (lineax's `init`), and the formed Schur complement.
+  factored once per state (lineax's `init`); the formed Schur complement is
+  solved as the dense strategy's (`min_norm_solve`: least-norm λ where rows are
+  redundant). CG from λ₀ = 0 gives that least-norm λ too.
 
 The Schur complement of friction, C M⁻¹ Dᵀ, is not symmetric: it is formed
 (one mass solve a row) and solved by `lineax.LU()`.
@@ -30,6 +32,7 @@ import jax.numpy as jnp
 import lineax as lx
 
 from .._custom_types import Array, BoolScalar
+from ._linalg import min_norm_solve
 from ._strategy import AbstractConstrained, AbstractMassFactor, AbstractMassStrategy
 from ._terms import mass, momenta_of
 
@@ -211,10 +214,9 @@ class LineaxFactor(AbstractMassFactor):
         """λ = S⁻¹ residual for the Schur complement S, and whether S is singular."""
         if symmetric and self.matrix_free:
             return self.solve_operator(schur, residual, {})
-        tags = SPD_TAGS if symmetric else ()
-        formed = lx.MatrixLinearOperator(schur.as_matrix(), tags=tags)
-        if symmetric:
-            return self.solve_operator(formed, residual, {})
+        if symmetric:  # least-norm where rows are redundant (`min_norm_solve`)
+            return min_norm_solve(schur.as_matrix(), residual)
+        formed = lx.MatrixLinearOperator(schur.as_matrix())
         return checked_solve(formed, residual, lx.LU(), spd=False)
 
     def constrain(self, rows, f=None, directions=None):

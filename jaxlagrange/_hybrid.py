@@ -11,6 +11,9 @@ of contacts held fixed, ended by the first event:
 - an *impact*: a free constraint reaches h = 0 moving inwards (root-found on
   h(t)); the velocities jump by an impulse (`_impulse`), and the constraint is in
   contact afterwards if the rebound is zero and its multiplier then pushes.
+  Every other free constraint at h ≈ 0 (√eps) moving inwards lands in the same
+  impulse (a flat foot, a box dropped flat), and one the impulse would drive
+  inwards joins it; redundant rows share it by least norm.
 
 The events are down-crossings of one function per unilateral constraint, λᵢ
 while in contact and hᵢ while free, so a constraint that starts a segment at
@@ -18,10 +21,13 @@ h ≈ 0 (just released, or just bounced) does not trigger at once.
 
 Chatter: a ball bouncing with e < 1 makes infinitely many bounces in finite
 time. A rebound that would rise less than `atol` (in the units of h, under the
-free ḧ at the impact; the solver does not resolve lower flights) or that is
-slower than √eps is taken as plastic, so the ball comes to rest in contact after
-finitely many bounces, about log(√(2 g atol)/v₀)/log e of them; `max_events`
-bounds the count in any case.
+free ḧ at the impact: slower than √(2 |ḧ| atol), 4.4e-4 m/s for g = 9.81 and
+atol = 1e-8; the solver does not resolve lower flights) or that is slower than
+√eps is taken as plastic, so the ball comes to rest in contact after finitely
+many bounces, about log(√(2 g atol)/v₀)/log e of them; `max_events` bounds the
+count in any case. A constraint found below h = 0 by more than √eps + 100 atol
+at the end of a segment (a missed contact) ends the solve with
+`RESULTS.contact_penetration`, never a success.
 
 The event function of the solve is the least of the per-constraint ones, so
 of several events within one solver step the earliest is located, and after an

@@ -23,7 +23,7 @@ from ._linalg import (
     UNROLL_MAX,
     cho_solve,
     cholesky,
-    lu_solve,
+    min_norm_lu_solve,
     min_norm_solve,
     solve_lower,
     solve_upper_t,
@@ -59,10 +59,7 @@ class DenseConstrained(AbstractConstrained):
         if self.symmetric:
             lam, singular = min_norm_solve(schur, residual, self.unroll)
         else:
-            lam = lu_solve(schur, residual, self.unroll)
-            finite = jnp.isfinite(lam)
-            singular = ~jnp.all(finite)
-            lam = jnp.where(finite, lam, 0.0)
+            lam, singular = min_norm_lu_solve(schur, residual, self.unroll)
         if mask is not None:
             lam = jnp.where(mask, lam, 0.0)
         return lam, singular

@@ -101,6 +101,28 @@ def _dropping_cholesky(matrix: Array, tol: float) -> Cholesky:
     return Cholesky(lower, jnp.any(dropped), dropped)
 
 
+def _least_norm(matrix: Array, b: Array, unroll: int) -> tuple[Array, BoolScalar]:
+    """x of `min_norm_solve`, and whether a row was dropped (rank-deficient)."""
+    n, dtype = matrix.shape[0], matrix.dtype
+    chol = cholesky(matrix, unroll, drop=True)
+    dropped = chol.dropped
+    x = cho_solve(chol.factor, jnp.where(dropped, 0.0, b), unroll)
+    eye = jnp.eye(n, dtype=dtype)
+    kept = cho_solve(chol.factor, jnp.where(dropped[:, None], 0.0, matrix), unroll)
+    basis = jnp.where(dropped[None, :], eye - kept, 0.0)
+    gram = basis.T @ basis + jnp.where(dropped, 0.0, eye)
+    x = x - basis @ cho_solve(cholesky(gram, unroll).factor, basis.T @ x, unroll)
+    return x, chol.singular
+
+
+def _inconsistent(matrix: Array, x: Array, b: Array) -> BoolScalar:
+    """Whether `matrix @ x = b` misses by more than √eps of the terms' scale."""
+    size = jnp.max(jnp.abs(b)) + jnp.max(jnp.abs(matrix)) * jnp.max(jnp.abs(x))
+    residual = jnp.max(jnp.abs(matrix @ x - b))
+    tol = float(jnp.finfo(matrix.dtype).eps) ** 0.5
+    return ~(residual <= tol * size) & jnp.all(jnp.isfinite(b))
+
+
 def min_norm_solve(
     matrix: Array, b: Array, unroll: int = UNROLL_MAX
 ) -> tuple[Array, BoolScalar]:
@@ -114,19 +136,24 @@ def min_norm_solve(
     function of the entries at a fixed rank: differentiable, no eigenvalues.
     Inconsistent: the residual exceeds √eps of the scale of the terms.
     """
-    n, dtype = matrix.shape[0], matrix.dtype
-    chol = cholesky(matrix, unroll, drop=True)
-    dropped = chol.dropped
-    x = cho_solve(chol.factor, jnp.where(dropped, 0.0, b), unroll)
-    eye = jnp.eye(n, dtype=dtype)
-    kept = cho_solve(chol.factor, jnp.where(dropped[:, None], 0.0, matrix), unroll)
-    basis = jnp.where(dropped[None, :], eye - kept, 0.0)
-    gram = basis.T @ basis + jnp.where(dropped, 0.0, eye)
-    x = x - basis @ cho_solve(cholesky(gram, unroll).factor, basis.T @ x, unroll)
-    size = jnp.max(jnp.abs(b)) + jnp.max(jnp.abs(matrix)) * jnp.max(jnp.abs(x))
-    residual = jnp.max(jnp.abs(matrix @ x - b))
-    inconsistent = ~(residual <= float(jnp.finfo(dtype).eps) ** 0.5 * size)
-    return x, inconsistent & jnp.all(jnp.isfinite(b))
+    x, _ = _least_norm(matrix, b, unroll)
+    return x, _inconsistent(matrix, x, b)
+
+
+def min_norm_lu_solve(
+    matrix: Array, b: Array, unroll: int = UNROLL_MAX
+) -> tuple[Array, BoolScalar]:
+    """`min_norm_solve` for any square `matrix`: `lu_solve` where it is regular,
+    else x = Aᵀμ with (AAᵀ)μ = b least-norm, refined once. The LU never sees a
+    singular matrix, so no NaN reaches a derivative."""
+    normal = matrix @ matrix.T
+    mu, deficient = _least_norm(normal, b, unroll)
+    x = matrix.T @ mu
+    x = x + matrix.T @ _least_norm(normal, b - matrix @ x, unroll)[0]
+    eye = jnp.eye(matrix.shape[0], dtype=matrix.dtype)
+    lu = lu_solve(jnp.where(deficient, eye, matrix), b, unroll)
+    x = jnp.where(deficient, x, lu)
+    return x, _inconsistent(matrix, x, b)
 
 
 def solve_lower(factor: Array, b: Array, unroll: int = UNROLL_MAX) -> Array:

@@ -14,7 +14,7 @@
   redundant). CG from λ₀ = 0 gives that least-norm λ too.
 
 The Schur complement of friction, C M⁻¹ Dᵀ, is not symmetric: it is formed
-(one mass solve a row) and solved by `lineax.LU()`.
+(one mass solve a row) and solved by `min_norm_lu_solve` (LU where regular).
 
 A solve that does not converge, or returns a non-finite value or (M being
 positive definite) a non-positive x·b from a finite right-hand side, raises the
@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import lineax as lx
 
 from .._custom_types import Array, BoolScalar
-from ._linalg import min_norm_solve
+from ._linalg import min_norm_lu_solve, min_norm_solve
 from ._strategy import AbstractConstrained, AbstractMassFactor, AbstractMassStrategy
 from ._terms import mass, momenta_of
 
@@ -216,8 +216,7 @@ class LineaxFactor(AbstractMassFactor):
             return self.solve_operator(schur, residual, {})
         if symmetric:  # least-norm where rows are redundant (`min_norm_solve`)
             return min_norm_solve(schur.as_matrix(), residual)
-        formed = lx.MatrixLinearOperator(schur.as_matrix())
-        return checked_solve(formed, residual, lx.LU(), spd=False)
+        return min_norm_lu_solve(schur.as_matrix(), residual)
 
     def constrain(self, rows, f=None, directions=None):
         structure = self.operator.in_structure()

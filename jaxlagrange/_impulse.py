@@ -9,7 +9,8 @@ rebounds with ḣ⁺ = −e ḣ⁻ for its coefficient of restitution e. This is
 KKT system of the equations of motion with P in place of f: the Schur system
 (C M⁻¹ Cᵀ) Λ = w − ċ − C M⁻¹P for the wanted rates w and the current ones ċ,
 and Δq̇ = M⁻¹(P + CᵀΛ), solved by the system's mass strategy (`_mass`), formed
-or matrix-free. A contact whose impulse would pull (Λ < 0) lets go instead.
+or matrix-free. A contact whose impulse would pull (Λ < 0) lets go instead;
+redundant contacts (a flat foot) share the impulse by least norm.
 """
 
 from typing import NamedTuple
@@ -140,8 +141,8 @@ def apply_impulse(
 
     **Raises:** `ValueError` at trace time for wrong shapes (`impulse` must have
     the shape of `q`); under `jax.jit` too, an error when the mass matrix is
-    singular, the constraints are redundant, or the state or impulse is not
-    finite.
+    singular, the constraints are inconsistent, or the state or impulse is
+    not finite.
 
     **Example:**
 

@@ -101,14 +101,13 @@ def checked_solve(
     operator: lx.AbstractLinearOperator,
     b: Array,
     solver: lx.AbstractLinearSolver,
-    spd: bool = True,
     iterative: bool = False,
     **kwargs,
 ) -> tuple[Array, BoolScalar]:
     """x = A⁻¹b with the library's flag instead of an exception.
 
     Flagged when lineax reports a failure, or when a finite `b` gives a
-    non-finite x or (with `spd`, for an SPD operator) a non-positive x·b. A
+    non-finite x or (the operator being SPD) a non-positive x·b. A
     non-finite `b` is never flagged: it propagates (as NaN) to be reported as
     non-finite dynamics, not as a singular matrix.
     """
@@ -116,9 +115,8 @@ def checked_solve(
     x = solution.value
     failed = solution.result != lx.RESULTS.successful
     failed = failed | ~jnp.all(jnp.isfinite(x))
-    if spd:
-        # bᵀA⁻¹b > 0, unless b is below the solver's atol (then x = 0).
-        failed = failed | (~(jnp.dot(x, b) > 0) & jnp.any(x != 0))
+    # bᵀA⁻¹b > 0, unless b is below the solver's atol (then x = 0).
+    failed = failed | (~(jnp.dot(x, b) > 0) & jnp.any(x != 0))
     # For b = 0 (a projection already on the manifold) x = 0, where an iterative
     # solver may break down (GMRES: a zero Krylov basis) and cannot tell a
     # singular A anyway; a direct one still flags it (a NaN from a bad pivot).
@@ -211,10 +209,12 @@ class LineaxFactor(AbstractMassFactor):
         return self.solve_operator(self.operator, b, self.options, self.state)
 
     def solve_schur(self, schur, residual, symmetric):
-        """λ = S⁻¹ residual for the Schur complement S, and whether S is singular."""
+        """λ solving S λ = residual for the Schur complement S (least-norm where
+        S is singular), and whether it has no solution. CG from λ₀ = 0 stays
+        in the range of S: its λ is the least-norm one."""
         if symmetric and self.matrix_free:
             return self.solve_operator(schur, residual, {})
-        if symmetric:  # least-norm where rows are redundant (`min_norm_solve`)
+        if symmetric:
             return min_norm_solve(schur.as_matrix(), residual)
         return min_norm_lu_solve(schur.as_matrix(), residual)
 

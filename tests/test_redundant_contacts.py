@@ -256,3 +256,44 @@ def test_a_contact_that_sinks_is_no_success():
     assert traj.result == jl.RESULTS.contact_penetration
     with pytest.raises(Exception, match="sank below h = 0"):
         jl.simulate(system, jnp.zeros(1), jnp.zeros(1), t1=1.0)
+
+
+# The rod on three points (ends and middle) with Coulomb friction: three normal
+# rows blocking two directions, the friction Schur complement singular.
+THREE = jnp.array([1.0, 0.0, -1.0])
+
+
+def _three_points(q, t):
+    return q[1] + THREE * L_ROD * jnp.sin(q[2])
+
+
+def _three_slips(q, qd, t):
+    return qd[0] - THREE * L_ROD * jnp.sin(q[2]) * qd[2]
+
+
+def _sliding_rod():
+    return jl.LagrangianSystem(
+        _rod_lagrangian, unilateral=_three_points, slip=_three_slips, friction=0.5
+    )
+
+
+def test_rod_on_three_points_with_friction_shares_its_weight():
+    rod, q = _sliding_rod(), jnp.zeros(3)
+    for v in (0.0, 1.0):  # sticking, then slipping at μ g
+        qd = jnp.array([v, 0.0, 0.0])
+        np.testing.assert_allclose(jl.multipliers(rod, q, qd, 0.0), MASS * G / 3, rtol=1e-10)
+        np.testing.assert_allclose(
+            jl.accelerations(rod, q, qd, 0.0), [-0.5 * G * v, 0.0, 0.0], atol=1e-10
+        )
+
+
+@pytest.mark.slow
+def test_rod_on_three_points_slides_to_rest():
+    # Stops after v0/(μ g) at v0²/(2 μ g), its weight shared throughout.
+    traj = jl.simulate(
+        _sliding_rod(), jnp.zeros(3), jnp.array([1.0, 0.0, 0.0]), t1=0.4, saveat=[0.4]
+    )
+    assert traj.result == jl.RESULTS.successful and int(traj.num_events) == 1
+    np.testing.assert_allclose(traj.event_ts[0], 1 / (0.5 * G), rtol=1e-8)
+    np.testing.assert_allclose(traj.q[-1], [1 / G, 0.0, 0.0], atol=1e-9)
+    np.testing.assert_allclose(traj.multipliers[-1], MASS * G / 3, rtol=1e-10)

@@ -94,9 +94,10 @@ _PENETRATING = (
     "h >= 0). Start on or above the constraint surface."
 )
 _REDUNDANT_AT_T0 = (
-    "The constraints are redundant or degenerate at the initial state: the "
-    "constraint Jacobian C = [∂g/∂q; ∂a/∂qd] is rank-deficient at t0 "
-    "(RESULTS.redundant_constraints). Remove the redundant constraints."
+    "The constraints are inconsistent at the initial state: the constraint "
+    "Jacobian C = [∂g/∂q; ∂a/∂qd] is rank-deficient at t0 and its redundant rows "
+    "contradict each other (RESULTS.redundant_constraints). Remove the redundant "
+    "constraints."
 )
 _SINGULAR_MASS_AT_T0 = (
     "The mass matrix ∂²L/∂qd² is singular or not positive definite at the initial "

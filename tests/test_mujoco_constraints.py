@@ -169,8 +169,6 @@ def test_limits_and_equalities_are_disabled_by_flags():
     assert _load(xml).system.holonomic is None
 
 
-@pytest.mark.skip(reason="a planar four-bar's out-of-plane connect row is redundant: "
-                  "needs the core's minimum-norm solve of redundant rows (w5A)")
 def test_a_four_bar_closed_by_connect_holds_its_loop():
     system, q0, qd0 = _load(FOUR_BAR)
     assert system.holonomic(q0, 0.0, system.params).shape == (3,)

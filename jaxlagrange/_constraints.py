@@ -11,8 +11,11 @@ Schur complement S = C M⁻¹ Cᵀ,
     S λ = −b − C M⁻¹ f,    q̈ = M⁻¹(f + Cᵀλ),
 
 solved by the system's mass strategy (`_mass`): by default M = LLᵀ is factored
-once and the small S = YᵀY (Y = L⁻¹Cᵀ) by Cholesky as well. Rank-deficient C
-makes S singular, which is flagged, not silently regularized.
+once and the small S = YᵀY (Y = L⁻¹Cᵀ) by Cholesky as well. Redundant rows
+(rank-deficient C: a box flat on four corners, a planar four-bar's out-of-plane
+row) make S singular: q̈ is the same for every solution (null(S) = null(Cᵀ)),
+and λ is the least-norm one, the weight shared equally by symmetric contacts.
+Only an inconsistent system (rows that contradict each other) is flagged.
 
 Integrating C q̈ = −b keeps only the second (first, for nonholonomic rows)
 derivative of the constraints at zero, so g and ġ drift with the integration
@@ -375,6 +378,7 @@ def num_bilateral(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> in
 
 SINGULAR_CONSTRAINTS = (
     "The constraint Jacobian C = [∂g/∂q; ∂a/∂qd; ∂h/∂q] is rank-deficient at this "
-    "state: the constraints are redundant or degenerate here. Remove the redundant "
-    "ones."
+    "state and its rows contradict each other or are degenerate here (redundant "
+    "rows that agree are solved, least-norm; `normal_modes` needs independent "
+    "rows). Remove the redundant ones."
 )

@@ -11,6 +11,9 @@ of contacts held fixed, ended by the first event:
 - an *impact*: a free constraint reaches h = 0 moving inwards (root-found on
   h(t)); the velocities jump by an impulse (`_impulse`), and the constraint is in
   contact afterwards if the rebound is zero and its multiplier then pushes.
+  Every other free constraint at h ≈ 0 (√eps) moving inwards lands in the same
+  impulse (a flat foot, a box dropped flat), and one the impulse would drive
+  inwards joins it; redundant rows share it by least norm.
 
 The events are down-crossings of one function per unilateral constraint, λᵢ
 while in contact and hᵢ while free, so a constraint that starts a segment at
@@ -18,10 +21,13 @@ h ≈ 0 (just released, or just bounced) does not trigger at once.
 
 Chatter: a ball bouncing with e < 1 makes infinitely many bounces in finite
 time. A rebound that would rise less than `atol` (in the units of h, under the
-free ḧ at the impact; the solver does not resolve lower flights) or that is
-slower than √eps is taken as plastic, so the ball comes to rest in contact after
-finitely many bounces, about log(√(2 g atol)/v₀)/log e of them; `max_events`
-bounds the count in any case.
+free ḧ at the impact: slower than √(2 |ḧ| atol), 4.4e-4 m/s for g = 9.81 and
+atol = 1e-8; the solver does not resolve lower flights) or that is slower than
+√eps is taken as plastic, so the ball comes to rest in contact after finitely
+many bounces, about log(√(2 g atol)/v₀)/log e of them; `max_events` bounds the
+count in any case. A constraint found below h = 0 by more than √eps + 100 atol
+at the end of a segment (a missed contact) ends the solve with
+`RESULTS.contact_penetration`, never a success.
 
 The event function of the solve is the least of the per-constraint ones, so
 of several events within one solver step the earliest is located, and after an
@@ -116,23 +122,34 @@ class _Context(NamedTuple):
     offset: int  # the number of bilateral multipliers before the unilateral ones
 
 
-def _rebound(system, q, qd, t, active, modes, row, restitution, rest):
-    """The rebound rate −e ḣ⁻ of an impact, or 0 where the bounce would be too low.
+def _landing(system, q, qd, t, active, modes, onehot, restitution, rest):
+    """The contacts an impact takes, with their rebound rates −e ḣ⁻, and those
+    near enough (h ≈ 0) to be taken if the impulse drives them inwards.
 
-    A flight rising less than `rest` (in the units of h) under the free ḧ is not
-    resolved by the solver, so it ends the chatter with a plastic impact.
+    The impacting row and every free row at h ≈ 0 moving inwards land together
+    (a flat foot). A rebound rising less than `rest` (in the units of h) under
+    the free ḧ, or slower than √eps, is made plastic: the solver does not
+    resolve lower flights, so the chatter of e > 0 ends in contact.
     """
-    one = jnp.ones_like(t)
+    one, tol = jnp.ones_like(t), contact_tolerance(q.dtype)
 
     def rate(q, qd, t):
-        return jax.jvp(system._unilateral, (q, t), (qd, one))[1]
+        return jax.jvp(system._unilateral, (q, t), (qd, one))
 
     qdd = dynamics(system, q, qd, t, active=active, modes=modes).accelerations
-    hd, hdd = (x[row] for x in jax.jvp(rate, (q, qd, t), (qd, qdd, one)))
-    rebound = -restitution[row] * hd
-    pull = jnp.maximum(-hdd, 0.0)
-    low = (rebound <= contact_tolerance(q.dtype)) | (rebound**2 <= 2 * pull * rest)
-    return jnp.where(low, 0.0, rebound)
+    (h, hd), (_, hdd) = jax.jvp(rate, (q, qd, t), (qd, qdd, one))
+    near = ~active & (h <= tol)
+    landing = onehot | (near & (hd < 0))
+    rebound = -restitution * hd
+    low = (rebound <= tol) | (rebound**2 <= 2 * jnp.maximum(-hdd, 0.0) * rest)
+    return landing, jnp.where(low | ~landing, 0.0, rebound), near
+
+
+def _penetrating(system, q, t, rest) -> BoolScalar:
+    """Whether a unilateral constraint is violated by more than its tolerance
+    (√eps + 100 `rest`, in the units of h): a sunk contact is no success."""
+    tol = contact_tolerance(q.dtype) + 100 * rest
+    return jnp.any(system._unilateral(q, t) < -tol)
 
 
 def _jump(system, q, qd, t, active, modes, index, restitution, rest):
@@ -148,12 +165,15 @@ def _jump(system, q, qd, t, active, modes, index, restitution, rest):
     modes = _friction.stop_slips(system, q, qd, t, modes, onehot)
     # Release: the contact lets go, velocities unchanged.
     released = _friction.settle(system, q, qd, t, active & ~onehot, modes)
-    # Impact: the impacting row rebounds, the other contacts keep ḣ = 0. The
+    # Impact: the landing rows rebound, the other contacts keep ḣ = 0. The
     # impulse is frictionless; the modes afterwards follow the slip velocities.
-    rebound = _rebound(system, q, qd, t, active, modes, row, restitution, rest)
-    target = jnp.where(onehot, rebound, 0.0)
-    impact = impulse_jump(system, q, qd, t, jnp.zeros_like(q), active | onehot, target)
-    bounced = onehot & (rebound > 0)
+    landing, target, near = _landing(
+        system, q, qd, t, active, modes, onehot, restitution, rest
+    )
+    impact = impulse_jump(
+        system, q, qd, t, jnp.zeros_like(q), active | landing, target, near
+    )
+    bounced = landing & (target > 0)
     after = _friction.slip_modes(system, q, impact.velocities, t)
     contacts = _friction.settle(
         system, q, impact.velocities, t, impact.contact & ~bounced, after
@@ -283,6 +303,10 @@ def _event(ctx: _Context, carry: _Carry, seg: Segment, args: VectorFieldArgs):
     room = carry.events.num_events < ctx.options.max_events
     result = RESULTS.where(is_event & ~room, RESULTS.max_events_reached, result)
     result = RESULTS.where(is_event & room & bad, RESULTS.redundant_constraints, result)
+    sunk = _penetrating(ctx.system, seg.q_end, seg.t_end, ctx.options.rest)
+    result = RESULTS.where(
+        (result == RESULTS.successful) & sunk, RESULTS.contact_penetration, result
+    )
     record = is_event & room & ~carry.done
     return result, record, (qd_next, active_next, modes_next), row, kind
 

@@ -9,7 +9,8 @@ rebounds with ḣ⁺ = −e ḣ⁻ for its coefficient of restitution e. This is
 KKT system of the equations of motion with P in place of f: the Schur system
 (C M⁻¹ Cᵀ) Λ = w − ċ − C M⁻¹P for the wanted rates w and the current ones ċ,
 and Δq̇ = M⁻¹(P + CᵀΛ), solved by the system's mass strategy (`_mass`), formed
-or matrix-free. A contact whose impulse would pull (Λ < 0) lets go instead.
+or matrix-free. A contact whose impulse would pull (Λ < 0) lets go instead;
+redundant contacts (a flat foot) share the impulse by least norm.
 """
 
 from typing import NamedTuple
@@ -22,6 +23,7 @@ from ._coefficients import checked_values
 from ._constraints import (
     SINGULAR_CONSTRAINTS,
     contact_set,
+    contact_tolerance,
     num_bilateral,
     velocity_rates,
     velocity_rows,
@@ -40,17 +42,6 @@ class _Impulse(NamedTuple):
     singular_constraints: BoolScalar
 
 
-def _release(solve, contact: Array, bilateral: int) -> Array:
-    """The contacts whose impulse pushes: rows that would pull dropped, one sweep
-    at a time (u sweeps)."""
-
-    def sweep(_, contact):
-        lam, _ = solve(contact)
-        return contact & (lam[bilateral:] >= 0)
-
-    return jax.lax.fori_loop(0, contact.shape[0], sweep, contact)
-
-
 def impulse_jump(
     system: LagrangianSystem,
     q: Array,
@@ -59,11 +50,15 @@ def impulse_jump(
     impulse: Array,
     contact: Array,
     target: Array,
+    near: Array | None = None,
 ) -> _Impulse:
     """q̇⁺ from M Δq̇ = P + CᵀΛ with the bilateral rates 0 after the jump and the
     rates of the unilateral rows in `contact` equal to `target`.
 
-    Contact rows whose impulse would pull are dropped, one sweep at a time.
+    An active-set loop of u sweeps: contact rows whose impulse would pull are
+    dropped, and rows in `near` (u,) (at h ≈ 0, not in `contact`) that the jump
+    would drive inwards (ḣ⁺ < −√eps) are added with their `target`. Redundant
+    rows (a flat foot) share the impulse by least norm (`_mass`).
     """
     factor = system.mass_strategy.factor(system, q, qd, t)
     if not system.has_constraints:
@@ -75,16 +70,24 @@ def impulse_jump(
     rows = velocity_rows(system, q, qd, t)
     kkt = factor.constrain(Rows(rows), impulse)
     bilateral = num_bilateral(system, q, qd, t)
-    wanted = jnp.concatenate([jnp.zeros(bilateral, q.dtype), target])
-    wanted = wanted - velocity_rates(system, q, qd, t)
+    rates = velocity_rates(system, q, qd, t)
+    wanted = jnp.concatenate([jnp.zeros(bilateral, q.dtype), target]) - rates
     ones = jnp.ones(bilateral, bool)
+    near = jnp.zeros_like(contact) if near is None else near & ~contact
 
     def solve(contact):
-        return kkt.multipliers(wanted, jnp.concatenate([ones, contact]))
+        lam, singular = kkt.multipliers(wanted, jnp.concatenate([ones, contact]))
+        jump, failed = kkt.solution(lam)
+        return lam, singular, jump, failed
 
-    contact = _release(solve, contact, bilateral)
-    lam, singular = solve(contact)
-    jump, failed = kkt.solution(lam)
+    def sweep(_, contact):
+        lam, _, jump, _ = solve(contact)
+        inwards = (rates + rows(jump))[bilateral:] < -contact_tolerance(q.dtype)
+        return (contact & (lam[bilateral:] >= 0)) | (near & inwards)
+
+    # Loops, not Python unrolling: one traced copy of the solve for any u.
+    contact = jax.lax.fori_loop(0, contact.shape[0], sweep, contact)
+    _, singular, jump, failed = solve(contact)
     singular_mass = factor.singular | failed
     return _Impulse(qd + jump.astype(qd.dtype), contact, singular_mass, singular)
 
@@ -138,8 +141,8 @@ def apply_impulse(
 
     **Raises:** `ValueError` at trace time for wrong shapes (`impulse` must have
     the shape of `q`); under `jax.jit` too, an error when the mass matrix is
-    singular, the constraints are redundant, or the state or impulse is not
-    finite.
+    singular, the constraints are inconsistent, or the state or impulse is
+    not finite.
 
     **Example:**
 

@@ -94,9 +94,10 @@ _PENETRATING = (
     "h >= 0). Start on or above the constraint surface."
 )
 _REDUNDANT_AT_T0 = (
-    "The constraints are redundant or degenerate at the initial state: the "
-    "constraint Jacobian C = [∂g/∂q; ∂a/∂qd] is rank-deficient at t0 "
-    "(RESULTS.redundant_constraints). Remove the redundant constraints."
+    "The constraints are inconsistent at the initial state: the constraint "
+    "Jacobian C = [∂g/∂q; ∂a/∂qd] is rank-deficient at t0 and its redundant rows "
+    "contradict each other (RESULTS.redundant_constraints). Remove the redundant "
+    "constraints."
 )
 _SINGULAR_MASS_AT_T0 = (
     "The mass matrix ∂²L/∂qd² is singular or not positive definite at the initial "
@@ -161,6 +162,12 @@ def check_initial_state(
         # In NumPy: an eager JAX comparison is one more small program to compile.
         r = jax.tree.map(np.asarray, r)
     checks = initial_checks(r, tolerance(q0.dtype), known=known)
+    names = getattr(system.unilateral, "names", ())  # one per row, if it has them
+    if known and r.penetration > tolerance(q0.dtype) and names:
+        h = np.asarray(system._unilateral(q0, t0))
+        i = int(np.argmin(h)) if len(names) == h.size else None
+        row = "" if i is None else f" The deepest row: {names[i]}, h = {h[i]:.3g}."
+        checks = [(c, m + row if m == _PENETRATING else m) for c, m in checks]
     return first_error(q0, checks, error=ValueError)
 
 

@@ -285,7 +285,10 @@ def _normal_modes(system, q, t):
         residual, _ = kkt.solution(lam)
         # A basis of the null space of G: from the SVD at this point, projected
         # again so that derivatives see the tangent space move with the params.
-        _, _, vt = jnp.linalg.svd(jax.lax.stop_gradient(g), full_matrices=True)
+        _, sv, vt = jnp.linalg.svd(jax.lax.stop_gradient(g), full_matrices=True)
+        # Redundant rows (solved by the KKT solve) leave no basis of this size.
+        eps = jnp.finfo(q.dtype).eps
+        redundant = redundant | (g.shape[0] > n) | (sv[-1] <= eps**0.5 * sv[0])
         start = vt[g.shape[0] :].T
         basis = start - g.T @ jnp.linalg.solve(g @ g.T, g @ start)
 

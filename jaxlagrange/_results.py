@@ -28,8 +28,9 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
         "`mass_solver` did not converge within its max_steps)."
     )
     redundant_constraints = (
-        "The constraint Jacobian became rank-deficient during the solve: the "
-        "constraints are redundant or degenerate there."
+        "The constraints became inconsistent during the solve: the constraint "
+        "Jacobian is rank-deficient there and its redundant rows contradict each "
+        "other (redundant rows that agree are solved, least-norm)."
     )
     non_finite_state = (
         "The state or the equations of motion became non-finite (NaN or inf) during "
@@ -53,6 +54,11 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
     implicit_step_failed = (
         "The implicit solve of a variational integrator step did not converge: "
         "take a smaller `dt0`, or raise the solver's `max_iterations`."
+    )
+    contact_penetration = (
+        "A unilateral constraint sank below h = 0 by more than its tolerance "
+        "(√eps + 100 atol, in the units of h) during the solve: a contact was "
+        "missed."
     )
 
 
@@ -81,6 +87,7 @@ _NAMES = (
     "max_events_reached",
     "inconsistent_initial_state",
     "implicit_step_failed",
+    "contact_penetration",
 )
 
 

@@ -429,15 +429,23 @@ def _free(q, qd, t):
     return 0.5 * jnp.sum(qd**2) - G * q[1]
 
 
-def test_redundant_constraints_are_reported_at_t0():
+def test_redundant_constraints_are_solved_least_norm():
+    # [g, 2g]: q̈ as with g alone, λ the least-norm split of its multiplier,
+    # (1, 2)/5 of it; the projection takes the least-norm step.
     system = jl.LagrangianSystem(_free, holonomic=_redundant)
-    q0, qd0 = jnp.array([0.6, -0.8]), jnp.zeros(2)
-    with pytest.raises(
-        ValueError, match=r"redundant .* at t0 \(RESULTS.redundant_constraints\)"
-    ):
-        jl.simulate(system, q0, qd0, t1=1.0)
-    with pytest.raises(Exception, match="redundant"):
-        jl.project_initial_state(system, q0, qd0)
+    single = jl.LagrangianSystem(_free, holonomic=lambda q, t: _redundant(q, t)[:1])
+    q, qd = jnp.array([0.6, -0.8]), jnp.array([0.8, 0.6])
+    np.testing.assert_allclose(
+        jl.accelerations(system, q, qd, 0.0),
+        jl.accelerations(single, q, qd, 0.0),
+        atol=1e-12,
+    )
+    lam = jl.multipliers(single, q, qd, 0.0)[0]
+    np.testing.assert_allclose(
+        jl.multipliers(system, q, qd, 0.0), [lam / 5, 2 * lam / 5], rtol=1e-12
+    )
+    q0, _ = jl.project_initial_state(system, 1.1 * q, jnp.zeros(2))
+    np.testing.assert_allclose(q0, q, atol=1e-12)
 
 
 def test_unilateral_constraints_are_inequalities():

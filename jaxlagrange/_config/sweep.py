@@ -80,11 +80,18 @@ def _check_domain(config, ready, name: str, axis, where: str) -> None:
     axis (the valid values of every param are an interval)."""
     from ..systems._registry import check_physical
 
-    if config["system"]["name"] is None:
+    check = getattr(ready, "check_params", None)  # a loaded MuJoCo model's rules
+    if config["system"]["name"] is None and check is None:
         return  # a user's system: its params' valid values are its own affair
+    key, entry = axis_input(name)
     for end in ("min", "max"):
         try:
-            check_physical(ready.name, name, jnp.asarray(float(axis[end])))
+            if check is None:
+                check_physical(ready.name, name, jnp.asarray(float(axis[end])))
+            elif key.startswith("params/"):
+                params = dict(ready.system.params)
+                params[key[7:]] = params[key[7:]].at[entry].set(float(axis[end]))
+                check(params)
         except ValueError as e:
             raise ConfigError(
                 f"{where}: {end} = {float(axis[end])!r} is outside the valid values: "
@@ -165,7 +172,7 @@ def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]
                 f"{where} {name}: max must be >= min, got min = {axis['min']!r} and "
                 f"max = {axis['max']!r}"
             )
-        if name in params:
+        if name in params or getattr(ready, "check_params", None):
             _check_domain(config, ready, name, axis, f"{where} {name}")
     axes = {name: axes[given] for name, given in named.items()}
     size = section["size"]

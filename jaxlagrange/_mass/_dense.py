@@ -6,9 +6,10 @@ W = L⁻¹Dᵀ and z = L⁻¹f, the KKT system of `_strategy` reads
     (YᵀW) λ = target − Yᵀz,    x = L⁻ᵀ(z + Wλ),
 
 so M is factored once and the small Schur complement YᵀW is factored by
-Cholesky (D = C: it is YᵀY, symmetric positive definite for full-rank C) or LU
-(friction). Rank-deficient C makes it singular, which is flagged, not silently
-regularized. The unconstrained q̈ takes LDLᵀ (`spd_solve`): no square root.
+Cholesky (D = C: YᵀY, symmetric positive semidefinite) or LU (friction).
+Redundant rows (rank-deficient C: a box flat on four corners) make YᵀY
+singular; λ is then its least-norm solution (`min_norm_solve`), q̈ being the
+same for every solution, and only an inconsistent system is flagged. The unconstrained q̈ takes LDLᵀ (`spd_solve`): no square root.
 """
 
 import functools
@@ -22,7 +23,8 @@ from ._linalg import (
     UNROLL_MAX,
     cho_solve,
     cholesky,
-    lu_solve,
+    min_norm_lu_solve,
+    min_norm_solve,
     solve_lower,
     solve_upper_t,
     spd_solve,
@@ -55,14 +57,9 @@ class DenseConstrained(AbstractConstrained):
             schur = jnp.where(both, schur, jnp.eye(mask.shape[0], dtype=schur.dtype))
             residual = jnp.where(mask, residual, 0.0)
         if self.symmetric:
-            chol = cholesky(schur, self.unroll)
-            lam = cho_solve(chol.factor, residual, self.unroll)
-            singular = chol.singular
+            lam, singular = min_norm_solve(schur, residual, self.unroll)
         else:
-            lam = lu_solve(schur, residual, self.unroll)
-            finite = jnp.isfinite(lam)
-            singular = ~jnp.all(finite)
-            lam = jnp.where(finite, lam, 0.0)
+            lam, singular = min_norm_lu_solve(schur, residual, self.unroll)
         if mask is not None:
             lam = jnp.where(mask, lam, 0.0)
         return lam, singular

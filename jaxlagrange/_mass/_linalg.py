@@ -31,34 +31,46 @@ UNROLL_MAX = 6
 class Cholesky(NamedTuple):
     factor: Array  # lower triangular, M = factor @ factor.T
     singular: BoolScalar  # a pivot was not positive (relative to its diagonal)
+    # With `drop`: the rows dropped as dependent on earlier ones (None without).
+    dropped: Array | None = None
 
 
 def _pivot_tolerance(n: int, dtype) -> float:
     return 8 * n * float(jnp.finfo(dtype).eps)
 
 
-def cholesky(matrix: Array, unroll: int = UNROLL_MAX) -> Cholesky:
+def cholesky(matrix: Array, unroll: int = UNROLL_MAX, drop: bool = False) -> Cholesky:
     """Lower Cholesky factor of a symmetric matrix, flagging non-positive pivots.
 
-    Unrolled into scalar arithmetic up to n = `unroll`, LAPACK past it.
+    Unrolled into scalar arithmetic up to n = `unroll`, LAPACK past it. With
+    `drop` (a positive semidefinite matrix), a row whose pivot is below √eps of
+    its diagonal (dependent on the rows before it) is dropped: the factor is
+    that of the matrix with that row and column replaced by the identity's.
     """
     n = matrix.shape[0]
-    tol = _pivot_tolerance(n, matrix.dtype)
+    tol = float(jnp.finfo(matrix.dtype).eps) ** 0.5 if drop else None
+    tol = _pivot_tolerance(n, matrix.dtype) if tol is None else tol
+    if drop and n > unroll:
+        return _dropping_cholesky(matrix, tol)
     if n <= unroll:
         rows = [[None] * n for _ in range(n)]
-        singular = jnp.array(False)
+        singular, dropped = jnp.array(False), []
         for j in range(n):
             pivot = matrix[j, j] - sum(rows[j][k] ** 2 for k in range(j))
             bad = ~(pivot > tol * jnp.abs(matrix[j, j]))
             singular = singular | bad
             d = jnp.sqrt(jnp.where(bad, 1.0, pivot))
             rows[j][j] = d
+            if drop:
+                dropped.append(bad)
+                rows[j][:j] = [jnp.where(bad, 0.0, x) for x in rows[j][:j]]
             for i in range(j + 1, n):
                 s = matrix[i, j] - sum(rows[i][k] * rows[j][k] for k in range(j))
-                rows[i][j] = s * (1.0 / d)
+                rows[i][j] = jnp.where(bad, 0.0, s * (1.0 / d)) if drop else s * (1.0 / d)
         zero = jnp.zeros((), matrix.dtype)
         lower = [[rows[i][j] if j <= i else zero for j in range(n)] for i in range(n)]
-        return Cholesky(jnp.stack([jnp.stack(row) for row in lower]), singular)
+        factor = jnp.stack([jnp.stack(row) for row in lower])
+        return Cholesky(factor, singular, jnp.stack(dropped) if drop else None)
     factor = jnp.linalg.cholesky(matrix)
     diag = jnp.diagonal(factor)
     pivots = diag**2
@@ -67,6 +79,81 @@ def cholesky(matrix: Array, unroll: int = UNROLL_MAX) -> Cholesky:
     )
     factor = jnp.where(singular, jnp.eye(n, dtype=matrix.dtype), factor)
     return Cholesky(factor, singular)
+
+
+def _dropping_cholesky(matrix: Array, tol: float) -> Cholesky:
+    """`cholesky(..., drop=True)` past the unrolling: a loop over the columns."""
+    n, index = matrix.shape[0], jnp.arange(matrix.shape[0])
+
+    def column(j, carry):
+        lower, dropped = carry
+        row = lower[j]  # its entries left of j so far
+        pivot = matrix[j, j] - row @ row
+        bad = ~(pivot > tol * jnp.abs(matrix[j, j]))
+        d = jnp.sqrt(jnp.where(bad, 1.0, pivot))
+        below = jnp.where((index > j) & ~bad, (matrix[:, j] - lower @ row) / d, 0.0)
+        lower = lower.at[:, j].set(jnp.where(index == j, d, below))
+        lower = lower.at[j].set(jnp.where(bad & (index < j), 0.0, lower[j]))
+        return lower, dropped.at[j].set(bad)
+
+    init = (jnp.zeros_like(matrix), jnp.zeros((n,), bool))
+    lower, dropped = jax.lax.fori_loop(0, n, column, init)
+    return Cholesky(lower, jnp.any(dropped), dropped)
+
+
+def _least_norm(matrix: Array, b: Array, unroll: int) -> tuple[Array, BoolScalar]:
+    """x of `min_norm_solve`, and whether a row was dropped (rank-deficient)."""
+    n, dtype = matrix.shape[0], matrix.dtype
+    chol = cholesky(matrix, unroll, drop=True)
+    dropped = chol.dropped
+    x = cho_solve(chol.factor, jnp.where(dropped, 0.0, b), unroll)
+    eye = jnp.eye(n, dtype=dtype)
+    kept = cho_solve(chol.factor, jnp.where(dropped[:, None], 0.0, matrix), unroll)
+    basis = jnp.where(dropped[None, :], eye - kept, 0.0)
+    gram = basis.T @ basis + jnp.where(dropped, 0.0, eye)
+    x = x - basis @ cho_solve(cholesky(gram, unroll).factor, basis.T @ x, unroll)
+    return x, chol.singular
+
+
+def _inconsistent(matrix: Array, x: Array, b: Array) -> BoolScalar:
+    """Whether `matrix @ x = b` misses by more than √eps of the terms' scale."""
+    size = jnp.max(jnp.abs(b)) + jnp.max(jnp.abs(matrix)) * jnp.max(jnp.abs(x))
+    residual = jnp.max(jnp.abs(matrix @ x - b))
+    tol = float(jnp.finfo(matrix.dtype).eps) ** 0.5
+    return ~(residual <= tol * size) & jnp.all(jnp.isfinite(b))
+
+
+def min_norm_solve(
+    matrix: Array, b: Array, unroll: int = UNROLL_MAX
+) -> tuple[Array, BoolScalar]:
+    """The least-norm x of `matrix @ x = b` for a symmetric positive
+    semidefinite `matrix`, and whether the system is inconsistent.
+
+    Cholesky drops the rows dependent on earlier ones (`drop`), which gives a
+    solution x_b with x = 0 on them; the null space of `matrix` is spanned by
+    n_j = e_j − S̃⁻¹ s_j for the dropped j (s_j its column on the kept rows), and
+    x = x_b less its component there (zero where nothing is dropped). A rational
+    function of the entries at a fixed rank: differentiable, no eigenvalues.
+    Inconsistent: the residual exceeds √eps of the scale of the terms.
+    """
+    x, _ = _least_norm(matrix, b, unroll)
+    return x, _inconsistent(matrix, x, b)
+
+
+def min_norm_lu_solve(
+    matrix: Array, b: Array, unroll: int = UNROLL_MAX
+) -> tuple[Array, BoolScalar]:
+    """`min_norm_solve` for any square `matrix`: `lu_solve` where it is regular,
+    else x = Aᵀμ with (AAᵀ)μ = b least-norm, refined once. The LU never sees a
+    singular matrix, so no NaN reaches a derivative."""
+    normal = matrix @ matrix.T
+    mu, deficient = _least_norm(normal, b, unroll)
+    x = matrix.T @ mu
+    x = x + matrix.T @ _least_norm(normal, b - matrix @ x, unroll)[0]
+    eye = jnp.eye(matrix.shape[0], dtype=matrix.dtype)
+    lu = lu_solve(jnp.where(deficient, eye, matrix), b, unroll)
+    x = jnp.where(deficient, x, lu)
+    return x, _inconsistent(matrix, x, b)
 
 
 def solve_lower(factor: Array, b: Array, unroll: int = UNROLL_MAX) -> Array:

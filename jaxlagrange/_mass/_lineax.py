@@ -9,10 +9,12 @@
   transpose, and the symmetric Schur complement C M⁻¹ Cᵀ is solved by the same
   solver matrix-free, each of its products one mass solve.
 - Any other solver (`lineax.Cholesky()`, `LU()`, `QR()`, ...) gets the formed M,
-  factored once per state (lineax's `init`), and the formed Schur complement.
+  factored once per state (lineax's `init`); the formed Schur complement is
+  solved as the dense strategy's (`min_norm_solve`: least-norm λ where rows are
+  redundant). CG from λ₀ = 0 gives that least-norm λ too.
 
 The Schur complement of friction, C M⁻¹ Dᵀ, is not symmetric: it is formed
-(one mass solve a row) and solved by `lineax.LU()`.
+(one mass solve a row) and solved by `min_norm_lu_solve` (LU where regular).
 
 A solve that does not converge, or returns a non-finite value or (M being
 positive definite) a non-positive x·b from a finite right-hand side, raises the
@@ -30,6 +32,7 @@ import jax.numpy as jnp
 import lineax as lx
 
 from .._custom_types import Array, BoolScalar
+from ._linalg import min_norm_lu_solve, min_norm_solve
 from ._strategy import AbstractConstrained, AbstractMassFactor, AbstractMassStrategy
 from ._terms import mass, momenta_of
 
@@ -98,14 +101,13 @@ def checked_solve(
     operator: lx.AbstractLinearOperator,
     b: Array,
     solver: lx.AbstractLinearSolver,
-    spd: bool = True,
     iterative: bool = False,
     **kwargs,
 ) -> tuple[Array, BoolScalar]:
     """x = A⁻¹b with the library's flag instead of an exception.
 
     Flagged when lineax reports a failure, or when a finite `b` gives a
-    non-finite x or (with `spd`, for an SPD operator) a non-positive x·b. A
+    non-finite x or (the operator being SPD) a non-positive x·b. A
     non-finite `b` is never flagged: it propagates (as NaN) to be reported as
     non-finite dynamics, not as a singular matrix.
     """
@@ -113,9 +115,8 @@ def checked_solve(
     x = solution.value
     failed = solution.result != lx.RESULTS.successful
     failed = failed | ~jnp.all(jnp.isfinite(x))
-    if spd:
-        # bᵀA⁻¹b > 0, unless b is below the solver's atol (then x = 0).
-        failed = failed | (~(jnp.dot(x, b) > 0) & jnp.any(x != 0))
+    # bᵀA⁻¹b > 0, unless b is below the solver's atol (then x = 0).
+    failed = failed | (~(jnp.dot(x, b) > 0) & jnp.any(x != 0))
     # For b = 0 (a projection already on the manifold) x = 0, where an iterative
     # solver may break down (GMRES: a zero Krylov basis) and cannot tell a
     # singular A anyway; a direct one still flags it (a NaN from a bad pivot).
@@ -208,14 +209,14 @@ class LineaxFactor(AbstractMassFactor):
         return self.solve_operator(self.operator, b, self.options, self.state)
 
     def solve_schur(self, schur, residual, symmetric):
-        """λ = S⁻¹ residual for the Schur complement S, and whether S is singular."""
+        """λ solving S λ = residual for the Schur complement S (least-norm where
+        S is singular), and whether it has no solution. CG from λ₀ = 0 stays
+        in the range of S: its λ is the least-norm one."""
         if symmetric and self.matrix_free:
             return self.solve_operator(schur, residual, {})
-        tags = SPD_TAGS if symmetric else ()
-        formed = lx.MatrixLinearOperator(schur.as_matrix(), tags=tags)
         if symmetric:
-            return self.solve_operator(formed, residual, {})
-        return checked_solve(formed, residual, lx.LU(), spd=False)
+            return min_norm_solve(schur.as_matrix(), residual)
+        return min_norm_lu_solve(schur.as_matrix(), residual)
 
     def constrain(self, rows, f=None, directions=None):
         structure = self.operator.in_structure()

@@ -68,7 +68,8 @@ class AbstractConstrained(eqx.Module):
     def multipliers(
         self, target: Array, mask: Array | None = None
     ) -> tuple[Array, BoolScalar]:
-        """λ (zero outside `mask`), and whether C M⁻¹ Dᵀ is singular there."""
+        """λ (zero outside `mask`; least-norm where C M⁻¹ Dᵀ is singular, as
+        with redundant rows), and whether the system has no solution."""
 
     @abc.abstractmethod
     def solution(self, lam: Array) -> tuple[Array, BoolScalar]:

@@ -39,16 +39,25 @@ class Tree(NamedTuple):  # what the Lagrangian needs of the model, as constants
     norm_inertia: tuple[float, ...]  # per ball/free joint, see `_system`
     tendons: Any = None  # `_tendons.Tendons` and `_actuators.Actuators`, set by load
     actuators: Any = None
+    limits: Any = None  # `_limits.Limits` or None
+    equalities: tuple = ()  # `_equality.Equality`s
+    inertial: Any = None  # `_physical.Bodies`: what a mass or inertia may be
 
 
-def read_source(source: Any):
-    """An `MjModel` from a path, an MJCF string or an `MjModel`, as `load` takes."""
+def read_source(source: Any, assets: dict[str, bytes] | None = None):
+    """An `MjModel` from a path, MJCF text (str or bytes), an `MjModel` or
+    dm_control's `physics.model` (its `.ptr`), as `load` takes them."""
     import mujoco
 
+    if isinstance(getattr(source, "ptr", None), mujoco.MjModel):
+        source = source.ptr  # dm_control's wrapper of the MjModel
     if isinstance(source, mujoco.MjModel):
         return source
-    if isinstance(source, str) and source.lstrip().startswith("<"):
+    if isinstance(source, bytes | bytearray):
+        source = bytes(source).decode("utf-8-sig")
+    if isinstance(source, str) and source.lstrip("\ufeff \t\r\n").startswith("<"):
         what, read = "the MJCF string", mujoco.MjModel.from_xml_string
+        source = source.lstrip("\ufeff")
     elif isinstance(source, str | os.PathLike):
         path = Path(source)
         if not path.is_file():
@@ -56,14 +65,14 @@ def read_source(source: Any):
         what, read, source = f"{str(path)!r}", mujoco.MjModel.from_xml_path, str(path)
     else:
         raise ValueError(
-            "`source` must be a path to an MJCF or URDF file, an MJCF string or a "
-            f"mujoco.MjModel, got {type(source).__name__}."
+            "`source` must be a path to an MJCF or URDF file, MJCF text (str or "
+            "bytes), a mujoco.MjModel or dm_control's physics.model, got "
+            f"{type(source).__name__}."
         )
     try:
-        return read(source)
-    except ValueError as e:  # MuJoCo's compiler and parser errors
-        message = " ".join(str(e).split())
-        raise ValueError(f"MuJoCo rejects the model {what}: {message}") from None
+        return read(source, assets)
+    except ValueError as e:  # MuJoCo's compiler and parser errors, as it words them
+        raise ValueError(f"MuJoCo cannot load {what}:\n{str(e).strip()}") from None
 
 
 def _quat_matrix(p) -> np.ndarray:
@@ -131,14 +140,16 @@ def not_imported(m) -> list[str]:
     def listed(kind, ids):
         return ", ".join(_name(m, kind, i) for i in ids)
 
-    on = {k: not _disabled(m, k) for k in ("LIMIT", "SPRING")}
-    neq = int(np.sum(m.eq_type != 3))  # but tendon equalities (`_tendons`)
-    limited = [j for j in range(m.njnt) if m.jnt_limited[j]]
+    held = not _disabled(m, "EQUALITY") and not _disabled(m, "CONSTRAINT")
+    equalities = [  # the flex kinds of mujoco.mjtEq (tendons: `_tendons`)
+        f"flex {_name(m, 'EQUALITY', i)}"
+        for i in range(m.neq)
+        if m.eq_type[i] > 3 and m.eq_active0[i] and held
+    ]
     sprung = [j for j in range(m.njnt) if m.jnt_type[j] <= BALL and m.jnt_stiffness[j]]
     checks = [
         (not _disabled(m, "CONTACT") and _contacts(m), "contacts"),
-        (limited and on["LIMIT"], f"joint limits ({listed('JOINT', limited)})"),
-        (neq and not _disabled(m, "EQUALITY"), f"equality constraints ({neq})"),
+        (equalities, f"equality constraints ({', '.join(equalities)})"),
         (
             m.opt.density or m.opt.viscosity or np.any(m.opt.wind),
             "fluid forces (opt.density, viscosity, wind)",
@@ -149,7 +160,7 @@ def not_imported(m) -> list[str]:
         ),
         (np.any(m.body_gravcomp), "gravity compensation"),
         (
-            sprung and on["SPRING"],
+            sprung and not _disabled(m, "SPRING"),
             f"stiffness of ball and free joints ({listed('JOINT', sprung)})",
         ),
         (
@@ -209,6 +220,7 @@ def default_params(m, tree: Tree) -> dict[str, np.ndarray]:
         (tree.damper, "dof_damping", m.dof_damping),
         (tree.spring, "jnt_stiffness", m.jnt_stiffness),
         (tree.gravity, "gravity", m.opt.gravity),
+        (tree.limits is not None or tree.tendons.limited.size, "restitution", 0.0),
     ):
         if on:
             params[key] = value

@@ -8,6 +8,7 @@ the world). One JVP of all the inertial frames along q̇ gives every body's
 velocity and Ṙ, from which `jl.rigid` forms ½ m |ẋ|² + ½ ωᵀ I ω.
 """
 
+import functools
 import warnings
 from typing import Any
 
@@ -22,7 +23,7 @@ from .._errors import traced
 from .._hold import value_at
 from .._system import LagrangianSystem
 from ..systems._registry import ReadySystem, merge_params
-from . import _actuators, _labels, _model, _tendons
+from . import _actuators, _equality, _labels, _limits, _model, _physical, _tendons
 from ._model import BALL, FREE, HINGE, SLIDE, Tree
 
 
@@ -169,30 +170,51 @@ def _system(tree: Tree, params: dict[str, Any], not_imported=()):
 
     def holonomic(q, t, params):
         rows = [unit(q, t) for unit in units]
+        if tree.equalities:  # after the quaternions' norms
+            rows.append(_equality.residuals(tree.equalities, *_frames(tree, q), q))
         if tendons.equalities.size:
             rows.append(_tendons.equalities(tendons, lengths(q)))
         return jnp.concatenate(rows)
 
+    # The one-sided rows: joint limits, then tendon limits.
+    limits, tendon_limits = tree.limits, tendons.limited.size > 0
+
     def unilateral(q, t, params):
-        return _tendons.limits(tendons, lengths(q))
+        rows = [_limits.rows(limits, q)] if limits else []
+        if tendon_limits:
+            rows.append(_tendons.limits(tendons, lengths(q)))
+        return jnp.concatenate(rows)
+
+    # Named in the refusal of a start below a limit.
+    unilateral.names = (limits.names if limits else ()) + tuple(
+        f"the {side} limit of tendon {i}"
+        for i in tendons.limited
+        for side in ("lower", "upper")
+    )
+    one_sided = bool(limits) or tendon_limits
 
     system = LagrangianSystem(
         lagrangian,
         params=params,
         dissipation=dissipation if tree.damper else None,
         force=force if actuators.ids.size else None,
-        holonomic=holonomic if units or tendons.equalities.size else None,
-        unilateral=unilateral if tendons.limited.size else None,
+        holonomic=holonomic
+        if units or tree.equalities or tendons.equalities.size
+        else None,
+        unilateral=unilateral if one_sided else None,
+        restitution="restitution" if one_sided else 0.0,
         not_imported=not_imported,
     )
     return system, lambda q, t, params: centres(q, params)[0], lengths
 
 
 class MujocoSystem(ReadySystem):
-    """A ready system loaded from a MuJoCo model, with its state conversions."""
+    """A ready system loaded from a MuJoCo model, with its state conversions and
+    `check_params(params)`: a `ValueError` naming an impossible mass or inertia."""
 
     layout: tuple[tuple[int, int, int], ...] = eqx.field(static=True, default=())
     lengths: Any = eqx.field(static=True, default=None)  # the tendons' at q
+    check_params: Any = eqx.field(static=True, default=None)
 
     def to_mujoco(self, q: Any, qd: Any) -> tuple[Array, Array]:
         """MuJoCo's `(qpos, qvel)` of a state `(q, qd)` (or a batch (..., nq)):
@@ -235,7 +257,13 @@ def _check_armature(m, layout, armature: Any) -> None:
             )
 
 
-def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
+def load(
+    source: Any,
+    *,
+    params: dict[str, Any] | None = None,
+    strict: bool = False,
+    assets: dict[str, bytes] | None = None,
+) -> MujocoSystem:
     """A MuJoCo model as a ready system: exact, differentiable equations of motion.
 
     L = T − V is built from the model's kinematic tree: the bodies' masses and
@@ -246,9 +274,11 @@ def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
     as one-sided and equalities as holonomic constraints; actuators apply
     MuJoCo's clipped affine force (gain·ctrl + bias) through joints and tendons.
     Disable flags of the model (gravity, spring, damper, actuation) remove those
-    terms and their params. What is not imported (contacts, joint limits, other
-    equality constraints, fluid forces, geom-wrapping tendons, activation
-    dynamics...) is named in one warning.
+    terms and their params. Joint limits are unilateral constraints (plastic
+    unless the `restitution` param), the active connect, weld and joint
+    equalities holonomic ones, held exactly; a default pose outside a limit is
+    moved onto it. One warning names that and what is not imported (contacts,
+    fluid forces, geom-wrapping tendons, activation dynamics...).
 
     The coordinates are MuJoCo's qpos (hinge and slide 1, ball 4 = quaternion
     (w, x, y, z), free 7 = position then quaternion), and q̇ = dq/dt: a
@@ -258,9 +288,10 @@ def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
 
     **Arguments:**
 
-    - `source`: a path to an MJCF or URDF file, an MJCF string, or a
-        `mujoco.MjModel` (read as it is: after editing its fields call
-        `mujoco.mj_setConst`).
+    - `source`: a path to an MJCF or URDF file, MJCF text (a string or bytes,
+        a byte-order mark allowed), a `mujoco.MjModel` (read as it is: after
+        editing its fields call `mujoco.mj_setConst`) or dm_control's
+        `physics.model`.
     - `params`: overrides of the params, named after the MjModel fields:
         `body_mass` (nbody,), `body_inertia` (nbody, 3), `body_ipos` (nbody, 3),
         `body_iquat` (nbody, 4),
@@ -269,15 +300,20 @@ def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
         (ntendon,), `tendon_lengthspring` (ntendon, 2); `actuator_gainprm`,
         `actuator_biasprm` (nactuator, 3) and `ctrl` (nu,) (zeros; absent where
         no imported actuator reads it; a `jl.ZeroOrderHold` of shape (T, nu)
-        holds a series).
+        holds a series); `restitution` (a scalar, 0 by default; with limits).
+    - `strict`: raise the warning of what is not imported as a `ValueError`.
+    - `assets`: the bytes of the files the model includes, by name (as
+        `mujoco.MjModel.from_xml_string` takes them).
 
     **Returns:** a `MujocoSystem`, a `ReadySystem` that unpacks as
     `system, q0, qd0` (qpos0 at rest), with `positions(q)` the bodies' centres
     of mass, `to_mujoco`/`from_mujoco` and `tendon_lengths`/`tendon_velocities`.
 
     **Raises:** `ValueError` for a missing file, a model MuJoCo rejects, an
-    unknown param or one of the wrong shape, or unequal armature on the angular
-    dofs of a ball or free joint.
+    unknown param or one of the wrong shape, masses and inertias MuJoCo's
+    compiler refuses (the result's `check_params(params)`), unequal armature on
+    the angular dofs of a ball or free joint, or, with `strict`, anything not
+    imported.
 
     **Example:**
 
@@ -290,31 +326,43 @@ def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
     traj = jl.simulate(system, q0 + 0.5, qd0, t1=2.0)
     ```
     """
-    m = _model.read_source(source)
+    m = _model.read_source(source, assets)
     name = _model.model_name(m)
     if m.nv == 0:
         raise ValueError(f"MuJoCo model {name!r} has no joints: nothing moves.")
     tendons = _tendons.read(m)
     actuators = _actuators.read(m, tendons)
-    tree = _model.tree(m)._replace(tendons=tendons, actuators=actuators)
+    tree = _model.tree(m)._replace(
+        tendons=tendons,
+        actuators=actuators,
+        limits=_limits.read(m),
+        equalities=_equality.read(m),
+        inertial=_physical.read(m, name),
+    )
     layout = _layout(tree)
     defaults = _model.default_params(m, tree) | _tendons.default_params(m, tendons)
     defaults |= _actuators.default_params(m, actuators)
     merged = merge_params(name, defaults, params)
-    if not traced(merged["dof_armature"]):
+    check_params = functools.partial(_physical.check, tree.inertial)
+    if not traced(merged):  # (params traced through `load`: checked where known)
         _check_armature(m, layout, np.asarray(merged["dof_armature"]))
+        check_params(merged)
     missing = _model.not_imported(m) + _tendons.not_imported(m)
     missing += _actuators.not_imported(m, tendons)
-    if missing:
-        warnings.warn(
-            f"MuJoCo model {name!r}: not imported (absent from the Lagrangian): "
-            f"{'; '.join(missing)}.",
-            stacklevel=2,
-        )
-    system, points, lengths = _system(tree, merged, missing)
-    q0 = jnp.asarray(m.qpos0, dtype=float)
+    said = "; ".join(missing)
+    said = said and f"not imported (absent from the Lagrangian): {said}"
+    if said and strict:
+        raise ValueError(f"MuJoCo model {name!r}: {said} (strict=True).")
+    q0, moved = _limits.onto(tree.limits, m.qpos0)
+    moved = moved and f"default pose moved onto its joint limits: {', '.join(moved)}"
+    if said or moved:
+        said = "; ".join(x for x in (said, moved) if x)
+        warnings.warn(f"MuJoCo model {name!r}: {said}.", stacklevel=2)
+    system, points, lengths = _system(tree, merged, tuple(missing))
+    q0 = jnp.asarray(q0)
     coordinates = _model.coordinates(m)
     ready = system, q0, jnp.zeros_like(q0), name, coordinates
-    return MujocoSystem(
-        *ready, points=points, layout=layout, lengths=lengths, **_labels.labels(m)
+    extras = dict(
+        points=points, layout=layout, lengths=lengths, check_params=check_params
     )
+    return MujocoSystem(*ready, **extras, **_labels.labels(m))

@@ -4,5 +4,5 @@ Needs the `mujoco` package (`pip install jaxlagrange[mujoco]`), imported only
 when `load` is called.
 """
 
-from ._system import MujocoSystem as MujocoSystem, load as load
 from ._save import save as save
+from ._system import MujocoSystem as MujocoSystem, load as load

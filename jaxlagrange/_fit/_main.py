@@ -19,6 +19,7 @@ import numpy as np
 import optax
 import optimistix as optx
 
+from .._cache import cached
 from .._custom_types import Array, Params, ScalarLike
 from .._system import LagrangianSystem
 from ._drivers import driver_of
@@ -110,6 +111,7 @@ class FitResult(eqx.Module):
     start_losses: np.ndarray | None = None
 
 
+@cached
 def fit(
     system: LagrangianSystem,
     data: Observations | Sequence[Observations],

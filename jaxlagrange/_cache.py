@@ -22,9 +22,11 @@ import functools
 import os
 import stat
 import sys
+import warnings
 from pathlib import Path
 
 import jax
+import numpy as np
 from jax._src import config as jax_config  # the config's thread-local contexts
 
 
@@ -125,6 +127,7 @@ def cached(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        _note_long_compile(fn.__name__, args)
         config = jax.config
         user_chose = config.jax_compilation_cache_dir is not None
         path = None if user_chose else _directory()
@@ -137,3 +140,26 @@ def cached(fn):
             return fn(*args, **kwargs)
 
     return wrapper
+
+
+# From this many coordinates, a first call compiles for tens of seconds or more
+# on a CPU (a 28-coordinate humanoid: about a minute): `cached` says so first.
+LONG_COMPILE_SIZE = 24
+_noted: set = set()
+
+
+def _note_long_compile(name: str, args: tuple) -> None:
+    """One warning per function and problem size before a long first compile
+    (not under a user's trace, where their program compiles)."""
+    q = args[1] if len(args) > 1 else None
+    if not isinstance(q, np.ndarray | jax.Array) or isinstance(q, jax.core.Tracer):
+        return
+    if q.size < LONG_COMPILE_SIZE or (name, q.shape) in _noted:
+        return
+    _noted.add((name, q.shape))
+    warnings.warn(
+        f"jl.{name}: the first call for {q.size} coordinates compiles its program, "
+        "which may take minutes on a CPU; later calls with the same shapes reuse "
+        "it, and the persistent compilation cache serves the next process.",
+        stacklevel=3,
+    )

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -48,6 +49,18 @@ def test_the_cache_is_scoped_to_library_calls(monkeypatch, tmp_path):
     monkeypatch.setenv("JAXLAGRANGE_CACHE_DIR", str(tmp_path / "xla"))
     with _user_dir(tmp_path):
         assert probe() == str(tmp_path / "mine")  # the user's choice wins
+
+
+def test_a_long_first_compile_is_announced_once():
+    n = _cache.LONG_COMPILE_SIZE
+    system = jl.LagrangianSystem(lambda q, qd, t: 0.5 * qd @ qd - 0.5 * q @ q)
+    q = jnp.linspace(0.0, 1.0, n)
+    with pytest.warns(UserWarning, match=f"first call for {n} coordinates compiles"):
+        jl.accelerations(system, q, q, 0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        jl.accelerations(system, q + 1, q, 0.0)  # the same shapes: no note
+        jl.accelerations(system, q[:-1], q[:-1], 0.0)  # small: no note
 
 
 class _user_dir:

@@ -15,7 +15,9 @@ are written by JAX whole or not at all as far as a reader can tell: a reader
 that meets an entry another process is still writing fails to decompress it
 and compiles instead (JAX warns), so concurrent processes are safe. JAX opens
 its cache once per process, in the first directory it is given: a process
-that later names its own directory keeps using this one.
+that later names its own directory keeps using this one. JAX does not store a
+program that holds host callbacks (`jl.accelerations`' error checks): the
+simulate, linearize and fit programs are what a second process loads.
 """
 
 import functools

@@ -1,6 +1,16 @@
 """Trace, compile and run time of representative programs, against another checkout.
 
     python benchmarks/bench_compile.py [--against PATH] [--rounds 2]
+    python benchmarks/bench_compile.py --models [chain2 chain16 hopper ...]
+
+`--models`: for MuJoCo models loaded by `jl.mujoco.load` (hinge chains of n
+links, MJCF generated here, and the dm_control cartpole, hopper, cheetah and
+humanoid with contacts and limits off), each in fresh processes with a fresh
+persistent cache: the first `jl.accelerations` (wall seconds, and JAX's trace,
+lowering and XLA compile seconds), the first `jl.simulate` to t = 0.1, their
+second calls, the same first calls in a second process (served by the cache),
+MJX's `jax.jit(mjx.step)` compile on the same model, and one q̈'s cost against
+MuJoCo's `mj_forward`; then the log–log slope of the chains' first q̈ in n.
 
 Each program is lowered, compiled and run (best of 5) in a fresh process per
 checkout and round, pinned to one core (`taskset -c 1` where available, XLA's
@@ -115,6 +125,107 @@ print(
 """
 
 
+_MODEL_CHILD = r"""
+import collections, sys, time, warnings
+import jax, jax.numpy as jnp, mujoco, numpy as np
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_platform_name", "cpu")
+stages = collections.defaultdict(float)
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, duration, **kw: stages.__setitem__(
+        event.rsplit("/", 1)[-1], stages[event.rsplit("/", 1)[-1]] + duration))
+import jaxlagrange as jl
+warnings.simplefilter("ignore")
+name, mjx_too = sys.argv[1], sys.argv[2] == "1"
+if name.startswith("chain"):
+    n, body = int(name[5:]), ""
+    for i in range(n):
+        body += (f'<body pos="0 0 {-0.3 if i else 0}"><joint type="hinge" '
+                 'axis="0 1 0"/><geom type="capsule" fromto="0 0 0 0 0 -0.3" size="0.03"/>')
+    m = mujoco.MjModel.from_xml_string(f"<mujoco><worldbody>{body}{'</body>' * n}"
+                                       "</worldbody></mujoco>")
+else:
+    m = mujoco.MjModel.from_xml_path(f"tests/data/dm_control_suite/{name}.xml")
+m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT | mujoco.mjtDisableBit.mjDSBL_LIMIT
+system, q0, qd0 = jl.mujoco.load(m)
+qd0 = qd0 + 0.1
+def timed(fn):
+    stages.clear()
+    start = time.perf_counter()
+    jax.block_until_ready(fn())
+    return time.perf_counter() - start, dict(stages)
+acc = lambda: jl.accelerations(system, q0, qd0, 0.0)
+sim = lambda: jl.simulate(system, q0, qd0, t1=0.1).q
+a1, st = timed(acc)
+a2, _ = timed(acc)
+s1, _ = timed(sim)
+s2, _ = timed(sim)
+row = [a1, st.get("jaxpr_trace_duration", 0), st.get("jaxpr_to_mlir_module_duration", 0),
+       st.get("backend_compile_duration", 0), a2, s1, s2]
+if mjx_too:
+    from jaxlagrange._constraints import dynamics
+    data = mujoco.MjData(m)
+    mujoco.mj_forward(m, data)
+    start = time.process_time()
+    for _ in range(1000):
+        mujoco.mj_forward(m, data)
+    forward = (time.process_time() - start) / 1000
+    qdd = jax.jit(lambda q, v: dynamics(system, q, v, jnp.zeros(())).accelerations)
+    jax.block_until_ready(qdd(q0, qd0))
+    times = []
+    for _ in range(30):
+        start = time.process_time()
+        jax.block_until_ready(qdd(q0, qd0))
+        times.append(time.process_time() - start)
+    from mujoco import mjx
+    mx, dx = mjx.put_model(m), mjx.put_data(m, data)
+    start = time.perf_counter()
+    jax.jit(mjx.step).lower(mx, dx).compile()
+    row += [time.perf_counter() - start, np.median(times) * 1e6, forward * 1e6]
+print("|".join([name, str(q0.shape[0])] + [f"{x:.4g}" for x in row]))
+"""
+
+_MODELS = ["chain2", "chain4", "chain8", "chain16", "chain32", "chain64",
+           "cartpole", "hopper", "cheetah", "humanoid"]
+
+
+def _models(names: list[str]) -> None:
+    import tempfile
+
+    import numpy as np
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    print("wall seconds on this machine (say how loaded it was); q̈ and")
+    print("mj_forward: µs of process CPU time per call; 2nd process: the cache")
+    head = ("model", "nq", "q̈ 1st", "trace", "lower", "XLA", "q̈ 2nd", "sim 1st",
+            "sim 2nd", "2nd proc q̈", "2nd proc sim", "MJX step", "q̈ µs", "mj_fwd µs",
+            "ratio")
+    print(" ".join(f"{h:>12s}" for h in head))
+    firsts = {}
+    for name in names:
+        with tempfile.TemporaryDirectory() as cache:
+            env = dict(os.environ, JAXLAGRANGE_CACHE_DIR=cache, PYTHONPATH=here)
+            rows = []
+            for mjx_too in ("1", "0"):
+                out = subprocess.run(
+                    [sys.executable, "-c", _MODEL_CHILD, name, mjx_too],
+                    capture_output=True, text=True, env=env, cwd=here, check=True,
+                )
+                rows.append(out.stdout.strip().splitlines()[-1].split("|"))
+        first, second = rows
+        cells = first[:9] + [second[2], second[7]] + first[9:]
+        if len(first) > 9:
+            cells.append(f"{float(first[10]) / float(first[11]):.0f}x")
+        print(" ".join(f"{c:>12s}" for c in cells))
+        if name.startswith("chain"):
+            firsts[int(name[5:])] = float(first[2])
+    large = sorted(n for n in firsts if n >= 8)
+    if len(large) >= 2:
+        slope = np.polyfit(np.log(large), np.log([firsts[n] for n in large]), 1)[0]
+        print(f"log–log slope of the chains' first q̈ from {large[0]} to {large[-1]}"
+              f" links: {slope:.2f}")
+
+
 def _run(tree: str) -> dict[str, tuple[str, ...]]:
     env = dict(os.environ, XLA_FLAGS="--xla_cpu_multi_thread_eigen=false")
     command = [sys.executable, "-c", _CHILD, tree]
@@ -129,7 +240,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--against", help="another checkout of the project")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--models", nargs="*", help="the model table (default all)")
     options = parser.parse_args()
+    if options.models is not None:
+        _models(options.models or _MODELS)
+        return
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     trees = {"this": here}
     if options.against:

@@ -9,6 +9,7 @@ the state or the result is not finite.
 import equinox as eqx
 import jax.numpy as jnp
 
+from ._cache import cached
 from ._coefficients import checked_values
 from ._constraints import Dynamics, contact_set, dynamics
 from ._custom_types import Array, Float, ScalarLike, Vector, VectorLike
@@ -48,6 +49,7 @@ def _checked_dynamics(system, q, qd, t) -> Dynamics:
     return dyn._replace(accelerations=qdd, multipliers=lam)
 
 
+@cached
 def accelerations(
     system: LagrangianSystem, q: VectorLike, qd: VectorLike, t: ScalarLike
 ) -> Vector:

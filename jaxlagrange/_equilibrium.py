@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import optimistix as optx
 
+from ._cache import cached
 from ._constraints import contact_tolerance, dynamics, num_bilateral
 from ._custom_types import Array, Float, ScalarLike, VectorLike
 from ._errors import first_error
@@ -115,6 +116,7 @@ def _equilibrium(system, q_guess, t, rtol, atol, max_steps):
     return first_error(q, [*point.undefined(), (~ok, _NOT_CONVERGED), *checks])
 
 
+@cached
 def equilibrium(
     system: LagrangianSystem,
     q_guess: VectorLike,

@@ -25,6 +25,7 @@ import jax.tree_util as jtu
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from ._cache import cached
 from ._constraints import (
     SINGULAR_CONSTRAINTS,
     contact_set,
@@ -201,6 +202,7 @@ def _manifold_residual(system, q, qd, t, velocities=True) -> tuple[Array, Array]
     return residual, residual > tol
 
 
+@cached
 def linearize(
     system: LagrangianSystem,
     q: VectorLike,

@@ -5,6 +5,7 @@ import diffrax
 import equinox as eqx
 import jax.numpy as jnp
 
+from ._cache import cached
 from ._coefficients import checked_values
 from ._constraints import check_affine_in_velocities
 from ._custom_types import Array, ArrayLike, Float, ScalarLike, VectorLike
@@ -59,6 +60,7 @@ _NON_FINITE_INITIAL = (
 _SINGULAR = int(code_of(RESULTS.singular_mass_matrix))
 
 
+@cached
 def simulate(
     system: LagrangianSystem,
     q0: VectorLike,

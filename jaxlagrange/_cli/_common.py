@@ -3,7 +3,6 @@
 import contextlib
 import functools
 import os
-import stat
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _config
+from .._cache import cache_directory as cache_directory
 from ._output import CLIError, file_name, output_dir
 
 
@@ -70,83 +70,6 @@ def output_directory(args, config, default: str) -> Path:
 def show_progress(args) -> bool:
     """A progress bar on a terminal, in logs only when asked, never when quiet."""
     return not args.quiet and (args.progress or sys.stderr.isatty())
-
-
-def cache_directory() -> Path | None:
-    """The directory of the persistent compilation cache, checked; None: off.
-
-    `JAXLAGRANGE_CACHE_DIR` names the directory (empty: no cache); without it,
-    JAX's own `JAX_COMPILATION_CACHE_DIR` if set, else
-    `$XDG_CACHE_HOME/jaxlagrange/xla` (default `~/.cache/jaxlagrange/xla`),
-    created with mode 0700. JAX runs the programs stored in the cache, so a
-    directory, or an entry in it, that is not the user's own or that others may
-    write is refused with a warning (the run goes on without the cache).
-    """
-    directory = os.environ.get(
-        "JAXLAGRANGE_CACHE_DIR", os.environ.get("JAX_COMPILATION_CACHE_DIR")
-    )
-    chosen = directory is not None
-    if directory is None:
-        home = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
-        directory = os.path.join(home, "jaxlagrange", "xla")
-    if not directory:
-        return None
-    path = Path(directory).expanduser()
-    try:
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.mkdir(mode=0o700)
-    except OSError as e:
-        # A cache is an optimization: never fail a run for it, but say so when
-        # the user chose the directory.
-        problem = chosen and f"it cannot be created ({e.strerror})"
-    else:
-        problem = _unsafe_cache(path)
-        if problem:
-            problem += (
-                "; JAX runs the programs stored in it, so it must be yours alone (a "
-                "directory of mode 0700: set JAXLAGRANGE_CACHE_DIR, or --no-cache)"
-            )
-    if problem:
-        print(
-            f"jaxlagrange: warning: not using the compilation cache {str(path)!r}: "
-            f"{problem}",
-            file=sys.stderr,
-            flush=True,
-        )
-    return None if problem is not None else path
-
-
-def _unsafe_cache(path: Path) -> str | None:
-    """What makes the cache `path` unsafe to load programs from, or None."""
-    uid = os.geteuid()
-    try:
-        st = path.stat()
-        if not stat.S_ISDIR(st.st_mode):
-            return "it is not a directory"
-        if st.st_uid != uid:
-            return f"it belongs to user id {st.st_uid}, not to you ({uid})"
-        if st.st_mode & 0o022:
-            return f"it is writable by others (mode {oct(st.st_mode & 0o7777)})"
-        group_enters = st.st_mode & 0o010
-        with os.scandir(path) as entries:
-            for entry in entries:
-                est = entry.stat(follow_symlinks=False)
-                if entry.is_symlink():
-                    return f"its entry {entry.name!r} is a symbolic link"
-                if est.st_uid != uid:
-                    return (
-                        f"its entry {entry.name!r} belongs to user id {est.st_uid}, "
-                        f"not to you ({uid})"
-                    )
-                if est.st_mode & 0o002 or (group_enters and est.st_mode & 0o020):
-                    return (
-                        f"its entry {entry.name!r} is writable by others (mode "
-                        f"{oct(est.st_mode & 0o7777)})"
-                    )
-    except OSError as e:
-        return f"it cannot be checked ({e.strerror})"
-    return None
 
 
 def compilation_cache() -> Path | None:

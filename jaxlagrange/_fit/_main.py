@@ -21,6 +21,7 @@ import optax
 import optimistix as optx
 from jax.flatten_util import ravel_pytree
 
+from .._cache import cached
 from .._custom_types import Array, Params, ScalarLike
 from .._system import LagrangianSystem
 from . import _consistent
@@ -124,6 +125,7 @@ class FitResult(eqx.Module):
     unidentifiable: list[dict[str, float]] = eqx.field(default_factory=list)
 
 
+@cached
 def fit(
     system: LagrangianSystem,
     data: Observations | Sequence[Observations],

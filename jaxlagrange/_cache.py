@@ -1,0 +1,167 @@
+"""JAX's persistent compilation cache for the library's own programs.
+
+A second process that simulates, fits or linearizes the same model loads
+XLA's compiled program from disk instead of compiling it again. The cache is
+scoped, not global: `cached` turns it on (a thread-local JAX config state) only
+while a public function of the package runs, so a user's own programs are not
+written to it, and nothing is set at import. The user's own choice wins: with
+JAX's cache directory set (`JAX_COMPILATION_CACHE_DIR`, `jax.config.update`,
+the command line's `compilation_cache`) or the cache disabled, `cached` changes
+nothing; `JAXLAGRANGE_CACHE_DIR=""` turns it off.
+
+The directory is `cache_directory()`'s: the user's own (mode 0700), refused
+with a warning if others could write to it (JAX runs what it loads). Entries
+are written by JAX whole or not at all as far as a reader can tell: a reader
+that meets an entry another process is still writing fails to decompress it
+and compiles instead (JAX warns), so concurrent processes are safe. JAX opens
+its cache once per process, in the first directory it is given: a process
+that later names its own directory keeps using this one. JAX does not store a
+program that holds host callbacks (`jl.accelerations`' error checks): the
+simulate, linearize and fit programs are what a second process loads.
+"""
+
+import functools
+import os
+import stat
+import sys
+import warnings
+from pathlib import Path
+
+import jax
+import numpy as np
+from jax._src import config as jax_config  # the config's thread-local contexts
+
+
+def cache_directory() -> Path | None:
+    """The directory of the persistent compilation cache, checked; None: off.
+
+    `JAXLAGRANGE_CACHE_DIR` names the directory (empty: no cache); without it,
+    JAX's own `JAX_COMPILATION_CACHE_DIR` if set, else
+    `$XDG_CACHE_HOME/jaxlagrange/xla` (default `~/.cache/jaxlagrange/xla`),
+    created with mode 0700. JAX runs the programs stored in the cache, so a
+    directory, or an entry in it, that is not the user's own or that others may
+    write is refused with a warning (the run goes on without the cache).
+    """
+    directory = os.environ.get(
+        "JAXLAGRANGE_CACHE_DIR", os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    )
+    chosen = directory is not None
+    if directory is None:
+        home = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
+        directory = os.path.join(home, "jaxlagrange", "xla")
+    if not directory:
+        return None
+    path = Path(directory).expanduser()
+    try:
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.mkdir(mode=0o700)
+    except OSError as e:
+        # A cache is an optimization: never fail a run for it, but say so when
+        # the user chose the directory.
+        problem = chosen and f"it cannot be created ({e.strerror})"
+    else:
+        problem = _unsafe_cache(path)
+        if problem:
+            problem += (
+                "; JAX runs the programs stored in it, so it must be yours alone (a "
+                "directory of mode 0700: set JAXLAGRANGE_CACHE_DIR, or --no-cache)"
+            )
+    if problem:
+        print(
+            f"jaxlagrange: warning: not using the compilation cache {str(path)!r}: "
+            f"{problem}",
+            file=sys.stderr,
+            flush=True,
+        )
+    return None if problem is not None else path
+
+
+def _unsafe_cache(path: Path) -> str | None:
+    """What makes the cache `path` unsafe to load programs from, or None."""
+    uid = os.geteuid()
+    try:
+        st = path.stat()
+        if not stat.S_ISDIR(st.st_mode):
+            return "it is not a directory"
+        if st.st_uid != uid:
+            return f"it belongs to user id {st.st_uid}, not to you ({uid})"
+        if st.st_mode & 0o022:
+            return f"it is writable by others (mode {oct(st.st_mode & 0o7777)})"
+        group_enters = st.st_mode & 0o010
+        with os.scandir(path) as entries:
+            for entry in entries:
+                est = entry.stat(follow_symlinks=False)
+                if entry.is_symlink():
+                    return f"its entry {entry.name!r} is a symbolic link"
+                if est.st_uid != uid:
+                    return (
+                        f"its entry {entry.name!r} belongs to user id {est.st_uid}, "
+                        f"not to you ({uid})"
+                    )
+                if est.st_mode & 0o002 or (group_enters and est.st_mode & 0o020):
+                    return (
+                        f"its entry {entry.name!r} is writable by others (mode "
+                        f"{oct(est.st_mode & 0o7777)})"
+                    )
+    except OSError as e:
+        return f"it cannot be checked ({e.strerror})"
+    return None
+
+
+# Programs that compile faster are not worth a file each.
+MIN_COMPILE_SECONDS = 1.0
+
+
+@functools.cache
+def _checked(environment: tuple) -> Path | None:
+    del environment  # the key: checked (and warned about) once per setting
+    return cache_directory()
+
+
+def _directory() -> Path | None:
+    names = ("JAXLAGRANGE_CACHE_DIR", "JAX_COMPILATION_CACHE_DIR", "XDG_CACHE_HOME")
+    return _checked(tuple(os.environ.get(name) for name in names))
+
+
+def cached(fn):
+    """`fn` with its compiles served by the persistent cache (see above)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        _note_long_compile(fn.__name__, args)
+        config = jax.config
+        user_chose = config.jax_compilation_cache_dir is not None
+        path = None if user_chose else _directory()
+        if path is None or not config.jax_enable_compilation_cache:
+            return fn(*args, **kwargs)
+        with (
+            jax_config.compilation_cache_dir(str(path)),
+            jax_config.persistent_cache_min_compile_time_secs(MIN_COMPILE_SECONDS),
+        ):
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+# From this many coordinates, a first call compiles for tens of seconds or more
+# on a CPU (a 28-coordinate humanoid: about a minute): `cached` says so first.
+LONG_COMPILE_SIZE = 24
+_noted: set = set()
+
+
+def _note_long_compile(name: str, args: tuple) -> None:
+    """One warning per function and problem size before a long first compile
+    (not under a user's trace, where their program compiles)."""
+    q = args[1] if len(args) > 1 else None
+    if not isinstance(q, np.ndarray | jax.Array) or isinstance(q, jax.core.Tracer):
+        return
+    if q.size < LONG_COMPILE_SIZE or (name, q.shape) in _noted:
+        return
+    _noted.add((name, q.shape))
+    warnings.warn(
+        f"jl.{name}: the first call for {q.size} coordinates compiles its program, "
+        "which may take minutes on a CPU; later calls with the same shapes reuse "
+        "it, and the persistent compilation cache serves the next process.",
+        stacklevel=3,
+    )

@@ -1,0 +1,113 @@
+"""Compiled programs reused: a second call traces nothing, a second process
+loads XLA's program from the persistent cache (`jaxlagrange/_cache.py`)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import jaxlagrange as jl
+from jaxlagrange import _cache
+
+
+def _counting_pendulum():
+    traces = []
+
+    def lagrangian(q, qd, t):
+        traces.append(1)  # a Python side effect: runs once per trace
+        return 0.5 * qd @ qd + jnp.cos(q[0]) + 0.1 * jnp.cos(q[1] - q[0])
+
+    return jl.LagrangianSystem(lagrangian), traces
+
+
+def test_a_second_simulate_and_linearize_trace_nothing():
+    system, traces = _counting_pendulum()
+    q, qd = jnp.array([0.3, 0.1]), jnp.zeros(2)
+    jl.simulate(system, q, qd, t1=0.2)
+    first = len(traces)
+    jl.simulate(system, q + 0.1, qd + 0.2, t1=0.2)
+    assert first > 0 and len(traces) == first
+    jl.linearize(system, q, qd)
+    first = len(traces)
+    jl.linearize(system, q + 0.1, qd)
+    assert len(traces) == first
+
+
+def test_the_cache_is_scoped_to_library_calls(monkeypatch, tmp_path):
+    monkeypatch.setenv("JAXLAGRANGE_CACHE_DIR", str(tmp_path / "xla"))
+    probe = _cache.cached(lambda: jax.config.jax_compilation_cache_dir)
+    assert probe() == str(tmp_path / "xla")
+    assert (tmp_path / "xla").stat().st_mode & 0o777 == 0o700
+    assert jax.config.jax_compilation_cache_dir is None  # outside: untouched
+    monkeypatch.setenv("JAXLAGRANGE_CACHE_DIR", "")
+    assert probe() is None  # off
+    monkeypatch.setenv("JAXLAGRANGE_CACHE_DIR", str(tmp_path / "xla"))
+    with _user_dir(tmp_path):
+        assert probe() == str(tmp_path / "mine")  # the user's choice wins
+
+
+def test_a_long_first_compile_is_announced_once():
+    n = _cache.LONG_COMPILE_SIZE
+    system = jl.LagrangianSystem(lambda q, qd, t: 0.5 * qd @ qd - 0.5 * q @ q)
+    q = jnp.linspace(0.0, 1.0, n)
+    with pytest.warns(UserWarning, match=f"first call for {n} coordinates compiles"):
+        jl.accelerations(system, q, q, 0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        jl.accelerations(system, q + 1, q, 0.0)  # the same shapes: no note
+        jl.accelerations(system, q[:-1], q[:-1], 0.0)  # small: no note
+
+
+class _user_dir:
+    def __init__(self, tmp_path):
+        from jax._src import config
+
+        self.context = config.compilation_cache_dir(str(tmp_path / "mine"))
+
+    def __enter__(self):
+        self.context.__enter__()
+
+    def __exit__(self, *exc):
+        self.context.__exit__(*exc)
+
+
+_CHILD = textwrap.dedent(
+    """
+    import jax, jax.numpy as jnp
+    jax.config.update("jax_enable_x64", True)
+    import jaxlagrange as jl
+    from jaxlagrange import _cache
+    _cache.MIN_COMPILE_SECONDS = 0.0
+    hits = []
+    jax.monitoring.register_event_listener(
+        lambda event, **kw: hits.append(event) if event.endswith("cache_hits") else None
+    )
+    system, q0, qd0 = jl.systems.double_pendulum()
+    jl.accelerations(system, q0, qd0, 0.0).block_until_ready()
+    print("hits", len(hits))
+    """
+)
+
+
+def test_a_second_process_loads_the_compiled_programs(tmp_path):
+    env = dict(os.environ, JAXLAGRANGE_CACHE_DIR=str(tmp_path / "xla"))
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [os.path.dirname(os.path.dirname(jl.__file__)), env.get("PYTHONPATH", "")]
+    )
+
+    def run():
+        out = subprocess.run(
+            [sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True
+        )
+        assert out.returncode == 0, out.stderr
+        return int(out.stdout.split()[-1])
+
+    assert run() == 0
+    assert any((tmp_path / "xla").iterdir())
+    assert run() > 0

@@ -55,7 +55,8 @@ class Metric:
 
     def _correction(self, rows, residual) -> tuple[Array, BoolScalar, BoolScalar]:
         kkt = self.factor.constrain(Rows(rows))
-        lam, singular = kkt.multipliers(-residual)
+        # The step M⁻¹Cᵀλ is the same for every λ: no least-norm correction.
+        lam, singular = kkt.multipliers(-residual, least=False)
         delta, failed = kkt.solution(lam)
         return delta, failed, singular & ~failed
 

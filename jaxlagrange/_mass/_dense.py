@@ -48,7 +48,7 @@ class DenseConstrained(AbstractConstrained):
     symmetric: bool = eqx.field(static=True)
     unroll: int = eqx.field(static=True)
 
-    def multipliers(self, target, mask=None):
+    def multipliers(self, target, mask=None, least=True):
         residual = target - self.free
         schur = self.schur
         if mask is not None:
@@ -57,7 +57,7 @@ class DenseConstrained(AbstractConstrained):
             schur = jnp.where(both, schur, jnp.eye(mask.shape[0], dtype=schur.dtype))
             residual = jnp.where(mask, residual, 0.0)
         if self.symmetric:
-            lam, singular = min_norm_solve(schur, residual, self.unroll)
+            lam, singular = min_norm_solve(schur, residual, self.unroll, least)
         else:
             lam, singular = min_norm_lu_solve(schur, residual, self.unroll)
         if mask is not None:

@@ -101,12 +101,16 @@ def _dropping_cholesky(matrix: Array, tol: float) -> Cholesky:
     return Cholesky(lower, jnp.any(dropped), dropped)
 
 
-def _least_norm(matrix: Array, b: Array, unroll: int) -> tuple[Array, BoolScalar]:
+def _least_norm(
+    matrix: Array, b: Array, unroll: int, least: bool = True
+) -> tuple[Array, BoolScalar]:
     """x of `min_norm_solve`, and whether a row was dropped (rank-deficient)."""
     n, dtype = matrix.shape[0], matrix.dtype
     chol = cholesky(matrix, unroll, drop=True)
     dropped = chol.dropped
     x = cho_solve(chol.factor, jnp.where(dropped, 0.0, b), unroll)
+    if not least:
+        return x, chol.singular
     eye = jnp.eye(n, dtype=dtype)
     kept = cho_solve(chol.factor, jnp.where(dropped[:, None], 0.0, matrix), unroll)
     basis = jnp.where(dropped[None, :], eye - kept, 0.0)
@@ -124,7 +128,7 @@ def _inconsistent(matrix: Array, x: Array, b: Array) -> BoolScalar:
 
 
 def min_norm_solve(
-    matrix: Array, b: Array, unroll: int = UNROLL_MAX
+    matrix: Array, b: Array, unroll: int = UNROLL_MAX, least: bool = True
 ) -> tuple[Array, BoolScalar]:
     """The least-norm x of `matrix @ x = b` for a symmetric positive
     semidefinite `matrix`, and whether the system is inconsistent.
@@ -134,9 +138,10 @@ def min_norm_solve(
     n_j = e_j − S̃⁻¹ s_j for the dropped j (s_j its column on the kept rows), and
     x = x_b less its component there (zero where nothing is dropped). A rational
     function of the entries at a fixed rank: differentiable, no eigenvalues.
-    Inconsistent: the residual exceeds √eps of the scale of the terms.
+    Inconsistent: the residual exceeds √eps of the scale of the terms. Without
+    `least`, x_b (where only Cᵀx matters, as in a projection's step).
     """
-    x, _ = _least_norm(matrix, b, unroll)
+    x, _ = _least_norm(matrix, b, unroll, least)
     return x, _inconsistent(matrix, x, b)
 
 

@@ -149,7 +149,7 @@ class OperatorConstrained(AbstractConstrained):
     failed: BoolScalar
     symmetric: bool = eqx.field(static=True)
 
-    def multipliers(self, target, mask=None):
+    def multipliers(self, target, mask=None, least=True):
         residual = target - self.rows_of(self.z)
         if mask is not None:
             residual = jnp.where(mask, residual, 0.0)
@@ -163,7 +163,9 @@ class OperatorConstrained(AbstractConstrained):
         structure = jax.ShapeDtypeStruct(residual.shape, residual.dtype)
         tags = SPD_TAGS if self.symmetric else ()
         schur = lx.FunctionLinearOperator(product, structure, tags=tags)
-        lam, singular = self.factor.solve_schur(schur, residual, self.symmetric)
+        lam, singular = self.factor.solve_schur(
+            schur, residual, self.symmetric, least
+        )
         if mask is not None:
             lam = jnp.where(mask, lam, 0.0)
         return lam, singular & ~self.failed
@@ -208,14 +210,14 @@ class LineaxFactor(AbstractMassFactor):
     def solve(self, b):
         return self.solve_operator(self.operator, b, self.options, self.state)
 
-    def solve_schur(self, schur, residual, symmetric):
+    def solve_schur(self, schur, residual, symmetric, least=True):
         """λ solving S λ = residual for the Schur complement S (least-norm where
         S is singular), and whether it has no solution. CG from λ₀ = 0 stays
         in the range of S: its λ is the least-norm one."""
         if symmetric and self.matrix_free:
             return self.solve_operator(schur, residual, {})
         if symmetric:
-            return min_norm_solve(schur.as_matrix(), residual)
+            return min_norm_solve(schur.as_matrix(), residual, least=least)
         return min_norm_lu_solve(schur.as_matrix(), residual)
 
     def constrain(self, rows, f=None, directions=None):

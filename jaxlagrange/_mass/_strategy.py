@@ -66,10 +66,11 @@ class AbstractConstrained(eqx.Module):
 
     @abc.abstractmethod
     def multipliers(
-        self, target: Array, mask: Array | None = None
+        self, target: Array, mask: Array | None = None, least: bool = True
     ) -> tuple[Array, BoolScalar]:
         """λ (zero outside `mask`; least-norm where C M⁻¹ Dᵀ is singular, as
-        with redundant rows), and whether the system has no solution."""
+        with redundant rows, or without `least` any solution where only Dᵀλ
+        is used), and whether the system has no solution."""
 
     @abc.abstractmethod
     def solution(self, lam: Array) -> tuple[Array, BoolScalar]:

@@ -111,33 +111,6 @@ def _motor(m, a: int) -> bool:
     )
 
 
-def _contacts(m) -> bool:
-    """Whether two geoms of different bodies may collide (MuJoCo's filters: the
-    contype/conaffinity bits, one weld group, parent and child, exclusions)."""
-    if m.npair:
-        return True
-    body, weld = m.geom_bodyid, m.body_weldid[m.geom_bodyid]
-    parent = m.body_weldid[m.body_parentid[m.body_weldid]]
-    excluded = {
-        tuple(sorted((int(s >> 16), int(s & 0xFFFF)))) for s in m.exclude_signature
-    }
-    filterparent = not _disabled(m, "FILTERPARENT")
-    for i in range(m.ngeom):
-        for k in range(i + 1, m.ngeom):
-            a, b = int(weld[i]), int(weld[k])
-            if a == b or not (
-                m.geom_contype[i] & m.geom_conaffinity[k]
-                or m.geom_contype[k] & m.geom_conaffinity[i]
-            ):
-                continue
-            if filterparent and (parent[a] == b or parent[b] == a) and a and b:
-                continue
-            if tuple(sorted((int(body[i]), int(body[k])))) in excluded:
-                continue
-            return True
-    return False
-
-
 def not_imported(m) -> list[str]:
     """What the model has that the Lagrangian leaves out, one phrase each."""
 
@@ -151,7 +124,6 @@ def not_imported(m) -> list[str]:
     limits = m.actuator_ctrllimited + m.actuator_forcelimited
     ranged = [a for a in range(m.nu) if limits[a]]
     checks = [
-        (not _disabled(m, "CONTACT") and _contacts(m), "contacts"),
         (limited and on["LIMIT"], f"joint limits ({listed('JOINT', limited)})"),
         (m.ntendon, f"tendons ({m.ntendon})"),
         (m.neq and not _disabled(m, "EQUALITY"), f"equality constraints ({m.neq})"),

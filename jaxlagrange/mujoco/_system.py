@@ -9,6 +9,7 @@ velocity and Ṙ, from which `jl.rigid` forms ½ m |ẋ|² + ½ ωᵀ I ω.
 """
 
 import warnings
+from functools import partial
 from typing import Any
 
 import equinox as eqx
@@ -21,7 +22,7 @@ from .._custom_types import Array
 from .._errors import traced
 from .._system import LagrangianSystem
 from ..systems._registry import ReadySystem, merge_params
-from . import _model
+from . import _contacts, _model
 from ._model import BALL, FREE, HINGE, SLIDE, Tree
 
 
@@ -103,7 +104,7 @@ def _velocities(layout, q: Array, rates: Array, *, to_mujoco: bool) -> Array:
     return jnp.concatenate(parts, -1)
 
 
-def _system(tree: Tree, params: dict[str, Any]):
+def _system(tree: Tree, params: dict[str, Any], contacts=None):
     """The model's `LagrangianSystem` with `params`, and its points."""
     layout = _layout(tree)
     quaternions = [a + 3 * (k == FREE) for k, a, _ in layout if k in (BALL, FREE)]
@@ -147,12 +148,23 @@ def _system(tree: Tree, params: dict[str, Any]):
     def holonomic(q, t, params):
         return jnp.concatenate([unit(q, t) for unit in units])
 
+    def unilateral(q, t, params):  # contacts first, then limits
+        return _contacts.distances(contacts, *_frames(tree, q))
+
+    def slip(q, qd, t, params):
+        return _contacts.slip(contacts, lambda q: _frames(tree, q), q, qd)
+
+    rough = contacts is not None and np.any(contacts.fixed != 0)
     system = LagrangianSystem(
         lagrangian,
         params=params,
         dissipation=dissipation if tree.damper else None,
         force=force if gains.size else None,
         holonomic=holonomic if units else None,
+        unilateral=unilateral if contacts else None,
+        restitution="restitution" if "restitution" in params else 0.0,
+        slip=slip if rough else None,
+        friction=partial(_contacts.friction, contacts) if rough else None,
     )
     return system, lambda q, t, params: centres(q, params)[0]
 
@@ -161,6 +173,7 @@ class MujocoSystem(ReadySystem):
     """A ready system loaded from a MuJoCo model, with its state conversions."""
 
     layout: tuple[tuple[int, int, int], ...] = eqx.field(static=True, default=())
+    contacts: tuple[str, ...] = eqx.field(static=True, default=())  # row labels
 
     def to_mujoco(self, q: Any, qd: Any) -> tuple[Array, Array]:
         """MuJoCo's `(qpos, qvel)` of a state `(q, qd)` (or a batch (..., nq)):
@@ -242,19 +255,25 @@ def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
         raise ValueError(f"MuJoCo model {name!r} has no joints: nothing moves.")
     tree = _model.tree(m)
     layout = _layout(tree)
-    merged = merge_params(name, _model.default_params(m, tree), params)
+    contacts, missing = _contacts.read(m)
+    defaults = _model.default_params(m, tree)
+    if contacts:
+        defaults.update(geom_friction=np.array(m.geom_friction), restitution=0.0)
+    merged = merge_params(name, defaults, params)
     if not traced(merged["dof_armature"]):
         _check_armature(m, layout, np.asarray(merged["dof_armature"]))
-    missing = _model.not_imported(m)
+    missing = _model.not_imported(m) + missing
     if missing:
         warnings.warn(
             f"MuJoCo model {name!r}: not imported (absent from the Lagrangian): "
             f"{'; '.join(missing)}.",
             stacklevel=2,
         )
-    system, points = _system(tree, merged)
+    system, points = _system(tree, merged, contacts)
     q0 = jnp.asarray(m.qpos0, dtype=float)
     coordinates = _model.coordinates(m)
+    labels = contacts.names if contacts else ()
     return MujocoSystem(
-        system, q0, jnp.zeros_like(q0), name, coordinates, points=points, layout=layout
+        system, q0, jnp.zeros_like(q0), name, coordinates, points=points, layout=layout,
+        contacts=labels,
     )

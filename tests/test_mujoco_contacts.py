@@ -96,3 +96,84 @@ def test_distances_and_slips_equal_mujocos():
             i = rows[int(np.argmin(h[rows]))]
             assert abs(h[i] - dist) < 1e-12, key
             np.testing.assert_allclose(slip[i] @ tangents[i], v, atol=1e-12)
+
+
+# Contype/conaffinity, `<exclude>`, a `<pair>` (with its own friction) between
+# geoms the bits keep apart, parent and child, and a weld body.
+FILTERS = """
+<mujoco model="filters">
+  <option>{flags}</option>
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 .1"/>
+    <body name="a" pos="0 0 1"><freejoint/>
+      <geom name="a" type="sphere" size=".1"/>
+      <body name="b"><joint type="hinge"/><geom name="b" type="capsule" size=".1 .2"/>
+        <body name="c"><joint type="hinge"/><geom name="c" type="sphere" size=".1"/>
+          <body name="welded"><geom name="w" type="sphere" size=".1"/></body>
+        </body>
+      </body>
+    </body>
+    <body name="d" pos="1 0 1"><freejoint/>
+      <geom name="d" type="sphere" size=".1" contype="2" conaffinity="2"/></body>
+    <body name="e" pos="2 0 1"><freejoint/>
+      <geom name="e" type="capsule" size=".1 .2" contype="0" conaffinity="2"/></body>
+  </worldbody>
+  <contact>
+    <exclude body1="a" body2="c"/>
+    <pair geom1="d" geom2="floor" friction="0.3 0.005 0.0001"/>
+  </contact>
+</mujoco>
+"""
+
+
+def _mujoco_pairs(m) -> set[tuple[int, int]]:
+    """The geom pairs MuJoCo's collision reports when every geom overlaps every
+    other: bodies, geoms and joint anchors at the origin, a large margin."""
+    m.body_pos[:], m.geom_pos[:], m.jnt_pos[:] = 0, 0, 0
+    m.geom_margin[:], m.pair_margin[:] = 100, 100
+    m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_MIDPHASE  # its boxes: no margin
+    d = mujoco.MjData(m)
+    found = set()
+    for k in range(3):
+        d.qpos[:] = m.qpos0
+        rng = np.random.default_rng(k)
+        for j in range(m.njnt):  # free bodies at the origin, hinges turned
+            a = m.jnt_qposadr[j]
+            if m.jnt_type[j] == 0:
+                d.qpos[a : a + 3] = 0
+            if m.jnt_type[j] == 3:
+                d.qpos[a] += rng.normal()
+        mujoco.mj_forward(m, d)
+        found |= {tuple(sorted(map(int, c.geom))) for c in d.contact[: d.ncon]}
+    return found
+
+
+@pytest.mark.parametrize("flags", ["", '<flag filterparent="disable"/>'])
+def test_pair_filter_matches_mujocos(flags):
+    m = mujoco.MjModel.from_xml_string(FILTERS.format(flags=flags))
+    pairs = {(a, b) for a, b, _ in _contacts.pairs(m)}
+    assert pairs == _mujoco_pairs(m)
+    names = {_names(m, p) for p in pairs}
+    # The <pair> joins d to the floor though their bits do not match; a and c
+    # are excluded; b with a (and c with b) only without the parent filter.
+    assert "floor/d" in names and "a/c" not in names and "floor/e" not in names
+    assert ("a/b" in names) == bool(flags) and "d/e" in names
+
+
+@pytest.mark.parametrize(
+    "name", ["hopper", "cheetah", "walker", "humanoid", "humanoid_CMU", "quadruped"]
+)
+def test_pair_filter_matches_mujocos_on_dm_control(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # MuJoCo writes its compiler warnings to the cwd
+    m = mujoco.MjModel.from_xml_path(str(SUITE / f"{name}.xml"))
+    pairs = {(a, b) for a, b, _ in _contacts.pairs(m)}
+    floor = {_names(m, p) for p in pairs if m.geom_type[p[0]] == 0}
+    assert pairs == _mujoco_pairs(m)
+    legs = {
+        "hopper": "torso nose pelvis thigh calf foot",
+        "cheetah": "torso head bthigh bshin bfoot fthigh fshin ffoot",
+        "walker": "torso right_thigh right_leg right_foot left_thigh left_leg left_foot",
+    }
+    if name in legs:
+        ground = "ground" if name == "cheetah" else "floor"
+        assert floor == {f"{ground}/{g}" for g in legs[name].split()}

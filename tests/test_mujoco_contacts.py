@@ -5,6 +5,7 @@ velocities, μ mixed as MuJoCo mixes it, and landings with exact event times."""
 import warnings
 from pathlib import Path
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import mujoco
@@ -172,8 +173,89 @@ def test_pair_filter_matches_mujocos_on_dm_control(name, tmp_path, monkeypatch):
     legs = {
         "hopper": "torso nose pelvis thigh calf foot",
         "cheetah": "torso head bthigh bshin bfoot fthigh fshin ffoot",
-        "walker": "torso right_thigh right_leg right_foot left_thigh left_leg left_foot",
+        "walker": "torso right_thigh right_leg right_foot left_thigh left_leg "
+        "left_foot",
     }
     if name in legs:
         ground = "ground" if name == "cheetah" else "floor"
         assert floor == {f"{ground}/{g}" for g in legs[name].split()}
+
+
+def test_warning_names_other_pairs_and_flags_remove_contacts():
+    xml = """
+<mujoco model="mixed">
+  <option>{flags}</option>
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 .1"/>
+    <body name="a" pos="0 0 1"><freejoint/>
+      <geom name="ball" type="sphere" size=".1"/></body>
+    <body name="b" pos="1 0 1"><freejoint/>
+      <geom name="can" type="cylinder" size=".1 .1"/></body>
+    <body name="c" pos="2 0 1"><freejoint/>
+      <geom name="egg" type="ellipsoid" size=".1 .1 .2" condim="4"/></body>
+  </worldbody>
+</mujoco>"""
+    with pytest.warns(UserWarning) as caught:
+        ready = jl.mujoco.load(xml.format(flags=""))
+    message = str(caught[0].message)
+    for part in (
+        "contacts of plane–cylinder geoms (floor/can)",
+        "contacts of plane–ellipsoid geoms (floor/egg)",
+        "contacts of sphere–cylinder geoms (ball/can)",
+        "contacts of ellipsoid–cylinder geoms (egg/can)",
+    ):
+        assert part in message
+    assert ready.contacts == ("floor/ball",)
+    assert {"geom_friction", "restitution"} <= set(ready.system.params)
+    for flag in ("contact", "constraint"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # nothing left to name
+            ready = jl.mujoco.load(xml.format(flags=f'<flag {flag}="disable"/>'))
+        assert ready.contacts == () and ready.system.unilateral is None
+        assert "geom_friction" not in ready.system.params
+    # Torsional and rolling friction (condim 4 and 6) are named.
+    spinning = xml.format(flags="").replace('size=".1"/>', 'size=".1" condim="6"/>')
+    with pytest.warns(UserWarning, match=r"torsional and rolling friction \(floor/"):
+        jl.mujoco.load(spinning)
+
+
+MIX = """
+<mujoco model="mix">
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 .1" friction="0.4"/>
+    <body name="a" pos="0 0 1"><freejoint/>
+      <geom name="a" type="sphere" size=".1" friction="0.7"/></body>
+    <body name="b" pos="1 0 1"><freejoint/>
+      <geom name="b" type="sphere" size=".1" friction="0.9" priority="1"
+            condim="1"/></body>
+    <body name="c" pos="2 0 1"><freejoint/>
+      <geom name="c" type="capsule" size=".1 .1" friction="0.2"/></body>
+    <body name="d" pos="3 0 1"><freejoint/>
+      <geom name="d" type="sphere" size=".1" friction="0.1" condim="1"/></body>
+  </worldbody>
+  <contact><pair geom1="c" geom2="floor" friction="0.6"/></contact>
+</mujoco>"""
+
+
+def test_friction_is_mujocos_mix_and_differentiable():
+    ready = _load(MIX)
+    system = ready.system
+    mu = dict(zip(ready.contacts, np.asarray(system._coefficient("friction"))))
+    # The larger μ; the higher priority's condim (1: frictionless) and μ; the
+    # <pair>'s μ; the larger condim (3, the floor's, though d has 1).
+    assert mu["floor/a"] == 0.7 and mu["floor/b"] == 0.0 and mu["a/b"] == 0.0
+    assert mu["floor/c 0"] == mu["floor/c 1"] == 0.6 and mu["floor/d"] == 0.4
+    assert mu["a/c"] == 0.7 and mu["a/d"] == 0.7 and mu["d/c"] == 0.2
+    assert system.restitution_param == "restitution"
+
+
+    def total(friction):  # the sum of μ over the rows
+        params = {**system.params, "geom_friction": friction}
+        changed = eqx.tree_at(lambda s: s.params, system, params)
+        return jnp.sum(changed._coefficient("friction"))
+
+    grad = jax.grad(total)(system.params["geom_friction"])
+    # Each mixed row's μ is its larger geom's: the floor's once, a's three times.
+    expected = np.zeros((5, 3))
+    expected[[0, 1, 3], 0] = 1, 3, 1
+    np.testing.assert_array_equal(grad, expected)

@@ -259,3 +259,57 @@ def test_friction_is_mujocos_mix_and_differentiable():
     expected = np.zeros((5, 3))
     expected[[0, 1, 3], 0] = 1, 3, 1
     np.testing.assert_array_equal(grad, expected)
+
+
+def test_capsule_distance_is_continuous_with_finite_gradients_when_parallel():
+    xml = """
+<mujoco><worldbody>
+  <body name="a"><freejoint/><geom type="capsule" size=".1 .5" euler="0 90 0"/></body>
+  <body name="b" pos="0.2 0 0.5"><freejoint/>
+    <geom type="capsule" size=".05 .3" euler="0 90 0"/></body>
+</worldbody></mujoco>"""
+    system, q0, _ = _load(xml)
+
+    def h(q):
+        return system.unilateral(q, 0.0, system.params)[0]
+
+    assert abs(h(q0) - (0.5 - 0.15)) < 1e-15  # parallel, overlapping: 0.5 apart
+    e = jnp.zeros(14).at[10].set(1e-7)  # b turned about y, out of parallel
+    assert abs(h(q0 + e) - h(q0)) < 1e-7 and abs(h(q0 - e) - h(q0)) < 1e-7
+    grad = jax.grad(h)(q0)
+    assert np.all(np.isfinite(grad))
+    np.testing.assert_allclose(grad[7:10], [0, 0, 1], atol=1e-15)  # b's position
+    # At a generic state, the gradient is the finite differences'.
+    q = q0 + jnp.asarray(np.random.default_rng(0).normal(size=14)) * 0.2
+    fd = [(h(q + dq) - h(q - dq)) / 2e-6 for dq in 1e-6 * jnp.eye(14)]
+    np.testing.assert_allclose(jax.grad(h)(q), fd, atol=1e-8)
+
+
+BALL = """
+<mujoco model="ball">
+  <default><geom condim="{condim}"/></default>
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 .1"/>
+    <body name="ball" pos="0 0 {z}">
+      <joint name="z" type="slide" axis="0 0 1"/>
+      <geom type="sphere" size="0.1"/>
+    </body>
+  </worldbody>
+</mujoco>"""
+
+
+def test_a_dropped_sphere_lands_at_the_free_fall_time_and_rests():
+    drop = 1.0
+    system, q0, qd0 = _load(BALL.format(z=0.1 + drop, condim=1))
+    assert system.slip is None  # frictionless
+    ts = jnp.linspace(0.0, 0.8, 17)
+    traj = jl.simulate(system, q0, qd0, t1=0.8, saveat=ts, rtol=1e-10, atol=1e-10)
+    assert int(traj.num_events) == 1 and int(traj.event_kind[0]) == jl.EVENT_IMPACT
+    landing = np.sqrt(2 * drop / 9.81)
+    np.testing.assert_allclose(traj.event_ts[0], landing, rtol=0, atol=1e-8)
+    fall = 0.5 * 9.81 * np.minimum(ts, landing) ** 2  # q: the slide from 1.1 m
+    np.testing.assert_allclose(traj.q[:, 0], -np.minimum(fall, drop), atol=1e-9)
+    assert float(jnp.min(traj.q[:, 0])) >= -drop - 1e-12  # never below the floor
+    # At rest, the floor carries the weight: λ = m g.
+    mass = float(system.params["body_mass"][1])
+    np.testing.assert_allclose(traj.multipliers[-1], [mass * 9.81], rtol=1e-9)

@@ -209,7 +209,10 @@ def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
     dof's velocity), gravity and joint springs (½ k (q − qpos_spring)² on hinges
     and slides); joint damping is a Rayleigh dissipation ½ d v², and motors apply
     gear·ctrl to their joint. Disable flags of the model (gravity, spring, damper,
-    actuation) remove those terms and their params. Contacts, joint limits,
+    actuation) remove those terms and their params. The geom pairs MuJoCo would
+    collide (plane, sphere, capsule and box on a plane; spheres and capsules)
+    are one-sided constraints h ≥ 0, h their signed distance, with Coulomb
+    friction (`ready.contacts` labels the rows). Other contacts, joint limits,
     tendons, equality constraints, fluid forces and other actuators are not
     imported: one warning names those the model has.
 
@@ -228,7 +231,8 @@ def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
         `body_mass` (nbody,), `body_inertia` (nbody, 3), `body_ipos` (nbody, 3),
         `dof_armature` (nv,), `dof_damping` (nv,), `jnt_stiffness` (njnt,),
         `gravity` (3,) and `ctrl` (nu,) (zeros by default; absent with no
-        actuators).
+        actuators); with contacts, `geom_friction` (ngeom, 3; μ from column 0)
+        and `restitution` (0 by default).
 
     **Returns:** a `MujocoSystem`, a `ReadySystem` that unpacks as
     `system, q0, qd0` (qpos0 at rest), with `positions(q)` the bodies' centres

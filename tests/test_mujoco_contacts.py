@@ -313,3 +313,131 @@ def test_a_dropped_sphere_lands_at_the_free_fall_time_and_rests():
     # At rest, the floor carries the weight: λ = m g.
     mass = float(system.params["body_mass"][1])
     np.testing.assert_allclose(traj.multipliers[-1], [mass * 9.81], rtol=1e-9)
+
+
+# A box's four corners and a flat foot's two caps touch at once (redundant rows,
+# solved minimum-norm by the core of branch w5A), and friction in 3-D is the
+# core's friction disc (slip of shape (u, 2), branch w5G): these tests run
+# where both are in.
+def _core_has(feature: str) -> bool:
+    from jaxlagrange import _results
+
+    if feature == "min-norm":
+        return hasattr(_results.RESULTS, "contact_penetration")
+    system = jl.LagrangianSystem(
+        lambda q, qd, t: 0.5 * qd @ qd,
+        unilateral=lambda q, t: q[:1],
+        slip=lambda q, qd, t: qd[1:3][None],
+        friction=0.5,
+    )
+    try:
+        system._slip(jnp.zeros(3), jnp.zeros(3), 0.0)
+    except ValueError:
+        return False
+    return True
+
+
+needs_min_norm = pytest.mark.skipif(
+    not _core_has("min-norm"),
+    reason="needs the core's minimum-norm redundant contacts (branch w5A)",
+)
+needs_disc = pytest.mark.skipif(
+    not (_core_has("disc") and _core_has("min-norm")),
+    reason="needs the core's 3-D friction disc (w5G) and minimum-norm rows (w5A)",
+)
+
+
+BOX = """
+<mujoco model="box">
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 .1" friction="{mu}"/>
+    <body name="box" pos="0 0 .1"><freejoint/>
+      <geom name="box" type="box" size=".2 .15 .1" friction="{mu}"/></body>
+  </worldbody>
+</mujoco>"""
+
+
+@needs_disc
+def test_a_box_flat_on_the_floor_rests_with_its_weight_shared():
+    system, q0, qd0 = _load(BOX.format(mu=0.5))
+    traj = jl.simulate(system, q0, qd0, t1=0.2, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(traj.q[-1], q0, atol=1e-12)
+    weight = float(system.params["body_mass"][1]) * 9.81
+    normal = np.asarray(traj.multipliers[-1, 1:])  # after the quaternion's row
+    np.testing.assert_allclose(normal[::2].sum(), weight, rtol=1e-10)  # z = −0.1
+    np.testing.assert_allclose(normal[1::2], 0, atol=1e-12)  # the top corners
+
+
+@needs_disc
+def test_a_box_pushed_on_the_floor_stops_after_v0_over_mu_g():
+    mu, v0, g = 0.5, 1.0, 9.81
+    system, q0, qd0 = _load(BOX.format(mu=mu))
+    stop = v0 / (mu * g)
+    ts = jnp.array([0.5 * stop, 1.5 * stop])
+    traj = jl.simulate(
+        system, q0, qd0.at[0].set(v0), t1=1.5 * stop, saveat=ts, rtol=1e-10, atol=1e-10
+    )
+    t = 0.5 * stop
+    np.testing.assert_allclose(traj.q[0, 0], v0 * t - 0.5 * mu * g * t**2, atol=1e-8)
+    np.testing.assert_allclose(traj.q[1, 0], v0**2 / (2 * mu * g), atol=1e-8)
+    np.testing.assert_allclose(traj.qd[1], 0, atol=1e-8)
+    count = int(traj.num_events)
+    stick = np.asarray(traj.event_kind[:count]) == jl.EVENT_STICK
+    times = np.asarray(traj.event_ts[:count])
+    np.testing.assert_allclose(times[stick], stop, atol=1e-8)
+
+
+INCLINE = """
+<mujoco model="incline">
+  <worldbody>
+    <geom name="slope" type="plane" size="5 5 .1" euler="0 {angle} 0" friction="{mu}"/>
+    <body name="ball" pos="{x} 0 {z}"><freejoint/>
+      <geom name="ball" type="sphere" size="0.1" friction="{mu}"/></body>
+  </worldbody>
+</mujoco>"""
+
+
+@needs_disc
+@pytest.mark.parametrize("mu", [0.2, 0.05])
+def test_a_sphere_on_an_incline_rolls_or_slips(mu):
+    theta, g, t1 = 0.3, 9.81, 0.4
+    normal = np.array([np.sin(theta), 0, np.cos(theta)])  # the slope's, tilted by θ
+    x, _, z = 0.1 * normal
+    xml = INCLINE.format(angle=np.degrees(theta), mu=mu, x=x, z=z)
+    system, q0, qd0 = _load(xml)
+    traj = jl.simulate(system, q0, qd0, t1=t1, rtol=1e-10, atol=1e-10)
+    downhill = np.array([np.cos(theta), 0, -np.sin(theta)])
+    rolls = mu >= 2 / 7 * np.tan(theta)
+    a = 5 / 7 * g * np.sin(theta) if rolls else g * (np.sin(theta) - mu * np.cos(theta))
+    moved = np.asarray(traj.q[-1, :3] - q0[:3])
+    np.testing.assert_allclose(moved, 0.5 * a * t1**2 * downhill, atol=1e-8)
+
+
+def _hopper_drop(t1, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # MuJoCo writes its compiler warnings to the cwd
+    ready = _load(SUITE / "hopper.xml")
+    system, q0, qd0 = ready
+    h0 = system.unilateral(q0, 0.0, system.params)
+    assert float(h0.min()) == pytest.approx(0.06)  # the foot, 6 cm up
+    ts = jnp.linspace(0.0, t1, 31)
+    traj = jl.simulate(system, q0, qd0, t1=t1, saveat=ts, rtol=1e-8, atol=1e-8)
+    h = jax.vmap(lambda q: system.unilateral(q, 0.0, system.params))(traj.q)
+    assert float(h.min()) >= -1e-6
+    # In free fall the joints do not move: the flat foot's two end caps land
+    # together after √(2h/g).
+    foot = [i for i, label in enumerate(ready.contacts) if "floor/foot" in label]
+    assert set(np.asarray(traj.event_constraint[:2])) == set(foot)
+    np.testing.assert_allclose(traj.event_ts[:2], np.sqrt(2 * 0.06 / 9.81), atol=1e-7)
+    return traj
+
+
+@needs_disc
+def test_the_dm_control_hopper_lands_on_its_foot(tmp_path, monkeypatch):
+    _hopper_drop(0.2, tmp_path, monkeypatch)
+
+
+@pytest.mark.slow
+@needs_disc
+def test_the_dm_control_hopper_dropped_settles(tmp_path, monkeypatch):
+    traj = _hopper_drop(3.0, tmp_path, monkeypatch)
+    np.testing.assert_allclose(traj.qd[-1], 0, atol=1e-6)  # at rest

@@ -277,7 +277,5 @@ def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
     q0 = jnp.asarray(m.qpos0, dtype=float)
     coordinates = _model.coordinates(m)
     labels = contacts.names if contacts else ()
-    return MujocoSystem(
-        system, q0, jnp.zeros_like(q0), name, coordinates, points=points, layout=layout,
-        contacts=labels,
-    )
+    ready = (system, q0, jnp.zeros_like(q0), name, coordinates)
+    return MujocoSystem(*ready, points=points, layout=layout, contacts=labels)

@@ -65,6 +65,13 @@ def test_distances_and_slips_equal_mujocos():
     system = ready.system
     contacts, tree = _contacts.read(m)[0], _model.tree(m)
     d = mujoco.MjData(m)
+
+    @jax.jit
+    def rows(q, qd):  # h, the slips, and their tangents (u, 2, 3) as vectors
+        tangents = _contacts._witnesses(contacts, *_system._frames(tree, q))[-1]
+        h = system.unilateral(q, 0.0, system.params)
+        return h, system.slip(q, qd, 0.0, system.params), tangents
+
     rng = np.random.default_rng(0)
     pairs = {lab.rsplit(" ", 1)[0] for lab in ready.contacts}
     assert pairs == {
@@ -77,10 +84,7 @@ def test_distances_and_slips_equal_mujocos():
         d.qpos[:], d.qvel[:] = qpos, qvel
         mujoco.mj_forward(m, d)
         q, qd = ready.from_mujoco(qpos, qvel)
-        h = np.asarray(system.unilateral(q, 0.0, system.params))
-        slip = np.asarray(system.slip(q, qd, 0.0, system.params))
-        # The slip as a vector: along the tangents of each row (u, 2, 3).
-        tangents = _contacts._witnesses(contacts, *_system._frames(tree, q))[-1]
+        h, slip, tangents = map(np.asarray, rows(q, qd))
         theirs = {}
         for c in d.contact[: d.ncon]:
             g = sorted(c.geom, key=lambda g: (m.geom_type[g], g))
@@ -270,19 +274,20 @@ def test_capsule_distance_is_continuous_with_finite_gradients_when_parallel():
 </worldbody></mujoco>"""
     system, q0, _ = _load(xml)
 
+    @jax.jit
     def h(q):
         return system.unilateral(q, 0.0, system.params)[0]
 
     assert abs(h(q0) - (0.5 - 0.15)) < 1e-15  # parallel, overlapping: 0.5 apart
     e = jnp.zeros(14).at[10].set(1e-7)  # b turned about y, out of parallel
     assert abs(h(q0 + e) - h(q0)) < 1e-7 and abs(h(q0 - e) - h(q0)) < 1e-7
-    grad = jax.grad(h)(q0)
+    grad = jax.jit(jax.grad(h))(q0)
     assert np.all(np.isfinite(grad))
     np.testing.assert_allclose(grad[7:10], [0, 0, 1], atol=1e-15)  # b's position
     # At a generic state, the gradient is the finite differences'.
     q = q0 + jnp.asarray(np.random.default_rng(0).normal(size=14)) * 0.2
     fd = [(h(q + dq) - h(q - dq)) / 2e-6 for dq in 1e-6 * jnp.eye(14)]
-    np.testing.assert_allclose(jax.grad(h)(q), fd, atol=1e-8)
+    np.testing.assert_allclose(jax.jit(jax.grad(h))(q), fd, atol=1e-8)
 
 
 BALL = """

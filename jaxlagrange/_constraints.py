@@ -52,8 +52,9 @@ class Dynamics(NamedTuple):
     constraint_matrix: Array | None  # C, (m + k + u, n); None without constraints
     singular_mass: BoolScalar
     singular_constraints: BoolScalar
-    # The friction force along the slip direction at each contact, (u,): λ_T while
-    # sticking, −μ_k λ_N sign(s) while slipping, 0 when free. None without `slip`.
+    # The friction force along the slip direction at each contact, (u,) or (u, 2)
+    # as s: λ_T while sticking, −μ_k λ_N sign(s) (or s/|s|) while slipping, 0
+    # when free. None without `slip`.
     friction: Array | None = None
 
     def undefined(self) -> list:
@@ -68,7 +69,35 @@ class Modes(NamedTuple):
     """The friction modes of the unilateral contacts (those in `active`)."""
 
     stick: Array  # (u,) bool: s = 0 held as a constraint (sticking, rolling)
-    direction: Array  # (u,) ±1: sign(s) of a slipping contact (0 elsewhere)
+    # Slipping: (u,) ±1, sign(s); (u, 2) for 3-D contacts, the unit slip
+    # direction at the segment start (`slip_direction`). 0 elsewhere.
+    direction: Array
+
+
+def per_contact(mask: Array, x: Array) -> Array:
+    """A (u,) array shaped to broadcast against x, (u,) or (u, 2, ...)."""
+    return mask.reshape(mask.shape + (1,) * (x.ndim - 1))
+
+
+def unit(x: Array, tol: float = 0.0) -> tuple[Array, Array]:
+    """x/|x| and |x| per row of x (u, 2); 0 for both where |x| ≤ tol, with finite
+    derivatives there (x = 0 included)."""
+    norm2 = jnp.sum(x**2, axis=-1)
+    big = norm2 > tol**2
+    norm = jnp.sqrt(jnp.where(big, norm2, 1.0))
+    return jnp.where(big[:, None], x / norm[:, None], 0.0), jnp.where(big, norm, 0.0)
+
+
+def slip_direction(s: Array, anchor: Array, tol: float) -> Array:
+    """The friction direction of slipping 3-D contacts: s/|s|, but the anchor d
+    (the direction at the segment start) where |s| ≤ tol, and turned by π where
+    s·d < 0. The turn continues s/|s| smoothly through a stop (s passing zero
+    along a line), so that the slip's event function (`_friction._sliding`)
+    changes sign there with a smooth solution about the root, as σ s does in
+    the plane."""
+    e, norm = unit(s, tol)
+    side = jnp.where(jnp.sum(s * anchor, axis=-1) < 0, -1.0, 1.0)
+    return jnp.where((norm > 0)[:, None], side[:, None] * e, anchor)
 
 
 class ConstraintValues(NamedTuple):
@@ -253,7 +282,9 @@ def velocity_rates(
 #
 #     M q̈ = f + Dᵀλ,    C q̈ = −b    ⇒    (C M⁻¹ Dᵀ) λ = −b − C M⁻¹ f,
 #
-# a non-symmetric (LU-solved) Schur complement C M⁻¹ Dᵀ (`_mass`).
+# a non-symmetric (LU-solved) Schur complement C M⁻¹ Dᵀ (`_mass`). A 3-D
+# contact (s of shape (u, 2)) has two slip rows, λ_T ∈ R², and slipping
+# D_i = H_i − μ_k e_i·S_i with e_i = s_i/|s_i| (`slip_direction`).
 # The mode of each contact is fixed here; `_friction.py` decides it from the
 # multipliers and locates the switches as events.
 
@@ -261,33 +292,42 @@ def velocity_rates(
 def _friction_dynamics(system, q, qd, t, active, baumgarte, modes) -> Dynamics:
     factor, f = system.mass_strategy.terms(system, q, qd, t)
     rows, target, mask = _constraint_rows(system, q, qd, t, active, baumgarte)
-    u = rows[-1].shape[0]  # the unilateral rows come last
+    u, n = rows[-1].shape  # the unilateral rows come last
     bilateral = mask.shape[0] - u
     active = mask[bilateral:]
+    s_rows, s_b, s = _velocity_rows(system._slip, q, qd, t)
     if modes is None:
-        modes = Modes(jnp.ones((u,), bool), jnp.zeros((u,), q.dtype))
+        modes = Modes(jnp.ones((u,), bool), jnp.zeros(s.shape, q.dtype))
     stick = modes.stick & active
     slipping = active & ~modes.stick
-    s_rows, s_b, s = _velocity_rows(system._slip, q, qd, t)
     mu_k, _ = friction_coefficients(system, u, q.dtype)
     alpha = 0.0 if baumgarte is None else baumgarte[0]
-    matrix = jnp.concatenate([*rows, s_rows])
-    target = jnp.concatenate([target, -s_b - alpha * s])
-    mask = jnp.concatenate([mask, stick])
-    slide = jnp.where(slipping, mu_k * modes.direction, 0.0)
-    directions = matrix.at[bilateral : bilateral + u].add(-slide[:, None] * s_rows)
+    direction = modes.direction
+    if s.ndim == 2:
+        direction = slip_direction(s, direction, contact_tolerance(q.dtype))
+    slide = jnp.where(per_contact(slipping, s), per_contact(mu_k, s) * direction, 0.0)
+
+    def along(x):  # Σ_k slide_k x_k per contact, x of shape (u[, 2][, n])
+        if s.ndim == 1:
+            return per_contact(slide, x) * x
+        return jnp.sum(slide.reshape(slide.shape + (1,) * (x.ndim - 2)) * x, axis=1)
+
+    matrix = jnp.concatenate([*rows, s_rows.reshape(-1, n)])
+    target = jnp.concatenate([target, (-s_b - alpha * s).reshape(-1)])
+    mask = jnp.concatenate([mask, jnp.repeat(stick, s.size // u)])
+    directions = matrix.at[bilateral : bilateral + u].add(-along(s_rows))
     constraint_rows = velocity_rows(system, q, qd, t)
 
     def slip_rows(v):  # S v
         return jax.jvp(lambda qd: system._slip(q, qd, t), (qd,), (v,))[1]
 
     def rows_of(v):  # C v
-        return jnp.concatenate([constraint_rows(v), slip_rows(v)])
+        return jnp.concatenate([constraint_rows(v), slip_rows(v).reshape(-1)])
 
     def directions_of(v):  # D v: a slipping contact's force has H − μ_k σ S
         c, sv = constraint_rows(v), slip_rows(v)
-        c = c.at[bilateral : bilateral + u].add(-slide * sv)
-        return jnp.concatenate([c, sv])
+        c = c.at[bilateral : bilateral + u].add(-along(sv))
+        return jnp.concatenate([c, sv.reshape(-1)])
 
     kkt = factor.constrain(
         Rows(rows_of, matrix), f, directions=Rows(directions_of, directions)
@@ -296,7 +336,9 @@ def _friction_dynamics(system, q, qd, t, active, baumgarte, modes) -> Dynamics:
     qdd, failed = kkt.solution(lam)
     singular_mass = factor.singular | failed
     bound = bilateral + u
-    friction = jnp.where(stick, lam[bound:], -slide * lam[bilateral:bound])
+    normal = per_contact(lam[bilateral:bound], s)
+    tangential = lam[bound:].reshape(s.shape)
+    friction = jnp.where(per_contact(stick, s), tangential, -slide * normal)
     # The multipliers as without friction: bilateral, then the normal forces.
     return Dynamics(qdd, lam[:bound], matrix[:bound], singular_mass, singular, friction)
 

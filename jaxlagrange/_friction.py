@@ -24,6 +24,19 @@ located by root finding (`_hybrid.py`):
 After every event, and at t0, the modes of all contacts are settled together
 from the multipliers (`settle`), so simultaneous switches of several contacts
 are taken in one event.
+
+A 3-D contact (s of shape (u, 2), a friction disc) sticks with λ_T ∈ R² while
+|λ_T| ≤ μ_s λ_N and slips against λ_T when |λ_T| reaches μ_s λ_N. Slipping,
+its friction −μ_k λ_N s/|s| follows s; its mode keeps the unit direction d of
+s at the segment start (re-read at every event). |s| only touches zero at a
+stop, but s passes zero along a line, and the friction direction, turned by π
+past the stop (`_constraints.slip_direction`), continues smoothly there, so
+that s·d crosses zero. The event function is s·d − |s × d|/√3, positive while
+s lies within 60° of d: it crosses zero at a stop within that cone (where
+|s| ≤ √eps the contact is tried as sticking), and where the slip turns 60°
+away from d without stopping (|s| > √eps: it slips on with d re-read, an
+`EVENT_SLIP`), so that a stop is never approached square to d (where s·d
+would only touch zero).
 """
 
 import jax
@@ -36,6 +49,8 @@ from ._constraints import (
     contact_tolerance,
     dynamics,
     num_bilateral,
+    per_contact,
+    unit,
 )
 from ._custom_types import Array
 from ._system import LagrangianSystem
@@ -52,7 +67,27 @@ def stop_slips(
     if not system.has_friction:
         return modes
     stopped = ~modes.stick & slip_modes(system, q, qd, t).stick & ~keep
-    return Modes(modes.stick | stopped, jnp.where(stopped, 0.0, modes.direction))
+    direction = jnp.where(per_contact(stopped, modes.direction), 0.0, modes.direction)
+    return Modes(modes.stick | stopped, direction)
+
+
+def _size(friction: Array) -> Array:
+    """|F| per contact, (u,), of friction forces (u,) or (u, 2)."""
+    return jnp.abs(friction) if friction.ndim == 1 else unit(friction)[1]
+
+
+def _against(friction: Array) -> Array:
+    """The slip direction that the friction forces (u,) or (u, 2) oppose."""
+    return -jnp.sign(friction) if friction.ndim == 1 else -unit(friction)[0]
+
+
+def _sliding(direction: Array, s: Array) -> Array:
+    """σ s, or s·d − |s × d|/√3 for 3-D contacts (module docstring): positive
+    while the contacts slip along their direction."""
+    if s.ndim == 1:
+        return direction * s
+    across = s[:, 0] * direction[:, 1] - s[:, 1] * direction[:, 0]
+    return jnp.sum(direction * s, axis=-1) - jnp.abs(across) / 3**0.5
 
 
 def friction_values(
@@ -69,14 +104,14 @@ def friction_values(
 ) -> Array:
     """The tangential event functions, positive while the mode holds, shape (u,).
 
-    Sticking: μ_s λ_N − |λ_T|. Slipping: σ s / (t − t_s), the slip velocity along
-    its direction divided by the time since the segment start t_s, so that a
+    Sticking: μ_s λ_N − |λ_T|. Slipping: σ s (3-D: `_sliding`) / (t − t_s), the
+    slip velocity along its direction divided by the time since the segment start t_s, so that a
     contact that starts slipping at s ≈ 0 does not trigger at once (`initial` at
     t_s); with `start` None, σ s itself. Free: +inf (never triggers).
     """
     _, mu_s = friction_coefficients(system, active.shape[0], q.dtype)
-    limit = mu_s * normal - jnp.abs(friction)
-    sliding = modes.direction * system._slip(q, qd, t)
+    limit = mu_s * normal - _size(friction)
+    sliding = _sliding(modes.direction, system._slip(q, qd, t))
     if start is not None:
         later = t > start
         sliding = jnp.where(later, sliding / jnp.where(later, t - start, 1.0), initial)
@@ -85,12 +120,12 @@ def friction_values(
 
 
 def initial_slip(system: LagrangianSystem, q: Array, qd: Array, t: Array, modes):
-    """The slipping event functions at the segment start: σ s, at least √eps (0
-    without friction)."""
+    """The slipping event functions at the segment start (`_sliding`), at least
+    √eps (0 without friction)."""
     if not system.has_friction:
-        return jnp.zeros(modes.direction.shape, q.dtype)
+        return jnp.zeros(modes.stick.shape, q.dtype)
     s = system._slip(q, qd, t)
-    return jnp.maximum(modes.direction * s, contact_tolerance(q.dtype))
+    return jnp.maximum(_sliding(modes.direction, s), contact_tolerance(q.dtype))
 
 
 def no_modes(u: int, dtype) -> Modes:
@@ -99,11 +134,16 @@ def no_modes(u: int, dtype) -> Modes:
 
 
 def slip_modes(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Modes:
-    """The modes read from s: sticking where |s| ≤ √eps, else slipping with sign s."""
+    """The modes read from s: sticking where |s| ≤ √eps, else slipping along s
+    (sign s, or s/|s| for 3-D contacts)."""
     if not system.has_friction:
         return no_modes(system._unilateral(q, t).shape[0], q.dtype)
     s = system._slip(q, qd, t)
-    stick = jnp.abs(s) <= contact_tolerance(q.dtype)
+    tol = contact_tolerance(q.dtype)
+    if s.ndim == 2:
+        direction, size = unit(s, tol)
+        return Modes(size == 0, direction.astype(q.dtype))
+    stick = jnp.abs(s) <= tol
     return Modes(stick, jnp.where(stick, 0.0, jnp.sign(s)).astype(q.dtype))
 
 
@@ -115,6 +155,7 @@ def settle(
     Contacts whose normal force would pull (λ_N < 0) are released; sticking
     contacts whose friction would exceed μ_s λ_N slip against λ_T. One sweep per
     switch, 2u sweeps in all, so that any chain of u releases and u slips settles.
+    Slipping 3-D contacts with |s| > √eps then take d = s/|s| (the segment's anchor).
     """
     u = active.shape[0]
     offset = num_bilateral(system, q, qd, t)
@@ -134,14 +175,46 @@ def settle(
         normal = dyn.multipliers[offset:]
         release = active & (normal < 0)
         exceed = active & modes.stick & ~release
-        exceed = exceed & (jnp.abs(dyn.friction) > mu_s * normal)
+        exceed = exceed & (_size(dyn.friction) > mu_s * normal)
         modes = Modes(
             modes.stick & ~exceed,
-            jnp.where(exceed, -jnp.sign(dyn.friction), modes.direction),
+            jnp.where(
+                per_contact(exceed, dyn.friction),
+                _against(dyn.friction),
+                modes.direction,
+            ),
         )
         return active & ~release, modes
 
-    return jax.lax.fori_loop(0, 2 * u, sweep, (active, modes))
+    active, modes = jax.lax.fori_loop(0, 2 * u, sweep, (active, modes))
+    s = system._slip(q, qd, t)
+    if s.ndim == 1:
+        return active, modes
+    e, size = unit(s, contact_tolerance(q.dtype))
+    anchor = jnp.where((~modes.stick & (size > 0))[:, None], e, modes.direction)
+    return active, modes._replace(direction=anchor)
+
+
+def switch(
+    system: LagrangianSystem, q, qd, t, active: Array, modes: Modes, onehot: Array
+) -> tuple[Array, Modes]:
+    """The contacts and modes after a friction event of contact `onehot`.
+
+    A sticking contact slips against its friction force; a slipping one whose slip
+    stopped is tried as sticking (a 3-D one whose slip only turned a right angle
+    from its direction, |s| > √eps, slips on); then all are settled.
+    """
+    friction = dynamics(system, q, qd, t, active=active, modes=modes).friction
+    stopped = ~modes.stick
+    if friction.ndim == 2:
+        stopped = stopped & slip_modes(system, q, qd, t).stick
+    slips = per_contact(onehot & modes.stick, friction)
+    direction = jnp.where(per_contact(onehot & stopped, friction), 0.0, modes.direction)
+    trial = Modes(
+        jnp.where(onehot, stopped, modes.stick),
+        jnp.where(slips, _against(friction), direction),
+    )
+    return settle(system, q, qd, t, active, trial)
 
 
 def contact_modes(system: LagrangianSystem, q: Array, qd: Array, t: Array):

@@ -51,6 +51,7 @@ from ._constraints import (
     dynamics,
     num_bilateral,
     num_unilateral,
+    per_contact,
 )
 from ._custom_types import Array, BoolScalar
 from ._event_functions import (
@@ -163,17 +164,8 @@ def _jump(system, q, qd, t, active, modes, index, restitution, rest):
     kind = jnp.where(is_release, EVENT_RELEASE, EVENT_IMPACT)
     bad = ~is_release & (impact.singular_mass | impact.singular_constraints)
     if system.has_friction:
-        # A friction switch: a sticking contact slips against its friction force;
-        # a slipping one whose slip stopped is tried as sticking.
-        friction = dynamics(system, q, qd, t, active=active, modes=modes).friction
-        stuck = modes.stick[row]
-        trial = Modes(
-            jnp.where(onehot, ~stuck, modes.stick),
-            jnp.where(
-                onehot, jnp.where(stuck, -jnp.sign(friction), 0.0), modes.direction
-            ),
-        )
-        switched = _friction.settle(system, q, qd, t, active, trial)
+        # A friction switch: stick to slip, or slip to stick (or slip on).
+        switched = _friction.switch(system, q, qd, t, active, modes, onehot)
         sticks = switched[0][row] & switched[1].stick[row]
         is_switch = index >= u
         qd_next = jnp.where(is_switch, qd, qd_next)
@@ -215,7 +207,7 @@ def _initial_carry(ctx: _Context, q0, qd0, t0, num_ts: int) -> _Carry:
         qd=jnp.full((num_ts, n), inf),
         filled=jnp.zeros((num_ts,), bool),
         actives=jnp.zeros((num_ts, u), bool),
-        modes=Modes(jnp.zeros((num_ts, u), bool), jnp.zeros((num_ts, u), dtype)),
+        modes=jax.tree.map(lambda x: jnp.zeros((num_ts, *x.shape), x.dtype), modes0),
     )
     unused = -jnp.ones((max_events,), int)
     events = _Events(jnp.full((max_events,), inf), unused, unused, jnp.zeros((), int))
@@ -260,7 +252,9 @@ def _save(carry: _Carry, seg: Segment) -> SavedStates:
         qd=jnp.where(new[:, None], seg.qd, old.qd),
         filled=old.filled | new,
         actives=jnp.where(new[:, None], carry.active, old.actives),
-        modes=select(new[:, None], carry.modes, old.modes),
+        modes=jax.tree.map(
+            lambda x, y: jnp.where(per_contact(new, y), x, y), carry.modes, old.modes
+        ),
     )
 
 

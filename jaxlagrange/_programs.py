@@ -26,6 +26,7 @@ import functools
 import hashlib
 import os
 import re
+import stat
 import struct
 import tempfile
 from collections.abc import Callable, Iterator
@@ -147,9 +148,12 @@ def _read_entry(path: Path, key: bytes) -> bytes | None:
     """The payload of the entry at `path` if it is sound and kept under `key`
     (its header says so, and its bytes are those written), else None."""
     try:
-        with open(path, "rb") as f:
-            # Only the user's own, and no one else's to write.
+        # Non-blocking: a named pipe put there opens at once (and is refused).
+        with open(path, "rb", opener=lambda p, f: os.open(p, f | os.O_NONBLOCK)) as f:
+            # Only the user's own regular file, and no one else's to write.
             st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                return None
             if st.st_uid != os.geteuid() or st.st_mode & 0o022:
                 return None
             data = f.read()

@@ -12,7 +12,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ._constraints import dynamics
+from ._constraints import dynamics, per_contact
 from ._custom_types import Array
 from ._guard import Stop, all_finite, guard_for, provisional
 from ._options import SimulateOptions, VectorFieldArgs
@@ -160,7 +160,7 @@ def _saved_forces(system, baumgarte, t0, saved: SavedStates, reached):
         saved.modes,
     )
     if friction is not None:
-        friction = jnp.where(reached[:, None], friction, jnp.inf)
+        friction = jnp.where(per_contact(reached, friction), friction, jnp.inf)
     return jnp.where(reached[:, None], lam, jnp.inf), friction
 
 

@@ -274,7 +274,7 @@ def simulate_checked(
             baumgarte=baumgarte,
             max_steps=max_steps,
         )
-        return traj, None, None
+        return traj.recording(system), None, None
     solver = diffrax.Tsit5() if solver is None else solver
     start = None
     if system.has_constraints and throw:
@@ -314,4 +314,4 @@ def simulate_checked(
         )
         stop = stop._replace(stopped=stop.stopped & ~bad)
     failure = Failure(system, q0, qd0, t0, baumgarte, stop)
-    return traj, failure, checked.max_events
+    return traj.recording(system), failure, checked.max_events

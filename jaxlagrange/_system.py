@@ -107,7 +107,9 @@ class LagrangianSystem(eqx.Module):
         that the fits, batches and sweeps over that param change it.
     - `slip`: `s(q, qd, t[, params]) -> (u,)`, affine in `qd`: the tangential slip
         velocity at each unilateral contact (zero when it rolls or sticks). With
-        it, the contacts have Coulomb friction (see `friction`).
+        it, the contacts have Coulomb friction (see `friction`). Shape (u, 2):
+        two components per contact in an orthonormal tangent basis, a 3-D
+        contact with isotropic friction (the force −μ_k λ_N s/|s| slipping).
     - `friction`: the kinetic friction coefficient μ_k ≥ 0, a scalar or one per
         unilateral constraint (a differentiable leaf, like `params`); or the name
         of a param that holds it (`friction="mu"`). Slipping, the contact force
@@ -131,6 +133,9 @@ class LagrangianSystem(eqx.Module):
         `(q, qd, t[, params])` returning the diagonal of M (or an approximation:
         CG is then preconditioned by its inverse), or a lineax operator
         approximating M⁻¹ (tagged positive semidefinite).
+    - `not_imported`: what the model this system was made from has that its
+        functions leave out, one phrase each (`jl.mujoco.load` fills it in);
+        every `Trajectory` simulated from it carries the same record.
 
     Sign convention: `d/dt ∂L/∂qd − ∂L/∂q = Q + Gᵀλ + Aᵀμ`.
 
@@ -170,6 +175,7 @@ class LagrangianSystem(eqx.Module):
     # How every solve with M is done, made once from `mass_solver` (`_mass`).
     mass_strategy: AbstractMassStrategy = eqx.field(static=True, repr=False)
     has_params: bool = eqx.field(static=True)
+    not_imported: tuple[str, ...] = eqx.field(static=True)
 
     def __init__(
         self,
@@ -187,8 +193,10 @@ class LagrangianSystem(eqx.Module):
         static_friction: Any = None,
         mass_solver: lx.AbstractLinearSolver | None = None,
         mass_preconditioner: UserFunction | None = None,
+        not_imported: tuple[str, ...] = (),
     ):
         self.lagrangian = lagrangian
+        self.not_imported = tuple(map(str, not_imported))
         self.has_params = params is not None
         self.params = jax.tree_util.tree_map(to_leaf, params)
         self.force = force
@@ -381,13 +389,14 @@ class LagrangianSystem(eqx.Module):
         return self._constraint("unilateral", q, t)
 
     def _slip(self, q: Array, qd: Array, t: Array) -> Array:
-        """The slip velocities s, one per unilateral constraint, shape (u,)."""
+        """The slip velocities s, shape (u,) (planar) or (u, 2) (3-D contacts)."""
         out = jnp.asarray(self._call(self.slip, q, qd, t))
         u = jax.eval_shape(self._unilateral, q, t).shape
-        if out.shape != u:
+        if out.shape not in (u, (*u, 2)):
             raise ValueError(
                 f"`slip` must return one slip velocity per unilateral constraint, "
-                f"shape {u}, but it returned shape {out.shape}."
+                f"or two (a tangent basis): shape {(*u, 2)} or shape {u}, but it "
+                f"returned shape {out.shape}."
             )
         return out
 

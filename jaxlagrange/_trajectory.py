@@ -1,5 +1,6 @@
 """`Trajectory`, the event kinds, a result's name and message, failure messages."""
 
+import dataclasses
 from typing import Any
 
 import equinox as eqx
@@ -58,7 +59,12 @@ class Trajectory(eqx.Module):
     - `friction`: the friction force along the slip direction at each contact,
         shape (T, u) (λ_T while sticking, −μ_k λ_N sign(s) while slipping, 0 when
         not in contact, and 0 throughout for contacts without `slip`); shape
-        (T, 0) without unilateral constraints.
+        (T, u, 2) for a `slip` of shape (u, 2), the force in its tangent basis
+        (−μ_k λ_N s/|s| slipping); shape (T, 0) without unilateral constraints.
+    - `not_imported`: what the system's model has that its equations leave out
+        (`LagrangianSystem.not_imported`, e.g. "contacts" of a loaded MuJoCo
+        model); empty when nothing is missing. A successful result is the
+        motion of the equations, not of what is listed here.
 
     Velocities jump at impacts: a save time equal to an event time holds the state
     just before the event.
@@ -77,7 +83,13 @@ class Trajectory(eqx.Module):
     event_constraint: Int[Array, " E"]
     event_kind: Int[Array, " E"]
     num_events: Int[Array, ""]
-    friction: Float[Array, "T u"]
+    friction: Float[Array, "T u *tangent"]
+    not_imported: tuple[str, ...] = eqx.field(static=True, default=())
+
+    def recording(self, system) -> "Trajectory":
+        """This trajectory with the `not_imported` record of `system`."""
+        missing = getattr(system, "not_imported", ())
+        return dataclasses.replace(self, not_imported=missing) if missing else self
 
 
 def without_events(ts, q, qd, multipliers, result, t_final, stats) -> Trajectory:

@@ -4,7 +4,7 @@ Each function returns a `matplotlib.figure.Figure` (no pyplot, no global state):
 save it with `fig.savefig("x.png")`.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -288,6 +288,7 @@ def sweep_map(
     cmap: str = "magma",
     coordinates: Sequence[str] | None = None,
     units: Sequence[str] | None = None,
+    param_units: Mapping[str, str] | None = None,
 ):
     """A quantity over a sweep: an image over a 2-D grid, else a line or scatter.
 
@@ -301,6 +302,9 @@ def sweep_map(
     - `label`, `title`, `cmap`: colour-bar label (with its unit), title, colour map.
     - `coordinates`, `units`: the system's coordinate labels and units, to label
         axes named `q[i]` and `qd[i]` as `θ₁ [rad]` and `dθ₁/dt [rad/s]`.
+    - `param_units`: the unit of a param (`"body_mass": "kg"`) or of one entry
+        of it (`"dof_damping[0]"`), to label axes over params (e.g.
+        `dict(ReadySystem.param_units)`).
 
     **Returns:** a `matplotlib.figure.Figure`.
 
@@ -312,7 +316,7 @@ def sweep_map(
     ```
     """
     names = list(axes)
-    titles = [_axis_name(a, coordinates, units) for a in names]
+    titles = [_axis_name(a, coordinates, units, param_units or {}) for a in names]
     values = np.asarray(values, dtype=float)
     finite = values[np.isfinite(values)]
     vmin, vmax = np.percentile(finite, [0.5, 99.5]) if finite.size else (0.0, 1.0)
@@ -347,11 +351,12 @@ def sweep_map(
     return fig
 
 
-def _axis_name(name: str, coordinates, units) -> str:
-    """`q[0]` -> `θ₁ [rad]`, `qd[0]` -> `dθ₁/dt [rad/s]`; other names as they are."""
+def _axis_name(name: str, coordinates, units, param_units) -> str:
+    """`q[0]` -> `θ₁ [rad]`, `qd[0]` -> `dθ₁/dt [rad/s]`, `body_mass[1]` ->
+    `body_mass[1] [kg]`; other names as they are."""
     kind, _, index = name.rstrip("]").partition("[")
     if kind not in ("q", "qd") or not index.isdigit() or coordinates is None:
-        return name
+        return with_unit(name, param_units.get(name, param_units.get(kind)))
     label, unit = coordinates[int(index)], units and units[int(index)]
     if kind == "qd":
         label, unit = _rate(label), unit and f"{unit}/s"

@@ -189,7 +189,7 @@ def test_csv_data_matches_npz(tmp_path):
             "reverse-mode derivatives",
         ),
         (
-            CONFIG.replace("steps = 30\n", "continuity_weight = 10.0\n"),
+            CONFIG.replace("steps = 30\n", "segments = 1\ncontinuity_weight = 10.0\n"),
             None,
             "[fit] continuity_weight weighs the gaps between shooting segments; "
             "with segments = 1 there are none",

@@ -127,14 +127,17 @@ def test_hoop_fit_without_initial_reports_a_poor_fit_then_recovers_from_starts(
 ):
     config = hoop_data / "fit.toml"
     # Held at the data's state (by default it is fitted: the data may be noisy).
-    config.write_text(FIT.format(extra="fit_initial_state = false"))
+    # One shot over the whole data (by default the segments follow its
+    # oscillations, issue 56).
+    config.write_text(FIT.format(extra="fit_initial_state = false\nsegments = 1"))
     out = hoop_data / "poor"
     status, stdout, err = _main(
         capsys, "fit", str(config), "--out", str(out), "--no-plots"
     )
     # Issue 30 item 11: without [initial] the fit starts from the data's state
     # (it used to refuse to run, and [initial] then replaced the data's).
-    assert status == 0, err
+    # Issue 56: a poor fit has an exit status of its own, its outputs written.
+    assert status == 3, err
     summary, params, losses = _outputs(out)
     assert summary["initial_state"]["q"] == [pytest.approx([0.3], abs=1e-12)]
     assert summary["initial_state"]["qd"] == [pytest.approx([0.0], abs=1e-12)]
@@ -160,6 +163,24 @@ def test_hoop_fit_without_initial_reports_a_poor_fit_then_recovers_from_starts(
     assert params["omega"] == pytest.approx(6.0, abs=1e-8)
     assert summary["quality"]["poor_fit"] is False and "warning" not in err
     assert len(summary["start_losses"]) == 4
+
+
+def test_hoop_fit_from_a_poor_start_recovers_with_the_default_segments(
+    hoop_data, capsys
+):
+    # Issue 56: the segments follow the data's oscillations by default, where
+    # a single shot from the same start ends in a poor local minimum (above).
+    config = hoop_data / "fit.toml"
+    config.write_text(FIT.format(extra="fit_initial_state = false"))
+    out = hoop_data / "auto"
+    status, stdout, err = _main(
+        capsys, "fit", str(config), "--out", str(out), "--no-plots"
+    )
+    assert status == 0, err
+    summary, params, _ = _outputs(out)
+    assert summary["segments"] > 1 and "(auto)" in stdout
+    assert params["omega"] == pytest.approx(6.0, rel=1e-4)
+    assert summary["quality"]["poor_fit"] is False
 
 
 @pytest.mark.parametrize(

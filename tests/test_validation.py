@@ -1,4 +1,4 @@
-"""Bad arguments are named before anything runs (the reliability probe's cases)."""
+"""Bad arguments are named before anything runs."""
 
 import equinox as eqx
 import jax.numpy as jnp

@@ -12,9 +12,19 @@ comments, docstrings and messages never count:
 - option-dict reads: `options.get(...)` calls and `options[...]` subscripts
   (`options` a name or an attribute).
 - constraint kinds read by name: per kind (`holonomic`, `nonholonomic`,
-  `unilateral`, `slip`), the modules with an attribute access `.kind` or the
-  string `"kind"` outside a docstring (keyword arguments `kind=` build a
-  system and do not count).
+  `unilateral`, `slip`), the modules that spell it in any way: an attribute
+  `.kind` or `._kind` (the field, or `LagrangianSystem`'s private evaluation),
+  the kind's capability question (`has_position_constraints` for holonomic,
+  `has_velocity_constraints` for nonholonomic, `has_equality_constraints` for
+  both, `has_contacts` for unilateral, `has_friction` for slip), or the string
+  `"kind"` outside a docstring (keyword arguments `kind=` build a system and do
+  not count); the count outside the owner (`_system.py`) is the figure.
+- private calls across modules: `x._name(...)` where `x` is not `self`/`cls`
+  (a private method or a module's private function reached from outside;
+  NamedTuple's public `_replace`, `_asdict`, `_fields`, `_make` excepted).
+- code generation in `_mass/`: functions named `scalar_form` or `lanes` there,
+  and imports of `_lanes` from it.
+- raises per 1,000 code lines: `raise` statements over lines holding code.
 - functions over 120 code lines: lines holding code (not blank, comment or
   docstring), nested functions counted in the function around them; the Pallas
   kernel body (`_kernel/_tsit5.py`: `_kernel_body` and its `kernel`) is exempt.
@@ -34,6 +44,17 @@ from pathlib import Path
 
 
 KINDS = ("holonomic", "nonholonomic", "unilateral", "slip")
+# Every spelling of a kind besides its name: the capability questions.
+QUESTIONS = {
+    "has_position_constraints": ("holonomic",),
+    "has_velocity_constraints": ("nonholonomic",),
+    "has_equality_constraints": ("holonomic", "nonholonomic"),
+    "has_contacts": ("unilateral",),
+    "has_friction": ("slip",),
+}
+OWNER = "_system.py"
+NAMEDTUPLE = {"_replace", "_asdict", "_fields", "_make"}
+CODEGEN = {"scalar_form", "lanes"}
 LONG = 120
 EXEMPT = {("_kernel/_tsit5.py", "_kernel_body"), ("_kernel/_tsit5.py", "kernel")}
 
@@ -104,6 +125,10 @@ def measure(package: Path):
         "kinds": {k: set() for k in KINDS},
         "long": [],
         "private": [],
+        "calls": [],
+        "codegen": [],
+        "raises": 0,
+        "code": 0,
         "lines": 0,
     }
     for path in modules:
@@ -113,7 +138,26 @@ def measure(package: Path):
         tree = ast.parse(source)
         docs = {id(d) for d in _docstrings(tree)}
         code = _code_lines(source, tree)
+        figures["code"] += len(code)
         for node in ast.walk(tree):
+            if isinstance(node, ast.Raise):
+                figures["raises"] += 1
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr.startswith("_")
+                and not node.func.attr.startswith("__")
+                and node.func.attr not in NAMEDTUPLE
+                and _leaf_name(node.func.value) not in ("self", "cls")
+            ):
+                figures["calls"].append(
+                    f"{rel}:{node.lineno} {_leaf_name(node.func.value)}.{node.func.attr}"
+                )
+            if rel.startswith("_mass/") and (
+                (isinstance(node, ast.FunctionDef) and node.name in CODEGEN)
+                or (isinstance(node, ast.ImportFrom) and "_lanes" in (node.module or ""))
+            ):
+                figures["codegen"].append(f"{rel}:{node.lineno}")
             if isinstance(node, ast.Compare):
                 if any(_names_backend(x) for x in [node.left, *node.comparators]):
                     figures["backend"][rel] += 1
@@ -131,8 +175,11 @@ def measure(package: Path):
                 isinstance(node, ast.Subscript) and _leaf_name(node.value) == "options"
             ):
                 figures["options"][rel] += 1
-            if isinstance(node, ast.Attribute) and node.attr in KINDS:
-                figures["kinds"][node.attr].add(rel)
+            if isinstance(node, ast.Attribute):
+                for kind in QUESTIONS.get(node.attr, ()):
+                    figures["kinds"][kind].add(rel)
+                if node.attr.lstrip("_") in KINDS:
+                    figures["kinds"][node.attr.lstrip("_")].add(rel)
             if (
                 isinstance(node, ast.Constant)
                 and node.value in KINDS
@@ -181,9 +228,16 @@ def main(argv):
     options = f["options"]
     print(f"option-dict reads: {sum(options.values())} in {len(options)} files")
     print(f"  {per_module(options)}")
-    print("constraint kinds read by name (modules):")
+    print(f"constraint kinds read, in any spelling (modules outside {OWNER}):")
     for kind, mods in f["kinds"].items():
-        print(f"  {kind}: {len(mods)}  ({', '.join(sorted(mods))})")
+        outside = sorted(mods - {OWNER})
+        print(f"  {kind}: {len(outside)}  ({', '.join(outside)})")
+    print(f"private calls across modules: {len(f['calls'])}")
+    for line in f["calls"]:
+        print(f"  {line}")
+    print(f"code generation in _mass/: {len(f['codegen'])}  {' '.join(f['codegen'])}")
+    per = 1000 * f["raises"] / max(f["code"], 1)
+    print(f"raises: {f['raises']} in {f['code']} code lines ({per:.1f} per 1,000)")
     long = sorted(f["long"], reverse=True)
     print(f"functions over {LONG} code lines: {len(long)}")
     for n, name in long:

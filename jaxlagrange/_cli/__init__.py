@@ -19,6 +19,7 @@ rendered in memory, then written into the output directory as one set
 
 import argparse
 import sys
+import warnings
 from typing import Any, NoReturn
 
 from .. import _config as _config
@@ -85,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_cache:
         compilation_cache()
     try:
-        with interrupts_kept():
+        with interrupts_kept(), warnings.catch_warnings():
+            warnings.showwarning = _warning_line(args.command)
             return args.handler(args)
     except KeyboardInterrupt:
         print("jaxlagrange: interrupted", file=sys.stderr)
@@ -105,6 +107,15 @@ def main(argv: list[str] | None = None) -> int:
             message += " (run with --debug for the traceback)"
         print(f"jaxlagrange {args.command}: error: {message}", file=sys.stderr)
         return 1
+
+
+def _warning_line(command: str):
+    """`warnings.showwarning` as one line on stderr, without the source line."""
+    return lambda message, *args, **kwargs: print(
+        f"jaxlagrange {command}: warning: {' '.join(str(message).split())}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _raised_by(error: BaseException) -> str:

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _config
-from ._output import CLIError, output_dir
+from ._output import CLIError, file_name, output_dir
 
 
 DEVICES = ("auto", "cpu", "gpu")
@@ -61,8 +61,10 @@ def start_command(args, schema, section: str, *, batched: bool):
 
 
 def output_directory(args, config, default: str) -> Path:
-    """`--out`, else `[output] dir`, else `out/<default>`: created, checked."""
-    return output_dir(args.out or config["output"]["dir"] or Path("out", default))
+    """`--out`, else `[output] dir`, else `out/<default>` (as one plain file
+    name: a model's name never chooses where files go): created, checked."""
+    chosen = args.out or config["output"]["dir"]
+    return output_dir(chosen or Path("out", file_name(default)))
 
 
 def show_progress(args) -> bool:
@@ -244,7 +246,11 @@ def simulate_program(**kwargs):
         options = {**kwargs, **more}
         checked = simulate_checked(system, q0, qd0, Options(**options), throw=False)
         traj, failure = checked[:2]
-        fields = {f.name: getattr(traj, f.name) for f in dataclasses.fields(traj)}
+        fields = {
+            f.name: getattr(traj, f.name)
+            for f in dataclasses.fields(traj)
+            if not f.metadata.get("static")  # (`trajectory_from` sets those)
+        }
         fields["result"] = code_of(traj.result)
         if failure is None:
             return fields, None
@@ -262,6 +268,7 @@ def trajectory_from(system, out):
 
     fields, failure = out
     traj = Trajectory(**{**fields, "result": item_of(fields["result"])})
+    traj = traj.recording(system)
     if failure is None:
         return traj
     return diagnosed(traj, Failure(system, *failure))

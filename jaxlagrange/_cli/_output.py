@@ -109,6 +109,16 @@ def png_bytes(fig: Any, dpi: int = 130) -> bytes:
     return buffer.getvalue()
 
 
+def file_name(name: str) -> str:
+    """`name` (a system's, which a model file may set) as one plain file name:
+    runs of characters other than letters, digits, `_`, `-`, `+` and `.` (path
+    separators among them) become `_`, leading and trailing dots and `_` are
+    dropped, so no name leaves the folder it is put in ("" becomes "system")."""
+    return re.sub(r"[^\w.+-]+", "_", str(name), flags=re.ASCII).strip("._")[
+        :100
+    ] or "system"
+
+
 def output_dir(path: str | Path) -> Path:
     """Create the output directory `path` (and its parents); a clear error if not.
 

@@ -37,6 +37,9 @@ from ._output import (
 )
 
 
+POOR_FIT = 3
+"""The exit status of a fit that ran and wrote its outputs, but fits poorly."""
+
 # `jl.fit`'s refusal of a given initial position off the constraints.
 _OFF_CONSTRAINTS = "the initial position of data[0] (its q0) is off"
 
@@ -58,6 +61,9 @@ outputs (written atomically into the output directory):
   fit.png            observed against fitted trajectory (first data file)
   loss.png           the loss history
 
+exit status: 0 a good fit; 3 a poor fit (outputs written, the warning says what
+to try); 1 an error.
+
 example: configs/fit_pendulum.toml
 """
 
@@ -78,10 +84,12 @@ def load_observations(
     q0: Any = None,
     qd0: Any = None,
     sigma_qd: float | None = None,
+    coordinates: Any = None,
 ):
     """A `jl.Observations` from an `.npz` or `.csv` file of `n` coordinates (None:
     as many as the file has), with the noise scales `sigma` (and `sigma_qd` of
-    the velocities) and the initial state `q0`, `qd0` (None: the data's).
+    the velocities) and the initial state `q0`, `qd0` (None: the data's);
+    `coordinates`, the system's names of its `n`, for errors.
 
     **Raises:** `CLIError` naming the file for a missing or unreadable file, missing
     arrays or columns, and data that `Observations` rejects.
@@ -110,12 +118,10 @@ def load_observations(
         elif path.suffix == ".csv":
             table = np.genfromtxt(path, delimiter=",", names=True, dtype=float)
             columns = table.dtype.names or ()
-            if n is None:
-                n = 0
-                while f"q{n}" in columns:
-                    n += 1
-                n = max(n, 1)
-            needed = ["t", *(f"q{i}" for i in range(n))]
+            # Every q column, also those past the system's n (refused below).
+            found = next(i for i in range(len(columns) + 1) if f"q{i}" not in columns)
+            k = max(found, n or 1)
+            needed = ["t", *(f"q{i}" for i in range(k))]
             missing = [c for c in needed if c not in columns]
             if missing:
                 raise CLIError(
@@ -124,8 +130,8 @@ def load_observations(
                 )
             table = np.atleast_1d(table)
             ts = table["t"]
-            q = np.stack([table[f"q{i}"] for i in range(n)], axis=1)
-            velocity = [f"qd{i}" for i in range(n)]
+            q = np.stack([table[f"q{i}"] for i in range(k)], axis=1)
+            velocity = [f"qd{i}" for i in range(k)]
             qd = (
                 np.stack([table[c] for c in velocity], axis=1)
                 if all(c in columns for c in velocity)
@@ -138,13 +144,33 @@ def load_observations(
             f"{name}: not a valid data file, cannot read it: {one_line(e)}"
         ) from None
     if np.ndim(q) == 2 and n is not None and np.shape(q)[1] != n:
+        names = f" ({', '.join(coordinates)})" if coordinates else ""
         raise CLIError(
             f"{name}: q has {np.shape(q)[1]} coordinates, but the system has {n}"
+            f"{names}"
         )
     try:
         return Observations(ts, q, qd, q0=q0, qd0=qd0, sigma=sigma, sigma_qd=sigma_qd)
     except ValueError as e:
         raise CLIError(f"{name}: {one_line(e)}") from None
+
+
+def shooting_segments(data, samples: int = 8) -> int:
+    """`[fit] segments = "auto"`: one per half oscillation of the data's fastest
+    coordinate (a crossing of its linear trend, by more than a quarter of its
+    spread: not noise), at least `samples` samples each. Over many periods one
+    shot's loss is rugged: a frequency a little off puts the model out of phase."""
+    halves, most = 0, []
+    for obs in data:
+        ts, q = np.asarray(obs.ts), np.asarray(obs.q)
+        basis = np.stack([ts - ts[0], np.ones_like(ts)], axis=1)
+        wiggle = q - basis @ np.linalg.lstsq(basis, q, rcond=None)[0]
+        side = np.sign(wiggle) * (np.abs(wiggle) > 0.25 * wiggle.std(axis=0))
+        for column in side.T:
+            signs = column[column != 0]
+            halves = max(halves, np.count_nonzero(np.diff(signs)))
+        most.append(max(1, (len(ts) - 1) // samples))
+    return int(min(max(1, halves), min(most)))
 
 
 def _held_as_null(stderr, trainable):
@@ -199,14 +225,20 @@ def _fit_on(args: argparse.Namespace, config) -> int:
     n = ready.q0.shape[0]
     sigma_qd = config["fit"]["sigma_qd"]
     data = [
-        load_observations(p, n, sigma, initial["q"], initial["qd"], sigma_qd)
+        load_observations(
+            p, n, sigma, initial["q"], initial["qd"], sigma_qd, ready.coordinates
+        )
         for p in paths
     ]
     out = output_directory(args, config, f"fit_{ready.name}")
+    chosen = kwargs["segments"] == "auto"
+    if chosen:
+        kwargs["segments"] = shooting_segments(data)
     say(
         args,
         f"jaxlagrange fit: {ready.name} to {len(data)} observed trajectory(ies), "
-        f"optimizer {config['fit']['optimizer']} (at most {kwargs['steps']} steps)",
+        f"optimizer {config['fit']['optimizer']} (at most {kwargs['steps']} steps), "
+        f"{kwargs['segments']} shooting segment(s){' (auto)' * chosen}",
     )
     start = time.perf_counter()
     result, notes = _fitted(args, config, ready, data, kwargs)
@@ -227,12 +259,14 @@ def _fit_on(args: argparse.Namespace, config) -> int:
         "command": "fit",
         "system": ready.name,
         "data": [str(p) for p in paths],
+        "not_imported": list(ready.system.not_imported),
         "initial_params": ready.system.params,
         "params": result.params,
         "loss": {"initial": initial_loss, "final": result.loss},
         "stderr": stderr,
         "converged": result.converged,
         "solver_steps": result.steps,
+        "segments": kwargs["segments"],
         "solver_result": result.solver_result,
         "quality": {
             "chi2_red": result.chi2_red,
@@ -279,7 +313,7 @@ def _fit_on(args: argparse.Namespace, config) -> int:
         }
         files.update({name: png_bytes(fig) for name, fig in figures.items()})
         write_with_summary(out, files, summary)
-    return 0
+    return POOR_FIT if result.warning else 0
 
 
 def _fitted(args, config, ready, data, kwargs):

@@ -364,6 +364,7 @@ def _run_solve(args, config, device, ready, kwargs, out, plots, worker) -> int:
         "initial": {"q": ready.q0, "qd": ready.qd0},
         "simulate": dict(config["simulate"]),
         "result": result_line(traj.result),
+        "not_imported": list(ready.system.not_imported),
         "t_final": float(traj.t_final),
         "energy": {
             "conserved": conserved,

@@ -115,6 +115,7 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
         "command": "sweep",
         "system": ready.name,
         "members": size,
+        "not_imported": list(ready.system.not_imported),
         # Those this run computed (the rest were in the store already).
         "members_computed": size - done_before,
         "sampling": section["sampling"],
@@ -224,12 +225,20 @@ def _figures(maps, failed, values, grid_shape, ready, section) -> dict[str, byte
             grid_shape=grid_shape if section["sampling"] == "grid" else None,
             label=label,
             title=f"{ready.name}: {label}",
-            cmap="magma" if name == "lyapunov" else "twilight",
+            cmap=_colour_map(name, ready.units),
             coordinates=ready.coordinates,
             units=ready.units,
+            param_units=dict(ready.param_units or ()),
         )
         files[f"map_{name}.png"] = png_bytes(fig)
     return files
+
+
+def _colour_map(name: str, units) -> str:
+    """A cyclic colour map for the final value of an angle (in rad), only."""
+    if name.startswith("final_q") and units and units[int(name[7:])] == "rad":
+        return "twilight"
+    return "magma" if name == "lyapunov" else "viridis"
 
 
 def _stats(values: np.ndarray) -> dict[str, float | None]:

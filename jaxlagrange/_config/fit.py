@@ -31,6 +31,12 @@ def _names(x):
     return f"must be a list of param names, got {toml_type(x)} {x!r}"
 
 
+def _segments(x):
+    if x == "auto" or (isinstance(x, int) and not isinstance(x, bool) and x >= 1):
+        return None
+    return f'must be "auto" or an integer >= 1, got {toml_type(x)} {x!r}'
+
+
 def _paths(x):
     if isinstance(x, str) or (
         isinstance(x, list) and x and all(isinstance(s, str) for s in x)
@@ -56,7 +62,7 @@ FIT_SCHEMA: dict[str, dict[str, Key]] = {
         "positive": Key("any", [], _names),
         # Absent: fitted unless [initial] gives both q and qd (`jl.fit`'s rule).
         "fit_initial_state": Key(bool, None),
-        "segments": Key(int, 1, at_least(1)),
+        "segments": Key("any", "auto", _segments),
         "continuity_weight": Key(float, 1.0, positive_or_reason),
         "sigma": Key(float, None, positive_or_reason),
         "sigma_qd": Key(float, None, positive_or_reason),
@@ -89,7 +95,8 @@ jacobian = "auto"              # or "forward", "reverse" (lm, gauss_newton)
 trainable = ["l"]              # default: every param
 positive = ["l"]               # fitted as logarithms
 fit_initial_state = true        # default: fitted unless [initial] gives q and qd
-segments = 1                   # multiple shooting segments
+segments = "auto"              # multiple shooting segments; "auto" (the
+                               # default): about one per oscillation in the data
 continuity_weight = 1.0
 sigma = 0.01                   # noise scale of the data (default: estimated
                                # from the misfit)
@@ -136,34 +143,34 @@ def fit_kwargs(config: Mapping[str, Any], ready) -> dict[str, Any]:
                 f"{source}: [fit] {key}: unknown param {unknown[0]!r} for system "
                 f"{ready.name!r}; valid params: {valid_names(params)}"
             )
-    rate = section["learning_rate"]
-    if section["optimizer"] != "adam" and rate is not None:
-        raise ConfigError(
-            f"{source}: [fit] learning_rate is for optimizer = 'adam'; "
-            f"{section['optimizer']!r} chooses its own steps"
-        )
-    # Settings that would do nothing here: named, as learning_rate is.
-    if (
-        section["optimizer"] not in ("lm", "gauss_newton")
-        and section["jacobian"] != "auto"
+    rate, optimizer = section["learning_rate"], section["optimizer"]
+    trainable, positive = section["trainable"], section["positive"]
+    held = ", ".join(repr(n) for n in positive if n not in (trainable or positive))
+    # Settings that would do nothing here are named.
+    for bad, message in (
+        (
+            optimizer != "adam" and rate is not None,
+            f"learning_rate is for optimizer = 'adam'; {optimizer!r} chooses its own "
+            "steps",
+        ),
+        (
+            optimizer not in ("lm", "gauss_newton") and section["jacobian"] != "auto",
+            "jacobian is for optimizer = 'lm' or 'gauss_newton'; "
+            f"{optimizer!r} takes reverse-mode derivatives",
+        ),
+        (
+            section["segments"] == 1 and section["continuity_weight"] != 1.0,
+            "continuity_weight weighs the gaps between shooting segments; with "
+            "segments = 1 there are none",
+        ),
+        (
+            held,
+            f"positive: {held} is not trainable (positive params are fitted as "
+            "logarithms); add it to trainable, or remove it",
+        ),
     ):
-        raise ConfigError(
-            f"{source}: [fit] jacobian is for optimizer = 'lm' or 'gauss_newton'; "
-            f"{section['optimizer']!r} takes reverse-mode derivatives"
-        )
-    if section["segments"] == 1 and section["continuity_weight"] != 1.0:
-        raise ConfigError(
-            f"{source}: [fit] continuity_weight weighs the gaps between shooting "
-            "segments; with segments = 1 there are none"
-        )
-    trainable = section["trainable"]
-    if trainable is not None:
-        held = [name for name in section["positive"] if name not in trainable]
-        if held:
-            raise ConfigError(
-                f"{source}: [fit] positive: {held[0]!r} is not trainable (positive "
-                "params are fitted as logarithms); add it to trainable, or remove it"
-            )
+        if bad:
+            raise ConfigError(f"{source}: [fit] {message}")
     optimizer = _optimizer(section["optimizer"], rate)
     simulate = config["simulate"]
     # "recursive_checkpoint" is jl.fit's default (None).

@@ -129,12 +129,18 @@ def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]
     targets, listed = _axis_targets(ready)
     params = ready.system.params or {}
     keys = _AXIS_KEYS[sampling]
-    for name, axis in axes.items():
-        if name.replace(" ", "") not in targets:
-            raise ConfigError(
-                f"{where}: unknown axis {name!r}; valid axes for system "
-                f"{ready.name!r}: {listed}"
+    named = {}  # each axis by its name without white space, as the rest reads it
+    for given, axis in axes.items():
+        name = "".join(given.split())
+        if name not in targets or name in named:
+            problem = (
+                f"axes {named.get(name)!r} and {given!r} are both {name}"
+                if name in named
+                else f"unknown axis {given!r}; valid axes for system {ready.name!r}: "
+                f"{listed}"
             )
+            raise ConfigError(f"{where}: {problem}")
+        named[name] = given
         if not isinstance(axis, dict):
             raise ConfigError(
                 f"{where} {name}: must be a table like {{ {' = .., '.join(keys)} = .. }}"
@@ -161,17 +167,17 @@ def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]
             )
         if name in params:
             _check_domain(config, ready, name, axis, f"{where} {name}")
+    axes = {name: axes[given] for name, given in named.items()}
     size = section["size"]
     if sampling == "grid":
-        if size is not None:
-            raise ConfigError(
-                f"{source}: [sweep] size is for random sampling; a grid's size is the "
-                "product of its axes' num"
-            )
-        if section["seed"] is not None:
-            raise ConfigError(
-                f"{source}: [sweep] seed is for random sampling; a grid has none"
-            )
+        for key, why in (
+            ("size", "a grid's size is the product of its axes' num"),
+            ("seed", "a grid has none"),
+        ):
+            if section[key] is not None:
+                raise ConfigError(
+                    f"{source}: [sweep] {key} is for random sampling; {why}"
+                )
         _check_members(source, int(np.prod([a["num"] for a in axes.values()])), ready)
         grids = np.meshgrid(
             *(np.linspace(a["min"], a["max"], a["num"]) for a in axes.values()),

@@ -15,7 +15,7 @@ such function, the function raising or returning something else) is one
 import importlib.util
 import inspect
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -238,6 +238,7 @@ def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
     )
     for key in ("coordinates", "units"):
         labels[key] = _label_list(labels, key, n, "coordinate", where)
+    labels["length_unit"] = _label(labels.get("length_unit"), "length_unit", where)
     positions = getattr(module, "positions", None)
     if callable(positions):
         # The system's full params: the defaults of make() and the config's.
@@ -267,14 +268,34 @@ def _label_list(labels, key: str, n: int, what: str, where: str):
     labels = labels.get(key)
     if labels is None:
         return None
-    if isinstance(labels, (str, bytes)) or not isinstance(labels, Iterable):
+    if not isinstance(labels, (list, tuple)):  # (a dict's keys are no labels)
         raise ConfigError(
             f"{where}: `{key}` must be a list of labels, one per {what}, got {labels!r}"
         )
-    labels = tuple(str(x) for x in labels)
+    labels = tuple(_label(x, key, where) for x in labels)
     if len(labels) != n:
         raise ConfigError(f"{where}: `{key}` has {len(labels)} labels for {n} {what}s")
     return labels
+
+
+def _label(label, key: str, where: str):
+    """`label` checked: a string matplotlib can draw (or None, a unit not known)."""
+    problem = None
+    if label is None and key in ("units", "length_unit"):
+        return None
+    if not isinstance(label, str):
+        problem = f"must hold strings, got {type(label).__name__} {label!r}"
+    elif "$" in label:  # matplotlib's mathtext, parsed now rather than when drawn
+        from matplotlib.mathtext import MathTextParser
+
+        try:
+            MathTextParser("path").parse(label)
+        except ValueError as e:
+            why = str(e).strip().splitlines()[-1].split(": ", 1)[-1]
+            problem = f"label {label!r} is not one matplotlib can draw: {why}"
+    if problem:
+        raise ConfigError(f"{where}: `{key}` {problem}")
+    return label
 
 
 def _check_points(points, q0, where: str) -> int:

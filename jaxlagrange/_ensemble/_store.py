@@ -41,7 +41,10 @@ from ._store_verify import (
     StoreRefused,
     array_names,
     bad_chunks,
+    changed_entries as changed_entries,
+    check_description,
     checksum,
+    description,
     import_zarr,
     open_root,
     open_store as open_store,
@@ -141,7 +144,8 @@ class ChunkedStore:
         existing = None
         if (self.path / "zarr.json").exists():
             existing = open_root(zarr, self.path, "r+" if writer else "r")
-        if existing is not None and MANIFEST in existing.attrs:
+        if existing is not None:
+            check_description(existing, self.path, existing.attrs.get(MANIFEST))
             self.manifest = dict(existing.attrs[MANIFEST])
             if self.manifest.get("fingerprint") != self.key:
                 raise StoreRefused(
@@ -151,7 +155,6 @@ class ChunkedStore:
                 )
             self.group = existing
             if writer:
-                _check_arrays(existing, self.path, inputs, outputs)
                 for p in self.path.rglob("*.partial"):  # a process killed mid-write
                     if p.is_file():
                         p.unlink(missing_ok=True)
@@ -220,6 +223,7 @@ class ChunkedStore:
         self.group = group
         for chunk in range(self.num_chunks):
             self._write_inputs(inputs, chunk)
+        self.manifest["description"] = description(group)
         group.attrs[MANIFEST] = self.manifest
         if self.path.exists():
             self.path.rmdir()  # empty, checked above
@@ -313,28 +317,6 @@ class ChunkedStore:
         self.group.attrs[MANIFEST] = self.manifest
 
 
-def _check_arrays(group, path: Path, inputs, outputs) -> None:
-    """Refuse, before anything is rewritten, a store one of whose arrays is gone
-    or reshaped: its chunks cannot be recomputed into it."""
-    wanted = {f"inputs/{k}": tuple(x.shape) for k, x in inputs.items()}
-    wanted |= {f"outputs/{k}": (-1, *shape) for k, (shape, _) in outputs.items()}
-    for name, shape in wanted.items():
-        try:
-            found = tuple(group[name].shape)
-        except Exception:  # deleted, or its metadata unreadable
-            found = None
-        if (
-            found is None
-            or (shape[0] != -1 and found != shape)
-            or (shape[0] == -1 and found[1:] != shape[1:])
-        ):
-            raise ValueError(
-                f"The sweep store {str(path)!r} has lost its array {name!r} (deleted "
-                "or damaged): its chunks cannot be computed into it; remove the "
-                "store directory to run the sweep again."
-            )
-
-
 def _fill(dtype) -> Any:
     dtype = np.dtype(dtype)
     if np.issubdtype(dtype, np.inexact):
@@ -358,17 +340,6 @@ def stored_attributes(store: str | os.PathLike) -> dict | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return attrs if isinstance(attrs, dict) else None
-
-
-def changed_entries(old: Any, new: Any, path: str = ""):
-    """(path, old value, new value) of each entry that differs between two
-    JSON-like descriptions, dicts followed into: `config.simulate.rtol`."""
-    if isinstance(old, Mapping) and isinstance(new, Mapping):
-        for key in sorted(set(old) | set(new), key=str):
-            where = f"{path}.{key}" if path else str(key)
-            yield from changed_entries(old.get(key), new.get(key), where)
-    elif old != new:
-        yield path, old, new
 
 
 def _difference(group, attrs: Mapping[str, Any], inputs, chunk_size: int) -> str:

@@ -4,6 +4,7 @@ See `jaxlagrange._ensemble._store` for the layout and what the manifest records.
 """
 
 import hashlib
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -40,6 +41,60 @@ def open_root(zarr, path: Path, mode: str):
             f"manifest) is corrupted and cannot be read ({str(e).splitlines()[0]}); "
             "remove the store directory to run the sweep again."
         ) from None
+
+
+def description(group) -> dict[str, Any]:
+    """What a store's metadata says, as its manifest records it when the store is
+    made: a digest of each root attribute (but the manifest) and each array's
+    shape, dtype and chunks."""
+    kinds = [kind for kind in ("inputs", "outputs") if kind in group]
+    arrays = [group[f"{k}/{name}"] for k in kinds for name in array_names(group[k])]
+    attributes = {k: v for k, v in group.attrs.items() if k != MANIFEST}
+    return {
+        "attributes": {
+            k: hashlib.sha256(json.dumps(v, sort_keys=True).encode()).hexdigest()
+            for k, v in attributes.items()
+        },
+        "arrays": {
+            a.path: [list(a.shape), str(a.dtype), list(a.chunks)] for a in arrays
+        },
+    }
+
+
+def check_description(group, path: Path, manifest: Any) -> None:
+    """Refuse a store whose manifest is gone, or whose root attributes or arrays
+    are not those its manifest recorded (naming each that differs). (A store
+    made before descriptions were recorded is not checked.)"""
+    if not isinstance(manifest, Mapping):
+        edits = ["it has lost its manifest (which lists and checks its chunks)"]
+    else:
+        recorded = manifest.get("description")
+        now = {} if recorded is None else description(group)
+        edits = [
+            f"its root attribute {entry[11:]!r} was edited"
+            if entry.startswith("attributes.")
+            else f"it has lost its array {entry[7:]!r}"
+            if b is None
+            else f"its array {entry[7:]!r} was edited (shape, dtype, chunks: "
+            f"recorded {a}, now {b})"
+            for entry, a, b in changed_entries(recorded or {}, now)
+        ]
+    if edits:
+        raise StoreRefused(
+            f"The sweep store {str(path)!r} is not as it was written: "
+            f"{'; '.join(edits)}; remove the store directory to run the sweep again."
+        )
+
+
+def changed_entries(old: Any, new: Any, path: str = ""):
+    """(path, old value, new value) of each entry that differs between two
+    JSON-like descriptions, dicts followed into: `config.simulate.rtol`."""
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        for key in sorted(set(old) | set(new), key=str):
+            where = f"{path}.{key}" if path else str(key)
+            yield from changed_entries(old.get(key), new.get(key), where)
+    elif old != new:
+        yield path, old, new
 
 
 def _canonical_nan(value: np.ndarray) -> np.ndarray:
@@ -153,8 +208,7 @@ def open_store(
         raise StoreRefused(f"{str(path)!r} is not a sweep store{hint}.")
     group = open_root(import_zarr(), path, "r")
     manifest = group.attrs.get(MANIFEST)
-    if manifest is None:
-        return group
+    check_description(group, path, manifest)
     size, chunk_size = manifest["size"], manifest["chunk_size"]
 
     def bounds(chunk):

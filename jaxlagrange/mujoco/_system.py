@@ -22,7 +22,7 @@ from .._custom_types import Array
 from .._errors import traced
 from .._system import LagrangianSystem
 from ..systems._registry import ReadySystem, merge_params
-from . import _contacts, _model
+from . import _contacts, _labels, _model
 from ._model import BALL, FREE, HINGE, SLIDE, Tree
 
 
@@ -104,7 +104,7 @@ def _velocities(layout, q: Array, rates: Array, *, to_mujoco: bool) -> Array:
     return jnp.concatenate(parts, -1)
 
 
-def _system(tree: Tree, params: dict[str, Any], contacts=None):
+def _system(tree: Tree, params: dict[str, Any], not_imported=(), contacts=None):
     """The model's `LagrangianSystem` with `params`, and its points."""
     layout = _layout(tree)
     quaternions = [a + 3 * (k == FREE) for k, a, _ in layout if k in (BALL, FREE)]
@@ -165,6 +165,7 @@ def _system(tree: Tree, params: dict[str, Any], contacts=None):
         restitution="restitution" if "restitution" in params else 0.0,
         slip=slip if rough else None,
         friction=partial(_contacts.friction, contacts) if rough else None,
+        not_imported=not_imported,
     )
     return system, lambda q, t, params: centres(q, params)[0]
 
@@ -273,9 +274,11 @@ def load(source: Any, *, params: dict[str, Any] | None = None) -> MujocoSystem:
             f"{'; '.join(missing)}.",
             stacklevel=2,
         )
-    system, points = _system(tree, merged, contacts)
+    system, points = _system(tree, merged, missing, contacts)
     q0 = jnp.asarray(m.qpos0, dtype=float)
     coordinates = _model.coordinates(m)
     labels = contacts.names if contacts else ()
     ready = (system, q0, jnp.zeros_like(q0), name, coordinates)
-    return MujocoSystem(*ready, points=points, layout=layout, contacts=labels)
+    return MujocoSystem(
+        *ready, points=points, layout=layout, contacts=labels, **_labels.labels(m)
+    )

@@ -33,6 +33,8 @@ class ReadySystem(eqx.Module):
         with units, time is in seconds and energy in joules (SI).
     - `point_names`: one name per point of `positions`, for legends.
     - `length_unit`: the unit of `positions` (None: unknown).
+    - `param_units`: `(name, unit)` pairs, the unit of a param (`"body_mass"`)
+        or of one entry of it (`"dof_damping[0]"`), for the axes of sweeps.
     """
 
     system: LagrangianSystem
@@ -44,6 +46,9 @@ class ReadySystem(eqx.Module):
     units: tuple[str, ...] | None = eqx.field(static=True, default=None)
     point_names: tuple[str, ...] | None = eqx.field(static=True, default=None)
     length_unit: str | None = eqx.field(static=True, default=None)
+    param_units: tuple[tuple[str, str], ...] | None = eqx.field(
+        static=True, default=None
+    )
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.system, self.q0, self.qd0))

@@ -1,4 +1,4 @@
-"""Issue 30: the silently-wrong physics and the misleading messages.
+"""Physics that was silently wrong or wrongly named, now checked and named.
 
 Each test holds a case that was silently wrong or wrongly named before: an
 equilibrium against a one-sided contact, normal modes off an equilibrium, the

@@ -67,7 +67,7 @@ def test_distances_and_slips_equal_mujocos():
     d = mujoco.MjData(m)
 
     @jax.jit
-    def rows(q, qd):  # h, the slips, and their tangents (u, 2, 3) as vectors
+    def evaluate(q, qd):  # h, the slips, and their tangents (u, 2, 3) as vectors
         tangents = _contacts._witnesses(contacts, *_system._frames(tree, q))[-1]
         h = system.unilateral(q, 0.0, system.params)
         return h, system.slip(q, qd, 0.0, system.params), tangents
@@ -84,7 +84,7 @@ def test_distances_and_slips_equal_mujocos():
         d.qpos[:], d.qvel[:] = qpos, qvel
         mujoco.mj_forward(m, d)
         q, qd = ready.from_mujoco(qpos, qvel)
-        h, slip, tangents = map(np.asarray, rows(q, qd))
+        h, slip, tangents = map(np.asarray, evaluate(q, qd))
         theirs = {}
         for c in d.contact[: d.ncon]:
             g = sorted(c.geom, key=lambda g: (m.geom_type[g], g))

@@ -56,9 +56,10 @@ def to_leaf(x: Any) -> Any:
 _COEFFICIENTS = ("restitution", "friction", "static_friction")
 
 
-def _leaf_or_name(x: Any) -> tuple[Any, str | None]:
-    """A coefficient as (leaf, None), or (None, name) when it names a param."""
-    return (None, x) if isinstance(x, str) else (to_leaf(x), None)
+def _leaf_or_name(x: Any) -> tuple[Any, Any]:
+    """A coefficient as (leaf, None), or (None, name) when it names a param or is
+    a function of the params (a loaded model's μ, mixed from `geom_friction`)."""
+    return (None, x) if isinstance(x, str) or callable(x) else (to_leaf(x), None)
 
 
 def _accepts(fn: UserFunction, nargs: int) -> bool | None:
@@ -219,7 +220,7 @@ class LagrangianSystem(eqx.Module):
     def __check_init__(self):
         for coefficient in _COEFFICIENTS:
             name = getattr(self, f"{coefficient}_param")
-            if name is not None and not (
+            if isinstance(name, str) and not (
                 isinstance(self.params, Mapping) and name in self.params
             ):
                 names = sorted(self.params) if isinstance(self.params, Mapping) else []
@@ -305,6 +306,8 @@ class LagrangianSystem(eqx.Module):
         """`restitution`, `friction` or `static_friction`: the leaf, or the param
         it names."""
         name = getattr(self, f"{coefficient}_param")
+        if callable(name):
+            return name(self.params)
         return getattr(self, coefficient) if name is None else self.params[name]
 
     def _restitution(self) -> Any:

@@ -317,7 +317,7 @@ def test_one_warning_names_everything_not_imported():
     </body>
     <body name="b" pos="1 0 1">
       <joint name="k" type="slide"/>
-      <geom type="sphere" size="0.1"/>
+      <geom type="cylinder" size="0.1 0.1"/>
       <site name="s2"/>
     </body>
   </worldbody>
@@ -332,7 +332,7 @@ def test_one_warning_names_everything_not_imported():
     message = str(caught[0].message)
     for part in (
         "'extras'",
-        "contacts",
+        "contacts of plane–cylinder geoms (geom 0/geom 2)",
         "fluid forces",
         "joint friction loss",
     ):

@@ -59,7 +59,9 @@ def onto(limits: Limits | None, qpos0: np.ndarray) -> tuple[np.ndarray, list[str
     if limits is None:
         return q0, moved
     ranges = limits.bound.reshape(-1, 2)
-    for a, (lo, hi), name in zip(limits.address[::2], ranges, limits.names[::2], strict=False):
+    for a, (lo, hi), name in zip(
+        limits.address[::2], ranges, limits.names[::2], strict=False
+    ):
         if not lo <= q0[a] <= hi:
             joint = name.removeprefix("the lower limit of ")
             moved.append(f"{joint} from {q0[a]:.4g} to {np.clip(q0[a], lo, hi):.4g}")

@@ -107,33 +107,6 @@ def coordinates(m) -> tuple[str, ...]:
     )
 
 
-def _contacts(m) -> bool:
-    """Whether two geoms of different bodies may collide (MuJoCo's filters: the
-    contype/conaffinity bits, one weld group, parent and child, exclusions)."""
-    if m.npair:
-        return True
-    body, weld = m.geom_bodyid, m.body_weldid[m.geom_bodyid]
-    parent = m.body_weldid[m.body_parentid[m.body_weldid]]
-    excluded = {
-        tuple(sorted((int(s >> 16), int(s & 0xFFFF)))) for s in m.exclude_signature
-    }
-    filterparent = not _disabled(m, "FILTERPARENT")
-    for i in range(m.ngeom):
-        for k in range(i + 1, m.ngeom):
-            a, b = int(weld[i]), int(weld[k])
-            if a == b or not (
-                m.geom_contype[i] & m.geom_conaffinity[k]
-                or m.geom_contype[k] & m.geom_conaffinity[i]
-            ):
-                continue
-            if filterparent and (parent[a] == b or parent[b] == a) and a and b:
-                continue
-            if tuple(sorted((int(body[i]), int(body[k])))) in excluded:
-                continue
-            return True
-    return False
-
-
 def not_imported(m) -> list[str]:
     """What the model has that the Lagrangian leaves out, one phrase each."""
 
@@ -148,7 +121,6 @@ def not_imported(m) -> list[str]:
     ]
     sprung = [j for j in range(m.njnt) if m.jnt_type[j] <= BALL and m.jnt_stiffness[j]]
     checks = [
-        (not _disabled(m, "CONTACT") and _contacts(m), "contacts"),
         (equalities, f"equality constraints ({', '.join(equalities)})"),
         (
             m.opt.density or m.opt.viscosity or np.any(m.opt.wind),

@@ -23,7 +23,16 @@ from .._errors import traced
 from .._hold import value_at
 from .._system import LagrangianSystem
 from ..systems._registry import ReadySystem, merge_params
-from . import _actuators, _equality, _labels, _limits, _model, _physical, _tendons
+from . import (
+    _actuators,
+    _contacts,
+    _equality,
+    _labels,
+    _limits,
+    _model,
+    _physical,
+    _tendons,
+)
 from ._model import BALL, FREE, HINGE, SLIDE, Tree
 
 
@@ -105,7 +114,7 @@ def _velocities(layout, q: Array, rates: Array, *, to_mujoco: bool) -> Array:
     return jnp.concatenate(parts, -1)
 
 
-def _system(tree: Tree, params: dict[str, Any], not_imported=()):
+def _system(tree: Tree, params: dict[str, Any], not_imported=(), contacts=None):
     """The model's `LagrangianSystem` with `params`, and its points."""
     layout = _layout(tree)
     quaternions = [a + 3 * (k == FREE) for k, a, _ in layout if k in (BALL, FREE)]
@@ -176,23 +185,41 @@ def _system(tree: Tree, params: dict[str, Any], not_imported=()):
             rows.append(_tendons.equalities(tendons, lengths(q)))
         return jnp.concatenate(rows)
 
-    # The one-sided rows: joint limits, then tendon limits.
+    # The one-sided rows: contacts, joint limits, then tendon limits.
     limits, tendon_limits = tree.limits, tendons.limited.size > 0
 
     def unilateral(q, t, params):
-        rows = [_limits.rows(limits, q)] if limits else []
+        rows = [_contacts.distances(contacts, *_frames(tree, q))] if contacts else []
+        if limits:
+            rows.append(_limits.rows(limits, q))
         if tendon_limits:
             rows.append(_tendons.limits(tendons, lengths(q)))
         return jnp.concatenate(rows)
 
     # Named in the refusal of a start below a limit.
-    unilateral.names = (limits.names if limits else ()) + tuple(
-        f"the {side} limit of tendon {i}"
-        for i in tendons.limited
-        for side in ("lower", "upper")
+    unilateral.names = (
+        (contacts.names if contacts else ())
+        + (limits.names if limits else ())
+        + tuple(
+            f"the {side} limit of tendon {i}"
+            for i in tendons.limited
+            for side in ("lower", "upper")
+        )
     )
-    one_sided = bool(limits) or tendon_limits
+    one_sided = bool(contacts) or bool(limits) or tendon_limits
 
+    # Friction acts at contacts alone: limit rows slip by 0 with μ = 0.
+    others = len(unilateral.names) - (len(contacts.names) if contacts else 0)
+
+    def slip(q, qd, t, params):
+        s = _contacts.slip(contacts, lambda q: _frames(tree, q), q, qd)
+        return jnp.concatenate([s, jnp.zeros((others, 2), s.dtype)])
+
+    def friction(params):
+        mu = _contacts.friction(contacts, params)
+        return jnp.concatenate([mu, jnp.zeros((others,), mu.dtype)])
+
+    rough = contacts is not None and np.any(contacts.fixed != 0)
     system = LagrangianSystem(
         lagrangian,
         params=params,
@@ -203,6 +230,8 @@ def _system(tree: Tree, params: dict[str, Any], not_imported=()):
         else None,
         unilateral=unilateral if one_sided else None,
         restitution="restitution" if one_sided else 0.0,
+        slip=slip if rough else None,
+        friction=friction if rough else None,
         not_imported=not_imported,
     )
     return system, lambda q, t, params: centres(q, params)[0], lengths
@@ -215,6 +244,7 @@ class MujocoSystem(ReadySystem):
     layout: tuple[tuple[int, int, int], ...] = eqx.field(static=True, default=())
     lengths: Any = eqx.field(static=True, default=None)  # the tendons' at q
     check_params: Any = eqx.field(static=True, default=None)
+    contacts: tuple[str, ...] = eqx.field(static=True, default=())  # row labels
 
     def to_mujoco(self, q: Any, qd: Any) -> tuple[Array, Array]:
         """MuJoCo's `(qpos, qvel)` of a state `(q, qd)` (or a batch (..., nq)):
@@ -277,8 +307,11 @@ def load(
     terms and their params. Joint limits are unilateral constraints (plastic
     unless the `restitution` param), the active connect, weld and joint
     equalities holonomic ones, held exactly; a default pose outside a limit is
-    moved onto it. One warning names that and what is not imported (contacts,
-    fluid forces, geom-wrapping tendons, activation dynamics...).
+    moved onto it. The geom pairs MuJoCo would collide (plane, sphere, capsule
+    and box on a plane; spheres and capsules) are one-sided constraints h ≥ 0,
+    h their signed distance, with Coulomb friction (`ready.contacts` labels the
+    rows). One warning names what is not imported (other contacts, fluid
+    forces, geom-wrapping tendons, activation dynamics...).
 
     The coordinates are MuJoCo's qpos (hinge and slide 1, ball 4 = quaternion
     (w, x, y, z), free 7 = position then quaternion), and q̇ = dq/dt: a
@@ -300,7 +333,8 @@ def load(
         (ntendon,), `tendon_lengthspring` (ntendon, 2); `actuator_gainprm`,
         `actuator_biasprm` (nactuator, 3) and `ctrl` (nu,) (zeros; absent where
         no imported actuator reads it; a `jl.ZeroOrderHold` of shape (T, nu)
-        holds a series); `restitution` (a scalar, 0 by default; with limits).
+        holds a series); with contacts, `geom_friction` (ngeom, 3; μ from column
+        0); with contacts or limits, `restitution` (a scalar, 0 by default).
     - `strict`: raise the warning of what is not imported as a `ValueError`.
     - `assets`: the bytes of the files the model includes, by name (as
         `mujoco.MjModel.from_xml_string` takes them).
@@ -340,15 +374,18 @@ def load(
         inertial=_physical.read(m, name),
     )
     layout = _layout(tree)
+    contacts, missing_contacts = _contacts.read(m)
     defaults = _model.default_params(m, tree) | _tendons.default_params(m, tendons)
     defaults |= _actuators.default_params(m, actuators)
+    if contacts:
+        defaults.update(geom_friction=np.array(m.geom_friction), restitution=0.0)
     merged = merge_params(name, defaults, params)
     check_params = functools.partial(_physical.check, tree.inertial)
     if not traced(merged):  # (params traced through `load`: checked where known)
         _check_armature(m, layout, np.asarray(merged["dof_armature"]))
         check_params(merged)
     missing = _model.not_imported(m) + _tendons.not_imported(m)
-    missing += _actuators.not_imported(m, tendons)
+    missing += _actuators.not_imported(m, tendons) + missing_contacts
     said = "; ".join(missing)
     said = said and f"not imported (absent from the Lagrangian): {said}"
     if said and strict:
@@ -358,11 +395,11 @@ def load(
     if said or moved:
         said = "; ".join(x for x in (said, moved) if x)
         warnings.warn(f"MuJoCo model {name!r}: {said}.", stacklevel=2)
-    system, points, lengths = _system(tree, merged, tuple(missing))
+    system, points, lengths = _system(tree, merged, tuple(missing), contacts)
     q0 = jnp.asarray(q0)
     coordinates = _model.coordinates(m)
     ready = system, q0, jnp.zeros_like(q0), name, coordinates
-    extras = dict(
-        points=points, layout=layout, lengths=lengths, check_params=check_params
-    )
+    labels = contacts.names if contacts else ()
+    extras = dict(points=points, layout=layout, lengths=lengths, contacts=labels)
+    extras.update(check_params=check_params)
     return MujocoSystem(*ready, **extras, **_labels.labels(m))

@@ -28,6 +28,7 @@ import numpy as np
 from .. import rigid
 from ._quality import flat_names
 
+
 INERTIAL = ("body_mass", "body_ipos", "body_inertia", "body_iquat")
 _STANDARD = ("m", "mc_x", "mc_y", "mc_z", "I_xx", "I_yy", "I_zz", "I_xy", "I_xz")
 _STANDARD += ("I_yz",)

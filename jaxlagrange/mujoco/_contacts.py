@@ -35,7 +35,7 @@ def pairs(m) -> list[tuple[int, int, int]]:
     (`FILTERPARENT`), `<exclude>`d, or already a `<pair>`."""
     if _disabled(m, "CONTACT") or _disabled(m, "CONSTRAINT"):
         return []
-    given = zip(m.pair_geom1, m.pair_geom2)
+    given = zip(m.pair_geom1, m.pair_geom2, strict=True)
     given = {tuple(sorted(map(int, g))): k for k, g in enumerate(given)}
     body, weld = m.geom_bodyid, m.body_weldid[m.geom_bodyid]
     parent = m.body_weldid[m.body_parentid[m.body_weldid]]

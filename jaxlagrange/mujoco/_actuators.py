@@ -45,7 +45,7 @@ def _reason(m, a: int, tendons) -> str | None:
 
 def _active(m) -> list[int]:
     """The actuators MuJoCo applies: actuation on, their group not disabled."""
-    on, group = not _model._disabled(m, "ACTUATION"), m.actuator_group
+    on, group = not _model.disabled(m, "ACTUATION"), m.actuator_group
     off = [0 <= g <= 30 and m.opt.disableactuator >> g & 1 for g in group]
     return [a for a in range(m.nactuator) if on and not off[a]]
 
@@ -56,7 +56,7 @@ def read(m, tendons) -> Actuators:
     joint = m.jnt_qposadr[np.where(kind == TENDON, 0, target)]
     source = np.where(kind == TENDON, m.nq + target, joint)
     ctrl = m.actuator_ctrladr[ids]
-    clamp = m.actuator_ctrllimited[ctrl] & (not _model._disabled(m, "CLAMPCTRL"))
+    clamp = m.actuator_ctrllimited[ctrl] & (not _model.disabled(m, "CLAMPCTRL"))
     inf, gear = np.array([-np.inf, np.inf]), m.actuator_gear[m.actuator_outadr[ids], 0]
     gain = np.where(m.actuator_gaintype[ids, None] == AFFINE, 1.0, [1.0, 0, 0])
     bias = np.where(m.actuator_biastype[ids, None] == AFFINE, np.ones(3), 0.0)
@@ -94,9 +94,9 @@ def not_imported(m, tendons) -> list[str]:
     for a in _active(m):
         reason = _reason(m, a, tendons)
         if reason:
-            left[f"actuators with {reason}"].append(_model._name(m, "ACTUATOR", a))
+            left[f"actuators with {reason}"].append(_model.name_of(m, "ACTUATOR", a))
     ranged = (("JOINT", m.jnt_actfrclimited), ("TENDON", m.tendon_actfrclimited))
     for kind, limited in ranged if _active(m) else ():
-        names = [_model._name(m, kind, i) for i in np.flatnonzero(limited)]
+        names = [_model.name_of(m, kind, i) for i in np.flatnonzero(limited)]
         left["actuator force ranges of joints and tendons"] += names
     return [f"{k} ({', '.join(names)})" for k, names in left.items() if names]

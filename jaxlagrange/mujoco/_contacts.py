@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._custom_types import Array
-from ._model import _disabled, _name, _quat_matrix
+from ._model import disabled, name_of, quat_matrix
 
 
 PLANE, HFIELD, SPHERE, CAPSULE, BOX = 0, 1, 2, 3, 6  # mujoco.mjtGeom
@@ -33,14 +33,14 @@ def pairs(m) -> list[tuple[int, int, int]]:
     `<pair>`s (k their index) and, with k = −1, the geoms of different weld
     bodies whose contype/conaffinity bits match, unless parent and child
     (`FILTERPARENT`), `<exclude>`d, or already a `<pair>`."""
-    if _disabled(m, "CONTACT") or _disabled(m, "CONSTRAINT"):
+    if disabled(m, "CONTACT") or disabled(m, "CONSTRAINT"):
         return []
     given = zip(m.pair_geom1, m.pair_geom2, strict=True)
     given = {tuple(sorted(map(int, g))): k for k, g in enumerate(given)}
     body, weld = m.geom_bodyid, m.body_weldid[m.geom_bodyid]
     parent = m.body_weldid[m.body_parentid[m.body_weldid]]
     excluded = {(int(s >> 16), int(s & 0xFFFF)) for s in m.exclude_signature}
-    family = not _disabled(m, "FILTERPARENT")
+    family = not disabled(m, "FILTERPARENT")
     found = [(a, b, k) for (a, b), k in given.items()]
     for i, k in itertools.combinations(range(m.ngeom), 2):
         a, b = int(weld[i]), int(weld[k])
@@ -92,7 +92,7 @@ def read(m) -> tuple[Contacts | None, list[str]]:
         if m.geom_type[g1] > m.geom_type[g2]:
             g1, g2 = g2, g1
         t1, t2 = int(m.geom_type[g1]), int(m.geom_type[g2])
-        label = f"{_name(m, 'GEOM', g1)}/{_name(m, 'GEOM', g2)}"
+        label = f"{name_of(m, 'GEOM', g1)}/{name_of(m, 'GEOM', g2)}"
         if not (t1 == PLANE and t2 in (*_ROUND, BOX) or {t1, t2} <= set(_ROUND)):
             kind = "–".join(mujoco.mjtGeom(t).name[7:].lower() for t in (t1, t2))
             skipped.setdefault(kind, []).append(label)
@@ -131,7 +131,7 @@ def read(m) -> tuple[Contacts | None, list[str]]:
     contacts = Contacts(
         np.array(m.geom_bodyid),
         np.array(m.geom_pos),
-        np.stack([_quat_matrix(p) for p in m.geom_quat]),
+        np.stack([quat_matrix(p) for p in m.geom_quat]),
         tuple(stack(plane, j) for j in range(4)) if plane else (),
         tuple(stack(round_, j) for j in range(5)) if round_ else (),
         np.argsort(np.argsort(kinds, kind="stable")),

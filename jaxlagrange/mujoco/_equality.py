@@ -17,7 +17,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from ._model import _disabled, _quat_matrix
+from ._model import disabled, quat_matrix
 
 
 CONNECT, WELD, JOINT = 0, 1, 2  # mujoco.mjtEq
@@ -31,7 +31,7 @@ class Equality(NamedTuple):
 
 def read(m) -> tuple[Equality, ...]:
     """The active connect, weld and joint equalities (none when disabled)."""
-    if _disabled(m, "EQUALITY") or _disabled(m, "CONSTRAINT"):
+    if disabled(m, "EQUALITY") or disabled(m, "CONSTRAINT"):
         return ()
     out = []
     for i in np.flatnonzero(m.eq_active0 & (m.eq_type <= JOINT)):
@@ -52,7 +52,7 @@ def read(m) -> tuple[Equality, ...]:
             quats = [data[6:10], [1, 0, 0, 0]]
         if kind == WELD and data[10] == 0:  # torquescale 0: position only
             kind = CONNECT
-        frames = [_quat_matrix(p / np.linalg.norm(p)) for p in np.asarray(quats, float)]
+        frames = [quat_matrix(p / np.linalg.norm(p)) for p in np.asarray(quats, float)]
         out.append(Equality(kind, ids, (np.array(points), frames)))
     return tuple(out)
 

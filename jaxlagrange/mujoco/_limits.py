@@ -7,7 +7,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from ._model import BALL, _disabled, _name
+from ._model import BALL, disabled, name_of
 
 
 class Limits(NamedTuple):
@@ -21,13 +21,13 @@ class Limits(NamedTuple):
 
 def read(m) -> Limits | None:
     """The model's active joint limits (None: none, or disabled)."""
-    if _disabled(m, "LIMIT") or _disabled(m, "CONSTRAINT"):
+    if disabled(m, "LIMIT") or disabled(m, "CONSTRAINT"):
         return None
     lines = [j for j in range(m.njnt) if m.jnt_limited[j] and m.jnt_type[j] > BALL]
     balls = [j for j in range(m.njnt) if m.jnt_limited[j] and m.jnt_type[j] == BALL]
     if not lines and not balls:
         return None
-    names = [repr(_name(m, "JOINT", j)) for j in lines + balls]
+    names = [repr(name_of(m, "JOINT", j)) for j in lines + balls]
     sides = [f"the {s} limit of joint {n}" for n in names for s in ("lower", "upper")]
     cones = [f"the cone of joint {n}" for n in names[len(lines) :]]
     return Limits(

@@ -75,17 +75,17 @@ def read_source(source: Any, assets: dict[str, bytes] | None = None):
         raise ValueError(f"MuJoCo cannot load {what}:\n{str(e).strip()}") from None
 
 
-def _quat_matrix(p) -> np.ndarray:
+def quat_matrix(p) -> np.ndarray:
     return np.asarray(rigid.quaternion_to_matrix(np.asarray(p, float)))
 
 
-def _disabled(m, flag: str) -> bool:
+def disabled(m, flag: str) -> bool:
     import mujoco
 
     return bool(m.opt.disableflags & getattr(mujoco.mjtDisableBit, f"mjDSBL_{flag}"))
 
 
-def _name(m, kind: str, i: int) -> str:
+def name_of(m, kind: str, i: int) -> str:
     import mujoco
 
     name = mujoco.mj_id2name(m, getattr(mujoco.mjtObj, f"mjOBJ_{kind}"), i)
@@ -101,7 +101,7 @@ def coordinates(m) -> tuple[str, ...]:
     parts = {HINGE: [""], SLIDE: [""], BALL: list("wxyz")}
     parts[FREE] = ["x", "y", "z", "qw", "qx", "qy", "qz"]
     return tuple(
-        f"{_name(m, 'JOINT', j)}{'.' * bool(p)}{p}"
+        f"{name_of(m, 'JOINT', j)}{'.' * bool(p)}{p}"
         for j in range(m.njnt)
         for p in parts[int(m.jnt_type[j])]
     )
@@ -111,11 +111,11 @@ def not_imported(m) -> list[str]:
     """What the model has that the Lagrangian leaves out, one phrase each."""
 
     def listed(kind, ids):
-        return ", ".join(_name(m, kind, i) for i in ids)
+        return ", ".join(name_of(m, kind, i) for i in ids)
 
-    held = not _disabled(m, "EQUALITY") and not _disabled(m, "CONSTRAINT")
+    held = not disabled(m, "EQUALITY") and not disabled(m, "CONSTRAINT")
     equalities = [  # the flex kinds of mujoco.mjtEq (tendons: `_tendons`)
-        f"flex {_name(m, 'EQUALITY', i)}"
+        f"flex {name_of(m, 'EQUALITY', i)}"
         for i in range(m.neq)
         if m.eq_type[i] > 3 and m.eq_active0[i] and held
     ]
@@ -127,12 +127,12 @@ def not_imported(m) -> list[str]:
             "fluid forces (opt.density, viscosity, wind)",
         ),
         (
-            np.any(m.dof_frictionloss) and not _disabled(m, "FRICTIONLOSS"),
+            np.any(m.dof_frictionloss) and not disabled(m, "FRICTIONLOSS"),
             "joint friction loss",
         ),
         (np.any(m.body_gravcomp), "gravity compensation"),
         (
-            sprung and not _disabled(m, "SPRING"),
+            sprung and not disabled(m, "SPRING"),
             f"stiffness of ball and free joints ({listed('JOINT', sprung)})",
         ),
         (
@@ -160,7 +160,7 @@ def tree(m) -> Tree:
             )
             for j in ids
         )
-        rot, irot = (_quat_matrix(x[b]) for x in (m.body_quat, m.body_iquat))
+        rot, irot = (quat_matrix(x[b]) for x in (m.body_quat, m.body_iquat))
         parent, pos = int(m.body_parentid[b]), np.array(m.body_pos[b])
         bodies.append(Body(parent, pos, rot, irot, joints))
     # The inertia given to a quaternion's norm direction: M's diagonal at qpos0
@@ -174,9 +174,9 @@ def tree(m) -> Tree:
     )
     return Tree(
         tuple(bodies),
-        not _disabled(m, "GRAVITY"),
-        not _disabled(m, "SPRING"),
-        not _disabled(m, "DAMPER"),
+        not disabled(m, "GRAVITY"),
+        not disabled(m, "SPRING"),
+        not disabled(m, "DAMPER"),
         np.array(m.qpos_spring),
         norm,
     )

@@ -6,7 +6,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._errors import first_error
-from ._model import _name
+from ._model import name_of
 
 
 _RULES = (
@@ -25,7 +25,7 @@ class Bodies(NamedTuple):
 
 
 def read(m, model: str) -> Bodies:
-    names = tuple(_name(m, "BODY", b) for b in range(m.nbody))
+    names = tuple(name_of(m, "BODY", b) for b in range(m.nbody))
     moving = [(m.body_weldid == b) * bool(m.body_dofnum[b]) for b in range(m.nbody)]
     return Bodies(model, names, np.array(moving, float))
 

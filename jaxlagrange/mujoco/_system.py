@@ -282,7 +282,7 @@ def _check_armature(m, layout, armature: Any) -> None:
         if kind in (BALL, FREE) and np.ptp(angular) > 0:
             raise ValueError(
                 f"`dof_armature` of the angular dofs {v}..{v + 2} of joint "
-                f"{_model._name(m, 'JOINT', j)!r} must be one value (MuJoCo adds "
+                f"{_model.name_of(m, 'JOINT', j)!r} must be one value (MuJoCo adds "
                 f"it without gyroscopic terms), got {angular.tolist()}."
             )
 

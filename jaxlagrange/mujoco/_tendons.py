@@ -56,10 +56,10 @@ def read(m) -> Tendons:
             else:
                 segments.append((t, a, pa, b, pb, 1.0 / divisor))
     segments = tuple(np.array(x) for x in zip(*segments, strict=True))
-    constraints = not _model._disabled(m, "CONSTRAINT")
-    limits = constraints and not _model._disabled(m, "LIMIT")
+    constraints = not _model.disabled(m, "CONSTRAINT")
+    limits = constraints and not _model.disabled(m, "LIMIT")
     limited = [t for t in imported if limits and m.tendon_limited[t]]
-    on = constraints and not _model._disabled(m, "EQUALITY")
+    on = constraints and not _model.disabled(m, "EQUALITY")
     pairs, polynomials = [], []
     for e in np.flatnonzero(on * m.eq_active0 * (m.eq_type == TENDON_EQUALITY)):
         a, b = m.eq_obj1id[e], m.eq_obj2id[e]
@@ -126,7 +126,7 @@ def default_params(m, tendons: Tendons) -> dict[str, np.ndarray]:
     """`tendon_armature`, `tendon_stiffness`, `tendon_lengthspring` and
     `tendon_damping`, where a tendon is imported and no flag disables them."""
     on = tendons.imported.size > 0
-    spring, damper = (on and not _model._disabled(m, f) for f in ("SPRING", "DAMPER"))
+    spring, damper = (on and not _model.disabled(m, f) for f in ("SPRING", "DAMPER"))
     names = ["armature"] * on + ["stiffness", "lengthspring"] * spring
     names += ["damping"] * damper
     return {f"tendon_{k}": np.array(getattr(m, f"tendon_{k}"), float) for k in names}
@@ -134,7 +134,7 @@ def default_params(m, tendons: Tendons) -> dict[str, np.ndarray]:
 
 def not_imported(m) -> list[str]:
     """What of the tendons is left out, one phrase each."""
-    friction = m.tendon_frictionloss * (not _model._disabled(m, "FRICTIONLOSS"))
+    friction = m.tendon_frictionloss * (not _model.disabled(m, "FRICTIONLOSS"))
     poly = np.any(m.tendon_stiffnesspoly, 1) | np.any(m.tendon_dampingpoly, 1)
     checks = {
         "tendons wrapping geoms, with their limits, equalities and actuators": (
@@ -144,7 +144,7 @@ def not_imported(m) -> list[str]:
         "nonlinear tendon stiffness or damping": np.flatnonzero(poly),
     }
     return [
-        f"{phrase} ({', '.join(_model._name(m, 'TENDON', t) for t in ids)})"
+        f"{phrase} ({', '.join(_model.name_of(m, 'TENDON', t) for t in ids)})"
         for phrase, ids in checks.items()
         if len(ids)
     ]

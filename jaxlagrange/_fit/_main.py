@@ -327,8 +327,8 @@ def _fit_from(system, data, params, *, driver, **settings) -> FitResult:
         )
     else:
         names = flat_names(eqx.filter(fitted, trainable))
-    single, weak = weak_directions(precision, names, dead)
-    dead = [n for n, d in zip(names, np.asarray(dead), strict=True) if d] + single
+    alone, weak = weak_directions(precision, names, dead)
+    dead = [n for n, d in zip(names, np.asarray(dead), strict=True) if d] + alone
     weak_names = [n for d in weak for n in d] + dead
     if consistent:
         weak_names = _consistent.undetermined(weak_names)

@@ -250,6 +250,7 @@ def velocity_rows(
     """
 
     def rows(v):
+        v = v.astype(q.dtype)  # a float32 state beside float64 params
         out = []
         if system.has_position_constraints:
             out.append(jax.jvp(lambda q: system._holonomic(q, t), (q,), (v,))[1])

@@ -1,6 +1,7 @@
 """`save`: a model file with fitted params written back (through `mujoco.MjSpec`)."""
 
 import os
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,41 @@ def save(source: Any, path: Any, params: dict[str, Any]) -> Path:
     if "gravity" in get:
         spec.option.gravity = get["gravity"]
     path = Path(path)
-    path.write_text(spec.to_xml())
+    path.write_text(_full_precision(spec.to_xml(), get, m.jnt_dofadr))
     _model.read_source(str(path))  # it loads
     return path
+
+
+def _text(x: Any) -> str:
+    return " ".join(repr(float(v)) for v in np.atleast_1d(x))
+
+
+def _full_precision(text: str, get: dict[str, np.ndarray], dofs: np.ndarray) -> str:
+    """MuJoCo's XML writer keeps 6 significant digits: the values written back
+    again, with the digits a float64 needs to read back exactly (bodies and
+    joints appear in the XML in the order of their ids)."""
+    root = ET.fromstring(text)
+    world = root.find("worldbody")
+    if "body_mass" in get:
+        for b, body in enumerate(world.iter("body"), start=1):
+            inertial = body.find("inertial")
+            quat = get["body_iquat"][b]
+            for attribute, value in (
+                ("mass", get["body_mass"][b]),
+                ("pos", get["body_ipos"][b]),
+                ("diaginertia", get["body_inertia"][b]),
+                ("quat", quat / np.linalg.norm(quat)),
+            ):
+                inertial.set(attribute, _text(value))
+    fields = (("armature", "dof_armature"), ("damping", "dof_damping"))
+    for j, joint in enumerate(world.iter("joint")):
+        at = {"dof_armature": dofs[j], "dof_damping": dofs[j], "jnt_stiffness": j}
+        for attribute, key in (*fields, ("stiffness", "jnt_stiffness")):
+            if key in get and attribute in joint.attrib:
+                words = joint.get(attribute).split()  # a polynomial: its first
+                words[0] = _text(get[key][at[key]])
+                joint.set(attribute, " ".join(words))
+    option = root.find("option")
+    if "gravity" in get and option is not None and "gravity" in option.attrib:
+        option.set("gravity", _text(get["gravity"]))
+    return ET.tostring(root, encoding="unicode")

@@ -287,7 +287,7 @@ def simulate_checked(
     elif system.has_constraints:  # (a batch's member fails on its own)
         start = start_result(system, q0, qd0, t0)
     q0 = check_affine_in_velocities(system, q0, qd0, t0)
-    if baumgarte is None and system.has_equality_constraints:
+    if baumgarte is None and system.constraints.bilateral:
         solver = ProjectedSolver(solver)
     if stepsize_controller is None:
         stepsize_controller = diffrax.PIDController(rtol=rtol, atol=atol)
@@ -299,7 +299,7 @@ def simulate_checked(
     adjoint = diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint
     if progress_meter is None:
         progress_meter = diffrax.NoProgressMeter()
-    hybrid = system.has_contacts
+    hybrid = bool(system.constraints.one_sided)
     checked = SimulateOptions(
         solver=solver,
         stepsize_controller=stepsize_controller,

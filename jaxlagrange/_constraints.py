@@ -123,12 +123,6 @@ def constraint_values(
     return ConstraintValues(g, gd, a, h, hd)
 
 
-def check_affine_in_velocities(system: LagrangianSystem, q, qd, t) -> Array:
-    """`q`, with an error unless a(q, q̇, t) and the slip velocities are affine in
-    q̇: the equations use their q̇-Jacobians as constant directions."""
-    return system.constraints.check_affine(q, qd, t)
-
-
 def num_rows(system: LagrangianSystem, q: Array, qd: Array, t: Array):
     """(m, k, u): the numbers of holonomic, nonholonomic and unilateral rows."""
     values = eqx.filter_eval_shape(constraint_values, system, q, qd, t)

@@ -34,14 +34,6 @@ def position_rows(fn, q: Array, qd: Array, t: Array):
     return jac, b, value, velocity
 
 
-def velocity_rows(fn, q: Array, qd: Array, t: Array):
-    """For a(q, q̇, t) affine in q̇: A = ∂a/∂q̇, the term b of ȧ = A q̈ + b, and a."""
-    one = jnp.ones((), t.dtype)
-    jac = jax.jacfwd(fn, argnums=1)(q, qd, t)
-    value, b = jax.jvp(fn, (q, qd, t), (qd, jnp.zeros_like(qd), one))
-    return jac, b, value
-
-
 class AbstractKind(eqx.Module):
     """A kind of constraint: the system's user function `name`, evaluated."""
 
@@ -98,7 +90,10 @@ class _AbstractVelocityKind(AbstractKind):
         return a, a
 
     def rows(self, q, qd, t, alpha, beta) -> tuple[Array, Array, Array]:
-        jac, b, a = velocity_rows(self, q, qd, t)
+        # A = ∂a/∂q̇ and the term b of ȧ = A q̈ + b (a is affine in q̇).
+        jac = jax.jacfwd(self, argnums=1)(q, qd, t)
+        tangents = (qd, jnp.zeros_like(qd), jnp.ones((), t.dtype))
+        a, b = jax.jvp(self, (q, qd, t), tangents)
         return jac, -b - alpha * a, a
 
     def product(self, q: Array, qd: Array, t: Array, v: Array) -> Array:
@@ -199,10 +194,6 @@ class Constraints(eqx.Module):
     def positions(self, q: Array, t: Array) -> Array | None:
         """g(q, t): the position-level equality residuals (None without)."""
         return _stacked(self.positional, q, t)
-
-    def velocities(self, q: Array, qd: Array, t: Array) -> Array | None:
-        """a(q, q̇, t): the velocity-level equality residuals (None without)."""
-        return _stacked(self.velocity_level, q, qd, t)
 
     def gaps(self, q: Array, t: Array) -> Array | None:
         """h(q, t): the one-sided residuals, ≥ 0 where allowed (None without)."""

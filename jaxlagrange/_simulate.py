@@ -7,7 +7,6 @@ import jax.numpy as jnp
 
 from ._cache import cached
 from ._coefficients import checked_values
-from ._constraints import check_affine_in_velocities
 from ._custom_types import Array, ArrayLike, Float, ScalarLike, VectorLike
 from ._eom import unread_velocities
 from ._errors import first_error, forward_mode_hint, known
@@ -286,7 +285,7 @@ def simulate_checked(
         q0 = check_initial_state(system, q0, qd0, t0)
     elif system.has_constraints:  # (a batch's member fails on its own)
         start = start_result(system, q0, qd0, t0)
-    q0 = check_affine_in_velocities(system, q0, qd0, t0)
+    q0 = system.constraints.check_affine(q0, qd0, t0)
     if baumgarte is None and system.constraints.bilateral:
         solver = ProjectedSolver(solver)
     if stepsize_controller is None:

@@ -141,6 +141,10 @@ class LagrangianSystem(eqx.Module):
 
     Sign convention: `d/dt ∂L/∂qd − ∂L/∂q = Q + Gᵀλ + Aᵀμ`.
 
+    The fields hold the functions as given; evaluated (params passed, shapes
+    checked) they are `system.L(q, qd, t)`, `system.Q(q, qd, t)`, the constraint
+    kinds stacked in `system.constraints`, and `system.coefficient(name)`.
+
     **Example:**
 
     ```python

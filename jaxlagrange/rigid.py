@@ -52,7 +52,7 @@ def matrix_angular_velocity(
     """
     _check_frame(frame)
     r, r_dot = jnp.asarray(r), jnp.asarray(r_dot)
-    _check_rotation_shape(r.shape)
+    _check_rotation_shape(r.shape, "`r` must be")
     w = r.T @ r_dot if frame == "body" else r_dot @ r.T
     return 0.5 * jnp.stack([w[2, 1] - w[1, 2], w[0, 2] - w[2, 0], w[1, 0] - w[0, 1]])
 
@@ -221,11 +221,9 @@ def _check_callable(name: str, fn: Any, returns: str) -> None:
         )
 
 
-def _check_rotation_shape(shape: tuple[int, ...]) -> None:
+def _check_rotation_shape(shape: tuple[int, ...], what="`rotation(q, t)` must return"):
     if shape != (3, 3):
-        raise ValueError(
-            f"`rotation(q, t)` must return a (3, 3) matrix, got shape {shape}."
-        )
+        raise ValueError(f"{what} a (3, 3) matrix, got shape {shape}.")
 
 
 def angular_velocity(
@@ -268,6 +266,7 @@ def angular_velocity(
     q, qd, t = _state(q, qd, t)
     _check_callable("rotation", rotation, "(3, 3)")
     r, r_dot = _motion(rotation, q, qd, t)
+    _check_rotation_shape(jnp.shape(r))
     return matrix_angular_velocity(r, r_dot, frame=frame)
 
 

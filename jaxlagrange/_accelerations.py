@@ -27,9 +27,9 @@ def _checked(system, q, qd, t) -> Dynamics:
 def _checked_dynamics(system, q, qd, t) -> Dynamics:
     system = checked_values(system)
     active = modes = None
-    if system.has_friction:
+    if system.constraints.friction is not None:
         active, modes = contact_modes(system, q, qd, t)
-    elif system.has_contacts:
+    elif system.constraints.one_sided:
         active = contact_set(system, q, qd, t)
     dyn = dynamics(system, q, qd, t, active=active, modes=modes)
     # min(q̈, +inf) is q̈ (NaN included): it ties q̈'s layout under vmap to q's,

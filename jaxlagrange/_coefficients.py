@@ -18,25 +18,26 @@ from ._validate import param_flags
 
 def check_friction(system: Any) -> None:
     """The trace-time checks of `slip`, `friction` and `static_friction`."""
-    if system.slip is None:
-        if system._coefficient("friction") is not None:
+    stack = system.constraints
+    if stack.friction is None:
+        if system.coefficient("friction") is not None:
             raise ValueError(
                 "`friction` needs `slip` (the slip velocity at each contact), got "
                 "slip=None."
             )
         return
-    if system.unilateral is None:
+    if not stack.one_sided:
         raise ValueError(
             "`slip` needs `unilateral` (friction acts at unilateral contacts), got "
             "unilateral=None."
         )
-    if system._coefficient("friction") is None:
+    if system.coefficient("friction") is None:
         raise ValueError(
             "`slip` needs `friction`, the kinetic friction coefficient (a scalar or "
             "one per unilateral constraint)."
         )
     for name in ("friction", "static_friction"):
-        values = known(system._coefficient(name))
+        values = known(system.coefficient(name))
         if values is None:
             continue
         if not np.issubdtype(values.dtype, np.number) or values.ndim > 1:
@@ -46,8 +47,8 @@ def check_friction(system: Any) -> None:
             )
         if not np.all(np.isfinite(values) & (values >= 0)):
             raise ValueError(f"`{name}` must be finite and non-negative, got {values}.")
-    kinetic = known(system._coefficient("friction"))
-    static = known(system._coefficient("static_friction"))
+    kinetic = known(system.coefficient("friction"))
+    static = known(system.coefficient("static_friction"))
     if kinetic is not None and static is not None:
         if kinetic.shape and static.shape and kinetic.shape != static.shape:
             raise ValueError(
@@ -63,7 +64,7 @@ def check_friction(system: Any) -> None:
 
 def _read(system: Any, name: str, u: int, dtype) -> Array:
     """The coefficient `name` broadcast to one per unilateral constraint, (u,)."""
-    value = jnp.asarray(system._coefficient(name), dtype)
+    value = jnp.asarray(system.coefficient(name), dtype)
     if value.shape not in ((), (u,)):
         raise ValueError(
             f"`{name}` must be a scalar or have one entry per unilateral "

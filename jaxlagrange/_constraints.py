@@ -44,7 +44,6 @@ from ._custom_types import Array, BoolScalar, ScalarLike
 from ._eom import SINGULAR_MASS, unconstrained
 from ._mass import Rows
 from ._system import LagrangianSystem
-from ._validate import check_affine
 
 
 class Dynamics(NamedTuple):
@@ -113,50 +112,15 @@ class ConstraintValues(NamedTuple):
     hd: Array | None  # ḣ
 
 
-def position_rows(fn, q: Array, qd: Array, t: Array):
-    """For c(q, t): the Jacobian ∂c/∂q, the term b of c̈ = (∂c/∂q) q̈ + b, c and ċ."""
-    one = jnp.ones((), t.dtype)
-
-    def rate(q, t):
-        return jax.jvp(fn, (q, t), (qd, one))[1]
-
-    value, velocity = jax.jvp(fn, (q, t), (qd, one))
-    jac = jax.jacfwd(fn)(q, t)
-    _, b = jax.jvp(rate, (q, t), (qd, one))
-    return jac, b, value, velocity
-
-
-def _velocity_rows(fn, q: Array, qd: Array, t: Array):
-    """For a(q, q̇, t) affine in q̇: A = ∂a/∂q̇, the term b of ȧ = A q̈ + b, and a."""
-    one = jnp.ones((), t.dtype)
-    jac = jax.jacfwd(fn, argnums=1)(q, qd, t)
-    value, b = jax.jvp(fn, (q, qd, t), (qd, jnp.zeros_like(qd), one))
-    return jac, b, value
-
-
 def constraint_values(
     system: LagrangianSystem, q: Array, qd: Array, t: Array
 ) -> ConstraintValues:
     """g, ġ, a, h and ḣ at a state (None where the system has no such constraint)."""
-    one = jnp.ones((), t.dtype)
-    g = gd = a = h = hd = None
-    if system.has_position_constraints:
-        g, gd = jax.jvp(system._holonomic, (q, t), (qd, one))
-    if system.has_velocity_constraints:
-        a = system._nonholonomic(q, qd, t)
-    if system.has_contacts:
-        h, hd = jax.jvp(system._unilateral, (q, t), (qd, one))
+    stack = system.constraints
+    g, gd = stack.values(stack.positional, q, qd, t)
+    a, _ = stack.values(stack.velocity_level, q, qd, t)
+    h, hd = stack.values(stack.one_sided, q, qd, t)
     return ConstraintValues(g, gd, a, h, hd)
-
-
-def check_affine_in_velocities(system: LagrangianSystem, q, qd, t) -> Array:
-    """`q`, with an error unless a(q, q̇, t) and the slip velocities are affine in
-    q̇: the equations use their q̇-Jacobians as constant directions."""
-    if system.has_velocity_constraints:
-        q = check_affine("nonholonomic", system._nonholonomic, q, qd, t, q)
-    if system.has_friction:
-        q = check_affine("slip", system._slip, q, qd, t, q)
-    return q
 
 
 def num_rows(system: LagrangianSystem, q: Array, qd: Array, t: Array):
@@ -166,31 +130,26 @@ def num_rows(system: LagrangianSystem, q: Array, qd: Array, t: Array):
 
 
 def num_unilateral(system: LagrangianSystem, q: Array, t: Array) -> int:
-    if not system.has_contacts:
+    stack = system.constraints
+    if not stack.one_sided:
         return 0
-    return jax.eval_shape(system._unilateral, q, t).shape[0]
+    return jax.eval_shape(stack.gaps, q, t).shape[0]
 
 
 def _constraint_rows(system, q, qd, t, active, baumgarte):
-    """The rows of C (bilateral, then unilateral), the right-hand side of C q̈ and
-    the mask of the active rows (the unilateral ones in `active`; None: all)."""
+    """The rows of C (bilateral, then one-sided), the right-hand side of C q̈ and
+    the mask of the active rows (the one-sided ones in `active`; None: all)."""
     alpha, beta = (0.0, 0.0) if baumgarte is None else baumgarte
+    stack = system.constraints
     rows, rhs, masks = [], [], []
-    if system.has_position_constraints:
-        jac, b, g, gd = position_rows(system._holonomic, q, qd, t)
+    for kind in stack.kinds:
+        jac, target, value = kind.rows(q, qd, t, alpha, beta)
         rows.append(jac)
-        rhs.append(-b - 2 * alpha * gd - beta**2 * g)
-        masks.append(jnp.ones(g.shape, bool))
-    if system.has_velocity_constraints:
-        jac, b, a = _velocity_rows(system._nonholonomic, q, qd, t)
-        rows.append(jac)
-        rhs.append(-b - alpha * a)
-        masks.append(jnp.ones(a.shape, bool))
-    if system.has_contacts:
-        jac, b, h, hd = position_rows(system._unilateral, q, qd, t)
-        rows.append(jac)
-        rhs.append(-b - 2 * alpha * hd - beta**2 * h)
-        masks.append(jnp.ones(h.shape, bool) if active is None else active)
+        rhs.append(target)
+        if active is None or not kind.one_sided:
+            masks.append(jnp.ones(value.shape, bool))
+    if active is not None and stack.one_sided:
+        masks.append(active)
     return rows, jnp.concatenate(rhs), jnp.concatenate(masks)
 
 
@@ -211,11 +170,12 @@ def dynamics(
     `modes`: the friction modes of a system with `slip` (None: all sticking).
     Never raises on values: singularities are returned as flags.
     """
-    if not system.has_constraints:
+    stack = system.constraints
+    if not stack.kinds:
         qdd, singular = unconstrained(system, q, qd, t)
         none = jnp.zeros((0,), q.dtype)
         return Dynamics(qdd, none, None, singular, jnp.array(False))
-    if system.has_friction:
+    if stack.friction is not None:
         fn, args = _friction_dynamics, (active, baumgarte, modes)
     else:
         fn, args = _constrained_dynamics, (active, baumgarte)
@@ -241,36 +201,30 @@ def _constrained_dynamics(system, q, qd, t, active, baumgarte) -> Dynamics:
 
 
 def velocity_rows(
-    system: LagrangianSystem, q: Array, qd: Array, t: Array, unilateral: bool = True
+    system: LagrangianSystem, q: Array, qd: Array, t: Array, one_sided: bool = True
 ):
     """v ↦ C v for C = [G; A; H] at a state, by JVPs: no Jacobian is formed.
 
-    G = ∂g/∂q, A = ∂a/∂q̇ and (with `unilateral`) H = ∂h/∂q, for the constraints
+    G = ∂g/∂q, A = ∂a/∂q̇ and (with `one_sided`) H = ∂h/∂q, for the constraints
     the system has. Linear in v.
     """
+    stack = system.constraints
+    kinds = stack.kinds if one_sided else stack.bilateral
 
     def rows(v):
         v = v.astype(q.dtype)  # a float32 state beside float64 params
-        out = []
-        if system.has_position_constraints:
-            out.append(jax.jvp(lambda q: system._holonomic(q, t), (q,), (v,))[1])
-        if system.has_velocity_constraints:
-            a = lambda qd: system._nonholonomic(q, qd, t)  # noqa: E731
-            out.append(jax.jvp(a, (qd,), (v,))[1])
-        if unilateral and system.has_contacts:
-            out.append(jax.jvp(lambda q: system._unilateral(q, t), (q,), (v,))[1])
-        return jnp.concatenate(out)
+        return jnp.concatenate([kind.product(q, qd, t, v) for kind in kinds])
 
     return rows
 
 
 def velocity_rates(
-    system: LagrangianSystem, q: Array, qd: Array, t: Array, unilateral: bool = True
+    system: LagrangianSystem, q: Array, qd: Array, t: Array, one_sided: bool = True
 ) -> Array:
-    """The current rates [ġ; a; ḣ] (ḣ only with `unilateral`): C q̇ plus the
+    """The current rates [ġ; a; ḣ] (ḣ only with `one_sided`): C q̇ plus the
     explicit-time terms, in the rows of `velocity_rows`."""
     values = constraint_values(system, q, qd, t)
-    rates = (values.gd, values.a, values.hd if unilateral else None)
+    rates = (values.gd, values.a, values.hd if one_sided else None)
     return jnp.concatenate([x for x in rates if x is not None])
 
 
@@ -299,13 +253,14 @@ def _friction_dynamics(system, q, qd, t, active, baumgarte, modes) -> Dynamics:
     u, n = rows[-1].shape  # the unilateral rows come last
     bilateral = mask.shape[0] - u
     active = mask[bilateral:]
-    s_rows, s_b, s = _velocity_rows(system._slip, q, qd, t)
+    alpha = 0.0 if baumgarte is None else baumgarte[0]
+    slip = system.constraints.friction
+    s_rows, s_target, s = slip.rows(q, qd, t, alpha, 0.0)
     if modes is None:
         modes = Modes(jnp.ones((u,), bool), jnp.zeros(s.shape, q.dtype))
     stick = modes.stick & active
     slipping = active & ~modes.stick
     mu_k, _ = friction_coefficients(system, u, q.dtype)
-    alpha = 0.0 if baumgarte is None else baumgarte[0]
     direction = modes.direction
     if s.ndim == 2:
         direction = slip_direction(s, direction, contact_tolerance(q.dtype))
@@ -317,13 +272,13 @@ def _friction_dynamics(system, q, qd, t, active, baumgarte, modes) -> Dynamics:
         return jnp.sum(slide.reshape(slide.shape + (1,) * (x.ndim - 2)) * x, axis=1)
 
     matrix = jnp.concatenate([*rows, s_rows.reshape(-1, n)])
-    target = jnp.concatenate([target, (-s_b - alpha * s).reshape(-1)])
+    target = jnp.concatenate([target, s_target.reshape(-1)])
     mask = jnp.concatenate([mask, jnp.repeat(stick, s.size // u)])
     directions = matrix.at[bilateral : bilateral + u].add(-along(s_rows))
     constraint_rows = velocity_rows(system, q, qd, t)
 
     def slip_rows(v):  # S v
-        return jax.jvp(lambda qd: system._slip(q, qd, t), (qd,), (v,))[1]
+        return slip.product(q, qd, t, v)
 
     def rows_of(v):  # C v
         return jnp.concatenate([constraint_rows(v), slip_rows(v).reshape(-1)])

@@ -103,7 +103,7 @@ def momenta(
     p = jl.momenta(system, q, qd, 0.0)
     ```
     """
-    p = jax.grad(system._lagrangian, argnums=1)(q, qd, t)
+    p = jax.grad(system.L, argnums=1)(q, qd, t)
     return _checked(p, q, qd, t, "momenta")
 
 
@@ -135,7 +135,7 @@ def energy(
 
 def energy_unchecked(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Array:
     """The Jacobi integral without checks (for trajectories that may hold inf)."""
-    lagrangian, p = jax.value_and_grad(system._lagrangian, argnums=1)(q, qd, t)
+    lagrangian, p = jax.value_and_grad(system.L, argnums=1)(q, qd, t)
     return jnp.dot(qd, p) - lagrangian
 
 

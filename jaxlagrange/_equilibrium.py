@@ -42,10 +42,11 @@ def _static_residual(q, args):
     qd = jnp.zeros_like(q)
     qdd = dynamics(system, q, qd, t, active=active).accelerations
     parts = [qdd]
-    if system.has_position_constraints:
-        parts.append(system._holonomic(q, t))
+    stack = system.constraints
+    if stack.positional:
+        parts.append(stack.positions(q, t))
     if active is not None:
-        parts.append(jnp.where(active, system._unilateral(q, t), 0.0))
+        parts.append(jnp.where(active, stack.gaps(q, t), 0.0))
     return jnp.concatenate(parts)
 
 
@@ -75,7 +76,7 @@ def _contact_changes(system, q, t, active) -> tuple[Array, Array]:
     """The contacts that pull (λ < 0) and the free ones that are violated (h < 0)."""
     offset = num_bilateral(system, q, q, t)
     lam = dynamics(system, q, jnp.zeros_like(q), t, active=active).multipliers
-    h = system._unilateral(q, t)
+    h = system.constraints.gaps(q, t)
     tol = contact_tolerance(q.dtype) * (1 + jnp.max(jnp.abs(q)))
     return active & (lam[offset:] < 0), ~active & (h < -tol)
 
@@ -83,7 +84,7 @@ def _contact_changes(system, q, t, active) -> tuple[Array, Array]:
 def _active_set(system, q_guess, t, rtol, atol, max_steps):
     """The contacts that hold the equilibrium (not differentiated through)."""
     system, q_guess, t = no_gradient((system, q_guess, t))
-    u = jax.eval_shape(system._unilateral, q_guess, t).shape[0]
+    u = jax.eval_shape(system.constraints.gaps, q_guess, t).shape[0]
 
     def cond(carry):
         i, _, _, done = carry
@@ -105,10 +106,11 @@ def _active_set(system, q_guess, t, rtol, atol, max_steps):
 def _equilibrium(system, q_guess, t, rtol, atol, max_steps):
     q_guess = check_finite_params(system.params, q_guess)  # named before the solve
     active, checks = None, []
-    if system.has_contacts:
+    contacts = bool(system.constraints.one_sided)
+    if contacts:
         active, q_guess = _active_set(system, q_guess, t, rtol, atol, max_steps)
     q, ok = _solve(system, q_guess, t, active, rtol, atol, max_steps)
-    if system.has_contacts:
+    if contacts:
         release, engage = _contact_changes(system, q, t, active)
         checks = [(jnp.any(release | engage), _NO_CONTACT_SET)]
     # q̈ must be defined at (q, 0, t), else the residual's q̈ row means nothing.

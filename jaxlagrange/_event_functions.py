@@ -42,13 +42,13 @@ def event_values(
     dyn = dynamics(
         system, q, qd, t, active=active, baumgarte=args.baumgarte, modes=modes
     )
-    h = system._unilateral(q, t)
+    h = system.constraints.gaps(q, t)
     if divided:
         later = t > start
         h = jnp.where(later, h / jnp.where(later, t - start, 1.0), args.initial)
     normal = dyn.multipliers[offset:]
     values = jnp.where(active, normal, h)
-    if system.has_friction:
+    if system.constraints.friction is not None:
         since = (start, args.initial_slip) if divided else (None, None)
         tangential = _friction.friction_values(
             system, q, qd, t, active, modes, normal, dyn.friction, *since
@@ -152,7 +152,7 @@ class EventWatch(AdaptiveWrapper):
 
 def initial_conditions(system, q, qd, t) -> Array:
     """The free event functions at the segment start: h, or ḣ where h ≈ 0."""
-    h, rate = jax.jvp(system._unilateral, (q, t), (qd, jnp.ones_like(t)))
+    h, rate = jax.jvp(system.constraints.gaps, (q, t), (qd, jnp.ones_like(t)))
     return jnp.where(h > contact_tolerance(q.dtype), h, rate)
 
 

@@ -64,7 +64,7 @@ def stop_slips(
     At an event every contact whose slip stopped at the same instant is settled
     with it; `keep` (u,) marks the contacts whose mode the event itself set.
     """
-    if not system.has_friction:
+    if system.constraints.friction is None:
         return modes
     stopped = ~modes.stick & slip_modes(system, q, qd, t).stick & ~keep
     direction = jnp.where(per_contact(stopped, modes.direction), 0.0, modes.direction)
@@ -111,7 +111,7 @@ def friction_values(
     """
     _, mu_s = friction_coefficients(system, active.shape[0], q.dtype)
     limit = mu_s * normal - _size(friction)
-    sliding = _sliding(modes.direction, system._slip(q, qd, t))
+    sliding = _sliding(modes.direction, system.constraints.friction(q, qd, t))
     if start is not None:
         later = t > start
         sliding = jnp.where(later, sliding / jnp.where(later, t - start, 1.0), initial)
@@ -122,9 +122,9 @@ def friction_values(
 def initial_slip(system: LagrangianSystem, q: Array, qd: Array, t: Array, modes):
     """The slipping event functions at the segment start (`_sliding`), at least
     √eps (0 without friction)."""
-    if not system.has_friction:
+    if system.constraints.friction is None:
         return jnp.zeros(modes.stick.shape, q.dtype)
-    s = system._slip(q, qd, t)
+    s = system.constraints.friction(q, qd, t)
     return jnp.maximum(_sliding(modes.direction, s), contact_tolerance(q.dtype))
 
 
@@ -136,9 +136,9 @@ def no_modes(u: int, dtype) -> Modes:
 def slip_modes(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Modes:
     """The modes read from s: sticking where |s| ≤ √eps, else slipping along s
     (sign s, or s/|s| for 3-D contacts)."""
-    if not system.has_friction:
-        return no_modes(system._unilateral(q, t).shape[0], q.dtype)
-    s = system._slip(q, qd, t)
+    if system.constraints.friction is None:
+        return no_modes(system.constraints.gaps(q, t).shape[0], q.dtype)
+    s = system.constraints.friction(q, qd, t)
     tol = contact_tolerance(q.dtype)
     if s.ndim == 2:
         direction, size = unit(s, tol)
@@ -160,7 +160,7 @@ def settle(
     u = active.shape[0]
     offset = num_bilateral(system, q, qd, t)
     # Loops, not Python unrolling: one traced copy of the dynamics for any u.
-    if not system.has_friction:
+    if system.constraints.friction is None:
 
         def release(_, active):
             lam = dynamics(system, q, qd, t, active=active).multipliers[offset:]
@@ -187,7 +187,7 @@ def settle(
         return active & ~release, modes
 
     active, modes = jax.lax.fori_loop(0, 2 * u, sweep, (active, modes))
-    s = system._slip(q, qd, t)
+    s = system.constraints.friction(q, qd, t)
     if s.ndim == 1:
         return active, modes
     e, size = unit(s, contact_tolerance(q.dtype))

@@ -134,7 +134,7 @@ def _landing(system, q, qd, t, active, modes, onehot, restitution, rest):
     one, tol = jnp.ones_like(t), contact_tolerance(q.dtype)
 
     def rate(q, qd, t):
-        return jax.jvp(system._unilateral, (q, t), (qd, one))
+        return jax.jvp(system.constraints.gaps, (q, t), (qd, one))
 
     qdd = dynamics(system, q, qd, t, active=active, modes=modes).accelerations
     (h, hd), (_, hdd) = jax.jvp(rate, (q, qd, t), (qd, qdd, one))
@@ -149,7 +149,7 @@ def _penetrating(system, q, t, rest) -> BoolScalar:
     """Whether a unilateral constraint is violated by more than its tolerance
     (√eps + 100 `rest`, in the units of h): a sunk contact is no success."""
     tol = contact_tolerance(q.dtype) + 100 * rest
-    return jnp.any(system._unilateral(q, t) < -tol)
+    return jnp.any(system.constraints.gaps(q, t) < -tol)
 
 
 def _jump(system, q, qd, t, active, modes, index, restitution, rest):
@@ -183,7 +183,7 @@ def _jump(system, q, qd, t, active, modes, index, restitution, rest):
     state = select(is_release, released, contacts)
     kind = jnp.where(is_release, EVENT_RELEASE, EVENT_IMPACT)
     bad = ~is_release & (impact.singular_mass | impact.singular_constraints)
-    if system.has_friction:
+    if system.constraints.friction is not None:
         # A friction switch: stick to slip, or slip to stick (or slip on).
         switched = _friction.switch(system, q, qd, t, active, modes, onehot)
         sticks = switched[0][row] & switched[1].stick[row]
@@ -217,7 +217,7 @@ def _initial_carry(ctx: _Context, q0, qd0, t0, num_ts: int) -> _Carry:
     system, max_events = ctx.system, ctx.options.max_events
     dtype, n, u = q0.dtype, q0.shape[0], ctx.restitution.shape[0]
     inf = jnp.array(jnp.inf, dtype)
-    if not system.has_friction:
+    if system.constraints.friction is None:
         active0, modes0 = contact_set(system, q0, qd0, t0), _friction.no_modes(u, dtype)
     else:
         active0, modes0 = _friction.contact_modes(system, q0, qd0, t0)

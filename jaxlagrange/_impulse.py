@@ -95,7 +95,7 @@ def impulse_jump(
 @eqx.filter_jit
 def _checked_impulse(system, q, qd, t, impulse):
     system = checked_values(system)
-    if not system.has_contacts:
+    if not system.constraints.one_sided:
         contact = jnp.zeros((0,), bool)
     else:
         contact = contact_set(system, q, qd, t)

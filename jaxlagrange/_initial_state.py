@@ -50,20 +50,21 @@ def residuals(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> _Resid
     values = constraint_values(system, q, qd, t)
     q_scale = 1 + _max_abs(q, dtype)
     qd_scale = 1 + _max_abs(qd, dtype)
-    if system.has_position_constraints:
+    stack = system.constraints
+    if stack.positional:
         dq, bad_mass, bad = metric.position_correction(system, q, t)
         position = _max_abs(dq, dtype) / q_scale
         singular_mass = singular_mass | bad_mass
         redundant = redundant | bad
-    if system.has_equality_constraints:
+    if stack.bilateral:
         dqd, bad_mass, bad = metric.velocity_correction(system, q, qd, t)
         velocity = _max_abs(dqd, dtype) / qd_scale
         singular_mass = singular_mass | bad_mass
         redundant = redundant | bad
-    if system.has_contacts:
+    if stack.one_sided:
         h = values.h
         if h.size:
-            jac = jax.jacfwd(system._unilateral)(q, t)
+            jac = jax.jacfwd(stack.gaps)(q, t)
             # −h/|∇h| is the depth below h = 0 to first order, in units of q.
             gradient = jnp.sqrt(jnp.sum(jac**2, axis=1))
             depth = jnp.where(h < 0, -h / jnp.where(gradient > 0, gradient, 1.0), 0.0)
@@ -162,9 +163,11 @@ def check_initial_state(
         # In NumPy: an eager JAX comparison is one more small program to compile.
         r = jax.tree.map(np.asarray, r)
     checks = initial_checks(r, tolerance(q0.dtype), known=known)
-    names = getattr(system.unilateral, "names", ())  # one per row, if it has them
+    stack = system.constraints
+    # One name per one-sided row, where the functions have them.
+    names = sum((getattr(k.fn, "names", ()) for k in stack.one_sided), ())
     if known and r.penetration > tolerance(q0.dtype) and names:
-        h = np.asarray(system._unilateral(q0, t0))
+        h = np.asarray(stack.gaps(q0, t0))
         i = int(np.argmin(h)) if len(names) == h.size else None
         row = "" if i is None else f" The deepest row: {names[i]}, h = {h[i]:.3g}."
         checks = [(c, m + row if m == _PENETRATING else m) for c, m in checks]
@@ -231,6 +234,6 @@ def project_initial_state(
     ```
     """
     q0, qd0, t0 = as_state(q0, qd0, t0, where="q0")
-    if not system.has_equality_constraints:
+    if not system.constraints.bilateral:
         return q0, qd0
     return _project_initial(system, q0, qd0, t0)

@@ -31,11 +31,11 @@ from ._constraints import (
     contact_set,
     dynamics,
     num_rows,
-    position_rows,
     velocity_rates,
 )
 from ._custom_types import Array, Float, ScalarLike, VectorLike
 from ._errors import first_error
+from ._kinds import position_rows
 from ._mass import Rows, cholesky, forcing, momenta_of, solve_lower, solve_upper_t
 from ._system import LagrangianSystem, as_state, check_system
 from ._validate import check_finite, check_finite_params
@@ -143,7 +143,7 @@ def _linearize(system, q, qd, t, coordinates, velocities, mask):
     n = q.shape[0]
     dynamic, static = eqx.partition(system, mask)
     u0, unravel = ravel_pytree(dynamic)
-    active = contact_set(system, q, qd, t) if system.has_contacts else None
+    active = contact_set(system, q, qd, t) if system.constraints.one_sided else None
     ci, vi = np.array(coordinates, dtype=int), np.array(velocities, dtype=int)
 
     def flow(x, u):
@@ -155,7 +155,7 @@ def _linearize(system, q, qd, t, coordinates, velocities, mask):
             # The dependent coordinates follow g = 0 to first order (all that
             # the Jacobian at the operating point needs).
             dep = _complement(coordinates, n)
-            jac = jax.jacfwd(sys._holonomic)(q, t)
+            jac = jax.jacfwd(sys.constraints.positions)(q, t)
             slope = -_solve_dependent(
                 jac[:, dep], jac[:, ci], "coordinates", "coordinates"
             )
@@ -169,7 +169,7 @@ def _linearize(system, q, qd, t, coordinates, velocities, mask):
 
             def residual(vd):
                 v = base.at[dep].set(vd)
-                return velocity_rates(sys, qq, v, t, unilateral=False)
+                return velocity_rates(sys, qq, v, t, one_sided=False)
 
             zero = jnp.zeros(dep.shape[0], qd.dtype)
             jac = jax.jacfwd(residual)(zero)  # exact: affine in the velocities
@@ -193,10 +193,11 @@ def _manifold_residual(system, q, qd, t, velocities=True) -> tuple[Array, Array]
     """The largest constraint residual at (q, q̇, t) (the holonomic constraints
     only, without `velocities`), and whether it is off the manifold."""
     parts = [jnp.zeros((0,), q.dtype)]
-    if system.has_position_constraints:
-        parts.append(system._holonomic(q, t))
-    if velocities and system.has_equality_constraints:  # G q̇ + ∂g/∂t and a
-        parts.append(velocity_rates(system, q, qd, t, unilateral=False))
+    stack = system.constraints
+    if stack.positional:
+        parts.append(stack.positions(q, t))
+    if velocities and stack.bilateral:  # G q̇ + ∂g/∂t and a
+        parts.append(velocity_rates(system, q, qd, t, one_sided=False))
     residual = jnp.max(jnp.abs(jnp.concatenate(parts)), initial=0.0)
     tol = jnp.sqrt(jnp.finfo(q.dtype).eps) * (1 + jnp.max(jnp.abs(q), initial=0.0))
     return residual, residual > tol
@@ -275,13 +276,13 @@ def _normal_modes(system, q, t):
     mass = jax.jacfwd(momenta_of(system, q, t))(qd)
     mass = 0.5 * (mass + mass.T)
     factor, f = system.mass_strategy.terms(system, q, qd, t)
-    if not system.has_position_constraints:
+    if not system.constraints.positional:
         lam, redundant = None, False
         residual, _ = factor.solve(f)
         basis = jnp.eye(n, dtype=q.dtype)
     else:
         # The equilibrium multipliers: M q̈ = f + Gᵀλ with G q̈ = −b.
-        g, b, _, _ = position_rows(system._holonomic, q, qd, t)
+        g, b, _, _ = position_rows(system.constraints.positions, q, qd, t)
         kkt = factor.constrain(Rows(lambda v: g @ v, g), f)
         lam, redundant = kkt.multipliers(-b)
         residual, _ = kkt.solution(lam)
@@ -297,7 +298,7 @@ def _normal_modes(system, q, t):
     def generalized_force(q):
         f = forcing(system, q, jnp.zeros_like(q), t)
         if lam is not None:
-            f = f + jax.jacfwd(system._holonomic)(q, t).T @ lam
+            f = f + jax.jacfwd(system.constraints.positions)(q, t).T @ lam
         return f
 
     stiffness = -jax.jacfwd(generalized_force)(q)
@@ -417,7 +418,7 @@ def normal_modes(
     off = _off_equilibrium(q, omega2, residual)
     contacts = (
         ""
-        if not system.has_contacts
+        if not system.constraints.one_sided
         else " normal_modes does not use unilateral constraints: a contact "
         "that holds at `q` is to be written as a holonomic constraint."
     )

@@ -63,17 +63,19 @@ class Metric:
     def position_correction(self, system, q, t) -> tuple[Array, BoolScalar, BoolScalar]:
         """Gauss–Newton's Δq; whether a mass solve failed; whether G M⁻¹Gᵀ is singular."""
 
-        def rows(v):  # G v
-            return jax.jvp(lambda q: system._holonomic(q, t), (q,), (v,))[1]
+        positions = system.constraints.positions
 
-        return self._correction(rows, system._holonomic(q, t))
+        def rows(v):  # G v
+            return jax.jvp(lambda q: positions(q, t), (q,), (v,))[1]
+
+        return self._correction(rows, positions(q, t))
 
     def velocity_correction(
         self, system, q, qd, t
     ) -> tuple[Array, BoolScalar, BoolScalar]:
         """Δq̇ of least kinetic energy onto ġ = 0, a = 0, and the two flags."""
-        residual = velocity_rates(system, q, qd, t, unilateral=False)  # [ġ; a]
-        rows = velocity_rows(system, q, qd, t, unilateral=False)  # v ↦ [G; A] v
+        residual = velocity_rates(system, q, qd, t, one_sided=False)  # [ġ; a]
+        rows = velocity_rows(system, q, qd, t, one_sided=False)  # v ↦ [G; A] v
         return self._correction(rows, residual)
 
 
@@ -90,7 +92,7 @@ def project(
     """
     metric = Metric(system, q, qd, t)
     singular = metric.singular
-    if system.has_position_constraints:
+    if system.constraints.positional:
 
         def newton(_, carry):
             q, singular = carry

@@ -7,7 +7,6 @@ import jax.numpy as jnp
 
 from ._cache import cached
 from ._coefficients import checked_values
-from ._constraints import check_affine_in_velocities
 from ._custom_types import Array, ArrayLike, Float, ScalarLike, VectorLike
 from ._eom import unread_velocities
 from ._errors import first_error, forward_mode_hint, known
@@ -286,8 +285,8 @@ def simulate_checked(
         q0 = check_initial_state(system, q0, qd0, t0)
     elif system.has_constraints:  # (a batch's member fails on its own)
         start = start_result(system, q0, qd0, t0)
-    q0 = check_affine_in_velocities(system, q0, qd0, t0)
-    if baumgarte is None and system.has_equality_constraints:
+    q0 = system.constraints.check_affine(q0, qd0, t0)
+    if baumgarte is None and system.constraints.bilateral:
         solver = ProjectedSolver(solver)
     if stepsize_controller is None:
         stepsize_controller = diffrax.PIDController(rtol=rtol, atol=atol)
@@ -299,7 +298,7 @@ def simulate_checked(
     adjoint = diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint
     if progress_meter is None:
         progress_meter = diffrax.NoProgressMeter()
-    hybrid = system.has_contacts
+    hybrid = bool(system.constraints.one_sided)
     checked = SimulateOptions(
         solver=solver,
         stepsize_controller=stepsize_controller,

@@ -14,6 +14,7 @@ import numpy as np
 from ._coefficients import check_friction
 from ._custom_types import Array, Params, UserFunction
 from ._errors import known
+from ._kinds import Constraints
 from ._mass import AbstractMassStrategy, check_mass_solver, mass_strategy
 
 
@@ -27,6 +28,7 @@ _SIGNATURES = {
     "slip": "(q, qd, t)",
     "mass_preconditioner": "(q, qd, t)",
 }
+USER_FUNCTIONS = tuple(_SIGNATURES)  # the fields that hold the user's functions
 
 
 def as_float(x: Any) -> Array:
@@ -139,6 +141,10 @@ class LagrangianSystem(eqx.Module):
 
     Sign convention: `d/dt ∂L/∂qd − ∂L/∂q = Q + Gᵀλ + Aᵀμ`.
 
+    The fields hold the functions as given; evaluated (params passed, shapes
+    checked) they are `system.L(q, qd, t)`, `system.Q(q, qd, t)`, the constraint
+    kinds stacked in `system.constraints`, and `system.coefficient(name)`.
+
     **Example:**
 
     ```python
@@ -163,7 +169,7 @@ class LagrangianSystem(eqx.Module):
     unilateral: UserFunction | None = eqx.field(static=True)
     slip: UserFunction | None = eqx.field(static=True)
     # Each coefficient is a leaf, or None when its `*_param` names the param
-    # holding it (read by `_coefficient`).
+    # holding it (read by `coefficient`).
     restitution: Any
     restitution_param: str | None = eqx.field(static=True)
     friction: Any
@@ -229,7 +235,7 @@ class LagrangianSystem(eqx.Module):
                     f"params do not have (they are: {names})."
                 )
         check_friction(self)
-        values = known(self._restitution())
+        values = known(self.coefficient("restitution"))
         if values is not None and not (
             np.issubdtype(values.dtype, np.number)
             and np.all((values >= 0) & (values <= 1))
@@ -302,25 +308,26 @@ class LagrangianSystem(eqx.Module):
         object.__setattr__(new, "mass_strategy", strategy)
         return new
 
-    def _coefficient(self, coefficient: str) -> Any:
-        """`restitution`, `friction` or `static_friction`: the leaf, or the param
-        it names."""
+    def coefficient(self, coefficient: str) -> Any:
+        """The value of `restitution`, `friction` or `static_friction`: the leaf,
+        the param it names, or the function of the params it is."""
         name = getattr(self, f"{coefficient}_param")
         if callable(name):
             return name(self.params)
         return getattr(self, coefficient) if name is None else self.params[name]
 
-    def _restitution(self) -> Any:
-        return self._coefficient("restitution")
+    # The evaluated functions (as diffrax's `ODETerm.vf` beside `vector_field`):
+    # the user's functions called with or without params, with the trace-time
+    # shape checks. The constraint kinds evaluate theirs in `_kinds`.
 
-    # Calling user functions, with the trace-time shape checks.
-
-    def _call(self, fn: UserFunction, *args):
+    def call(self, fn: UserFunction, *args):
+        """`fn(*args, params)`, or `fn(*args)` for a system without params."""
         return fn(*args, self.params) if self.has_params else fn(*args)
 
-    def _lagrangian(self, q: Array, qd: Array, t: Array) -> Array:
+    def L(self, q: Array, qd: Array, t: Array) -> Array:
+        """The Lagrangian L(q, q̇, t), a real scalar."""
         try:
-            out = jnp.asarray(self._call(self.lagrangian, q, qd, t))
+            out = jnp.asarray(self.call(self.lagrangian, q, qd, t))
         except (ValueError, IndexError) as error:
             # q's length differs from the coordinates L reads (`th1, th2 = q`,
             # q[2]): the message names the length, not just the unpacking.
@@ -342,11 +349,12 @@ class LagrangianSystem(eqx.Module):
             )
         return out
 
-    def _force(self, q: Array, qd: Array, t: Array) -> Array | None:
-        """The total generalized force: `force` plus the Rayleigh term `-∂R/∂qd`."""
+    def Q(self, q: Array, qd: Array, t: Array) -> Array | None:
+        """The total generalized force Q(q, q̇, t): `force` plus the Rayleigh term
+        `-∂R/∂qd` (None without either)."""
         total = None
         if self.force is not None:
-            total = jnp.asarray(self._call(self.force, q, qd, t))
+            total = jnp.asarray(self.call(self.force, q, qd, t))
             if total.shape != q.shape:
                 raise ValueError(
                     f"`force` must return shape {q.shape} (the shape of q), but it "
@@ -355,7 +363,7 @@ class LagrangianSystem(eqx.Module):
         if self.dissipation is not None:
 
             def rayleigh(qd):
-                out = jnp.asarray(self._call(self.dissipation, q, qd, t))
+                out = jnp.asarray(self.call(self.dissipation, q, qd, t))
                 if out.shape != ():
                     raise ValueError(
                         "`dissipation` must return a scalar (the Rayleigh function), "
@@ -367,66 +375,37 @@ class LagrangianSystem(eqx.Module):
             total = damping if total is None else total + damping
         return total
 
-    def _constraint(self, name: str, *args) -> Array | None:
-        fn = getattr(self, name)
-        if fn is None:
-            return None
-        out = jnp.asarray(self._call(fn, *args))
-        if out.ndim != 1:
-            raise ValueError(
-                f"`{name}` must return a 1-D array (one entry per constraint), but it "
-                f"returned shape {out.shape}."
-            )
-        return out
+    @property
+    def constraints(self) -> Constraints:
+        """The constraint kinds, stacked (`_kinds`): their residuals and rows."""
+        return Constraints(self)
 
-    def _holonomic(self, q: Array, t: Array) -> Array | None:
-        return self._constraint("holonomic", q, t)
-
-    def _nonholonomic(self, q: Array, qd: Array, t: Array) -> Array | None:
-        return self._constraint("nonholonomic", q, qd, t)
-
-    def _unilateral(self, q: Array, t: Array) -> Array | None:
-        return self._constraint("unilateral", q, t)
-
-    def _slip(self, q: Array, qd: Array, t: Array) -> Array:
-        """The slip velocities s, shape (u,) (planar) or (u, 2) (3-D contacts)."""
-        out = jnp.asarray(self._call(self.slip, q, qd, t))
-        u = jax.eval_shape(self._unilateral, q, t).shape
-        if out.shape not in (u, (*u, 2)):
-            raise ValueError(
-                f"`slip` must return one slip velocity per unilateral constraint, "
-                f"or two (a tangent basis): shape {(*u, 2)} or shape {u}, but it "
-                f"returned shape {out.shape}."
-            )
-        return out
-
-    # What the rest of the package asks about the kinds of constraints, answered
-    # here (their rows in `_constraints`) rather than by reading them by name.
-    # Equality constraints (g = 0, a = 0) hold at every instant: projected, and
-    # in every KKT solve; contacts (h ≥ 0) make events, friction acts at them.
+    # The capability questions, answered by the stack (`_kinds`): bilateral rows
+    # (g = 0, a = 0) hold at every instant, projected and in every KKT solve;
+    # one-sided rows (h ≥ 0) make events; friction acts at them.
     @property
     def has_position_constraints(self) -> bool:
-        return self.holonomic is not None
+        return bool(self.constraints.positional)
 
     @property
     def has_velocity_constraints(self) -> bool:
-        return self.nonholonomic is not None
+        return bool(self.constraints.velocity_level)
 
     @property
     def has_equality_constraints(self) -> bool:
-        return self.has_position_constraints or self.has_velocity_constraints
+        return bool(self.constraints.bilateral)
 
     @property
     def has_contacts(self) -> bool:
-        return self.unilateral is not None
+        return bool(self.constraints.one_sided)
 
     @property
     def has_friction(self) -> bool:
-        return self.slip is not None
+        return self.constraints.friction is not None
 
     @property
     def has_constraints(self) -> bool:
-        return self.has_equality_constraints or self.has_contacts
+        return bool(self.constraints.kinds)
 
 
 def as_state(q, qd, t, where: str = "q") -> tuple[Array, Array, Array]:

@@ -23,10 +23,36 @@ from ._custom_types import Array, ArrayLike, Float
 from ._errors import known
 
 
-def _omega(r: Array, r_dot: Array, frame: str) -> Array:
-    """ω of a rotation R moving at Ṙ, read from the antisymmetric part of
-    ω̂ = RᵀṘ (body) or ṘRᵀ (space). Shared by `angular_velocity` and systems that
-    form R and Ṙ themselves (one JVP for several bodies, `whipple_bicycle`)."""
+def matrix_angular_velocity(
+    r: Float[ArrayLike, "3 3"], r_dot: Float[ArrayLike, "3 3"], *, frame: str = "body"
+) -> Float[Array, " 3"]:
+    """The angular velocity ω of a rotation matrix R moving at Ṙ.
+
+    ω is read from the antisymmetric part of ω̂ = RᵀṘ (body) or ṘRᵀ (space). For
+    a system that forms R and Ṙ itself, e.g. by one JVP for several bodies
+    (`jl.systems.whipple_bicycle`); `angular_velocity` takes R(q, t) instead.
+
+    **Arguments:**
+
+    - `r`, `r_dot`: R (body to space) and Ṙ, shape (3, 3) each.
+    - `frame`: `"body"` (components in body axes, the default) or `"space"`.
+
+    **Returns:** ω, shape (3,).
+
+    **Raises:** `ValueError` for a bad `frame` or an `r` that is not (3, 3).
+
+    **Example:**
+
+    ```python
+    zxz = lambda q: jl.rigid.euler_to_matrix(q, "ZXZ")
+    q, qd = jnp.array([0.1, 0.7, 0.2]), jnp.array([1.0, 0.0, 10.0])
+    r, r_dot = jax.jvp(zxz, (q,), (qd,))
+    jl.rigid.matrix_angular_velocity(r, r_dot)  # ω₃ = ψ̇ + φ̇ cos θ
+    ```
+    """
+    _check_frame(frame)
+    r, r_dot = jnp.asarray(r), jnp.asarray(r_dot)
+    _check_rotation_shape(r.shape, "`r` must be")
     w = r.T @ r_dot if frame == "body" else r_dot @ r.T
     return 0.5 * jnp.stack([w[2, 1] - w[1, 2], w[0, 2] - w[2, 0], w[1, 0] - w[0, 1]])
 
@@ -36,7 +62,7 @@ def _body_kinetic_energy(
 ) -> Array:
     """½ m |ẋ|² + ½ ωᵀ I ω from the velocity ẋ, R and Ṙ (I: (3, 3), body axes),
     as `kinetic_energy` computes it from its own JVP."""
-    omega = _omega(r, r_dot, "body")
+    omega = matrix_angular_velocity(r, r_dot)
     return 0.5 * mass * velocity @ velocity + 0.5 * omega @ inertia @ omega
 
 
@@ -195,11 +221,9 @@ def _check_callable(name: str, fn: Any, returns: str) -> None:
         )
 
 
-def _check_rotation_shape(shape: tuple[int, ...]) -> None:
+def _check_rotation_shape(shape: tuple[int, ...], what="`rotation(q, t)` must return"):
     if shape != (3, 3):
-        raise ValueError(
-            f"`rotation(q, t)` must return a (3, 3) matrix, got shape {shape}."
-        )
+        raise ValueError(f"{what} a (3, 3) matrix, got shape {shape}.")
 
 
 def angular_velocity(
@@ -243,7 +267,7 @@ def angular_velocity(
     _check_callable("rotation", rotation, "(3, 3)")
     r, r_dot = _motion(rotation, q, qd, t)
     _check_rotation_shape(jnp.shape(r))
-    return _omega(r, r_dot, frame)
+    return matrix_angular_velocity(r, r_dot, frame=frame)
 
 
 def quaternion_angular_velocity(

@@ -244,7 +244,7 @@ MIX = """
 def test_friction_is_mujocos_mix_and_differentiable():
     ready = _load(MIX)
     system = ready.system
-    mu = dict(zip(ready.contacts, np.asarray(system._coefficient("friction"))))
+    mu = dict(zip(ready.contacts, np.asarray(system.coefficient("friction"))))
     # The larger μ; the higher priority's condim (1: frictionless) and μ; the
     # <pair>'s μ; the larger condim (3, the floor's, though d has 1).
     assert mu["floor/a"] == 0.7 and mu["floor/b"] == 0.0 and mu["a/b"] == 0.0
@@ -256,7 +256,7 @@ def test_friction_is_mujocos_mix_and_differentiable():
     def total(friction):  # the sum of μ over the rows
         params = {**system.params, "geom_friction": friction}
         changed = eqx.tree_at(lambda s: s.params, system, params)
-        return jnp.sum(changed._coefficient("friction"))
+        return jnp.sum(changed.coefficient("friction"))
 
     grad = jax.grad(total)(system.params["geom_friction"])
     # Each mixed row's μ is its larger geom's: the floor's once, a's three times.
@@ -336,7 +336,7 @@ def _core_has(feature: str) -> bool:
         friction=0.5,
     )
     try:
-        system._slip(jnp.zeros(3), jnp.zeros(3), 0.0)
+        system.constraints.friction(jnp.zeros(3), jnp.zeros(3), 0.0)
     except ValueError:
         return False
     return True

@@ -127,6 +127,26 @@ def test_angular_velocity_of_zxz_euler_angles_textbook():
         np.testing.assert_allclose(
             jl.rigid.angular_velocity(_zxz, q, qd, frame="space"), space, atol=1e-14
         )
+        # The same from R and Ṙ formed by the caller (one JVP for several bodies).
+        r, r_dot = jax.jvp(lambda q: _zxz(q, 0.0), (q,), (qd,))
+        np.testing.assert_allclose(
+            jl.rigid.matrix_angular_velocity(r, r_dot), body, atol=1e-14
+        )
+        np.testing.assert_allclose(
+            jl.rigid.matrix_angular_velocity(r, r_dot, frame="space"),
+            space,
+            atol=1e-14,
+        )
+
+
+def test_matrix_angular_velocity_errors():
+    r = jnp.eye(3)
+    with pytest.raises(ValueError, match=r"`frame` must be 'body' or 'space', got 'z'"):
+        jl.rigid.matrix_angular_velocity(r, r, frame="z")
+    with pytest.raises(
+        ValueError, match=r"`r` must be a \(3, 3\) matrix, got shape \(2, 2\)"
+    ):
+        jl.rigid.matrix_angular_velocity(r[:2, :2], r[:2, :2])
 
 
 def test_angular_velocity_of_a_quaternion():

@@ -52,7 +52,8 @@ QUESTIONS = {
     "has_contacts": ("unilateral",),
     "has_friction": ("slip",),
 }
-OWNER = "_system.py"
+OWNER = "_system.py"  # and `_kinds.py`, the constraint kinds
+OWNERS = {OWNER, "_kinds.py"}
 NAMEDTUPLE = {"_replace", "_asdict", "_fields", "_make"}
 CODEGEN = {"scalar_form", "lanes"}
 LONG = 120
@@ -228,9 +229,9 @@ def main(argv):
     options = f["options"]
     print(f"option-dict reads: {sum(options.values())} in {len(options)} files")
     print(f"  {per_module(options)}")
-    print(f"constraint kinds read, in any spelling (modules outside {OWNER}):")
+    print(f"constraint kinds read, in any spelling (modules outside {sorted(OWNERS)}):")
     for kind, mods in f["kinds"].items():
-        outside = sorted(mods - {OWNER})
+        outside = sorted(mods - OWNERS)
         print(f"  {kind}: {len(outside)}  ({', '.join(outside)})")
     print(f"private calls across modules: {len(f['calls'])}")
     for line in f["calls"]:

@@ -93,11 +93,8 @@ def _energy_along(system, ts, q, qd):
     from .._eom import energy_unchecked as energy
 
     def time_derivatives(q, qd, t):
-        parts = [jax.grad(system._lagrangian, argnums=2)(q, qd, t)[None]]
-        if system.has_position_constraints:
-            parts.append(jax.jacfwd(system._holonomic, argnums=1)(q, t))
-        if system.has_velocity_constraints:
-            parts.append(jax.jacfwd(system._nonholonomic, argnums=2)(q, qd, t))
+        parts = [jax.grad(system.L, argnums=2)(q, qd, t)[None]]
+        parts += system.constraints.time_derivatives(q, qd, t)
         return jnp.concatenate(parts)
 
     energies = jax.vmap(energy, in_axes=(None, 0, 0, 0))(system, q, qd, ts)
@@ -115,11 +112,11 @@ def _conserved(system, autonomous, traj) -> bool:
     forced = (
         system.force is not None
         or system.dissipation is not None
-        or system.has_friction
+        or system.constraints.friction is not None
     )
-    if system.has_contacts and traj.event_kind is not None:
+    if system.constraints.one_sided and traj.event_kind is not None:
         kinds = np.asarray(traj.event_kind)[: int(np.asarray(traj.num_events))]
-        inelastic = not bool(np.all(np.asarray(system._restitution()) == 1))
+        inelastic = not bool(np.all(np.asarray(system.coefficient("restitution")) == 1))
         forced = forced or (inelastic and bool(np.any(kinds == EVENT_IMPACT)))
     return bool(autonomous) and not forced
 
@@ -348,7 +345,7 @@ def _run_solve(args, config, device, ready, kwargs, out, plots, worker) -> int:
     if ready.system.has_constraints:
         arrays["multipliers"] = traj.multipliers
     events = {}
-    if ready.system.has_contacts:
+    if ready.system.constraints.one_sided:
         events["events"] = _events(traj)
         used = int(traj.num_events)
         arrays["event_ts"] = traj.event_ts[:used]

@@ -101,16 +101,12 @@ def _check_coordinates(system, q0, qd0, where: str, file: str, made: str, advice
 
     def functions(q, qd):
         t = jnp.zeros((), q.dtype)
-        out = [system._lagrangian(q, qd, t), system._force(q, qd, t)]
-        out += [system._holonomic(q, t), system._unilateral(q, t)]
-        out.append(system._nonholonomic(q, qd, t))
-        if system.has_friction:
-            out.append(system._slip(q, qd, t))
-        return out
+        out = [system.L(q, qd, t), system.Q(q, qd, t)]
+        return out + [kind.residual(q, qd, t) for kind in system.constraints.all]
 
     def used(q, qd):
         def lagrangian(q, qd):
-            return system._lagrangian(q, qd, jnp.zeros((), q.dtype))
+            return system.L(q, qd, jnp.zeros((), q.dtype))
 
         mass = jax.hessian(lagrangian, argnums=1)(q, qd)
         dq, dqd = jax.grad(lagrangian, argnums=(0, 1))(q, qd)

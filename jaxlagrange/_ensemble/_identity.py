@@ -80,18 +80,6 @@ def code_digest(fns: Sequence[Any]) -> str:
     return h.hexdigest()
 
 
-_TRACED = (
-    ("lagrangian", "_lagrangian", ("q", "qd", "t")),
-    ("force", "_force", ("q", "qd", "t")),
-    ("dissipation", "_force", ("q", "qd", "t")),
-    ("holonomic", "_holonomic", ("q", "t")),
-    ("nonholonomic", "_nonholonomic", ("q", "qd", "t")),
-    ("unilateral", "_unilateral", ("q", "t")),
-    ("slip", "_slip", ("q", "qd", "t")),
-)
-SYSTEM_FUNCTIONS = (*(field for field, _, _ in _TRACED), "mass_preconditioner")
-
-
 def physics_digest(system, n: int, dtype) -> str:
     """A SHA-256 of what the system's functions compute: each one traced (its
     jaxpr, with the values of the arrays it closes over), for n coordinates of
@@ -106,20 +94,25 @@ def physics_digest(system, n: int, dtype) -> str:
     dtype = jax.dtypes.canonicalize_dtype(dtype)
     q = jax.ShapeDtypeStruct((n,), dtype)
     spec = {"q": q, "qd": q, "t": jax.ShapeDtypeStruct((), dtype)}
-    done = set()
-    for field, method, names in _TRACED:
-        if getattr(system, field) is None or method in done:
-            continue
-        done.add(method)
+    # Each evaluated function once (the system's L and Q, its constraint kinds),
+    # labelled as the method that evaluated it before the kinds had an owner.
+    traced_fns = [("_lagrangian", lambda s: s.L, ("q", "qd", "t"))]
+    if system.force is not None or system.dissipation is not None:
+        traced_fns.append(("_force", lambda s: s.Q, ("q", "qd", "t")))
+    for i, kind in enumerate(system.constraints.all):
+        names = ("q", "t") if kind.positional else ("q", "qd", "t")
+        select = lambda s, i=i: s.constraints.all[i]  # noqa: E731
+        traced_fns.append((f"_{kind.name}", select, names))
+    for method, select, names in traced_fns:
 
-        def traced(params, *args, method=method):
+        def traced(params, *args, select=select):
             with_params = eqx.tree_at(
                 lambda s: s.params,
                 system,
                 eqx.combine(params, static),
                 is_leaf=lambda x: x is None,
             )
-            return getattr(with_params, method)(*args)
+            return select(with_params)(*args)
 
         closed = jax.make_jaxpr(traced)(params, *(spec[k] for k in names))
         h.update(method.encode())

@@ -12,10 +12,10 @@ import numpy as np
 from .._custom_types import Array, Params
 from .._options import Options, checked_options
 from .._results import code_of
-from .._system import LagrangianSystem
+from .._system import USER_FUNCTIONS, LagrangianSystem
 from .._trajectory import Trajectory
 from ._backend import check_backend
-from ._identity import SYSTEM_FUNCTIONS, code_digest, describe, physics_digest
+from ._identity import code_digest, describe, physics_digest
 from ._inputs import batch_size, override
 from ._member import AbstractMember, swept_params
 from ._sweep import dtype_of, stream
@@ -157,7 +157,7 @@ def simulate_sweep(
         # two runs, or a value its functions read from elsewhere, is a new sweep.
         "physics": physics_digest(system, n, dtype),
         "code": code_digest(
-            [*(getattr(system, name) for name in SYSTEM_FUNCTIONS), observe]
+            [*(getattr(system, name) for name in USER_FUNCTIONS), observe]
         ),
     }
     return stream(

@@ -275,7 +275,7 @@ def _pieces(system, layout: _Layout, starts, options, diagnose: bool):
     if layout.hold is not None:  # the experiment's controls drive `ctrl`
         hold = ZeroOrderHold(*layout.hold)
         system = eqx.tree_at(lambda s: s.params["ctrl"], system, hold)
-    constrained = system.has_equality_constraints
+    constrained = bool(system.constraints.bilateral)
     if constrained:
         # Each piece starts on the constraint manifold: a start (noisy data, a
         # fitted unknown, the data's state for other params) is projected first.
@@ -344,7 +344,9 @@ def _residuals(system, layouts, starts, continuity_weight, options, diagnose=Fal
         gaps += [x.ravel() for x in g]
         total, raw = total + jnp.sum(t), raw + jnp.sum(misfit)
         _, segments, n = start[0].shape  # 2n gaps per later segment's start
-        count += 2 * n * len(group) * (segments - 1 + system.has_equality_constraints)
+        count += (
+            2 * n * len(group) * (segments - 1 + bool(system.constraints.bilateral))
+        )
         codes.append(code.ravel())
     data = jnp.concatenate(data) / jnp.sqrt(total)
     parts = [data]

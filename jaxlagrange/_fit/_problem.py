@@ -302,7 +302,7 @@ def check_given_starts(system, params, trainable, data, layouts) -> None:
                 "initial state (q0 = q[0] when none is given): give `q0` (and "
                 "`qd0`), or fit it (`fit_initial_state`)."
             )
-    if not system.has_position_constraints:
+    if not system.constraints.positional:
         return
     fitted, held = eqx.partition(params, trainable)
     for i, (obs, layout) in enumerate(zip(data, layouts, strict=True)):
@@ -312,7 +312,7 @@ def check_given_starts(system, params, trainable, data, layouts) -> None:
 
         def residual(fitted, q0=q0, t0=t0):
             new = eqx.tree_at(lambda s: s.params, system, eqx.combine(fitted, held))
-            return new._holonomic(q0, t0)
+            return new.constraints.positions(q0, t0)
 
         g = np.asarray(residual(fitted))
         slopes = [np.asarray(x) for x in jtu.tree_leaves(jax.jacfwd(residual)(fitted))]

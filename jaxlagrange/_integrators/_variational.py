@@ -106,8 +106,8 @@ class VariationalMidpoint(AbstractLagrangianSolver):
         max_steps,
     ) -> Trajectory:
         for has, name in (
-            (system.has_velocity_constraints, "nonholonomic constraints"),
-            (system.has_contacts, "unilateral constraints"),
+            (system.constraints.velocity_level, "nonholonomic constraints"),
+            (system.constraints.one_sided, "unilateral constraints"),
         ):
             if has:
                 raise ValueError(
@@ -188,18 +188,18 @@ def _newton(residual, z0: Array, args, solver: VariationalMidpoint, small):
 
 
 def _grad_lagrangian(system: LagrangianSystem, q, v, t):
-    return jax.grad(system._lagrangian, argnums=(0, 1))(q, v, t)
+    return jax.grad(system.L, argnums=(0, 1))(q, v, t)
 
 
 def _force(system: LagrangianSystem, q, v, t):
-    force = system._force(q, v, t)
+    force = system.Q(q, v, t)
     return jnp.zeros_like(q) if force is None else force
 
 
 def _holonomic_jacobian(system: LagrangianSystem, q, t):
-    if not system.has_position_constraints:
+    if not system.constraints.positional:
         return jnp.zeros((0, q.shape[0]), q.dtype)
-    return jax.jacfwd(system._holonomic)(q, t)
+    return jax.jacfwd(system.constraints.positions)(q, t)
 
 
 def _below(dx, x, solver: VariationalMidpoint):
@@ -234,8 +234,8 @@ def _position_residual(z, args):
         - _holonomic_jacobian(system, q0, t0).T @ nu
         - p0
     ]
-    if system.has_position_constraints:
-        rows.append(system._holonomic(q0 + h * v, t0 + h))
+    if system.constraints.positional:
+        rows.append(system.constraints.positions(q0 + h * v, t0 + h))
     return jnp.concatenate(rows)
 
 
@@ -256,9 +256,9 @@ def _velocity_residual(w, args):
     g1 = _holonomic_jacobian(system, q1, t1)
     _, momentum = _grad_lagrangian(system, q1, v1, t1)
     rows = [momentum - p_half - g1.T @ nu]
-    if system.has_position_constraints:
+    if system.constraints.positional:
         one = jnp.ones((), t1.dtype)
-        rows.append(jax.jvp(system._holonomic, (q1, t1), (v1, one))[1])
+        rows.append(jax.jvp(system.constraints.positions, (q1, t1), (v1, one))[1])
     return jnp.concatenate(rows)
 
 
@@ -336,8 +336,8 @@ def _variational_jit(system, q0, qd0, t0, t1, ts, solver, dt0, budget, step_limi
     n = q0.shape[0]
     dtype = q0.dtype
     m = 0
-    if system.has_position_constraints:
-        m = jax.eval_shape(system._holonomic, q0, t0).shape[0]
+    if system.constraints.positional:
+        m = jax.eval_shape(system.constraints.positions, q0, t0).shape[0]
     p0 = _grad_lagrangian(system, q0, qd0, t0)[1]
     zeros_m = jnp.zeros((m,), dtype)
     state = _State(t0, q0, p0, qd0, zeros_m, zeros_m)
@@ -397,7 +397,7 @@ def _variational_jit(system, q0, qd0, t0, t1, ts, solver, dt0, budget, step_limi
     )
     reached = jnp.arange(num_saves) < out.index
     saved_ts = jnp.where(reached, ts, jnp.inf)
-    if system.has_position_constraints:
+    if system.constraints.positional:
         safe_q = jnp.where(reached[:, None], out.qs, 0.0)
         safe_v = jnp.where(reached[:, None], out.vs, 0.0)
         dyn = jax.vmap(lambda q, v, t: dynamics(system, q, v, t))(

@@ -78,9 +78,9 @@ def _controller(controller, dt0) -> Controller:
 
 def check_supported(system: LagrangianSystem, options: Options) -> Controller:
     """The kernel's controller, or a `ValueError` naming what it does not support."""
-    if system.has_contacts:
+    if system.constraints.one_sided:
         raise _unsupported("unilateral constraints (`unilateral`, contacts, impacts)")
-    if system.has_friction:
+    if system.constraints.friction is not None:
         raise _unsupported("friction (`slip`)")
     if system.mass_strategy.lanes(1) is None:
         raise _unsupported("an iterative or lineax `mass_solver`")
@@ -106,7 +106,7 @@ def _with_params(system, tree, leaves):
 def _problem(system, n, leaves, tree, dtype, num_saves, controller, options, block):
     baumgarte = options.baumgarte
     num_gains = 0 if baumgarte is None else 2
-    projected = baumgarte is None and system.has_equality_constraints
+    projected = baumgarte is None and bool(system.constraints.bilateral)
 
     def member(fn):
         def f(t, y, leaves, gains=None):

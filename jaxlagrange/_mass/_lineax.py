@@ -69,7 +69,7 @@ def _preconditioner(system, q, qd, t) -> dict[str, Any]:
     """lineax `options`: the user's preconditioner for an iterative solver, if any."""
     if system.mass_preconditioner is None:
         return {}
-    out = system._call(system.mass_preconditioner, q, qd, t)
+    out = system.call(system.mass_preconditioner, q, qd, t)
     if isinstance(out, lx.AbstractLinearOperator):
         shapes = [
             jax.tree.leaves(structure)[0].shape

@@ -30,7 +30,7 @@ def terms(system, q: Array, qd: Array, t: Array) -> Terms:
     dtype = q.dtype
 
     def gradient(q, qd, t):
-        return jax.grad(system._lagrangian, argnums=(0, 1))(q, qd, t)
+        return jax.grad(system.L, argnums=(0, 1))(q, qd, t)
 
     # n + 1 tangent directions: (0, e_i, 0) for the mass matrix, (q̇, 0, 1) for f.
     tq = jnp.concatenate([jnp.zeros((n, n), dtype), qd[None]])
@@ -43,7 +43,7 @@ def terms(system, q: Array, qd: Array, t: Array) -> Terms:
     (dldq, _), (_, dp) = jax.vmap(push, out_axes=(None, 0))(tq, tqd, tt)
     # Not symmetrized: the factorizations read one triangle (LAPACK's symmetrizes).
     mass, f = dp[:n], dldq - dp[n]
-    force = system._force(q, qd, t)
+    force = system.Q(q, qd, t)
     if force is not None:
         f = f + force
     return Terms(mass, f)
@@ -53,7 +53,7 @@ def momenta_of(system, q: Array, t: Array):
     """q̇ ↦ p = ∂L/∂q̇ at fixed (q, t)."""
 
     def momenta(qd):
-        return jax.grad(system._lagrangian, argnums=1)(q, qd, t)
+        return jax.grad(system.L, argnums=1)(q, qd, t)
 
     return momenta
 
@@ -69,13 +69,13 @@ def forcing(system, q: Array, qd: Array, t: Array) -> Array:
     Cheaper than `terms` when M is not needed: there the n mass-matrix tangents
     share their primal with this one, which also carries the tangent of ∂L/∂q.
     """
-    dldq = jax.grad(system._lagrangian, argnums=0)(q, qd, t)
+    dldq = jax.grad(system.L, argnums=0)(q, qd, t)
 
     def momenta(q, qd, t):
-        return jax.grad(system._lagrangian, argnums=1)(q, qd, t)
+        return jax.grad(system.L, argnums=1)(q, qd, t)
 
     tangents = (qd, jnp.zeros_like(qd), jnp.ones_like(t))
     _, dp = jax.jvp(momenta, (q, qd, t), tangents)
     f = dldq - dp
-    force = system._force(q, qd, t)
+    force = system.Q(q, qd, t)
     return f if force is None else f + force

@@ -54,7 +54,7 @@ def _turn(axis: np.ndarray, angle: Array) -> Array:
     axis is a coordinate axis: fewer operations in the compiled q̈)."""
     k = np.flatnonzero(axis)
     if k.size == 1:
-        return rigid._elementary(int(k[0]), angle * np.sign(axis[k[0]]))
+        return rigid.euler_to_matrix(angle * np.sign(axis[k[0]]), "xyz"[k[0]])
     K = np.cross(np.eye(3), axis)  # the cross-product matrix of axis
     return jnp.eye(3) + jnp.sin(angle) * K + (1 - jnp.cos(angle)) * (K @ K)
 

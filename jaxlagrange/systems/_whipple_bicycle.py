@@ -89,9 +89,9 @@ def _lagrangian(q, qd, t, p):
     lagrangian = 0.0
     for body, mass in _BODIES:
         (centre, rotation), (velocity, rate) = poses[body], rates[body]
-        kinetic = rigid._body_kinetic_energy(
-            p[mass], _inertia(p, body), velocity, rotation, rate
-        )
+        omega = rigid.matrix_angular_velocity(rotation, rate)
+        kinetic = 0.5 * p[mass] * velocity @ velocity
+        kinetic = kinetic + 0.5 * omega @ _inertia(p, body) @ omega
         # z points down: the potential energy is −m g z.
         lagrangian = lagrangian + kinetic + p[mass] * p["g"] * centre[2]
     return lagrangian
@@ -117,7 +117,7 @@ def _rolling(q, qd, t, p):
     rows = []
     for body in ("R", "F"):
         (centre, rotation), (velocity, rate) = poses[body], rates[body]
-        omega = rigid._omega(rotation, rate, "space")
+        omega = rigid.matrix_angular_velocity(rotation, rate, frame="space")
         arm = _contact(centre, rotation, p, body) - centre
         rows.append((velocity + jnp.cross(omega, arm))[:2])
     return jnp.concatenate(rows)

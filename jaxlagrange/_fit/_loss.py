@@ -27,7 +27,7 @@ from .._custom_types import Array, Float, Params, ScalarLike
 from .._errors import known as _known
 from .._hold import ZeroOrderHold
 from .._initial_state import project_initial_state
-from .._options import Options
+from .._options import GivenOptions
 from .._results import SUCCESSFUL, code_of
 from .._simulate import simulate, simulate_checked
 from .._system import LagrangianSystem, as_float, to_leaf
@@ -288,7 +288,7 @@ def _pieces(system, layout: _Layout, starts, options, diagnose: bool):
         kwargs = dict(t0=ts[0], t1=ts[-1], saveat=ts, **options)
         if diagnose:
             return simulate(system, q0, qd0, throw=False, **kwargs)
-        return simulate_checked(system, q0, qd0, Options(**kwargs), throw=False)[0]
+        return simulate_checked(system, q0, qd0, GivenOptions(**kwargs), throw=False)[0]
 
     traj = jax.vmap(solve)(*begins, layout.ts)
     root = jnp.sqrt(layout.weight)

@@ -14,7 +14,7 @@ from .._constraints import dynamics
 from .._initial_state import start_result
 from .._lanes import LaneFunction, UnsupportedPrimitiveError
 from .._mass import DenseCholesky
-from .._options import Options, check_times, check_tolerance, tolerances
+from .._options import GivenOptions, check_times, check_tolerance, tolerances
 from .._projection import project_state
 from .._results import SUCCESSFUL, code_of, item_of
 from .._system import LagrangianSystem
@@ -77,7 +77,7 @@ def _controller(controller, dt0) -> Controller:
     raise _unsupported(f"`stepsize_controller={type(controller).__name__}(...)`")
 
 
-def check_supported(system: LagrangianSystem, options: Options) -> Controller:
+def check_supported(system: LagrangianSystem, options: GivenOptions) -> Controller:
     """The kernel's controller, or a `ValueError` naming what it does not support."""
     if system.has_contacts:
         raise _unsupported("unilateral constraints (`unilateral`, contacts, impacts)")
@@ -171,7 +171,7 @@ def simulate_kernel(
     q0: jax.Array,
     qd0: jax.Array,
     params: Any,
-    options: Options,
+    options: GivenOptions,
     *,
     block_size: int = DEFAULT_BLOCK_SIZE,
 ) -> Trajectory:

@@ -75,7 +75,9 @@ def test_the_solve_traces_no_probes():
         jax.make_jaxpr(lambda qd: fn(system, qd).q)(qd0)
         return len(traces)
 
-    deferred = count(lambda s, qd: simulate_checked(s, q0, qd, _OPTIONS, throw=False)[0])
+    deferred = count(
+        lambda s, qd: simulate_checked(s, q0, qd, _OPTIONS, throw=False)[0]
+    )
     # Traced, `simulate` names the cause by a host callback: no probes either.
     traced = count(lambda s, qd: jl.simulate(s, q0, qd, t1=3.0, throw=False))
     raising = count(lambda s, qd: jl.simulate(s, q0, qd, t1=3.0))

@@ -409,7 +409,11 @@ def test_a_sweep_names_the_cause_of_each_failed_member(tmp_path, monkeypatch):
     member = SweepMember(system, GivenOptions(t1=1.0, saveat=saveat), False)
     inputs = {"q0": np.zeros((5, 1)), "qd0": qd0, "params/k": k}
     cli = stream(
-        member, inputs, tmp_path / "cli.zarr", chunk_size=2, progress=False,
+        member,
+        inputs,
+        tmp_path / "cli.zarr",
+        chunk_size=2,
+        progress=False,
         backend="auto",
     )
     assert jl.result_name(cli["outputs/result"][...]).tolist() == names

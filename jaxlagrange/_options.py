@@ -222,7 +222,9 @@ class CheckedOptions(eqx.Module):
     tolerances as arrays, which a static field could not hash).
     """
 
-    solver: diffrax.AbstractSolver  # wrapped in `ProjectedSolver` where it projects
+    # A diffrax solver (wrapped in `ProjectedSolver` where it projects), or an
+    # `AbstractLagrangianSolver` (`jl.VariationalMidpoint()`) as given.
+    solver: eqx.Module
     # The user's or the default PIDController; each solve wraps it in `guard_for`.
     stepsize_controller: diffrax.AbstractStepSizeController
     adjoint: diffrax.AbstractAdjoint

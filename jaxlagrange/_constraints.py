@@ -41,7 +41,7 @@ import jax.numpy as jnp
 
 from ._coefficients import friction_coefficients
 from ._custom_types import Array, BoolScalar, ScalarLike
-from ._eom import SINGULAR_MASS, unconstrained
+from ._eom import SINGULAR_MASS, scalar_where_small, unconstrained
 from ._mass import Rows
 from ._system import LagrangianSystem
 
@@ -179,9 +179,7 @@ def dynamics(
         fn, args = _friction_dynamics, (active, baumgarte, modes)
     else:
         fn, args = _constrained_dynamics, (active, baumgarte)
-    # The dense strategy writes small systems out as scalar code (`_lanes/_scalar`).
-    out = system.mass_strategy.scalar_form(fn, q.shape[0], system, q, qd, t, *args)
-    out = fn(system, q, qd, t, *args) if out is None else out
+    out = scalar_where_small(fn, system, q, qd, t, *args)
     # In the state's dtype: float64 params must not promote a float32 state.
     return out._replace(
         accelerations=out.accelerations.astype(q.dtype),

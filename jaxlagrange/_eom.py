@@ -4,7 +4,9 @@ With p(q, q̇, t) = ∂L/∂q̇, Lagrange's equations read M q̈ = f with
 
     M = ∂p/∂q̇,    f = ∂L/∂q − (∂p/∂q) q̇ − ∂p/∂t + Q.
 
-How M and f are formed and solved is the system's mass strategy (`_mass`).
+How M and f are formed and solved is the system's mass strategy (`_mass`);
+whether one state's q̈ is written out as scalar code is decided here, once
+(`scalar_where_small`).
 """
 
 import functools
@@ -23,7 +25,8 @@ from ._custom_types import (
     Vector,
     VectorLike,
 )
-from ._mass import momenta_of
+from ._lanes._scalar import scalar_form
+from ._mass import DenseCholesky, momenta_of
 from ._system import LagrangianSystem, as_state
 
 
@@ -31,7 +34,29 @@ def unconstrained(
     system: LagrangianSystem, q: Array, qd: Array, t: Array
 ) -> tuple[Array, BoolScalar]:
     """q̈ = M⁻¹f without constraints, and whether M is singular or indefinite."""
+    return scalar_where_small(_accelerations, system, q, qd, t)
+
+
+def _accelerations(system, q, qd, t):
     return system.mass_strategy.accelerations(system, q, qd, t)
+
+
+def scalar_where_small(fn, system: LagrangianSystem, q: Array, qd: Array, t, *args):
+    """`fn(system, q, qd, t, *args)`, written out as scalar code
+    (`_lanes/_scalar.py`) where the system solves by `DenseCholesky` with
+    `scalar` on and n ≤ its `unroll` (the small systems' hot path under `vmap`),
+    and in array form elsewhere or where the scalar form declines."""
+    strategy = system.mass_strategy
+    if (
+        isinstance(strategy, DenseCholesky)
+        and strategy.scalar
+        and q.shape[0] <= strategy.unroll
+    ):
+        # The system's params (traced or not) enter the jaxpr as constants.
+        out = scalar_form(functools.partial(fn, system), q, qd, t, *args)
+        if out is not None:
+            return out
+    return fn(system, q, qd, t, *args)
 
 
 def _on_state(fn):

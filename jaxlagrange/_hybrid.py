@@ -69,7 +69,7 @@ from ._event_functions import (
 )
 from ._guard import Stop, select
 from ._impulse import impulse_jump
-from ._options import SimulateOptions, VectorFieldArgs
+from ._options import CheckedOptions, VectorFieldArgs
 from ._segment import SavedStates, Segment, finish, masked_start, solve_segment
 from ._system import LagrangianSystem
 from ._trajectory import (
@@ -116,7 +116,7 @@ class _Context(NamedTuple):
     system: LagrangianSystem
     t1: Array
     ts: Array  # (T,) the save times
-    options: SimulateOptions
+    options: CheckedOptions
     event: diffrax.Event
     restitution: Array  # (u,)
     offset: int  # the number of bilateral multipliers before the unilateral ones
@@ -195,7 +195,7 @@ def _jump(system, q, qd, t, active, modes, index, restitution, rest):
     return qd_next, *state, row, kind, bad
 
 
-def _context(system, q0, qd0, t0, t1, ts, options: SimulateOptions) -> _Context:
+def _context(system, q0, qd0, t0, t1, ts, options: CheckedOptions) -> _Context:
     """The event function, the restitution and the multipliers' layout."""
     dtype = q0.dtype
     u = num_unilateral(system, q0, t0)
@@ -345,7 +345,7 @@ def _step(ctx: _Context, carry: _Carry) -> _Carry:
 
 @eqx.filter_jit
 def hybrid_solve(
-    system, q0, qd0, t0, t1, ts, options: SimulateOptions
+    system, q0, qd0, t0, t1, ts, options: CheckedOptions
 ) -> tuple[Trajectory, Stop]:
     """`simulate` for a system with unilateral constraints: segments between events.
 

@@ -1,5 +1,6 @@
-"""`simulate`'s options as given (`Options`) and as checked (`SimulateOptions`,
-which the smooth and hybrid solves take), and the vector field's args."""
+"""`simulate`'s options as given (`GivenOptions`, which checks them) and as
+checked (`CheckedOptions`, which the smooth and hybrid solves take), and the
+vector field's args."""
 
 import dataclasses
 from collections.abc import Mapping
@@ -12,6 +13,7 @@ import numpy as np
 
 from ._custom_types import Array
 from ._errors import first_error
+from ._hold import switch_times
 from ._system import LagrangianSystem
 from ._validate import array_module, as_real, check_precision, default_tolerance
 
@@ -20,7 +22,7 @@ from ._validate import array_module, as_real, check_precision, default_tolerance
 MAX_STEPS = 100_000
 
 
-class Options(eqx.Module):
+class GivenOptions(eqx.Module):
     """`simulate`'s keyword options as given (None: the default). A new option of
     `simulate` is a field here and a keyword there."""
 
@@ -38,13 +40,88 @@ class Options(eqx.Module):
     progress_meter: Any = None
     max_events: int = 64
 
+    def __check_init__(self):
+        from ._integrators import AbstractLagrangianSolver  # (imports this module)
 
-def checked_options(where: str, given: Mapping[str, Any]) -> Options:
-    """`given` (`simulate`'s options by name) as `Options`, with the mistakes that
+        positive_int("max_steps", self.max_steps)
+        solver, meter = self.solver, self.progress_meter
+        if solver is not None and not isinstance(
+            solver, (AbstractLagrangianSolver, diffrax.AbstractSolver)
+        ):
+            raise ValueError(
+                "`solver` must be a diffrax solver or jl.VariationalMidpoint(), got "
+                f"{type(solver).__name__}."
+            )
+        if meter is not None and not isinstance(meter, diffrax.AbstractProgressMeter):
+            raise ValueError(
+                "`progress_meter` must be a diffrax progress meter such as "
+                f"diffrax.TextProgressMeter(), got {type(meter).__name__}."
+            )
+
+    def checked(
+        self, system: LagrangianSystem, dtype
+    ) -> tuple[tuple[Array, Array, Array], "CheckedOptions"]:
+        """t0, t1 and the save times in `dtype` (`check_times`), and the options
+        as checked for `system`, the defaults filled in; or the error naming the
+        first bad one. A `jl.VariationalMidpoint()` solver is kept as given."""
+        from ._integrators import AbstractLagrangianSolver
+        from ._projection import ProjectedSolver  # (imports this module)
+
+        times = check_times(self.t0, self.t1, self.saveat, dtype)
+        rtol, atol = tolerances(self, dtype)
+        if times[2].shape[0] >= 2**31:  # (memory is the caller's: the CLI checks it)
+            raise ValueError(
+                f"`saveat` has {times[2].shape[0]} times, more than 2**31."
+            )
+        dt0 = (
+            None if self.dt0 is None else check_tolerance("dt0", self.dt0).astype(dtype)
+        )
+        baumgarte = self.baumgarte
+        if baumgarte is not None:
+            baumgarte = tuple(jnp.asarray(gain, dtype) for gain in baumgarte)
+        solver, controller, adjoint = (
+            self.solver,
+            self.stepsize_controller,
+            self.adjoint,
+        )
+        meter = self.progress_meter
+        lagrangian = isinstance(solver, AbstractLagrangianSolver)
+        solver = diffrax.Tsit5() if solver is None else solver
+        if not lagrangian and baumgarte is None and system.constraints.bilateral:
+            solver = ProjectedSolver(solver)
+        if controller is None:
+            controller = diffrax.PIDController(rtol=rtol, atol=atol)
+            # Held controls switch discontinuously: step to each switch and restart.
+            if (jumps := switch_times(system.params)) is not None:
+                controller = diffrax.ClipStepSizeController(
+                    controller, jump_ts=jumps.astype(dtype)
+                )
+        hybrid = bool(system.constraints.one_sided) and not lagrangian
+        events = " (the most events before t1)"
+        return times, CheckedOptions(
+            solver=solver,
+            stepsize_controller=controller,
+            adjoint=diffrax.RecursiveCheckpointAdjoint()
+            if adjoint is None
+            else adjoint,
+            progress_meter=diffrax.NoProgressMeter() if meter is None else meter,
+            dt0=dt0,
+            baumgarte=baumgarte,
+            rest=atol if hybrid else None,
+            max_steps=int(self.max_steps),
+            max_events=positive_int("max_events", self.max_events, events)
+            if hybrid
+            else None,
+            t1_only=self.saveat is None,
+        )
+
+
+def checked_options(where: str, given: Mapping[str, Any]) -> GivenOptions:
+    """`given` (`simulate`'s options by name) as `GivenOptions`, with the mistakes that
     `simulate` would refuse named with their values here, before anything is
     compiled (or a sweep's store made); traced values are checked in the program.
     Lists (`saveat=[...]`) become arrays."""
-    names = [field.name for field in dataclasses.fields(Options)]
+    names = [field.name for field in dataclasses.fields(GivenOptions)]
     for key in given:
         if key not in names:
             raise ValueError(
@@ -53,14 +130,13 @@ def checked_options(where: str, given: Mapping[str, Any]) -> Options:
             )
     if "t1" not in given:
         raise ValueError(f"`{where}` needs `t1`, the end time (as `simulate` does).")
-    options = Options(
+    options = GivenOptions(
         **{k: jnp.asarray(v) if isinstance(v, list) else v for k, v in given.items()}
     )
     check_times(options.t0, options.t1, options.saveat, jnp.result_type(float))
     for name in ("rtol", "atol", "dt0"):
         if getattr(options, name) is not None:
             check_tolerance(name, getattr(options, name))
-    positive_int("max_steps", options.max_steps)
     return options
 
 
@@ -128,7 +204,7 @@ def check_tolerance(name: str, value) -> Array:
     return first_error(value, [(bad, message)], error=ValueError)
 
 
-def tolerances(options: Options, dtype) -> tuple[Array, Array]:
+def tolerances(options: GivenOptions, dtype) -> tuple[Array, Array]:
     """`rtol` and `atol` as checked; None: the precision's default."""
     default = default_tolerance(dtype)
     rtol = check_tolerance("rtol", default if options.rtol is None else options.rtol)
@@ -137,7 +213,7 @@ def tolerances(options: Options, dtype) -> tuple[Array, Array]:
     return rtol, atol
 
 
-class SimulateOptions(eqx.Module):
+class CheckedOptions(eqx.Module):
     """`simulate`'s options as checked, built once and handed to the solves.
 
     The Python choices are static fields, so they key the jit cache. The diffrax
@@ -146,7 +222,9 @@ class SimulateOptions(eqx.Module):
     tolerances as arrays, which a static field could not hash).
     """
 
-    solver: diffrax.AbstractSolver  # wrapped in `ProjectedSolver` where it projects
+    # A diffrax solver (wrapped in `ProjectedSolver` where it projects), or an
+    # `AbstractLagrangianSolver` (`jl.VariationalMidpoint()`) as given.
+    solver: eqx.Module
     # The user's or the default PIDController; each solve wraps it in `guard_for`.
     stepsize_controller: diffrax.AbstractStepSizeController
     adjoint: diffrax.AbstractAdjoint

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from ._constraints import dynamics, per_contact
 from ._custom_types import Array
 from ._guard import Stop, all_finite, guard_for, provisional
-from ._options import SimulateOptions, VectorFieldArgs
+from ._options import CheckedOptions, VectorFieldArgs
 from ._results import promote
 from ._trajectory import RESULTS, Trajectory, without_events
 
@@ -67,7 +67,7 @@ def solve_segment(
     start: Array,
     t1: Array,
     ts: Array | None,
-    options: SimulateOptions,
+    options: CheckedOptions,
     event: diffrax.Event | None = None,
 ) -> Segment:
     """Integrate from `y0` = (q, qd) at `start` to t1, or to the first event.
@@ -205,7 +205,7 @@ def finish(
 
 @eqx.filter_jit
 def smooth_solve(
-    system, q0, qd0, t0, t1, ts, options: SimulateOptions
+    system, q0, qd0, t0, t1, ts, options: CheckedOptions
 ) -> tuple[Trajectory, Stop]:
     """`simulate` for a system without unilateral constraints: one segment.
 

@@ -11,20 +11,13 @@ from ._custom_types import Array, ArrayLike, Float, ScalarLike, VectorLike
 from ._eom import unread_velocities
 from ._errors import first_error, forward_mode_hint, known
 from ._guard import Failure, diagnosed
-from ._hold import switch_times
 from ._hybrid import hybrid_solve
 from ._initial_state import check_initial_state, start_result
 from ._integrators import AbstractLagrangianSolver, VariationalMidpoint
 from ._options import (
     MAX_STEPS,
-    Options,
-    SimulateOptions,
-    check_times,
-    check_tolerance,
-    positive_int,
-    tolerances,
+    GivenOptions,
 )
-from ._projection import ProjectedSolver
 from ._results import code_of
 from ._segment import smooth_solve
 from ._system import LagrangianSystem, check_system
@@ -51,7 +44,6 @@ def _as_initial_state(q0, qd0) -> tuple[Array, Array]:
     return q0.astype(dtype), qd0.astype(dtype)
 
 
-_EVENTS = " (the most events before t1)"
 _NON_FINITE_INITIAL = (
     "The initial state (q0, qd0) contains a non-finite value (NaN or inf)."
 )
@@ -189,7 +181,7 @@ def simulate(
     traj.q.shape  # (101, 1)
     ```
     """
-    options = Options(
+    options = GivenOptions(
         t0=t0,
         t1=t1,
         saveat=saveat,
@@ -219,7 +211,7 @@ def simulate(
 
 
 def simulate_checked(
-    system, q0, qd0, options: Options, *, throw: bool = True
+    system, q0, qd0, options: GivenOptions, *, throw: bool = True
 ) -> tuple[Trajectory, Failure | None, int | None]:
     """`simulate` without naming the cause of a stopped solve.
 
@@ -228,32 +220,9 @@ def simulate_checked(
     `max_events` as checked (None without unilateral constraints). Batches and
     the command line compile this and diagnose a failure afterwards, on demand.
     """
-    solver, dt0, baumgarte = options.solver, options.dt0, options.baumgarte
-    stepsize_controller, adjoint = options.stepsize_controller, options.adjoint
-    progress_meter = options.progress_meter
     check_system(system)
-    max_steps = positive_int("max_steps", options.max_steps)
-    if solver is not None and not isinstance(
-        solver, (AbstractLagrangianSolver, diffrax.AbstractSolver)
-    ):
-        raise ValueError(
-            "`solver` must be a diffrax solver or jl.VariationalMidpoint(), got "
-            f"{type(solver).__name__}."
-        )
-    if progress_meter is not None and not isinstance(
-        progress_meter, diffrax.AbstractProgressMeter
-    ):
-        raise ValueError(
-            "`progress_meter` must be a diffrax progress meter such as "
-            f"diffrax.TextProgressMeter(), got {type(progress_meter).__name__}."
-        )
     q0, qd0 = _as_initial_state(q0, qd0)
-    dtype = q0.dtype
-    t0, t1, ts = check_times(options.t0, options.t1, options.saveat, dtype)
-    rtol, atol = tolerances(options, dtype)
-    if ts.shape[0] >= 2**31:  # (memory is the caller's to judge: the CLI checks it)
-        raise ValueError(f"`saveat` has {ts.shape[0]} times, more than 2**31.")
-
+    (t0, t1, ts), checked = options.checked(system, q0.dtype)
     if throw:
         xp = array_module(q0, qd0)  # NumPy where known: no small eager compile
         bad = ~(xp.all(xp.isfinite(q0)) & xp.all(xp.isfinite(qd0)))
@@ -261,58 +230,26 @@ def simulate_checked(
         # Finite params, friction and restitution in range (with throw=False a
         # member of a batch with bad params fails on its own, by its result).
         system = checked_values(system)
-    if dt0 is not None:
-        dt0 = check_tolerance("dt0", dt0).astype(dtype)
-    if baumgarte is not None:
-        baumgarte = tuple(jnp.asarray(gain, dtype) for gain in baumgarte)
-    if isinstance(solver, AbstractLagrangianSolver):
-        traj = solver.simulate(
+    if isinstance(checked.solver, AbstractLagrangianSolver):
+        traj = checked.solver.simulate(
             system,
             q0,
             qd0,
             t0,
             t1,
             ts,
-            dt0=dt0,
-            stepsize_controller=stepsize_controller,
-            baumgarte=baumgarte,
-            max_steps=max_steps,
+            dt0=checked.dt0,
+            stepsize_controller=options.stepsize_controller,
+            baumgarte=checked.baumgarte,
+            max_steps=checked.max_steps,
         )
         return traj.recording(system), None, None
-    solver = diffrax.Tsit5() if solver is None else solver
     start = None
     if system.has_constraints and throw:
         q0 = check_initial_state(system, q0, qd0, t0)
     elif system.has_constraints:  # (a batch's member fails on its own)
         start = start_result(system, q0, qd0, t0)
     q0 = system.constraints.check_affine(q0, qd0, t0)
-    if baumgarte is None and system.constraints.bilateral:
-        solver = ProjectedSolver(solver)
-    if stepsize_controller is None:
-        stepsize_controller = diffrax.PIDController(rtol=rtol, atol=atol)
-        # Held controls switch discontinuously: step to each switch and restart.
-        if (jumps := switch_times(system.params)) is not None:
-            stepsize_controller = diffrax.ClipStepSizeController(
-                stepsize_controller, jump_ts=jumps.astype(dtype)
-            )
-    adjoint = diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint
-    if progress_meter is None:
-        progress_meter = diffrax.NoProgressMeter()
-    hybrid = bool(system.constraints.one_sided)
-    checked = SimulateOptions(
-        solver=solver,
-        stepsize_controller=stepsize_controller,
-        adjoint=adjoint,
-        progress_meter=progress_meter,
-        dt0=dt0,
-        baumgarte=baumgarte,
-        rest=atol if hybrid else None,
-        max_steps=max_steps,
-        max_events=positive_int("max_events", options.max_events, _EVENTS)
-        if hybrid
-        else None,
-        t1_only=options.saveat is None,
-    )
     solve = hybrid_solve if checked.hybrid else smooth_solve
     with forward_mode_hint("simulate"):
         traj, stop = solve(system, q0, qd0, t0, t1, ts, checked)
@@ -322,5 +259,5 @@ def simulate_checked(
             lambda tr: tr.result, traj, RESULTS.where(bad, start, traj.result)
         )
         stop = stop._replace(stopped=stop.stopped & ~bad)
-    failure = Failure(system, q0, qd0, t0, baumgarte, stop)
+    failure = Failure(system, q0, qd0, t0, checked.baumgarte, stop)
     return traj.recording(system), failure, checked.max_events

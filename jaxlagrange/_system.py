@@ -179,7 +179,7 @@ class LagrangianSystem(eqx.Module):
     mass_solver: lx.AbstractLinearSolver | None = eqx.field(static=True)
     mass_preconditioner: UserFunction | None = eqx.field(static=True)
     # How every solve with M is done, made once from `mass_solver` (`_mass`).
-    mass_strategy: AbstractMassStrategy = eqx.field(static=True, repr=False)
+    mass_strategy: AbstractMassStrategy = eqx.field(repr=False)  # no leaves
     has_params: bool = eqx.field(static=True)
     not_imported: tuple[str, ...] = eqx.field(static=True)
 
@@ -304,9 +304,7 @@ class LagrangianSystem(eqx.Module):
     def with_mass_strategy(self, strategy: AbstractMassStrategy) -> "LagrangianSystem":
         """The same system solving with M by `strategy` (e.g. the unrolled dense
         solve of the ensemble kernel); `mass_solver` is unchanged."""
-        new = copy.copy(self)
-        object.__setattr__(new, "mass_strategy", strategy)
-        return new
+        return eqx.tree_at(lambda s: s.mass_strategy, self, strategy)
 
     def coefficient(self, coefficient: str) -> Any:
         """The value of `restitution`, `friction` or `static_friction`: the leaf,

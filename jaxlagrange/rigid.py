@@ -52,7 +52,7 @@ def matrix_angular_velocity(
     """
     _check_frame(frame)
     r, r_dot = jnp.asarray(r), jnp.asarray(r_dot)
-    _check_rotation_shape(r.shape, "`r` must be")
+    _check_shape("r", r.shape, (3, 3), "must be a (3, 3) matrix")
     w = r.T @ r_dot if frame == "body" else r_dot @ r.T
     return 0.5 * jnp.stack([w[2, 1] - w[1, 2], w[0, 2] - w[2, 0], w[1, 0] - w[0, 1]])
 
@@ -203,8 +203,7 @@ def _state(q: ArrayLike, qd: ArrayLike, t: ArrayLike) -> tuple[Array, Array, Arr
             f"`q` and `qd` must have the same shape, got {q.shape} and {qd.shape}."
         )
     t = jnp.asarray(t, dtype)
-    if t.shape != ():
-        raise ValueError(f"`t` must be a scalar, got shape {t.shape}.")
+    _check_shape("t", t.shape, (), "must be a scalar")
     return q, qd, t
 
 
@@ -221,9 +220,10 @@ def _check_callable(name: str, fn: Any, returns: str) -> None:
         )
 
 
-def _check_rotation_shape(shape: tuple[int, ...], what="`rotation(q, t)` must return"):
-    if shape != (3, 3):
-        raise ValueError(f"{what} a (3, 3) matrix, got shape {shape}.")
+def _check_shape(name: str, shape: tuple[int, ...], expected, must: str) -> None:
+    """The shape checks' one template: "`{name}` {must}, got shape {shape}."."""
+    if tuple(shape) != expected:
+        raise ValueError(f"`{name}` {must}, got shape {tuple(shape)}.")
 
 
 def angular_velocity(
@@ -266,7 +266,7 @@ def angular_velocity(
     q, qd, t = _state(q, qd, t)
     _check_callable("rotation", rotation, "(3, 3)")
     r, r_dot = _motion(rotation, q, qd, t)
-    _check_rotation_shape(jnp.shape(r))
+    _check_shape("rotation(q, t)", jnp.shape(r), (3, 3), "must return a (3, 3) matrix")
     return matrix_angular_velocity(r, r_dot, frame=frame)
 
 
@@ -309,10 +309,7 @@ def quaternion_angular_velocity(
         ("p", "a quaternion (w, x, y, z)", p),
         ("pd", "its rate", pd),
     ):
-        if x.shape != (4,):
-            raise ValueError(
-                f"`{name}` must be {what}, shape (4,), got shape {x.shape}."
-            )
+        _check_shape(name, x.shape, (4,), f"must be {what}, shape (4,)")
     dtype = jnp.result_type(p.dtype, pd.dtype, float)
     p, pd = p.astype(dtype), pd.astype(dtype)
     w, v, wd, vd = p[0], p[1:], pd[0], pd[1:]
@@ -408,8 +405,7 @@ def kinetic_energy(
     q, qd, t = _state(q, qd, t)
     _check_body(mass, inertia)
     mass = jnp.asarray(mass, q.dtype)
-    if mass.shape != ():
-        raise ValueError(f"`mass` must be a scalar, got shape {mass.shape}.")
+    _check_shape("mass", mass.shape, (), "must be a scalar")
     inertia = _inertia_matrix(inertia).astype(q.dtype)
     _check_callable("position", position, "(3,)")
     _check_callable("rotation", rotation, "(3, 3)")
@@ -420,7 +416,7 @@ def kinetic_energy(
         raise ValueError(
             f"`position(q, t)` must return shape (3,), got {jnp.shape(x)}."
         )
-    _check_rotation_shape(jnp.shape(r))
+    _check_shape("rotation(q, t)", jnp.shape(r), (3, 3), "must return a (3, 3) matrix")
     return _body_kinetic_energy(mass, inertia, velocity, r, r_dot)
 
 
@@ -529,7 +525,6 @@ def quaternion_norm_term(
     if value is not None and value.shape == () and not value > 0:
         raise ValueError(f"`J` must be > 0, got {value}.")
     J = jnp.asarray(J)
-    if J.shape != ():
-        raise ValueError(f"`J` must be a scalar, got shape {J.shape}.")
+    _check_shape("J", J.shape, (), "must be a scalar")
     rate = 2.0 * (p @ pd)
     return 0.5 * J * rate * rate

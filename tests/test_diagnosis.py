@@ -10,13 +10,13 @@ from helpers import counting, degenerating_lagrangian
 
 import jaxlagrange as jl
 from jaxlagrange import _guard
-from jaxlagrange._options import Options
+from jaxlagrange._options import GivenOptions
 from jaxlagrange._simulate import simulate_checked
 
 
 # M = diag(1, 1 − q₀) turns singular at q₀ = 1, reached at t = 1 from q₀ = 0.
 q0, qd0 = jnp.zeros(2), jnp.array([1.0, 0.0])
-_OPTIONS = Options(t1=3.0, rtol=1e-8, atol=1e-8)
+_OPTIONS = GivenOptions(t1=3.0, rtol=1e-8, atol=1e-8)
 
 
 @pytest.fixture
@@ -75,7 +75,9 @@ def test_the_solve_traces_no_probes():
         jax.make_jaxpr(lambda qd: fn(system, qd).q)(qd0)
         return len(traces)
 
-    deferred = count(lambda s, qd: simulate_checked(s, q0, qd, _OPTIONS, throw=False)[0])
+    deferred = count(
+        lambda s, qd: simulate_checked(s, q0, qd, _OPTIONS, throw=False)[0]
+    )
     # Traced, `simulate` names the cause by a host callback: no probes either.
     traced = count(lambda s, qd: jl.simulate(s, q0, qd, t1=3.0, throw=False))
     raising = count(lambda s, qd: jl.simulate(s, q0, qd, t1=3.0))

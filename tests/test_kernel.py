@@ -27,7 +27,7 @@ from jaxlagrange._lanes import (
     from_lanes,
     to_lanes,
 )
-from jaxlagrange._options import Options, VectorFieldArgs
+from jaxlagrange._options import GivenOptions, VectorFieldArgs
 from jaxlagrange._projection import project_state
 from jaxlagrange._segment import _vector_field
 
@@ -186,7 +186,7 @@ def test_double_pendulum():
         q0s,
         jnp.broadcast_to(qd0, q0s.shape),
         jax.tree.map(lambda x: jnp.full((3,), x), system.params),
-        Options(t1=1.0, saveat=jnp.array([0.25, 1.0]), **TIGHT),
+        GivenOptions(t1=1.0, saveat=jnp.array([0.25, 1.0]), **TIGHT),
         block_size=2,
     )
     np.testing.assert_allclose(direct.q, kernel.q, rtol=1e-14)
@@ -437,7 +437,7 @@ def test_auto_on_a_gpu(monkeypatch):
 
     def chosen(backend, ready, **options):
         system, q0, qd0 = ready
-        member = BatchMember(system, Options(t1=1.0, **options))
+        member = BatchMember(system, GivenOptions(t1=1.0, **options))
         rows = Rows(q0[None], qd0[None])
         return _backend.backend_for(backend, None, member, rows, None)
 
@@ -520,9 +520,9 @@ def test_lowers_to_triton(name, loop, monkeypatch):
     n = q0.shape[0]
     leaves, tree = jax.tree.flatten(system.params)
     leaves = [jnp.asarray(leaf, float) for leaf in leaves]
-    controller = _ensemble.check_supported(system, Options())
+    controller = _ensemble.check_supported(system, GivenOptions())
     problem = _ensemble._problem(
-        system, n, leaves, tree, float, 2, controller, Options(), 128
+        system, n, leaves, tree, float, 2, controller, GivenOptions(), 128
     )
     assert problem.unroll is not loop
 
@@ -560,7 +560,7 @@ def test_sweeps_reach_the_kernel(monkeypatch, tmp_path):
     inputs = {"q0": q0, "qd0": np.zeros((3, 2)), "params/g": g["g"]}
 
     def cli(backend, name):
-        member = _sweep.SweepMember(system, Options(**options), False)
+        member = _sweep.SweepMember(system, GivenOptions(**options), False)
         return stream(member, inputs, tmp_path / name, progress=False, backend=backend)
 
     for a, b, names in (
@@ -666,7 +666,7 @@ def test_sweep_backend_errors(tmp_path):
             system, q0[None], qd0, backend="kernel", solver=diffrax.Dopri5(), **kwargs
         )
     member = _sweep.SweepMember(
-        system, Options(t1=0.1, saveat=jnp.array([0.1])), True
+        system, GivenOptions(t1=0.1, saveat=jnp.array([0.1])), True
     )
     with pytest.raises(ValueError, match=r"`lyapunov` is not supported by backend='k"):
         inputs = {"q0": q0[None], "qd0": qd0[None]}

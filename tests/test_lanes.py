@@ -22,7 +22,7 @@ from jaxlagrange._lanes import (
 )
 from jaxlagrange._lanes._evaluator import _Evaluator
 from jaxlagrange._lanes._known import const_array
-from jaxlagrange._options import Options
+from jaxlagrange._options import GivenOptions
 
 
 def by_lanes(fn, xs):
@@ -285,9 +285,9 @@ def _lowered_for_cuda(system, n):
 
     leaves, tree = jax.tree.flatten(eqx.filter(system.params, eqx.is_array_like))
     leaves = [jnp.asarray(leaf, float) for leaf in leaves]
-    controller = _ensemble.check_supported(system, Options())
+    controller = _ensemble.check_supported(system, GivenOptions())
     problem = _ensemble._problem(
-        system, n, leaves, tree, float, 2, controller, Options(), 128
+        system, n, leaves, tree, float, 2, controller, GivenOptions(), 128
     )
 
     def run(y0, params, scalars):

@@ -12,7 +12,7 @@ from helpers import counting
 
 import jaxlagrange as jl
 from jaxlagrange import _segment
-from jaxlagrange._options import SimulateOptions, VectorFieldArgs
+from jaxlagrange._options import CheckedOptions, VectorFieldArgs
 from jaxlagrange._projection import ProjectedSolver
 from jaxlagrange._segment import _vector_field
 
@@ -86,7 +86,7 @@ def test_static_options_key_the_compilation_and_arrays_do_not(monkeypatch):
 
 
 def test_options_are_a_pytree_of_their_arrays():
-    options = SimulateOptions(
+    options = CheckedOptions(
         solver=diffrax.Tsit5(),
         stepsize_controller=diffrax.PIDController(
             rtol=jnp.array(1e-8), atol=jnp.array(1e-8)

@@ -1,7 +1,8 @@
 """The unconstrained q̈ of the dense strategy evaluated as scalar code.
 
-`DenseCholesky(scalar=True)` (the default) evaluates the traced q̈ of one state
-with every small array split into its scalars (`_lanes/_scalar.py`); these tests
+With `DenseCholesky(scalar=True)` (the default), `_eom.scalar_where_small`
+evaluates the traced q̈ of one state with every small array split into its
+scalars (`_lanes/_scalar.py`); these tests
 hold it to the array form (`scalar=False`) to rounding on every ready system,
 check what it compiles to, and check that what has no scalar form (custom
 derivative rules, state-dependent loops and branches, large programs) keeps
@@ -18,14 +19,20 @@ from helpers import assert_same_dynamics
 
 import jaxlagrange as jl
 from jaxlagrange._constraints import dynamics
+from jaxlagrange._eom import unconstrained
 from jaxlagrange._lanes import _scalar
 from jaxlagrange._mass import DenseCholesky
 
 
+def accelerations(strategy, system, q, qd, t):
+    """The unconstrained q̈ and singular flag of `system` solving by `strategy`."""
+    return unconstrained(system.with_mass_strategy(strategy), q, qd, t)
+
+
 def both(system, q, qd, t, unroll=6):
     """q̈ and the singular flag from the scalar and the array form."""
-    scalar = DenseCholesky(unroll, scalar=True).accelerations(system, q, qd, t)
-    array = DenseCholesky(unroll, scalar=False).accelerations(system, q, qd, t)
+    scalar = accelerations(DenseCholesky(unroll, scalar=True), system, q, qd, t)
+    array = accelerations(DenseCholesky(unroll, scalar=False), system, q, qd, t)
     return scalar, array
 
 
@@ -120,7 +127,7 @@ def test_gradient_matches_array_form_and_finite_differences():
             force=system.force,
             dissipation=system.dissipation,
         )
-        x, _ = DenseCholesky(scalar=scalar).accelerations(s, *STATE)
+        x, _ = accelerations(DenseCholesky(scalar=scalar), s, *STATE)
         return jnp.sum(jnp.sin(x))
 
     c, g = jnp.asarray(0.4), jnp.asarray(9.8)
@@ -190,7 +197,7 @@ def test_custom_derivative_rules_are_kept():
 
     def qdd(k):
         system = jl.LagrangianSystem(lagrangian, params={"k": k})
-        return DenseCholesky().accelerations(system, q, jnp.zeros(2), 0.0)[0]
+        return accelerations(DenseCholesky(), system, q, jnp.zeros(2), 0.0)[0]
 
     np.testing.assert_allclose(qdd(3.0), -3.0 * q, rtol=1e-14)
     np.testing.assert_allclose(jax.jacfwd(qdd)(3.0), -2.0 * q, rtol=1e-14)
@@ -221,7 +228,7 @@ def test_scan_and_state_dependent_cond_are_bound_as_they_are():
 
     def loss(q, scalar):
         strategy = DenseCholesky(scalar=scalar)
-        return jnp.sum(strategy.accelerations(system, q, *state[1:])[0])
+        return jnp.sum(accelerations(strategy, system, q, *state[1:])[0])
 
     gradient = jax.grad(loss)(state[0], True)
     assert bool(jnp.all(jnp.isfinite(gradient)))
@@ -250,7 +257,7 @@ def test_state_dependent_while_loop_is_bound_as_it_is():
 
         def qdd(qd, scalar, state=state):
             strategy = DenseCholesky(scalar=scalar)
-            return strategy.accelerations(system, state[0], qd, state[2])[0]
+            return accelerations(strategy, system, state[0], qd, state[2])[0]
 
         assert_close(jax.jacfwd(qdd)(state[1], True), jax.jacfwd(qdd)(state[1], False))
 
@@ -341,7 +348,7 @@ def test_unstack_is_written_out():
     (x, _), (y, _) = both(system, *STATE)
     assert_close(x, y)
     strategy = DenseCholesky()
-    jaxpr = jax.make_jaxpr(lambda *s: strategy.accelerations(system, *s))(*STATE)
+    jaxpr = jax.make_jaxpr(lambda *s: accelerations(strategy, system, *s))(*STATE)
     names = {eqn.primitive.name for eqn in jaxpr.jaxpr.eqns}
     assert "unstack" not in names and "dot_general" not in names
 
@@ -358,7 +365,7 @@ def test_reverse_mode_through_written_out_products():
     def loss(params, scalar):
         system = jl.LagrangianSystem(lagrangian, params=params)
         strategy = DenseCholesky(scalar=scalar)
-        return jnp.sum(strategy.accelerations(system, *STATE)[0] ** 2)
+        return jnp.sum(accelerations(strategy, system, *STATE)[0] ** 2)
 
     grads = jax.grad(loss)(params, True)
     expected = jax.grad(loss)(params, False)
@@ -410,7 +417,7 @@ def test_gather_and_scatter_keep_their_meaning():
 
     def loss(w, scalar):
         s = jl.LagrangianSystem(lagrangian, params={"w": w})
-        return jnp.sum(DenseCholesky(scalar=scalar).accelerations(s, *STATE)[0])
+        return jnp.sum(accelerations(DenseCholesky(scalar=scalar), s, *STATE)[0])
 
     w = jnp.array([1.0, 0.3, 0.8])
     assert_close(loss(w, True), loss(w, False))

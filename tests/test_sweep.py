@@ -369,7 +369,7 @@ def test_a_sweep_names_the_cause_of_each_failed_member(tmp_path, monkeypatch):
     from jaxlagrange import _guard
     from jaxlagrange._ensemble._sweep import stream
     from jaxlagrange._ensemble._sweep_simulate import SweepMember
-    from jaxlagrange._options import Options
+    from jaxlagrange._options import GivenOptions
 
     calls = counting(monkeypatch, _guard, "_diagnose")
     # A new function: no compiled program of an earlier test can hide a trace.
@@ -406,10 +406,14 @@ def test_a_sweep_names_the_cause_of_each_failed_member(tmp_path, monkeypatch):
     t_final = group["outputs/t_final"][...]
     assert 0.6 < t_final[3] < 0.7 and t_final[2] < 1.0
     # The command line's member (energies along the solve) alike.
-    member = SweepMember(system, Options(t1=1.0, saveat=saveat), False)
+    member = SweepMember(system, GivenOptions(t1=1.0, saveat=saveat), False)
     inputs = {"q0": np.zeros((5, 1)), "qd0": qd0, "params/k": k}
     cli = stream(
-        member, inputs, tmp_path / "cli.zarr", chunk_size=2, progress=False,
+        member,
+        inputs,
+        tmp_path / "cli.zarr",
+        chunk_size=2,
+        progress=False,
         backend="auto",
     )
     assert jl.result_name(cli["outputs/result"][...]).tolist() == names

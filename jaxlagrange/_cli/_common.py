@@ -157,7 +157,7 @@ def simulate_program(**kwargs):
 
     import diffrax
 
-    from .._options import Options
+    from .._options import GivenOptions
     from .._results import code_of
     from .._simulate import simulate_checked
 
@@ -167,7 +167,9 @@ def simulate_program(**kwargs):
 
     def program(system, q0, qd0, **more):
         options = {**kwargs, **more}
-        checked = simulate_checked(system, q0, qd0, Options(**options), throw=False)
+        checked = simulate_checked(
+            system, q0, qd0, GivenOptions(**options), throw=False
+        )
         traj, failure = checked[:2]
         fields = {
             f.name: getattr(traj, f.name)

@@ -51,7 +51,7 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
     from .._ensemble._sweep_simulate import SweepMember
     from .._kernel._ensemble import KernelUnsupported
     from .._lanes import UnsupportedPrimitiveError
-    from .._options import Options
+    from .._options import GivenOptions
 
     ready = _config.ready_system(config)
     kwargs = _config.simulate_kwargs(config)
@@ -70,7 +70,7 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
             default = np.asarray(params[key[len("params/") :]], dtype=float)
             inputs[key] = np.tile(default, (size,) + (1,) * default.ndim)
         inputs[key][(slice(None), *entry)] = v
-    member = SweepMember(ready.system, Options(**kwargs), section["lyapunov"])
+    member = SweepMember(ready.system, GivenOptions(**kwargs), section["lyapunov"])
     if ready.system.has_constraints:
         _check_starts(member, inputs, ready.name, values)
     store = out / "sweep.zarr"

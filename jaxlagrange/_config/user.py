@@ -12,6 +12,7 @@ such function, the function raising or returning something else) is one
 `ConfigError` line naming the file and the function.
 """
 
+import contextlib
 import importlib.util
 import inspect
 import sys
@@ -42,19 +43,26 @@ def _module(path: Path, where: str):
     folder = str(path.resolve().parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)
-    try:
-        spec.loader.exec_module(module)
-    except SyntaxError as e:
-        raise ConfigError(
-            f"{where}: syntax error at line {e.lineno}: {e.msg}"
-        ) from None
-    except KeyboardInterrupt:
-        raise
-    except BaseException as e:  # SystemExit too: one line, not an exit
-        raise ConfigError(
-            f"{where}: importing it raised {one_line(e, typed=True)}"
-        ) from None
+    with _raising(f"{where}: importing it"):
+        try:
+            spec.loader.exec_module(module)
+        except SyntaxError as e:
+            raise ConfigError(
+                f"{where}: syntax error at line {e.lineno}: {e.msg}"
+            ) from None
     return module
+
+
+@contextlib.contextmanager
+def _raising(what: str):
+    """What the file's code raises in the block (SystemExit too: one line, not an
+    exit; not Ctrl-C) as the one `ConfigError` line "{what} raised {error}"."""
+    try:
+        yield
+    except (KeyboardInterrupt, ConfigError):
+        raise
+    except BaseException as e:
+        raise ConfigError(f"{what} raised {one_line(e, typed=True)}") from None
 
 
 def system_file(config: Mapping[str, Any]) -> Path | None:
@@ -179,15 +187,9 @@ def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
             f"{', '.join(defined) or 'no functions'})"
         )
     params = dict(section["params"])
-    try:
+    call = ", ".join(f"{k}={v!r}" for k, v in params.items())
+    with _raising(f"{where}: {function}({call})"):
         made = make(**params)
-    except KeyboardInterrupt:
-        raise
-    except BaseException as e:  # SystemExit too: one line, not an exit
-        call = ", ".join(f"{k}={v!r}" for k, v in params.items())
-        raise ConfigError(
-            f"{where}: {function}({call}) raised {one_line(e, typed=True)}"
-        ) from None
     name = path.stem
     if isinstance(made, _systems.ReadySystem):
         system, q0, qd0 = made
@@ -297,12 +299,8 @@ def _label(label, key: str, where: str):
 def _check_points(points, q0, where: str) -> int:
     """Evaluate `positions` once at q0, before any solve: a broken one is one
     line naming it, not a failure after the whole run. Returns the number of points."""
-    try:
+    with _raising(f"{where}, function 'positions': positions(q0)"):
         shape = jnp.shape(jnp.asarray(points(q0, 0.0, None)))
-    except Exception as e:
-        raise ConfigError(
-            f"{where}, function 'positions': positions(q0) raised {one_line(e, typed=True)}"
-        ) from None
     if len(shape) != 2 or shape[-1] not in (2, 3):
         raise ConfigError(
             f"{where}, function 'positions': must return shape (k, 2) or (k, 3) "

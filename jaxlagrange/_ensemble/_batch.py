@@ -12,7 +12,7 @@ import numpy as np
 from .._custom_types import Array, Params
 from .._errors import traced
 from .._initial_state import initial_checks, residuals, tolerance
-from .._options import Options, checked_options
+from .._options import GivenOptions, checked_options
 from .._results import code_of, item_of
 from .._system import LagrangianSystem
 from .._trajectory import Trajectory, raise_if_failed
@@ -25,7 +25,7 @@ class BatchMember(AbstractMember):
     """A member of `simulate_batch`: its whole trajectory."""
 
     system: LagrangianSystem
-    options: Options
+    options: GivenOptions
     defer: bool = eqx.field(static=True, default=False)
 
     def outputs(self, traj, system, row):

@@ -10,7 +10,7 @@ import equinox as eqx
 import jax
 
 from .._guard import diagnosed, without_system
-from .._options import Options
+from .._options import GivenOptions
 from .._simulate import simulate_checked
 from .._system import LagrangianSystem
 from .._trajectory import Trajectory
@@ -53,7 +53,7 @@ class AbstractMember(eqx.Module):
     """
 
     system: eqx.AbstractVar[LagrangianSystem]
-    options: eqx.AbstractVar[Options]
+    options: eqx.AbstractVar[GivenOptions]
     defer: eqx.AbstractVar[bool]
 
     @abc.abstractmethod

@@ -10,7 +10,7 @@ import jax
 import numpy as np
 
 from .._custom_types import Array, Params
-from .._options import Options, checked_options
+from .._options import GivenOptions, checked_options
 from .._results import code_of
 from .._system import USER_FUNCTIONS, LagrangianSystem
 from .._trajectory import Trajectory
@@ -45,7 +45,7 @@ class SimulateSweepMember(AbstractMember):
     """A member of `simulate_sweep`: what `observe` keeps (default `q`, `qd`)."""
 
     system: LagrangianSystem
-    options: Options
+    options: GivenOptions
     observe: Callable | None = eqx.field(static=True)
     defer: bool = eqx.field(static=True, default=False)
 
@@ -185,7 +185,7 @@ class SweepMember(AbstractMember):
     """
 
     system: LagrangianSystem
-    options: Options
+    options: GivenOptions
     lyapunov: bool = eqx.field(static=True)
     defer: bool = eqx.field(static=True, default=False)
 

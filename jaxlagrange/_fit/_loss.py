@@ -27,7 +27,7 @@ from .._custom_types import Array, Float, Params, ScalarLike
 from .._errors import known as _known
 from .._hold import ZeroOrderHold
 from .._initial_state import project_initial_state
-from .._options import Options
+from .._options import GivenOptions
 from .._results import SUCCESSFUL, code_of
 from .._simulate import simulate, simulate_checked
 from .._system import LagrangianSystem, as_float, to_leaf
@@ -114,29 +114,25 @@ class Observations(eqx.Module):
                 f"`q` has {q.shape[0]} rows but `ts` has {T} times: they must "
                 "have the same length."
             )
-        if self.qd is not None and self.qd.shape != q.shape:
-            raise ValueError(
-                f"`qd` must have the shape of `q`, {q.shape}, got {self.qd.shape}."
-            )
-        if self.ctrl is not None and (self.ctrl.ndim != 2 or len(self.ctrl) != T):
-            shape = self.ctrl.shape
-            raise ValueError(f"`ctrl` must have shape ({T}, nu), got {shape}.")
-        for name in ("q0", "qd0"):
+        vector = (lambda x: x == (n,), f"must have shape ({n},)")
+        scale = (lambda x: x in ((), (n,)), f"must be a scalar or shape ({n},)")
+        shapes = {  # name: (whether its shape is right, what it must be)
+            "qd": (lambda x: x == q.shape, f"must have the shape of `q`, {q.shape}"),
+            "ctrl": (lambda x: len(x) == 2 and x[0] == T, f"must have shape ({T}, nu)"),
+            "q0": vector,
+            "qd0": vector,
+            "weights": (
+                lambda x: x in ((T,), (T, n)),
+                f"must have shape ({T},) or ({T}, {n})",
+            ),
+            "sigma": scale,
+            "sigma_qd": scale,
+        }
+        for name, (right, what) in shapes.items():
             x = getattr(self, name)
-            if x is not None and x.shape != (n,):
-                raise ValueError(f"`{name}` must have shape ({n},), got {x.shape}.")
-        w = self.weights
-        if w is not None and w.shape not in ((T,), (T, n)):
-            raise ValueError(
-                f"`weights` must have shape ({T},) or ({T}, {n}), got {w.shape}."
-            )
-        s = self.sigma
-        for name in ("sigma", "sigma_qd"):
-            x = getattr(self, name)
-            if x is not None and x.shape not in ((), (n,)):
-                raise ValueError(
-                    f"`{name}` must be a scalar or shape ({n},), got {x.shape}."
-                )
+            if x is not None and not right(x.shape):
+                raise ValueError(f"`{name}` {what}, got {x.shape}.")
+        w, s = self.weights, self.sigma
         if self.sigma_qd is not None and (self.qd is None or s is None):
             raise ValueError(
                 "`sigma_qd` is the noise of the observed velocities `qd` beside that "
@@ -288,7 +284,7 @@ def _pieces(system, layout: _Layout, starts, options, diagnose: bool):
         kwargs = dict(t0=ts[0], t1=ts[-1], saveat=ts, **options)
         if diagnose:
             return simulate(system, q0, qd0, throw=False, **kwargs)
-        return simulate_checked(system, q0, qd0, Options(**kwargs), throw=False)[0]
+        return simulate_checked(system, q0, qd0, GivenOptions(**kwargs), throw=False)[0]
 
     traj = jax.vmap(solve)(*begins, layout.ts)
     root = jnp.sqrt(layout.weight)

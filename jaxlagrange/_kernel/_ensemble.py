@@ -13,7 +13,8 @@ import optimistix as optx
 from .._constraints import dynamics
 from .._initial_state import start_result
 from .._lanes import LaneFunction, UnsupportedPrimitiveError
-from .._options import Options, check_times, check_tolerance, tolerances
+from .._mass import DenseCholesky
+from .._options import GivenOptions, check_times, check_tolerance, tolerances
 from .._projection import project_state
 from .._results import SUCCESSFUL, code_of, item_of
 from .._system import LagrangianSystem
@@ -76,13 +77,13 @@ def _controller(controller, dt0) -> Controller:
     raise _unsupported(f"`stepsize_controller={type(controller).__name__}(...)`")
 
 
-def check_supported(system: LagrangianSystem, options: Options) -> Controller:
+def check_supported(system: LagrangianSystem, options: GivenOptions) -> Controller:
     """The kernel's controller, or a `ValueError` naming what it does not support."""
     if system.constraints.one_sided:
         raise _unsupported("unilateral constraints (`unilateral`, contacts, impacts)")
     if system.constraints.friction is not None:
         raise _unsupported("friction (`slip`)")
-    if system.mass_strategy.lanes(1) is None:
+    if not isinstance(system.mass_strategy, DenseCholesky):
         raise _unsupported("an iterative or lineax `mass_solver`")
     solver = options.solver
     if solver is not None and type(solver) is not diffrax.Tsit5:
@@ -139,7 +140,10 @@ def _problem(system, n, leaves, tree, dtype, num_saves, controller, options, blo
             f"backend='kernel' does not support systems of more than {_MAX_UNROLL} "
             "coordinates; backend='vmap' supports them."
         )
-    system = system.with_mass_strategy(system.mass_strategy.lanes(n + constraints))
+    # The dense solve unrolled (no library calls), not written out as scalars:
+    # `LaneFunction` writes the whole right-hand side out lane by lane.
+    unroll = max(system.mass_strategy.unroll, n + constraints)
+    system = system.with_mass_strategy(DenseCholesky(unroll, scalar=False))
     rhs_fn = LaneFunction(member(rhs), *example)
     project_fn = None
     if projected:
@@ -167,7 +171,7 @@ def simulate_kernel(
     q0: jax.Array,
     qd0: jax.Array,
     params: Any,
-    options: Options,
+    options: GivenOptions,
     *,
     block_size: int = DEFAULT_BLOCK_SIZE,
 ) -> Trajectory:

@@ -14,8 +14,8 @@ Two users (the package imports only `_errors` from `jaxlagrange`):
   GPU kernel then sees is only elementwise arithmetic on (block,) vectors, no
   stacking, gathering or reshaping of registers, which Pallas's Triton lowering
   cannot do freely (`LaneFunction`, `to_lanes`, `from_lanes`);
-- the scalar form of q̈ on the CPU (`_scalar.py`, which the dense mass
-  strategy calls), with lanes of shape (): scalar code that `vmap` turns into
+- the scalar form of q̈ on the CPU (`_scalar.py`, chosen by
+  `_eom.scalar_where_small`), with lanes of shape (): scalar code that `vmap` turns into
   one loop over the batch.
 
 Values known at trace time (the tangent basis of the mass matrix, literals,

@@ -16,9 +16,8 @@ slices, concatenations, transposes, gathers and scatters at known indices) is
 resolved at trace time, values known at trace time (the tangent basis) are
 folded (x·1 = x, x + 0 = x, x·0 = 0), and a subexpression computed twice is
 emitted once. What reaches XLA is elementwise arithmetic on scalars, which
-`vmap` turns into one loop over the batch, as for the hand-written code. The
-dense strategy uses it for q̈ of up to `unroll` coordinates, unconstrained
-(`DenseCholesky.accelerations`) and constrained (the whole KKT solve,
+`vmap` turns into one loop over the batch, as for the hand-written code. `_eom.scalar_where_small` uses it for q̈ of up to the dense strategy's `unroll`
+coordinates, unconstrained and constrained (the whole KKT solve,
 `_constraints.dynamics`, Coulomb friction's included); the compiled program is
 also smaller, so compiling takes less time than for the array form.
 

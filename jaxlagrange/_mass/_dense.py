@@ -12,13 +12,10 @@ singular; λ is then its least-norm solution (`min_norm_solve`), q̈ being the
 same for every solution, and only an inconsistent system is flagged. The unconstrained q̈ takes LDLᵀ (`spd_solve`): no square root.
 """
 
-import functools
-
 import equinox as eqx
 import jax.numpy as jnp
 
 from .._custom_types import Array, BoolScalar
-from .._lanes._scalar import scalar_form
 from ._linalg import (
     UNROLL_MAX,
     cho_solve,
@@ -113,10 +110,9 @@ class DenseCholesky(AbstractMassStrategy):
     n = `unroll` (under `vmap` XLA fuses it with the rest of the equations into
     one loop, where a LAPACK call is one batched custom call per state).
 
-    With `scalar` (the default), q̈ up to n = `unroll` (with the multipliers,
-    where there are constraints) is evaluated as scalar code throughout
-    (`_lanes/_scalar.py`), the autodiff of L included; the ensemble kernel,
-    which does the same lane by lane, turns it off."""
+    `scalar` (the default) asks for q̈ up to n = `unroll` to be evaluated as
+    scalar code throughout (`_eom.scalar_where_small`); the ensemble kernel,
+    which writes out lane by lane, turns it off."""
 
     unroll: int = eqx.field(static=True, default=UNROLL_MAX)
     scalar: bool = eqx.field(static=True, default=True)
@@ -129,18 +125,5 @@ class DenseCholesky(AbstractMassStrategy):
         return DenseFactor(out.mass, self.unroll), out.forcing
 
     def accelerations(self, system, q, qd, t) -> tuple[Array, BoolScalar]:
-        out = self.scalar_form(self._solve, q.shape[0], system, q, qd, t)
-        return self._solve(system, q, qd, t) if out is None else out
-
-    def scalar_form(self, fn, n, system, *args):
-        if not (self.scalar and n <= self.unroll):
-            return None
-        # The system's params (traced or not) enter the jaxpr as constants.
-        return scalar_form(functools.partial(fn, system), *args)
-
-    def _solve(self, system, q, qd, t) -> tuple[Array, BoolScalar]:
         out = terms(system, q, qd, t)
         return spd_solve(out.mass, out.forcing, self.unroll)
-
-    def lanes(self, size: int) -> "DenseCholesky":
-        return DenseCholesky(max(self.unroll, size), scalar=False)

@@ -12,9 +12,6 @@ diagnosis, linearize and the variational integrator) goes through it:
     lam, singular = kkt.multipliers(target, mask)              # (C M⁻¹ Dᵀ) λ = ...
     qdd, failed = kkt.solution(lam)                            # M⁻¹(f + Dᵀλ)
 
-A strategy may also evaluate one state's equations of motion as scalar code
-(`scalar_form`: the dense strategy does for small n, see `_lanes/_scalar.py`).
-
 As in lineax, a factor is made once per state (`init`) and solves many times.
 The constrained solve is the Schur complement of the KKT system
 
@@ -129,17 +126,6 @@ class AbstractMassStrategy(eqx.Module):
         factor, f = self.terms(system, q, qd, t)
         x, failed = factor.solve(f)
         return x, factor.singular | failed
-
-    def scalar_form(self, fn: Callable, n: int, system, *args) -> Any:
-        """`fn(system, *args)` for one state of n coordinates written out as
-        scalar code (`_lanes/_scalar.py`), or None where this strategy keeps
-        the array form (the caller then calls `fn` itself)."""
-        return None
-
-    def lanes(self, size: int) -> "AbstractMassStrategy | None":
-        """This strategy as scalar code without library calls up to `size`
-        equations (for the fused ensemble kernel), or None if it has none."""
-        return None
 
 
 def check_mass_solver(solver: Any, preconditioner: Callable | None) -> None:

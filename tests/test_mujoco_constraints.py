@@ -145,7 +145,7 @@ def test_a_rotor_stops_on_its_limit_or_bounces_with_restitution():
     np.testing.assert_allclose(plastic.multipliers[-1], [0.0, k * 0.7], atol=1e-8)
 
 
-def test_a_limited_slide_holds_against_a_motor():
+def test_a_limited_slide_holds_against_a_motor_and_mujoco_approaches_it():
     ready = _load(SLIDER)
     system = eqx.tree_at(lambda s: s.params["ctrl"], ready.system, jnp.array([3.0]))
     traj = jl.simulate(
@@ -156,6 +156,21 @@ def test_a_limited_slide_holds_against_a_motor():
     np.testing.assert_allclose(traj.event_ts[0], np.sqrt(0.8 / 3), rtol=1e-8)
     np.testing.assert_allclose(traj.q[-1], [0.2], atol=1e-10)
     np.testing.assert_allclose(traj.multipliers[-1], [0.0, 3.0], atol=1e-8)
+    # At rest on the limit our q̈ = 0 and λ = 3 N; MuJoCo's soft limit lets the
+    # block accelerate at (1 − d) times the free 1.5 m/s², d the impedance of
+    # solimp = (d, d, w): its qacc approaches ours monotonically as d → 1.
+    qacc, force = [], []
+    for d in (0.9, 0.99, 0.999, 0.9999):
+        xml = SLIDER.replace('0.2"/>', f'0.2" solimplimit="{d} {d} 0.001"/>')
+        m = mujoco.MjModel.from_xml_string(xml)
+        data = mujoco.MjData(m)
+        data.qpos[:], data.ctrl[:] = 0.2 + 1e-12, 3.0  # (just past: active)
+        mujoco.mj_forward(m, data)
+        qacc.append(abs(float(data.qacc[0])))
+        force.append(float(data.efc_force[0]))
+        np.testing.assert_allclose(qacc[-1], (1 - d) * 1.5, rtol=0, atol=1e-8)
+    assert all(np.diff(qacc) < 0) and qacc[-1] < 2e-4
+    assert all(np.diff(np.abs(np.array(force) - 3.0)) < 0)  # λ → 3 N
 
 
 def test_limits_and_equalities_are_disabled_by_flags():

@@ -327,6 +327,49 @@ def test_a_sweep_over_an_impossible_mass_is_refused(tmp_path, capsys):
     ) in capsys.readouterr().err
 
 
+ARM = """<mujoco model="arm"><worldbody>
+  <body name="upper" pos="0 0 1"><joint name="shoulder" type="hinge" axis="0 1 0"/>
+    <geom type="capsule" fromto="0 0 0 0.5 0 0" size="0.03" mass="1"/>
+    <body name="lower" pos="0.5 0 0"><joint name="elbow" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.4 0 0" size="0.03" mass="0.5"/>
+    </body></body></worldbody></mujoco>"""
+
+
+@pytest.mark.parametrize(
+    "key, value, match",
+    [
+        ("body_mass", 0.0, r"needs a positive mass .*body_mass\[2\] \(body 'lower'\)"),
+        ("body_mass", -0.5, r"cannot be negative: body_mass\[2\] \(body 'lower'\)"),
+        ("body_inertia", [1e-3, 1e-3, 1.0], r"A \+ B >= C: body_inertia\[2\]"),
+    ],
+)
+def test_a_batch_with_an_impossible_member_is_refused(key, value, match):
+    # Issue 53: these members ran (the zero mass and A + B < C successfully, on
+    # wrong physics), the negative mass blamed on the Lagrangian.
+    ready = _load(ARM)
+    params = {key: jnp.stack([ready.system.params[key]] * 3).at[1, 2].set(value)}
+    member = r"^Member 1 of the batch: MuJoCo model 'arm': .*"
+    with pytest.raises(ValueError, match=member + match):
+        jl.simulate_batch(*ready, params=params, t1=0.1, throw=False)
+    # One system with such params: refused by `simulate` where they are known.
+    system = eqx.tree_at(lambda s: s.params[key], ready.system, params[key][1])
+    with pytest.raises(ValueError, match=r"^MuJoCo model 'arm': .*" + match):
+        jl.simulate(system, ready.q0, ready.qd0, t1=0.1)
+
+
+def test_an_impossible_member_under_a_users_vmap_is_an_error():
+    ready = _load(ARM)
+
+    def final(mass):
+        system = eqx.tree_at(lambda s: s.params["body_mass"], ready.system, mass)
+        return jl.simulate(system, ready.q0, ready.qd0, t1=0.01).q[-1]
+
+    masses = jnp.stack([ready.system.params["body_mass"]] * 2)
+    assert np.all(np.isfinite(jax.vmap(final)(masses)))
+    with pytest.raises(Exception, match=r"a body that moves needs a positive mass"):
+        jax.vmap(final)(masses.at[1, 2].set(0.0))
+
+
 def test_limit_rows_equal_mujoco_distances():
     """At a pose past every limit, the rows below zero are MuJoCo's efc_pos of
     its limit constraints (a ball joint's: its range minus the rotation angle)."""

@@ -163,6 +163,10 @@ def _system(tree: Tree, params: dict[str, Any], not_imported=(), contacts=None):
             kinetic, potential = kinetic + armature, potential + spring
         return kinetic - potential
 
+    # The rules of MuJoCo's compiler, also for `simulate`'s and `simulate_batch`'s
+    # params (`checked_values`).
+    lagrangian.check_params = functools.partial(_physical.check, tree.inertial)
+
     def dissipation(q, qd, t, params):
         damping = tendon_energies(q, qd, params)[2] if tendinous else 0.0
         return 0.5 * params["dof_damping"] @ dofs(q, qd) ** 2 + damping
@@ -381,7 +385,7 @@ def load(
         defaults.update(geom_friction=np.array(m.geom_friction), restitution=0.0)
     merged = merge_params(name, defaults, params)
     check_params = functools.partial(_physical.check, tree.inertial)
-    if not traced(merged):  # (params traced through `load`: checked where known)
+    if not traced(merged):  # (params traced through `load`: checked where used)
         _check_armature(m, layout, np.asarray(merged["dof_armature"]))
         check_params(merged)
     missing = _model.not_imported(m) + _tendons.not_imported(m)

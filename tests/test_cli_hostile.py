@@ -307,7 +307,9 @@ def test_a_loaded_model_labels_its_figures_from_its_joints():
     wrist = ("wrist.w", "wrist.x", "wrist.y", "wrist.z")
     assert ready.coordinates == ("shoulder", "reach", *wrist)
     assert ready.units == ("rad", "m", "1", "1", "1", "1")
-    assert ready.point_names == ("upper", "slider", "ball") and ready.length_unit == "m"
+    joints = ("joint shoulder", "joint reach", "joint wrist")
+    assert ready.point_names == ("upper", "slider", "ball", *joints)
+    assert ready.length_unit == "m"
     units = dict(ready.param_units)
     assert units["body_mass"] == "kg" and units["gravity"] == "m/s²"
     from jaxlagrange.plotting import _axis_name

@@ -238,7 +238,20 @@ def _system(tree: Tree, params: dict[str, Any], not_imported=(), contacts=None):
         friction=friction if rough else None,
         not_imported=not_imported,
     )
-    return system, lambda q, t, params: centres(q, params)[0], lengths
+    def points(q, t, params):  # the centres of mass, then the anchors
+        x, r = _frames(tree, q)
+        # Each body's first joint's anchor, in its frame before the joint moves
+        # it (MuJoCo's xanchor); a free or jointless body's origin.
+        anchors = [
+            x[i]
+            if not body.joints or body.joints[0].kind == FREE
+            else x[body.parent]
+            + r[body.parent] @ (body.pos + body.rot @ body.joints[0].pos)
+            for i, body in enumerate(tree.bodies, 1)
+        ]
+        return jnp.concatenate([centres(q, params)[0], jnp.stack(anchors)])
+
+    return system, points, lengths
 
 
 class MujocoSystem(ReadySystem):

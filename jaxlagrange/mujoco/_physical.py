@@ -31,7 +31,7 @@ def read(m, model: str) -> Bodies:
     return Bodies(model, names, np.array(moving, float))
 
 
-def check(bodies: Bodies, params):
+def check(bodies: Bodies, params, member: str = ""):
     """`params`, with an error naming the first impossible entry: a negative
     mass or moment, a body with dofs whose mass (with the bodies welded to it) is
     not positive, principal moments with A + B < C. A `ValueError` where the
@@ -48,11 +48,8 @@ def check(bodies: Bodies, params):
     flags = (mass < 0, moving, (inertia < 0).any(-1), triangle)
     if mass.ndim == 2 and xp is np:  # a batch: its first impossible member
         for i in np.flatnonzero(np.any(flags, axis=(0, 2)))[:1]:
-            member = {k: params[k][i] for k in ("body_mass", "body_inertia")}
-            try:
-                check(bodies, member)
-            except ValueError as e:
-                raise ValueError(f"Member {i} of the batch: {e}") from None
+            one = {k: params[k][i] for k in ("body_mass", "body_inertia")}
+            check(bodies, one, f"Member {i} of the batch: ")
         return params
 
     def entry(bad, key):  # the first bad entry
@@ -60,7 +57,7 @@ def check(bodies: Bodies, params):
         value = np.round((mass if key == "body_mass" else inertia)[i], 12)
         return f": {key}[{i}] (body {bodies.names[i]!r}) is {value.tolist()}"
 
-    where = f"MuJoCo model {bodies.model!r}: "
+    where = f"{member}MuJoCo model {bodies.model!r}: "
     checks = [
         (bad, (where + text + "{}.", lambda bad=bad, key=key: entry(bad, key)))
         for bad, key, text in zip(flags, keys, _RULES, strict=True)

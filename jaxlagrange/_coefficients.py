@@ -108,7 +108,12 @@ def friction_coefficients(system: Any, u: int, dtype) -> tuple[Array, Array]:
 def checked_values(system: Any) -> Any:
     """The system with a check (also under `jax.jit`, `vmap` and `grad`) that
     every param is finite, tied to its leaves: a non-finite param is named (it
-    would otherwise surface as a singular mass matrix or a non-finite q̈)."""
+    would otherwise surface as a singular mass matrix or a non-finite q̈); and
+    the params' own rules where its Lagrangian has them (`check_params`: a loaded
+    MuJoCo model's masses and inertias)."""
+    check = getattr(system.lagrangian, "check_params", None)
+    if check is not None:
+        system = eqx.tree_at(lambda s: s.params, system, check(system.params))
     flags, messages = param_flags(system.params)
     if not flags:
         return system

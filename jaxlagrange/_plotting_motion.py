@@ -44,6 +44,17 @@ def _motion_axes(fig, positions: np.ndarray, unit: str | None = None):
     return ax
 
 
+def _skeleton(points: np.ndarray, links) -> np.ndarray:
+    """The lines of one configuration (k, d): the points joined in order, or
+    each pair of `links` as a segment (NaN rows between them)."""
+    if links is None:
+        return points
+    gap = np.full((1, points.shape[-1]), np.nan)
+    return np.concatenate(
+        [np.stack([points[i], points[j], gap[0]]) for i, j in links] or [gap]
+    )
+
+
 def _check_positions(positions: Any) -> np.ndarray:
     positions = np.asarray(positions, dtype=float)
     if positions.ndim != 3 or positions.shape[-1] not in (2, 3):
@@ -60,12 +71,14 @@ def motion(
     title: str | None = None,
     names: Sequence[str] | None = None,
     unit: str | None = None,
+    links: Sequence[tuple[int, int]] | None = None,
 ):
     """The paths of the points of a system in physical space.
 
     Each moving point's path is a line; the first and last configurations are
-    drawn as the points joined in order (a pendulum's rods, a chain's springs).
-    A legend names them.
+    drawn as the points joined in order (a pendulum's rods, a chain's springs),
+    or as the segments `links` names (a loaded model's joints and bodies). A
+    legend names them.
 
     **Arguments:**
 
@@ -74,6 +87,8 @@ def motion(
     - `title`: the figure title.
     - `names`: one name per point for the legend (None: point 1, 2, ...).
     - `unit`: the unit of length, on the axes (None: unknown).
+    - `links`: pairs `(i, j)` of point indices, each drawn as a segment (None:
+        the points joined in order); `ReadySystem.links`.
 
     **Returns:** a `matplotlib.figure.Figure`.
 
@@ -104,7 +119,13 @@ def motion(
         (-1, "-", "last configuration"),
     ):
         ax.plot(
-            *positions[frame].T, style, color="k", marker="o", ms=4, lw=1.2, label=label
+            *_skeleton(positions[frame], links).T,
+            style,
+            color="k",
+            marker="o",
+            ms=4,
+            lw=1.2,
+            label=label,
         )
     ax.legend(loc="best", framealpha=0.85, fontsize="small")
     ax.set_title(title or "motion: paths, first and last configuration")
@@ -124,6 +145,7 @@ def animation(
     time_unit: str | None = None,
     size: float = 4.0,
     dpi: int = 100,
+    links: Sequence[tuple[int, int]] | None = None,
 ) -> bytes:
     """An animated GIF of the motion in physical space.
 
@@ -145,6 +167,7 @@ def animation(
     - `unit`, `time_unit`: the units of length (on the axes) and of time (on the
         clock in the corner), e.g. `"m"` and `"s"` (None: unknown).
     - `size`, `dpi`: the figure's side in inches and its resolution.
+    - `links`: pairs of point indices drawn as segments, as in `motion`.
 
     **Returns:** the GIF file's bytes (encoded with Pillow, one shared palette).
 
@@ -206,7 +229,8 @@ def animation(
     label = title or "motion"
     pace = "" if abs(speed - 1) < 0.005 else f" ({speed:.3g}× speed)"
     ax.set_title(f"{label}{pace}", fontsize="large")
-    (body,) = ax.plot(*positions[0].T, "-o", color="k", ms=5, lw=1.5, animated=True)
+    lines = _skeleton(positions[0], links)
+    (body,) = ax.plot(*lines.T, "-o", color="k", ms=5, lw=1.5, animated=True)
     paths = [
         ax.plot(*positions[:1, j].T, lw=0.8, animated=True)[0]
         for j in range(positions.shape[1])
@@ -223,9 +247,10 @@ def animation(
     images = []
     for now in index:
         recent = positions[max(0, now - window) : now + 1]
-        body.set_data(*positions[now, :, :2].T)
+        lines = _skeleton(positions[now], links)
+        body.set_data(*lines[:, :2].T)
         if three:
-            body.set_3d_properties(positions[now, :, 2])
+            body.set_3d_properties(lines[:, 2])
         for j, path in enumerate(paths):
             path.set_data(*recent[:, j, :2].T)
             if three:

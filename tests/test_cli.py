@@ -1,5 +1,6 @@
 """The command line: end to end in a subprocess, errors, and atomic outputs."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -11,6 +12,7 @@ import pytest
 
 import jaxlagrange as jl
 from jaxlagrange import _cli
+from jaxlagrange._listing import LISTING
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -274,6 +276,37 @@ def test_systems_listing_describes_every_param_of_every_system(capsys):
         params = jl.systems.get(name)().system.params
         missing = sorted(set(params) - set(meanings))
         assert not missing, f"{name}: params without a description: {missing}"
+
+
+def test_the_stored_listing_is_the_factories():
+    # `jaxlagrange systems` prints a stored listing (it imports no JAX): it must
+    # be what the factories say. If not, run `python tools/systems_listing.py`.
+    tool = Path(__file__).parents[1] / "tools" / "systems_listing.py"
+    spec = importlib.util.spec_from_file_location("systems_listing", tool)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert LISTING.read_text(encoding="utf-8") == module.listing()
+
+
+def test_systems_lists_without_importing_jax():
+    # Issue 56: listing the names took 0.8 s, importing JAX.
+    code = (
+        "import sys, runpy; sys.argv = ['jaxlagrange', 'systems', 'kepler']\n"
+        "try:\n    runpy.run_module('jaxlagrange', run_name='__main__')\n"
+        "except SystemExit as e:\n    print(e.code, 'jax' in sys.modules)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True
+    )
+    assert done.stdout.endswith("\n0 False\n")
+    assert done.stdout.startswith("kepler: ") and "  params:" in done.stdout
+    # The package's names are there, imported at first use.
+    names = sorted(k for k in vars(jl._api) if not k.startswith("_"))
+    assert jl.__all__ == names and set(names) <= set(dir(jl))
+    assert all(getattr(jl, k) is getattr(jl._api, k) for k in names)
+    with pytest.raises(AttributeError, match="has no attribute 'simulat'"):
+        _ = jl.simulat
 
 
 def test_debug_shows_the_exception(tmp_path):

@@ -4,6 +4,7 @@ edited on disk, axis names with spaces, data and labels of the wrong kind."""
 
 import json
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -76,6 +77,41 @@ def test_not_imported_is_carried_on_the_system_and_trajectory():
     assert batch.not_imported == (MISSING,)
     pendulum = jl.systems.pendulum()
     assert jl.simulate(*pendulum, t1=0.1).not_imported == ()
+
+
+def test_not_imported_is_carried_by_every_path_that_builds_a_trajectory(tmp_path):
+    # diffrax, the variational integrator, batches on the vmap path and in the
+    # fused kernel, and a sweep's members (its observe sees their trajectory).
+    system = jl.LagrangianSystem(
+        lambda q, qd, t, p: 0.5 * qd[0] ** 2 + p["g"] * jnp.cos(q[0]),
+        params={"g": 9.81},
+        not_imported=("tendons", "contacts"),
+    )
+    q0, qd0, missing = jnp.array([0.3]), jnp.zeros(1), ("tendons", "contacts")
+    assert jl.simulate(system, q0, qd0, t1=0.1).not_imported == missing
+    variational = jl.simulate(
+        system, q0, qd0, t1=0.1, dt0=0.05, solver=jl.VariationalMidpoint()
+    )
+    assert variational.not_imported == missing
+    batch = dict(t1=0.1, params={"g": jnp.array([9.0, 10.0])})
+    for backend in ("vmap", "kernel"):
+        traj = jl.simulate_batch(
+            system, q0, qd0, backend=backend, block_size=2, **batch
+        )
+        assert traj.not_imported == missing, backend
+        assert traj.q.shape[0] == 2
+    seen = []
+
+    def observe(traj):
+        seen.append(traj.not_imported)
+        return {"q": traj.q}
+
+    store = tmp_path / "s.zarr"
+    jl.simulate_sweep(
+        system, q0, qd0, store=store, observe=observe, progress=False, **batch
+    )
+    assert seen and set(seen) == {missing}
+    assert "tendons" in jl.open_store(store).attrs["system"]
 
 
 def _doubling(inputs, store):
@@ -271,7 +307,9 @@ def test_a_loaded_model_labels_its_figures_from_its_joints():
     wrist = ("wrist.w", "wrist.x", "wrist.y", "wrist.z")
     assert ready.coordinates == ("shoulder", "reach", *wrist)
     assert ready.units == ("rad", "m", "1", "1", "1", "1")
-    assert ready.point_names == ("upper", "slider", "ball") and ready.length_unit == "m"
+    joints = ("joint shoulder", "joint reach", "joint wrist")
+    assert ready.point_names == ("upper", "slider", "ball", *joints)
+    assert ready.length_unit == "m"
     units = dict(ready.param_units)
     assert units["body_mass"] == "kg" and units["gravity"] == "m/s²"
     from jaxlagrange.plotting import _axis_name

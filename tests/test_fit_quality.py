@@ -11,6 +11,7 @@ import pytest
 from helpers import hoop
 
 import jaxlagrange as jl
+from jaxlagrange._fit import _main
 
 
 @pytest.fixture(scope="module")
@@ -114,6 +115,59 @@ def test_wrong_sigma_gives_a_large_chi2_and_a_warning(noisy_pendulum):
     with pytest.warns(UserWarning, match=r"reduced χ² is \d+.*far above 1"):
         result = jl.fit(system, tight, params={"l": 1.8, "k": 3.0}, trainable={"l"})
     assert result.chi2_red > 50
+
+
+def _never_stalled(monkeypatch):
+    monkeypatch.setattr(_main, "hopeless_loss", lambda *args: np.inf)
+
+
+def test_a_hopeless_fit_stops_early_as_stalled(monkeypatch):
+    # Issue 56: a single shot through 5 s of a chaotic double pendulum from 10%
+    # off sits in a local minimum at χ²_red ≈ 1e5; Levenberg–Marquardt crept on
+    # for 138 steps (500 for the CLI's arm) before saying so.
+    system, q0, qd0 = jl.systems.double_pendulum()
+    ts = jnp.linspace(0.0, 5.0, 51)
+    traj = jl.simulate(system, q0, qd0, t1=5.0, saveat=ts)
+    noise = np.random.default_rng(0).normal(0.0, 0.01, traj.q.shape)
+    data = jl.Observations(ts, traj.q + noise, q0=q0, qd0=qd0, sigma=0.01)
+    fit = lambda: jl.fit(  # noqa: E731
+        system,
+        data,
+        params={**system.params, "l1": 1.1, "l2": 0.9},
+        trainable={"l1", "l2"},
+        steps=300,
+    )
+    with pytest.warns(UserWarning, match=r"stalled: .*More `steps` would not help"):
+        stalled = fit()
+    assert stalled.solver_result.startswith("stalled") and not stalled.converged
+    assert stalled.warning is not None and stalled.chi2_red > 1e4
+    _never_stalled(monkeypatch)
+    with pytest.warns(UserWarning, match="poor fit"):
+        full = fit()
+    assert full.solver_result == "successful"
+    assert stalled.steps < full.steps / 2
+    # What it gave up was nothing: the minimum it crept to is no better.
+    assert stalled.loss == pytest.approx(full.loss, rel=1e-5)
+
+
+@pytest.mark.parametrize("sigma", [0.01, 0.001])
+def test_a_good_or_merely_poor_fit_is_not_stopped(noisy_pendulum, monkeypatch, sigma):
+    # χ²_red ≈ 1, and ≈ 100 (σ 10 times too small) that converges: both
+    # unchanged bit for bit by the stalled criterion.
+    system, data = noisy_pendulum
+    data = jl.Observations(data.ts, data.q, q0=data.q0, qd0=data.qd0, sigma=sigma)
+    fits = []
+    for _ in range(2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fits.append(
+                jl.fit(system, data, params={"l": 1.8, "k": 3.0}, trainable={"l"})
+            )
+        _never_stalled(monkeypatch)
+    assert fits[0].converged and fits[0].solver_result == "successful"
+    assert fits[0].steps == fits[1].steps
+    np.testing.assert_array_equal(fits[0].losses, fits[1].losses)
+    assert float(fits[0].params["l"]) == float(fits[1].params["l"])
 
 
 def test_a_param_that_does_not_enter_L_is_named_and_the_others_keep_errors(

@@ -215,14 +215,24 @@ def test_dm_control_suite_models(name, tmp_path, monkeypatch):
     assert _compare(m, ready, states=2, ctrl_scale=2.0) < 1e-9
 
 
-def test_positions_are_the_bodies_centres_of_mass():
+def test_positions_are_the_bodies_centres_of_mass_then_their_anchors():
     m = _model(BALL_FREE)
     ready = jl.mujoco.load(m)
     d = mujoco.MjData(m)
     d.qpos[:] = _random_state(m, ready.layout, np.random.default_rng(2))[0]
     mujoco.mj_kinematics(m, d)
-    np.testing.assert_allclose(ready.positions(d.qpos), d.xipos[1:], atol=1e-14)
-    assert ready.positions(jnp.stack([d.qpos] * 3)).shape == (3, m.nbody - 1, 3)
+    k = m.nbody - 1
+    positions = ready.positions(d.qpos)
+    np.testing.assert_allclose(positions[:k], d.xipos[1:], atol=1e-14)
+    # Each body's first joint's anchor (ball, hinge, free, slide here).
+    first = m.body_jntadr[1:]
+    np.testing.assert_allclose(positions[k:], d.xanchor[first], atol=1e-14)
+    assert ready.point_names == ("c", "d", "f", "g") + tuple(
+        f"joint {n}" for n in ("ball", "h", "free", "s")
+    )
+    # Drawn from each anchor to its body's centre, and from the parent's centre.
+    assert ready.links == ((4, 0), (5, 1), (6, 2), (7, 3), (0, 5), (2, 7))
+    assert ready.positions(jnp.stack([d.qpos] * 3)).shape == (3, 2 * k, 3)
 
 
 def test_state_conversions_round_trip():

@@ -145,7 +145,7 @@ def test_a_rotor_stops_on_its_limit_or_bounces_with_restitution():
     np.testing.assert_allclose(plastic.multipliers[-1], [0.0, k * 0.7], atol=1e-8)
 
 
-def test_a_limited_slide_holds_against_a_motor():
+def test_a_limited_slide_holds_against_a_motor_and_mujoco_approaches_it():
     ready = _load(SLIDER)
     system = eqx.tree_at(lambda s: s.params["ctrl"], ready.system, jnp.array([3.0]))
     traj = jl.simulate(
@@ -156,6 +156,21 @@ def test_a_limited_slide_holds_against_a_motor():
     np.testing.assert_allclose(traj.event_ts[0], np.sqrt(0.8 / 3), rtol=1e-8)
     np.testing.assert_allclose(traj.q[-1], [0.2], atol=1e-10)
     np.testing.assert_allclose(traj.multipliers[-1], [0.0, 3.0], atol=1e-8)
+    # At rest on the limit our q̈ = 0 and λ = 3 N; MuJoCo's soft limit lets the
+    # block accelerate at (1 − d) times the free 1.5 m/s², d the impedance of
+    # solimp = (d, d, w): its qacc approaches ours monotonically as d → 1.
+    qacc, force = [], []
+    for d in (0.9, 0.99, 0.999, 0.9999):
+        xml = SLIDER.replace('0.2"/>', f'0.2" solimplimit="{d} {d} 0.001"/>')
+        m = mujoco.MjModel.from_xml_string(xml)
+        data = mujoco.MjData(m)
+        data.qpos[:], data.ctrl[:] = 0.2 + 1e-12, 3.0  # (just past: active)
+        mujoco.mj_forward(m, data)
+        qacc.append(abs(float(data.qacc[0])))
+        force.append(float(data.efc_force[0]))
+        np.testing.assert_allclose(qacc[-1], (1 - d) * 1.5, rtol=0, atol=1e-8)
+    assert all(np.diff(qacc) < 0) and qacc[-1] < 2e-4
+    assert all(np.diff(np.abs(np.array(force) - 3.0)) < 0)  # λ → 3 N
 
 
 def test_limits_and_equalities_are_disabled_by_flags():
@@ -310,6 +325,49 @@ def test_a_sweep_over_an_impossible_mass_is_refused(tmp_path, capsys):
         "body_mass[1]: min = -0.4 is outside the valid values: MuJoCo model 'slider': "
         "a mass cannot be negative: body_mass[1] (body 'block') is -0.4"
     ) in capsys.readouterr().err
+
+
+ARM = """<mujoco model="arm"><worldbody>
+  <body name="upper" pos="0 0 1"><joint name="shoulder" type="hinge" axis="0 1 0"/>
+    <geom type="capsule" fromto="0 0 0 0.5 0 0" size="0.03" mass="1"/>
+    <body name="lower" pos="0.5 0 0"><joint name="elbow" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.4 0 0" size="0.03" mass="0.5"/>
+    </body></body></worldbody></mujoco>"""
+
+
+@pytest.mark.parametrize(
+    "key, value, match",
+    [
+        ("body_mass", 0.0, r"needs a positive mass .*body_mass\[2\] \(body 'lower'\)"),
+        ("body_mass", -0.5, r"cannot be negative: body_mass\[2\] \(body 'lower'\)"),
+        ("body_inertia", [1e-3, 1e-3, 1.0], r"A \+ B >= C: body_inertia\[2\]"),
+    ],
+)
+def test_a_batch_with_an_impossible_member_is_refused(key, value, match):
+    # Issue 53: these members ran (the zero mass and A + B < C successfully, on
+    # wrong physics), the negative mass blamed on the Lagrangian.
+    ready = _load(ARM)
+    params = {key: jnp.stack([ready.system.params[key]] * 3).at[1, 2].set(value)}
+    member = r"^Member 1 of the batch: MuJoCo model 'arm': .*"
+    with pytest.raises(ValueError, match=member + match):
+        jl.simulate_batch(*ready, params=params, t1=0.1, throw=False)
+    # One system with such params: refused by `simulate` where they are known.
+    system = eqx.tree_at(lambda s: s.params[key], ready.system, params[key][1])
+    with pytest.raises(ValueError, match=r"^MuJoCo model 'arm': .*" + match):
+        jl.simulate(system, ready.q0, ready.qd0, t1=0.1)
+
+
+def test_an_impossible_member_under_a_users_vmap_is_an_error():
+    ready = _load(ARM)
+
+    def final(mass):
+        system = eqx.tree_at(lambda s: s.params["body_mass"], ready.system, mass)
+        return jl.simulate(system, ready.q0, ready.qd0, t1=0.01).q[-1]
+
+    masses = jnp.stack([ready.system.params["body_mass"]] * 2)
+    assert np.all(np.isfinite(jax.vmap(final)(masses)))
+    with pytest.raises(Exception, match=r"a body that moves needs a positive mass"):
+        jax.vmap(final)(masses.at[1, 2].set(0.0))
 
 
 def test_limit_rows_equal_mujoco_distances():

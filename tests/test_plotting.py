@@ -54,3 +54,34 @@ def test_energy_error_or_energy():
     assert ax.get_yscale() == "linear" and len(ax.lines) == 2
     mean = ax.lines[1].get_ydata()
     assert np.allclose(mean, ax.lines[1].get_xdata(), atol=0.2)  # the trend, t
+
+
+def test_a_loaded_models_motion_draws_its_joints_and_bodies():
+    # Issue 56: a loaded arm was drawn as lines joining its centres of mass,
+    # which look like links. Now each body runs from its joint's anchor to its
+    # centre, and on to its child's anchor, as the model has them.
+    arm = """<mujoco model="arm"><worldbody>
+      <body name="upper" pos="0 0 1"><joint name="shoulder" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0.5 0 0" size="0.03"/>
+        <body name="lower" pos="0.5 0 0"><joint name="elbow" axis="0 1 0"/>
+          <geom type="capsule" fromto="0 0 0 0.4 0 0" size="0.03"/>
+        </body></body></worldbody></mujoco>"""
+    ready = jl.mujoco.load(arm)
+    positions = np.asarray(ready.positions(np.array([[0.0, 0.0], [0.4, -0.8]])))
+    shoulder, upper, elbow, lower = positions[-1][[2, 0, 3, 1]]
+    fig = jl.plotting.motion(
+        positions, names=ready.point_names, unit="m", links=ready.links
+    )
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "x [m]" and ax.get_zlabel() == "z [m]"
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend[:3] == ["path of upper", "path of lower", "path of joint elbow"]
+    lines = np.asarray(ax.lines[-1].get_data_3d()).T  # the last configuration
+    segments = [s[~np.isnan(s).any(1)] for s in np.split(lines, 3)]
+    expected = [[shoulder, upper], [elbow, lower], [upper, elbow]]
+    np.testing.assert_allclose(segments, expected, atol=1e-12)
+    np.testing.assert_allclose(shoulder, [0, 0, 1], atol=1e-12)  # fixed pivot
+    np.testing.assert_allclose(np.linalg.norm(elbow - shoulder), 0.5, rtol=1e-12)
+    # The GIF draws the same segments.
+    gif = jl.plotting.animation([0.0, 1.0], positions, links=ready.links, frames=2)
+    assert gif[:6] == b"GIF89a"

@@ -61,8 +61,8 @@ outputs (written atomically into the output directory):
   fit.png            observed against fitted trajectory (first data file)
   loss.png           the loss history
 
-exit status: 0 a good fit; 3 a poor fit (outputs written, the warning says what
-to try); 1 an error.
+exit status: 0 a good fit; 3 a poor fit, or one stopped early as hopeless
+(solver: stalled) (outputs written, the warning says what to try); 1 an error.
 
 example: configs/fit_pendulum.toml
 """
@@ -313,7 +313,8 @@ def _fit_on(args: argparse.Namespace, config) -> int:
         }
         files.update({name: png_bytes(fig) for name, fig in figures.items()})
         write_with_summary(out, files, summary)
-    return POOR_FIT if result.warning else 0
+    stalled = result.solver_result.startswith("stalled")
+    return POOR_FIT if result.warning or stalled else 0
 
 
 def _fitted(args, config, ready, data, kwargs):

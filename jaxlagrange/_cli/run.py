@@ -255,11 +255,12 @@ def _figures(ready, traj, energies, conserved: bool, worker, warn):
         )
     if positions is not None:
         unit, names = ready.length_unit, ready.point_names
+        style = {"unit": unit, "links": ready.links}
         figures["motion.png"] = plotting.motion(
-            positions, title=title + "paths of the bodies", unit=unit, names=names
+            positions, title=title + "paths of the bodies", names=names, **style
         )
         gif = (np.asarray(traj.ts), positions)
-        style = {"title": ready.name, "unit": unit, "time_unit": units and "s"}
+        style |= {"title": ready.name, "time_unit": units and "s"}
         if worker is not None:
             worker.start(*gif, **style)
     files = {name: png_bytes(fig) for name, fig in figures.items()}

@@ -16,7 +16,7 @@ from .._options import GivenOptions, checked_options
 from .._results import code_of, item_of
 from .._system import LagrangianSystem
 from .._trajectory import Trajectory, raise_if_failed
-from ._backend import backend_for
+from ._backend import backend_for, broadcast_params
 from ._inputs import as_arrays, batch_size, override
 from ._member import AbstractMember, Rows
 
@@ -129,6 +129,9 @@ def simulate_batch(
     size = batch_size(system, q0, qd0, params)
     if params is not None:
         params = override(system.params, params, size)
+        check = getattr(system.lagrangian, "check_params", None)
+        if check is not None and not traced(params):  # (a loaded model's masses)
+            check(broadcast_params(system.params, params, size))
     n = q0.shape[-1]
     rows = Rows(
         jnp.broadcast_to(q0, (size, n)), jnp.broadcast_to(qd0, (size, n)), params

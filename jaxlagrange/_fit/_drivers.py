@@ -43,8 +43,10 @@ class AbstractDriver(eqx.Module):
     """Runs the solve of a prepared problem from the unknowns `theta`."""
 
     @abc.abstractmethod
-    def run(self, theta, problem, setup, trainable) -> Solved:
-        """`setup`: `covariance_setup`'s, for a solve that computes the covariance."""
+    def run(self, theta, problem, setup, trainable, hopeless) -> Solved:
+        """`setup`: `covariance_setup`'s, for a solve that computes the covariance;
+        `hopeless`: the loss above which a stalled fit stops (optimistix only: an
+        optax fit may cross a plateau)."""
 
 
 class LeastSquares(AbstractDriver):
@@ -58,7 +60,7 @@ class LeastSquares(AbstractDriver):
     forward_adjoint: bool  # no `adjoint` given: forward mode where the Jacobian is
     callback: Any = None
 
-    def run(self, theta, problem, setup, trainable) -> Solved:
+    def run(self, theta, problem, setup, trainable, hopeless) -> Solved:
         start = time.perf_counter()
         # Forward mode costs one tangent per unknown, reverse one cotangent per
         # residual: few unknowns (physical params, segment starts) go forward. A
@@ -87,6 +89,7 @@ class LeastSquares(AbstractDriver):
                 setup,
                 trainable,
                 self.callback,
+                np.asarray(hopeless, float),
             )
         )
         count, code, name = int(count), int(code), type(self.solver).__name__
@@ -118,7 +121,7 @@ class Optax(AbstractDriver):
     progress: bool
     callback: Any = None
 
-    def run(self, theta, problem, setup, trainable) -> Solved:
+    def run(self, theta, problem, setup, trainable, hopeless) -> Solved:
         start, steps, losses = time.perf_counter(), self.steps, np.empty(self.steps)
         max_steps = problem.options["max_steps"]
         check = partial(_check_finite, steps=steps, losses=losses, max_steps=max_steps)
@@ -190,9 +193,16 @@ def driver_of(
     )
 
 
+STALLED = (
+    "stalled: the loss fell by less than 0.1% over 25 steps, far above a good fit's"
+)
+
+
 def solver_message(code: int) -> str:
     """The optimistix result `code` in one line ("successful" for 0)."""
     messages = messages_of(optx.RESULTS)
+    if code == -1:
+        return STALLED
     if code == 0:
         return "successful"
     if 0 < code < len(messages):

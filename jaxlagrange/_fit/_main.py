@@ -30,6 +30,7 @@ from ._loss import Observations, _options, check_params
 from ._problem import check_not_traced, mask, prepare
 from ._quality import (
     flat_names,
+    hopeless_loss,
     quality,
     start_params,
     warn_not_converged,
@@ -82,7 +83,12 @@ class FitResult(eqx.Module):
     - `steps`: how many solver steps ran.
     - `solver_result`: the optimistix solver's result in words ("successful",
         "The maximum number of steps was reached in the nonlinear solver", ...);
-        for optax "converged" or "ran all steps".
+        for optax "converged" or "ran all steps". "stalled: ..." for an
+        optimistix fit stopped as hopeless: its lowest loss fell by less than 0.1%
+        over 25 steps while far above a good fit's (χ²_red above 10 times the
+        poor fit's limit with σ, else an RMS residual above 20% of `data_scale`);
+        it is not `converged`, and a fit converging slowly but steadily is never
+        stopped so.
     - `chi2_red`: the reduced χ² = χ² / (N − P) at the optimum when every
         `Observations` has `sigma` (about 1 for a good fit), else None.
     - `rms`: the RMS residual of the coordinates, in the data's units (weighted
@@ -311,7 +317,10 @@ def _fit_from(system, data, params, *, driver, **settings) -> FitResult:
     single = isinstance(data, Observations)
     problem, theta, trainable, data = prepare(system, data, params, **settings)
     setup = covariance_setup(theta, problem, trainable, data)
-    solved = driver.run(theta, problem, setup, trainable)
+    hopeless = hopeless_loss(
+        data, problem.layouts, problem.total, problem.count, unknowns(theta)
+    )
+    solved = driver.run(theta, problem, setup, trainable, hopeless)
     theta, covariance, decoded = solved.theta, solved.gauss_newton, solved.decoded
     if covariance is None:  # the optax path, or past _COVARIANCE_MAX
         covariance = covariance_of(theta, problem, setup)

@@ -87,6 +87,17 @@ def quality(data, layouts, chi, raw, total, count, unknowns: int) -> FitQuality:
     return FitQuality(chi2_red, rms, scale, warning)
 
 
+def hopeless_loss(data, layouts, total, count, unknowns: int) -> float:
+    """The loss above which a fit that no longer improves stops as stalled: a
+    χ²_red 10 times the poor fit's limit (with σ), else an RMS residual of 20%
+    of the data's spread (4 times the poor fit's)."""
+    dof = max(float(count) - unknowns, 1.0)
+    if all(d.sigma is not None for d in data):
+        return 10 * max(_CHI2_FACTOR, 1.0 + 5.0 * math.sqrt(2.0 / dof)) * dof / total
+    weights = sum(float(layout.total) for layout in layouts)
+    return (4 * _RELATIVE * data_scale(data)) ** 2 * weights / float(total)
+
+
 def flat_names(trained) -> list[str]:
     """A name per flattened trained param, e.g. `k` or `["w"][1]`."""
     names = []
@@ -193,10 +204,12 @@ def warn_undetermined(stderr) -> str | None:
 def warn_not_converged(solver: str, result: str, steps: int) -> str:
     """Warn that a least-squares solver stopped before its tolerance (at its step
     limit, say); the text."""
+    advice = "Raise `steps`, or start closer."
+    if result.startswith("stalled"):
+        advice = f"More `steps` would not help. {_ADVICE}."
     text = (
         f"jl.fit: {solver} stopped before meeting its tolerance ({result}, after "
-        f"{steps} steps): the params may not be at the optimum yet. Raise `steps`, "
-        "or start closer."
+        f"{steps} steps): the params may not be at the optimum yet. {advice}"
     )
     warnings.warn(text, UserWarning, stacklevel=4)
     return text

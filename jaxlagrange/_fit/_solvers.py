@@ -47,10 +47,18 @@ def _step(theta, opt_state, problem, optimizer):
     return theta, opt_state, loss, codes, _all_finite(grads), largest
 
 
-def _iterate(fn, solver, y0, steps: int, options: dict, on_step=None):
+# A fit is hopeless, and stops ("stalled"), when its lowest loss fell by less
+# than _STALL_DROP (relative) over the last _STALL_STEPS steps while above
+# `hopeless` (a loss far from a good fit, `_quality.hopeless_loss`).
+_STALL_STEPS = 25
+_STALL_DROP = 1e-3
+
+
+def _iterate(fn, solver, y0, steps: int, options: dict, on_step, hopeless):
     """optimistix's solve loop (the solver's public init/step/terminate/postprocess,
     as `optx.least_squares` and `optx.minimise` run them), recording the loss that
-    each step evaluated. `fn(y, args)` returns (residuals or loss, (codes, loss))."""
+    each step evaluated. `fn(y, args)` returns (residuals or loss, (codes, loss)).
+    Also whether it stalled (stopped early, its loss above `hopeless`)."""
     # Not closure-converted (as `optx.least_squares` does): the solver's JVP of a
     # converted `fn` would trace `_with_jacobian`'s solves a second time.
     f_struct, aux_struct = eqx.filter_eval_shape(fn, y0, None)
@@ -69,8 +77,12 @@ def _iterate(fn, solver, y0, steps: int, options: dict, on_step=None):
     losses = jnp.full(steps, jnp.nan, aux_struct[1].dtype)
 
     def cond(carry):
-        *_, k, done, result = carry
-        return ~done & (result == successful) & (k < steps)
+        _, _, _, losses, k, done, result = carry
+        seen = jnp.where(jnp.isnan(losses), jnp.inf, losses)
+        best = lambda n: jnp.min(jnp.where(jnp.arange(steps) < n, seen, jnp.inf))  # noqa: E731
+        now, before = best(k), best(k - _STALL_STEPS)
+        stalled = (now > hopeless) & (now > (1 - _STALL_DROP) * before)
+        return ~done & (result == successful) & (k < steps) & ~stalled
 
     def body(carry):
         y, dynamic, _, losses, k, _, _ = carry
@@ -84,16 +96,19 @@ def _iterate(fn, solver, y0, steps: int, options: dict, on_step=None):
 
     carry = (y0, dynamic, aux, losses, jnp.array(0), done, result)
     y, dynamic, aux, losses, count, done, result = jax.lax.while_loop(cond, body, carry)
+    stop = ~done & (result == successful) & (count < steps)  # it stalled
     result = optx.RESULTS.where(
-        (result == successful) & ~done, optx.RESULTS.nonlinear_max_steps_reached, result
+        (result == successful) & ~done & ~stop,
+        optx.RESULTS.nonlinear_max_steps_reached,
+        result,
     )
     state = eqx.combine(dynamic, static)
     y, _, _ = solver.postprocess(fn, y, aux, None, options, state, tags, result)
-    return y, losses, count, result, state
+    return y, losses, count, result, state, stop
 
 
 @eqx.filter_jit
-def optimistix_solve(theta, problem, optimizer, steps, mode, setup, callback=None):
+def optimistix_solve(theta, problem, optimizer, steps, mode, setup, callback, hopeless):
     arrays, static = eqx.partition(theta, eqx.is_array)
     on_step = None
     if callback is not None:  # on the host, with the params the step evaluates
@@ -119,8 +134,8 @@ def optimistix_solve(theta, problem, optimizer, steps, mode, setup, callback=Non
         fn, options = residuals, {"jac": mode}
     else:
         fn, options = loss, {}
-    value, losses, count, result, state = _iterate(
-        fn, optimizer, arrays, steps, options, on_step
+    value, losses, count, result, state, stalled = _iterate(
+        fn, optimizer, arrays, steps, options, on_step, hopeless
     )
     theta = eqx.combine(value, static)
     if reuse:
@@ -139,7 +154,7 @@ def optimistix_solve(theta, problem, optimizer, steps, mode, setup, callback=Non
         final, (codes, _) = loss(value, None)
         # The covariance in the same program: one compilation instead of two.
         gauss_newton = None if setup is None else _gauss_newton(theta, *setup)
-    code = code_of(result)
+    code = jnp.where(stalled, -1, code_of(result))  # -1: stalled
     return theta, losses, final, codes, code, count, gauss_newton
 
 
@@ -190,11 +205,13 @@ def _with_jacobian(problem, static):
 
 @eqx.filter_jit
 def solve_and_decode(
-    theta, problem, optimizer, steps, mode, setup, trainable, callback
+    theta, problem, optimizer, steps, mode, setup, trainable, callback, hopeless
 ):
     """`optimistix_solve`, and `decode_result` of its result (when it has the
     covariance) in the same program."""
-    out = optimistix_solve(theta, problem, optimizer, steps, mode, setup, callback)
+    out = optimistix_solve(
+        theta, problem, optimizer, steps, mode, setup, callback, hopeless
+    )
     gauss_newton = out[-1]
     if gauss_newton is None:
         return out, None

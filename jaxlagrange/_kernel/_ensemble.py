@@ -257,4 +257,5 @@ def _trajectory(system, tree, params, ys, t_final, codes, ts, t0, options):
         "num_rejected_steps": codes[3].astype(integer),
         "num_steps": codes[1].astype(integer),
     }
-    return jax.vmap(without_events)(saved_ts, q, qd, lam, result, t_final, stats)
+    traj = jax.vmap(without_events)(saved_ts, q, qd, lam, result, t_final, stats)
+    return traj.recording(system)

@@ -11,10 +11,28 @@ PARAM_UNITS |= {"body_iquat": "1", "gravity": "m/s²", "geom_friction": "1"}
 
 
 def labels(m) -> dict:
-    """`units`, `point_names`, `length_unit` and `param_units` of the model `m`."""
+    """`units`, `point_names`, `length_unit`, `param_units` and `links` of the
+    model `m`: its points are the bodies' centres of mass, then their anchors
+    (the first joint's); each body is drawn from its anchor to its centre, and
+    from its parent's centre to its anchor."""
+    bodies = [name_of(m, "BODY", b) for b in range(1, m.nbody)]
+    k = len(bodies)
+    anchors = [
+        f"joint {name_of(m, 'JOINT', m.body_jntadr[b])}"
+        if m.body_jntnum[b]
+        else f"origin of {bodies[b - 1]}"
+        for b in range(1, m.nbody)
+    ]
+    links = [(k + b, b) for b in range(k)]
+    links += [
+        (m.body_parentid[b] - 1, k + b - 1)
+        for b in range(1, m.nbody)
+        if m.body_parentid[b]
+    ]
     return dict(
         units=tuple(u for k in m.jnt_type for u in _UNITS[int(k)]),
-        point_names=tuple(name_of(m, "BODY", b) for b in range(1, m.nbody)),
+        point_names=(*bodies, *anchors),
         length_unit="m",
         param_units=tuple(PARAM_UNITS.items()),
+        links=tuple((int(i), int(j)) for i, j in links),
     )

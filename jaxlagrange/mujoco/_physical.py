@@ -6,6 +6,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._errors import first_error
+from .._validate import array_module
 from ._model import name_of
 
 
@@ -30,24 +31,35 @@ def read(m, model: str) -> Bodies:
     return Bodies(model, names, np.array(moving, float))
 
 
-def check(bodies: Bodies, params) -> None:
-    """A `ValueError` naming the first impossible entry of `params`: a negative
+def check(bodies: Bodies, params, member: str = ""):
+    """`params`, with an error naming the first impossible entry: a negative
     mass or moment, a body with dofs whose mass (with the bodies welded to it) is
-    not positive, principal moments with A + B < C."""
-    mass, inertia = (np.asarray(params[k]) for k in ("body_mass", "body_inertia"))
-    triangle = 2 * inertia.max(1) > inertia.sum(1) * (1 + 1e-12)  # A + B < C
-    moving = (bodies.moving @ mass <= 0) & bodies.moving.any(1)
+    not positive, principal moments with A + B < C. A `ValueError` where the
+    values are known, naming the first impossible member of a batch (a leading
+    axis, as `simulate_batch` takes); where traced (a user's `jax.vmap`), an
+    error when the program runs, naming the rule."""
+    xp = array_module(params["body_mass"], params["body_inertia"])
+    mass, inertia = (xp.asarray(params[k]) for k in ("body_mass", "body_inertia"))
+    if inertia.ndim > mass.ndim + 1:  # full tensors (a consistent fit's)
+        inertia = xp.linalg.eigvalsh(inertia)
+    triangle = 2 * inertia.max(-1) > inertia.sum(-1) * (1 + 1e-12)  # A + B < C
+    moving = (mass @ bodies.moving.T <= 0) & bodies.moving.any(1)
     keys = ("body_mass",) * 2 + ("body_inertia",) * 2
-    checks = zip((mass < 0, moving, inertia < 0, triangle), keys, _RULES, strict=True)
+    flags = (mass < 0, moving, (inertia < 0).any(-1), triangle)
+    if mass.ndim == 2 and xp is np:  # a batch: its first impossible member
+        for i in np.flatnonzero(np.any(flags, axis=(0, 2)))[:1]:
+            one = {k: params[k][i] for k in ("body_mass", "body_inertia")}
+            check(bodies, one, f"Member {i} of the batch: ")
+        return params
 
     def entry(bad, key):  # the first bad entry
-        i = int(np.flatnonzero(bad.reshape(len(bad), -1).any(1))[0])
+        i = int(np.flatnonzero(bad)[0])
         value = np.round((mass if key == "body_mass" else inertia)[i], 12)
         return f": {key}[{i}] (body {bodies.names[i]!r}) is {value.tolist()}"
 
-    where = f"MuJoCo model {bodies.model!r}: "
+    where = f"{member}MuJoCo model {bodies.model!r}: "
     checks = [
         (bad, (where + text + "{}.", lambda bad=bad, key=key: entry(bad, key)))
-        for bad, key, text in checks
+        for bad, key, text in zip(flags, keys, _RULES, strict=True)
     ]
-    first_error(mass, checks, error=ValueError)
+    return first_error(params, checks, error=ValueError)

@@ -163,6 +163,10 @@ def _system(tree: Tree, params: dict[str, Any], not_imported=(), contacts=None):
             kinetic, potential = kinetic + armature, potential + spring
         return kinetic - potential
 
+    # The rules of MuJoCo's compiler, also for `simulate`'s and `simulate_batch`'s
+    # params (`checked_values`).
+    lagrangian.check_params = functools.partial(_physical.check, tree.inertial)
+
     def dissipation(q, qd, t, params):
         damping = tendon_energies(q, qd, params)[2] if tendinous else 0.0
         return 0.5 * params["dof_damping"] @ dofs(q, qd) ** 2 + damping
@@ -234,7 +238,20 @@ def _system(tree: Tree, params: dict[str, Any], not_imported=(), contacts=None):
         friction=friction if rough else None,
         not_imported=not_imported,
     )
-    return system, lambda q, t, params: centres(q, params)[0], lengths
+    def points(q, t, params):  # the centres of mass, then the anchors
+        x, r = _frames(tree, q)
+        # Each body's first joint's anchor, in its frame before the joint moves
+        # it (MuJoCo's xanchor); a free or jointless body's origin.
+        anchors = [
+            x[i]
+            if not body.joints or body.joints[0].kind == FREE
+            else x[body.parent]
+            + r[body.parent] @ (body.pos + body.rot @ body.joints[0].pos)
+            for i, body in enumerate(tree.bodies, 1)
+        ]
+        return jnp.concatenate([centres(q, params)[0], jnp.stack(anchors)])
+
+    return system, points, lengths
 
 
 class MujocoSystem(ReadySystem):
@@ -381,7 +398,7 @@ def load(
         defaults.update(geom_friction=np.array(m.geom_friction), restitution=0.0)
     merged = merge_params(name, defaults, params)
     check_params = functools.partial(_physical.check, tree.inertial)
-    if not traced(merged):  # (params traced through `load`: checked where known)
+    if not traced(merged):  # (params traced through `load`: checked where used)
         _check_armature(m, layout, np.asarray(merged["dof_armature"]))
         check_params(merged)
     missing = _model.not_imported(m) + _tendons.not_imported(m)

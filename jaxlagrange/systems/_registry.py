@@ -35,6 +35,8 @@ class ReadySystem(eqx.Module):
     - `length_unit`: the unit of `positions` (None: unknown).
     - `param_units`: `(name, unit)` pairs, the unit of a param (`"body_mass"`)
         or of one entry of it (`"dof_damping[0]"`), for the axes of sweeps.
+    - `links`: pairs `(i, j)` of point indices that figures draw as segments
+        (a loaded model's joints and bodies); None: the points joined in order.
     """
 
     system: LagrangianSystem
@@ -49,6 +51,7 @@ class ReadySystem(eqx.Module):
     param_units: tuple[tuple[str, str], ...] | None = eqx.field(
         static=True, default=None
     )
+    links: tuple[tuple[int, int], ...] | None = eqx.field(static=True, default=None)
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.system, self.q0, self.qd0))

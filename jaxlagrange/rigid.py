@@ -57,15 +57,6 @@ def matrix_angular_velocity(
     return 0.5 * jnp.stack([w[2, 1] - w[1, 2], w[0, 2] - w[2, 0], w[1, 0] - w[0, 1]])
 
 
-def _body_kinetic_energy(
-    mass: Array, inertia: Array, velocity: Array, r: Array, r_dot: Array
-) -> Array:
-    """½ m |ẋ|² + ½ ωᵀ I ω from the velocity ẋ, R and Ṙ (I: (3, 3), body axes),
-    as `kinetic_energy` computes it from its own JVP."""
-    omega = matrix_angular_velocity(r, r_dot)
-    return 0.5 * mass * velocity @ velocity + 0.5 * omega @ inertia @ omega
-
-
 def quaternion_to_matrix(p: Float[ArrayLike, "*batch 4"]) -> Float[Array, "*batch 3 3"]:
     """The rotation matrix of a quaternion p = (w, x, y, z), scalar first.
 
@@ -417,7 +408,8 @@ def kinetic_energy(
             f"`position(q, t)` must return shape (3,), got {jnp.shape(x)}."
         )
     _check_shape("rotation(q, t)", jnp.shape(r), (3, 3), "must return a (3, 3) matrix")
-    return _body_kinetic_energy(mass, inertia, velocity, r, r_dot)
+    omega = matrix_angular_velocity(r, r_dot)
+    return 0.5 * mass * velocity @ velocity + 0.5 * omega @ inertia @ omega
 
 
 def _check_indices(indices: Any) -> tuple[int, ...]:

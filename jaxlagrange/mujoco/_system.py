@@ -59,6 +59,12 @@ def _turn(axis: np.ndarray, angle: Array) -> Array:
     return jnp.eye(3) + jnp.sin(angle) * K + (1 - jnp.cos(angle)) * (K @ K)
 
 
+def _body_energy(mass, inertia, velocity, r, r_dot):
+    """½ m |ẋ|² + ½ ωᵀ I ω of one body (I: (3, 3), body axes)."""
+    omega = rigid.matrix_angular_velocity(r, r_dot)
+    return 0.5 * mass * velocity @ velocity + 0.5 * omega @ inertia @ omega
+
+
 def _frames(tree: Tree, q: Array) -> tuple[Array, Array]:
     """The bodies' frames (xpos, xmat) at q, shapes (nbody, 3), (nbody, 3, 3)."""
     pos, rot = [jnp.zeros(3, q.dtype)], [jnp.eye(3, dtype=q.dtype)]
@@ -147,7 +153,7 @@ def _system(tree: Tree, params: dict[str, Any], not_imported=(), contacts=None):
         inertia = inertia if inertia.ndim == 3 else inertia[..., None] * np.eye(3)
         inertia = irot @ inertia @ jnp.swapaxes(irot, 1, 2)
         mass = params["body_mass"][1:]
-        energy = jax.vmap(rigid._body_kinetic_energy)(mass, inertia, v, r, r_dot)
+        energy = jax.vmap(_body_energy)(mass, inertia, v, r, r_dot)
         kinetic = jnp.sum(energy) + 0.5 * params["dof_armature"] @ dofs(q, qd) ** 2
         for J, a in zip(tree.norm_inertia, quaternions, strict=True):
             kinetic += rigid.quaternion_norm_term(J, q[a : a + 4], qd[a : a + 4])

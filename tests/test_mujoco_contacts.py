@@ -320,6 +320,34 @@ def test_a_dropped_sphere_lands_at_the_free_fall_time_and_rests():
     np.testing.assert_allclose(traj.multipliers[-1], [mass * 9.81], rtol=1e-9)
 
 
+def _with(system, **params):
+    return eqx.tree_at(lambda s: s.params, system, {**system.params, **params})
+
+
+def test_a_ball_with_e_half_bounces_to_e_2k_h_and_comes_to_rest():
+    drop, e, g = 0.2, 0.5, 9.81
+    system, q0, qd0 = _load(BALL.format(z=0.1 + drop, condim=1))
+    system = _with(system, restitution=jnp.asarray(e))
+    ts = jnp.linspace(0.7, 1.0, 7)  # after the bounces' Zeno time, 0.606 s
+    traj = jl.simulate(system, q0, qd0, t1=1.0, saveat=ts, rtol=1e-10, atol=1e-10)
+    assert traj.result == jl.RESULTS.successful
+    count = int(traj.num_events)
+    assert 5 < count < 40  # log(√(2 g atol)/v₀)/log e ≈ 12 bounces, then at rest
+    assert np.all(np.asarray(traj.event_kind[:count]) == jl.EVENT_IMPACT)
+    times = np.asarray(traj.event_ts[:count])
+    np.testing.assert_allclose(times[0], np.sqrt(2 * drop / g), atol=1e-9)
+    # The apex of flight k (between impacts k and k + 1) is g τ²/8 = e^(2k) h.
+    k = np.arange(1, 6)
+    apexes = g * np.diff(times)[:5] ** 2 / 8
+    np.testing.assert_allclose(apexes, drop * e ** (2 * k), rtol=1e-7)
+    zeno = np.sqrt(2 * drop / g) * (1 + e) / (1 - e)
+    assert zeno - 1e-3 < times[-1] < zeno
+    np.testing.assert_allclose(traj.q[:, 0], -drop, atol=1e-10)  # on the floor
+    np.testing.assert_allclose(traj.qd[:, 0], 0, atol=1e-10)
+    mass = float(system.params["body_mass"][1])
+    np.testing.assert_allclose(traj.multipliers[:, 0], mass * g, rtol=1e-9)
+
+
 # A box's four corners and a flat foot's two caps touch at once (redundant rows,
 # solved minimum-norm by the core of branch w5A), and friction in 3-D is the
 # core's friction disc (slip of shape (u, 2), branch w5G): these tests run

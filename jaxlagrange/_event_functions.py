@@ -20,7 +20,7 @@ from . import _friction
 from ._constraints import contact_tolerance, dynamics
 from ._custom_types import Array
 from ._guard import AdaptiveWrapper, select
-from ._options import VectorFieldArgs
+from ._projection import VectorFieldArgs
 from ._segment import split
 
 

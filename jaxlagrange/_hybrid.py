@@ -69,7 +69,8 @@ from ._event_functions import (
 )
 from ._guard import Stop, select
 from ._impulse import impulse_jump
-from ._options import CheckedOptions, VectorFieldArgs
+from ._options import CheckedOptions
+from ._projection import VectorFieldArgs
 from ._segment import SavedStates, Segment, finish, masked_start, solve_segment
 from ._system import LagrangianSystem
 from ._trajectory import (

@@ -14,6 +14,8 @@ import numpy as np
 from ._custom_types import Array
 from ._errors import first_error
 from ._hold import switch_times
+from ._integrators import AbstractLagrangianSolver
+from ._projection import ProjectedSolver
 from ._system import LagrangianSystem
 from ._validate import array_module, as_real, check_precision, default_tolerance
 
@@ -41,8 +43,6 @@ class GivenOptions(eqx.Module):
     max_events: int = 64
 
     def __check_init__(self):
-        from ._integrators import AbstractLagrangianSolver  # (imports this module)
-
         positive_int("max_steps", self.max_steps)
         solver, meter = self.solver, self.progress_meter
         if solver is not None and not isinstance(
@@ -64,9 +64,6 @@ class GivenOptions(eqx.Module):
         """t0, t1 and the save times in `dtype` (`check_times`), and the options
         as checked for `system`, the defaults filled in; or the error naming the
         first bad one. A `jl.VariationalMidpoint()` solver is kept as given."""
-        from ._integrators import AbstractLagrangianSolver
-        from ._projection import ProjectedSolver  # (imports this module)
-
         times = check_times(self.t0, self.t1, self.saveat, dtype)
         rtol, atol = tolerances(self, dtype)
         if times[2].shape[0] >= 2**31:  # (memory is the caller's: the CLI checks it)
@@ -242,21 +239,3 @@ class CheckedOptions(eqx.Module):
     def hybrid(self) -> bool:
         """Whether the solve is hybrid: segments between the events of contacts."""
         return self.max_events is not None
-
-
-class VectorFieldArgs(eqx.Module):
-    """The args of a diffrax solve of the equations of motion (`_segment._vector_field`).
-
-    `ProjectedSolver.step` projects a step of a solve with these args and a flat
-    state [q; q̇], and no other (the backward solve of `diffrax.BacksolveAdjoint`
-    has these args but an augmented tuple state).
-    """
-
-    system: LagrangianSystem
-    baumgarte: tuple[Array, Array] | None = None
-    active: Array | None = None  # (u,) bool: the contacts (None: all unilateral)
-    modes: Any = None  # `_constraints.Modes` of the contacts (None: no friction)
-    # For the event functions of a hybrid segment (`_event_functions`), else None:
-    start: Array | None = None  # the segment's start time
-    initial: Array | None = None  # (u,) the normal event values at the start
-    initial_slip: Array | None = None  # the tangential ones (with friction)

@@ -30,6 +30,8 @@ and no time scale, so it needs no tuning; it leaves the order of the solver
 unchanged because the correction is of the size of the local error.
 """
 
+from typing import Any
+
 import diffrax
 import equinox as eqx
 import jax
@@ -38,7 +40,6 @@ import jax.numpy as jnp
 from ._constraints import velocity_rates, velocity_rows
 from ._custom_types import Array, BoolScalar, ScalarLike
 from ._mass import Rows
-from ._options import VectorFieldArgs
 from ._system import LagrangianSystem
 
 
@@ -141,6 +142,24 @@ _jit_project_state = eqx.filter_jit(project_state)
 
 # The key under which a step hands the system to its interpolation.
 _SYSTEM = "jaxlagrange_system"
+
+
+class VectorFieldArgs(eqx.Module):
+    """The args of a diffrax solve of the equations of motion (`_segment._vector_field`).
+
+    `ProjectedSolver.step` projects a step of a solve with these args and a flat
+    state [q; q̇], and no other (the backward solve of `diffrax.BacksolveAdjoint`
+    has these args but an augmented tuple state).
+    """
+
+    system: LagrangianSystem
+    baumgarte: tuple[Array, Array] | None = None
+    active: Array | None = None  # (u,) bool: the contacts (None: all unilateral)
+    modes: Any = None  # `_constraints.Modes` of the contacts (None: no friction)
+    # For the event functions of a hybrid segment (`_event_functions`), else None:
+    start: Array | None = None  # the segment's start time
+    initial: Array | None = None  # (u,) the normal event values at the start
+    initial_slip: Array | None = None  # the tangential ones (with friction)
 
 
 class ProjectedSolver(diffrax.AbstractWrappedSolver):

@@ -15,7 +15,8 @@ import jax.numpy as jnp
 from ._constraints import dynamics, per_contact
 from ._custom_types import Array
 from ._guard import Stop, all_finite, guard_for, provisional
-from ._options import CheckedOptions, VectorFieldArgs
+from ._options import CheckedOptions
+from ._projection import VectorFieldArgs
 from ._results import promote
 from ._trajectory import RESULTS, Trajectory, without_events
 

@@ -27,8 +27,8 @@ from jaxlagrange._lanes import (
     from_lanes,
     to_lanes,
 )
-from jaxlagrange._options import GivenOptions, VectorFieldArgs
-from jaxlagrange._projection import project_state
+from jaxlagrange._options import GivenOptions
+from jaxlagrange._projection import VectorFieldArgs, project_state
 from jaxlagrange._segment import _vector_field
 
 

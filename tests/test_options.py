@@ -12,8 +12,8 @@ from helpers import counting
 
 import jaxlagrange as jl
 from jaxlagrange import _segment
-from jaxlagrange._options import CheckedOptions, VectorFieldArgs
-from jaxlagrange._projection import ProjectedSolver
+from jaxlagrange._options import CheckedOptions
+from jaxlagrange._projection import ProjectedSolver, VectorFieldArgs
 from jaxlagrange._segment import _vector_field
 
 

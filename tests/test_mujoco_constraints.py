@@ -370,6 +370,20 @@ def test_an_impossible_member_under_a_users_vmap_is_an_error():
         jax.vmap(final)(masses.at[1, 2].set(0.0))
 
 
+def test_an_impossible_member_in_a_batch_under_a_users_jit_is_an_error():
+    ready = _load(ARM)
+
+    @jax.jit
+    def final(masses):
+        batch = jl.simulate_batch(*ready, params={"body_mass": masses}, t1=0.01)
+        return batch.q[:, -1]
+
+    masses = jnp.stack([ready.system.params["body_mass"]] * 2)
+    assert np.all(np.isfinite(final(masses)))
+    with pytest.raises(Exception, match=r"cannot be negative"):
+        final(masses.at[1, 2].set(-0.5))
+
+
 def test_limit_rows_equal_mujoco_distances():
     """At a pose past every limit, the rows below zero are MuJoCo's efc_pos of
     its limit constraints (a ball joint's: its range minus the rotation angle)."""

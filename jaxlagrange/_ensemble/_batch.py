@@ -130,8 +130,10 @@ def simulate_batch(
     if params is not None:
         params = override(system.params, params, size)
         check = getattr(system.lagrangian, "check_params", None)
-        if check is not None and not traced(params):  # (a loaded model's masses)
-            check(broadcast_params(system.params, params, size))
+        if check is not None:  # a loaded model's masses; traced (in a user's
+            # jit): an error when the program runs, tied to the given leaves
+            checked = check(broadcast_params(system.params, params, size))
+            params = {k: checked[k] for k in params} if traced(params) else params
     n = q0.shape[-1]
     rows = Rows(
         jnp.broadcast_to(q0, (size, n)), jnp.broadcast_to(qd0, (size, n)), params

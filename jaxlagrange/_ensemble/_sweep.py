@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._custom_types import Array
-from .._options import positive_int
 from .._progress import progress_bar
+from .._validate import positive_int
 from ._backend import apply, backend_for
 from ._inputs import one_size
 from ._member import AbstractMember, Rows

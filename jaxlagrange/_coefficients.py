@@ -23,18 +23,18 @@ def check_friction(system: Any) -> None:
     needs = [
         (
             slip is None and friction is not None,
-            "`friction` needs `slip` (the slip "
-            "velocity at each contact), got slip=None.",
+            "`friction` needs `slip` (the slip velocity at each contact), got "
+            "slip=None.",
         ),
         (
             slip is not None and not unilateral,
-            "`slip` needs `unilateral` (friction "
-            "acts at unilateral contacts), got unilateral=None.",
+            "`slip` needs `unilateral` (friction acts at unilateral contacts), got "
+            "unilateral=None.",
         ),
         (
             slip is not None and friction is None,
-            "`slip` needs `friction`, the kinetic "
-            "friction coefficient (a scalar or one per unilateral constraint).",
+            "`slip` needs `friction`, the kinetic friction coefficient (a scalar or "
+            "one per unilateral constraint).",
         ),
     ]
     first_error(None, needs, error=ValueError)

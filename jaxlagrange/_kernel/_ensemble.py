@@ -39,10 +39,7 @@ class KernelUnsupported(ValueError):
     """What `backend="kernel"` does not support (`backend="vmap"` does)."""
 
 
-def _unsupported(what: str) -> KernelUnsupported:
-    return KernelUnsupported(
-        f"backend='kernel' does not support {what}; backend='vmap' supports it."
-    )
+_REFUSED = "backend='kernel' does not support {}; backend='vmap' supports it."
 
 
 def _pid_defaults(controller) -> bool:
@@ -83,20 +80,16 @@ def check_supported(system: LagrangianSystem, options: GivenOptions) -> Controll
         ),
         (
             pid and not _pid_defaults(controller),
-            "a `stepsize_controller` "
-            "PIDController with pcoeff, dcoeff, dtmin, dtmax, error_order or norm "
-            "changed from their defaults",
+            "a `stepsize_controller` PIDController with pcoeff, dcoeff, dtmin, "
+            "dtmax, error_order or norm changed from their defaults",
         ),
         (
             controller is not None and not (constant or pid),
             f"`stepsize_controller={type(controller).__name__}(...)`",
         ),
     ]
-    first_error(
-        None,
-        [(c, str(_unsupported(w))) for c, w in unsupported],
-        error=KernelUnsupported,
-    )
+    refused = [(c, _REFUSED.format(what)) for c, what in unsupported]
+    first_error(None, refused, error=KernelUnsupported)
     if constant and dt0 is None:
         raise ValueError(
             "`dt0` is required with a constant step size "

@@ -18,24 +18,28 @@ from ._validate import param_flags
 
 def check_friction(system: Any) -> None:
     """The trace-time checks of `slip`, `friction` and `static_friction`."""
-    stack = system.constraints
-    if stack.friction is None:
-        if system.coefficient("friction") is not None:
-            raise ValueError(
-                "`friction` needs `slip` (the slip velocity at each contact), got "
-                "slip=None."
-            )
-        return
-    if not stack.one_sided:
-        raise ValueError(
+    slip, unilateral = system.constraints.friction, system.constraints.one_sided
+    friction = system.coefficient("friction")
+    needs = [
+        (
+            slip is None and friction is not None,
+            "`friction` needs `slip` (the slip velocity at each contact), got "
+            "slip=None.",
+        ),
+        (
+            slip is not None and not unilateral,
             "`slip` needs `unilateral` (friction acts at unilateral contacts), got "
-            "unilateral=None."
-        )
-    if system.coefficient("friction") is None:
-        raise ValueError(
+            "unilateral=None.",
+        ),
+        (
+            slip is not None and friction is None,
             "`slip` needs `friction`, the kinetic friction coefficient (a scalar or "
-            "one per unilateral constraint)."
-        )
+            "one per unilateral constraint).",
+        ),
+    ]
+    first_error(None, needs, error=ValueError)
+    if slip is None:
+        return
     for name in ("friction", "static_friction"):
         values = known(system.coefficient(name))
         if values is None:

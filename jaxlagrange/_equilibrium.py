@@ -20,9 +20,9 @@ from ._constraints import contact_tolerance, dynamics, num_bilateral
 from ._custom_types import Array, Float, ScalarLike, VectorLike
 from ._errors import first_error
 from ._guard import no_gradient
-from ._options import check_tolerance, positive_int
+from ._options import check_tolerance
 from ._system import LagrangianSystem, as_state, check_system
-from ._validate import check_finite, check_finite_params
+from ._validate import check_finite, check_finite_params, positive_int
 
 
 _NOT_CONVERGED = (

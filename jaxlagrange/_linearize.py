@@ -62,24 +62,26 @@ def _indices(name: str, value, n: int, expected: int) -> tuple[int, ...]:
         return tuple(range(n))
     try:
         raw = np.asarray(value)
-        if raw.ndim != 1 or not (
-            np.issubdtype(raw.dtype, np.integer) or raw.shape == (0,)
-        ):
-            raise TypeError
-        idx = tuple(int(i) for i in raw)
+        integer = np.issubdtype(raw.dtype, np.integer) or raw.shape == (0,)
+        idx = tuple(int(i) for i in raw) if raw.ndim == 1 and integer else None
     except (TypeError, ValueError):
-        raise ValueError(
-            f"`{name}` must be a sequence of integer indices, got {value!r}."
-        ) from None
-    if any(i < 0 or i >= n for i in idx):
-        raise ValueError(f"`{name}` must hold indices in [0, {n}), got {list(idx)}.")
-    if len(set(idx)) != len(idx):
-        raise ValueError(f"`{name}` has repeated indices: {list(idx)}.")
-    if len(idx) not in (n, expected):
-        raise ValueError(
-            f"`{name}` must name the {expected} independent ones (n = {n} minus the "
-            f"constraints on them) or all {n}, got {len(idx)}: {list(idx)}."
-        )
+        idx = None
+    parsed, idx = idx is not None, idx or ()
+    checks = [
+        (not parsed, f"`{name}` must be a sequence of integer indices, got {value!r}."),
+        (
+            any(i < 0 or i >= n for i in idx),
+            f"`{name}` must hold indices in [0, {n}), got {list(idx)}.",
+        ),
+        (len(set(idx)) != len(idx), f"`{name}` has repeated indices: {list(idx)}."),
+        (
+            len(idx) not in (n, expected),
+            f"`{name}` must name the {expected} independent "
+            f"ones (n = {n} minus the constraints on them) or all {n}, got {len(idx)}: "
+            f"{list(idx)}.",
+        ),
+    ]
+    first_error(None, checks, error=ValueError)
     return idx
 
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from ._custom_types import Array
 from ._system import LagrangianSystem
+from ._validate import positive_int
 
 
 class _NeuralLagrangian(eqx.Module):
@@ -83,8 +84,7 @@ def neural_lagrangian(
     result = jl.fit(system, data, optimizer=optax.adam(1e-3), steps=2000)
     ```
     """
-    if not (isinstance(n, int) and n >= 1):
-        raise ValueError(f"`n` must be a positive integer, got {n!r}.")
+    n = positive_int("n", n)
     if not eps > 0:
         raise ValueError(
             f"`eps` must be > 0 (it keeps the mass matrix positive definite), got {eps!r}."

@@ -17,7 +17,13 @@ from ._hold import switch_times
 from ._integrators import AbstractLagrangianSolver
 from ._projection import ProjectedSolver
 from ._system import LagrangianSystem
-from ._validate import array_module, as_real, check_precision, default_tolerance
+from ._validate import (
+    array_module,
+    as_real,
+    check_precision,
+    default_tolerance,
+    positive_int,
+)
 
 
 # The most steps of a solve (between two events), unless `max_steps` says otherwise.
@@ -45,18 +51,21 @@ class GivenOptions(eqx.Module):
     def __check_init__(self):
         positive_int("max_steps", self.max_steps)
         solver, meter = self.solver, self.progress_meter
-        if solver is not None and not isinstance(
-            solver, (AbstractLagrangianSolver, diffrax.AbstractSolver)
-        ):
-            raise ValueError(
+        solvers = (AbstractLagrangianSolver, diffrax.AbstractSolver)
+        checks = [
+            (
+                solver is not None and not isinstance(solver, solvers),
                 "`solver` must be a diffrax solver or jl.VariationalMidpoint(), got "
-                f"{type(solver).__name__}."
-            )
-        if meter is not None and not isinstance(meter, diffrax.AbstractProgressMeter):
-            raise ValueError(
+                f"{type(solver).__name__}.",
+            ),
+            (
+                meter is not None
+                and not isinstance(meter, diffrax.AbstractProgressMeter),
                 "`progress_meter` must be a diffrax progress meter such as "
-                f"diffrax.TextProgressMeter(), got {type(meter).__name__}."
-            )
+                f"diffrax.TextProgressMeter(), got {type(meter).__name__}.",
+            ),
+        ]
+        first_error(None, checks, error=ValueError)
 
     def checked(
         self, system: LagrangianSystem, dtype
@@ -119,14 +128,19 @@ def checked_options(where: str, given: Mapping[str, Any]) -> GivenOptions:
     compiled (or a sweep's store made); traced values are checked in the program.
     Lists (`saveat=[...]`) become arrays."""
     names = [field.name for field in dataclasses.fields(GivenOptions)]
-    for key in given:
-        if key not in names:
-            raise ValueError(
-                f"`{where}` got an unknown option {key!r}; the options of "
-                f"`simulate` are: {', '.join(names)}."
-            )
-    if "t1" not in given:
-        raise ValueError(f"`{where}` needs `t1`, the end time (as `simulate` does).")
+    unknown = next((key for key in given if key not in names), None)
+    checks = [
+        (
+            unknown is not None,
+            f"`{where}` got an unknown option {unknown!r}; the options of "
+            f"`simulate` are: {', '.join(names)}.",
+        ),
+        (
+            "t1" not in given,
+            f"`{where}` needs `t1`, the end time (as `simulate` does).",
+        ),
+    ]
+    first_error(None, checks, error=ValueError)
     options = GivenOptions(
         **{k: jnp.asarray(v) if isinstance(v, list) else v for k, v in given.items()}
     )
@@ -142,14 +156,19 @@ def check_times(t0, t1, saveat, dtype) -> tuple[Array, Array, Array]:
     an error naming the bad one (at once where known, else in the program)."""
     t0, t1 = as_real("t0", t0), as_real("t1", t1)
     ts = None if saveat is None else as_real("saveat", saveat)
-    for name, t in (("t0", t0), ("t1", t1)):
-        if t.shape != ():
-            raise ValueError(f"`{name}` must be a scalar, got shape {t.shape}.")
+    shapes = [
+        *(
+            (t.shape != (), f"`{n}` must be a scalar, got shape {t.shape}.")
+            for n, t in (("t0", t0), ("t1", t1))
+        ),
+        (
+            ts is not None and (ts.ndim != 1 or ts.shape[0] == 0),
+            "`saveat` must be a non-empty 1-D array of times, got shape "
+            f"{None if ts is None else ts.shape}.",
+        ),
+    ]
+    first_error(None, shapes, error=ValueError)
     t0, t1 = t0.astype(dtype), t1.astype(dtype)
-    if ts is not None and (ts.ndim != 1 or ts.shape[0] == 0):
-        raise ValueError(
-            f"`saveat` must be a non-empty 1-D array of times, got shape {ts.shape}."
-        )
     ts = t1[None] if ts is None else ts.astype(dtype)
 
     # NumPy where the times are known (no small eager compiles); `first_error`
@@ -176,13 +195,6 @@ def check_times(t0, t1, saveat, dtype) -> tuple[Array, Array, Array]:
     ]
     ts = first_error(ts, checks, error=ValueError)
     return t0, t1, ts
-
-
-def positive_int(name: str, value, what: str = "") -> int:
-    """`value` as an int, or a `ValueError` naming it."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"`{name}` must be a positive int{what}, got {value!r}.")
-    return int(value)
 
 
 def check_tolerance(name: str, value) -> Array:

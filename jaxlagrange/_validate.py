@@ -218,3 +218,10 @@ def check_affine(name: str, fn, q: Array, qd: Array, t: Array, x: Array) -> Arra
     )
     detail = lambda: f": {float(worst):.3g}"  # noqa: E731
     return first_error(x, [(bad, (message, detail))], error=ValueError)
+
+
+def positive_int(name: str, value, what: str = "") -> int:
+    """`value` as an int, or a `ValueError` naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"`{name}` must be a positive int{what}, got {value!r}.")
+    return int(value)

@@ -102,7 +102,8 @@ def test_energy_is_an_integral_of_the_flow():
 
 def test_bad_modes():
     with pytest.raises(
-        ValueError, match="`modes` for system 'cavity' must be an integer"
+        ValueError,
+        match="`modes` must be a positive int \\(the field modes of system 'cavity'\\)",
     ):
         jl.systems.make("cavity", modes=0)
     with pytest.raises(

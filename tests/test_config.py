@@ -200,7 +200,7 @@ def test_check_errors(tmp_path, text, match):
         ),
         (
             "[system]\nname = 'spring_chain'\noptions = { n = 0 }",
-            r"\[system\] options: `n` \(the number of masses\) must be an integer >= 1",
+            r"\[system\] options: `n` must be a positive int \(the number of masses\)",
         ),
         (
             "[system]\nname = 'pendulum'\n[simulate]\nt0 = 2.0\nt1 = 1.0",

@@ -244,6 +244,27 @@ def test_jit_vmap_equivalence():
     np.testing.assert_allclose(batched, v0s**2 / (2 * MU * G), rtol=1e-9)
 
 
+def test_gradient_of_sliding_distance():
+    # The quick version of the one below: before the stop (at v₀/(μg) ≈ 0.68 s)
+    # the block slides d(t) = v₀t − μgt²/2, so ∂d/∂μ = −gt²/2 and ∂d/∂v₀ = t;
+    # the gradient is also checked against central differences.
+    t1 = 0.3
+
+    def distance(mu, v0):
+        qd0 = jnp.stack([v0 * np.cos(PHI), v0 * np.sin(PHI), 0.0])
+        traj = _sim(block(mu), jnp.zeros(3), qd0, t1, [t1], max_events=2)
+        return jnp.hypot(traj.q[0, 0], traj.q[0, 1])
+
+    grads = jax.jit(jax.grad(distance, argnums=(0, 1)))(MU, V0)
+    np.testing.assert_allclose(grads, [-G * t1**2 / 2, t1], rtol=1e-8)
+    forward, step = jax.jit(distance), 1e-5
+    fd = (forward(MU + step, V0) - forward(MU - step, V0)) / (2 * step)
+    np.testing.assert_allclose(grads[0], fd, rtol=1e-5)
+    fd = (forward(MU, V0 + step) - forward(MU, V0 - step)) / (2 * step)
+    np.testing.assert_allclose(grads[1], fd, rtol=1e-5)
+
+
+@pytest.mark.slow  # 613 s in CI: test_gradient_of_sliding_distance is its quick form
 def test_gradient_of_stopping_distance():
     grads = jax.jit(jax.grad(_stop_distance, argnums=(0, 1)))(MU, V0)
     distance = V0**2 / (2 * MU * G)

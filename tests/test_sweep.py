@@ -281,11 +281,11 @@ def test_a_sweep_of_a_coordinate_the_constraints_fix_is_refused(tmp_path, capsys
         ),
         (
             '[sweep]\n[sweep.axes]\n"q[0]" = { min = 0, max = 1 }',
-            "[sweep.axes] q[0]: num is required",
+            "[sweep.axes] q[0] num is required",
         ),
         (
             '[sweep]\n[sweep.axes]\n"q[0]" = { min = 0, max = 1, num = 0 }',
-            "[sweep.axes] q[0]: num must be >= 1, got 0",
+            "[sweep.axes] q[0] num: must be >= 1, got 0",
         ),
         (
             '[sweep]\n[sweep.axes]\n"q[0]" = { min = 1, max = 0, num = 3 }',
@@ -293,12 +293,11 @@ def test_a_sweep_of_a_coordinate_the_constraints_fix_is_refused(tmp_path, capsys
         ),
         (
             '[sweep]\n[sweep.axes]\n"q[0]" = { min = 0, max = 1, num = 2, step = 1 }',
-            "[sweep.axes] q[0]: unknown key 'step' for grid sampling; valid keys: "
-            "min, max, num",
+            "unknown key 'step' in [sweep.axes] q[0]; valid keys: max, min, num",
         ),
         (
             '[sweep]\n[sweep.axes]\n"q[0]" = 1.0',
-            "[sweep.axes] q[0]: must be a table like { min = .., max = .., num = .. }",
+            "[sweep.axes] q[0] must be a table like { min = .., max = .., num = .. }",
         ),
         (
             '[sweep]\nsize = 10\n[sweep.axes]\n"q[0]" = { min = 0, max = 1, num = 2 }',
@@ -318,7 +317,7 @@ def test_a_sweep_of_a_coordinate_the_constraints_fix_is_refused(tmp_path, capsys
         ),
         (
             '[sweep]\nsampling = "random"\nsize = 4\n[sweep.axes]\n"g" = { min = 0, max = 1, num = 3 }',
-            "[sweep.axes] g: unknown key 'num' for random sampling; valid keys: min, max",
+            "unknown key 'num' in [sweep.axes] g; valid keys: max, min",
         ),
         (
             '[sweep]\nchunk_size = 0\n[sweep.axes]\n"g" = { min = 0, max = 1, num = 3 }',
@@ -330,7 +329,7 @@ def test_a_sweep_of_a_coordinate_the_constraints_fix_is_refused(tmp_path, capsys
         ),
         (
             '[sweep]\n[sweep.axes]\n"g" = { min = "a", max = 1, num = 3 }',
-            "[sweep.axes] g: min must be a finite number, got a string 'a'",
+            "[sweep.axes] g min: must be a finite number, got a string 'a'",
         ),
     ],
 )

@@ -75,7 +75,7 @@ def test_registry_errors():
     ):
         jl.systems.double_pendulum(q0=[0.1, 0.2, 0.3])
     with pytest.raises(
-        ValueError, match=r"`n` \(the number of masses\) must be an integer >= 1, got 0"
+        ValueError, match=r"`n` must be a positive int \(the number of masses\), got 0"
     ):
         jl.systems.spring_chain(n=0)
     with pytest.raises(ValueError, match=r"already registered"):

@@ -135,29 +135,42 @@ def check(
                 f"{valid_names(f'[{s}]' for s in schema)}"
             )
     for section, keys in schema.items():
-        given = document.get(section, {})
-        if not isinstance(given, dict):
-            raise ConfigError(f"{source}: [{section}] must be a table")
-        for key in given:
-            if key not in keys:
-                raise ConfigError(
-                    f"{source}: unknown key {key!r} in [{section}]; valid keys: "
-                    f"{valid_names(keys)}"
-                )
-        values = {}
-        for key, spec in keys.items():
-            where = f"{source}: [{section}] {key}"
-            if key not in given:
-                if spec.default is _REQUIRED:
-                    raise ConfigError(f"{where} is required")
-                values[key] = spec.default
-                continue
-            value = given[key]
-            problem = type_error(spec.kind, value)
-            if problem is None and spec.check is not None:
-                problem = spec.check(value)
-            if problem is not None:
-                raise ConfigError(f"{where}: {problem}")
-            values[key] = float(value) if spec.kind is float else value
-        out[section] = values
+        out[section] = check_table(
+            document.get(section, {}), keys, source, f"[{section}]"
+        )
     return out
+
+
+def check_table(
+    given: Any, keys: Mapping[str, Key], source: str, table: str, like: str = ""
+) -> dict[str, Any]:
+    """The values of the TOML table `table` ("[run]") of `source`, with defaults;
+    every key's type and value checked against its `Key`.
+
+    **Raises:** `ConfigError` for a table that is none, an unknown key (listing the
+    valid ones), a missing required key, a value of the wrong type or a bad value.
+    """
+    if not isinstance(given, dict):
+        raise ConfigError(f"{source}: {table} must be a table{like}")
+    for key in given:
+        if key not in keys:
+            raise ConfigError(
+                f"{source}: unknown key {key!r} in {table}; valid keys: "
+                f"{valid_names(keys)}"
+            )
+    values = {}
+    for key, spec in keys.items():
+        where = f"{source}: {table} {key}"
+        if key not in given:
+            if spec.default is _REQUIRED:
+                raise ConfigError(f"{where} is required")
+            values[key] = spec.default
+            continue
+        value = given[key]
+        problem = type_error(spec.kind, value)
+        if problem is None and spec.check is not None:
+            problem = spec.check(value)
+        if problem is not None:
+            raise ConfigError(f"{where}: {problem}")
+        values[key] = float(value) if spec.kind is float else value
+    return values

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._ensemble._backend import BACKENDS
-from ._schema import ConfigError, Key, at_least, one_of, type_error
+from ._schema import ConfigError, Key, at_least, check_table, one_of
 from .run import RUN_SCHEMA
 
 
@@ -45,7 +45,8 @@ backend = "auto"               # or "vmap", "kernel": how each chunk is integrat
 ```
 """
 
-_AXIS_KEYS = {"grid": ("min", "max", "num"), "random": ("min", "max")}
+_AXIS = {"min": Key(float), "max": Key(float)}
+_AXIS_KEYS = {"grid": {**_AXIS, "num": Key(int, check=at_least(1))}, "random": _AXIS}
 
 
 def _axis_targets(ready) -> tuple[set[str], str]:
@@ -137,6 +138,7 @@ def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]
     params = ready.system.params or {}
     keys = _AXIS_KEYS[sampling]
     named = {}  # each axis by its name without white space, as the rest reads it
+    checked = {}
     for given, axis in axes.items():
         name = "".join(given.split())
         if name not in targets or name in named:
@@ -148,25 +150,10 @@ def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]
             )
             raise ConfigError(f"{where}: {problem}")
         named[name] = given
-        if not isinstance(axis, dict):
-            raise ConfigError(
-                f"{where} {name}: must be a table like {{ {' = .., '.join(keys)} = .. }}"
-            )
-        for key in axis:
-            if key not in keys:
-                raise ConfigError(
-                    f"{where} {name}: unknown key {key!r} for {sampling} sampling; "
-                    f"valid keys: {', '.join(keys)}"
-                )
-        for key in keys:
-            if key not in axis:
-                raise ConfigError(f"{where} {name}: {key} is required")
-            kind = int if key == "num" else float
-            problem = type_error(kind, axis[key])
-            if problem is None and key == "num":
-                problem = at_least(1)(axis[key])
-            if problem is not None:
-                raise ConfigError(f"{where} {name}: {key} {problem}")
+        like = f" like {{ {' = .., '.join(keys)} = .. }}"
+        axis = checked[name] = check_table(
+            axis, keys, source, f"[sweep.axes] {name}", like
+        )
         if not axis["max"] >= axis["min"]:
             raise ConfigError(
                 f"{where} {name}: max must be >= min, got min = {axis['min']!r} and "
@@ -174,7 +161,7 @@ def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]
             )
         if name in params or getattr(ready, "check_params", None):
             _check_domain(config, ready, name, axis, f"{where} {name}")
-    axes = {name: axes[given] for name, given in named.items()}
+    axes = checked
     size = section["size"]
     if sampling == "grid":
         for key, why in (

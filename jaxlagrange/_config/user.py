@@ -74,23 +74,32 @@ def system_file(config: Mapping[str, Any]) -> Path | None:
     return base / section["file"]
 
 
+def _read_past(fn, args, fits: str, who: str, advice: str):
+    """`fn(*args)` run with JAX's index checks (one compiled program), or the
+    `ConfigError` "{fits}, but {who} reads past them": JAX clamps an index past
+    the end of an array, so the run would go on with wrong values."""
+    from jax.experimental import checkify
+
+    error, out = jax.jit(checkify.checkify(fn, errors=checkify.index_checks))(*args)
+    message = error.get()
+    if message:
+        first = message.strip().splitlines()[0].strip()
+        raise ConfigError(f"{fits}, but {who} reads past them ({first}); {advice}")
+    return out
+
+
 def _check_positions(positions, params, q0, where: str, file: str, advice: str):
     """That the file's `positions` reads no coordinate past q0's n (see below)."""
-    from jax.experimental import checkify
 
     def points(q):
         return jnp.asarray(positions(q, **params))
 
     try:
-        error, _ = jax.jit(checkify.checkify(points, errors=checkify.index_checks))(q0)
-        message = error.get()
+        _read_past(points, (q0,), where, f"`positions` in {file!r}", advice)
+    except ConfigError:
+        raise
     except Exception:
         return  # its own errors are named where the plots are drawn
-    if message:
-        raise ConfigError(
-            f"{where}, but `positions` in {file!r} reads past them "
-            f"({message.strip().splitlines()[0].strip()}); {advice}"
-        )
 
 
 def _check_coordinates(system, q0, qd0, where: str, file: str, made: str, advice: str):
@@ -105,7 +114,6 @@ def _check_coordinates(system, q0, qd0, where: str, file: str, made: str, advice
     file and function that made the system; other errors raised by the functions
     themselves are left to the run, which names them.
     """
-    from jax.experimental import checkify
 
     def functions(q, qd):
         t = jnp.zeros((), q.dtype)
@@ -127,10 +135,10 @@ def _check_coordinates(system, q0, qd0, where: str, file: str, made: str, advice
         return used(q, qd) | used(q + 0.37, qd + 0.29)
 
     try:  # one compiled program: far faster than running it op by op
-        error, used_coordinates = jax.jit(
-            checkify.checkify(check, errors=checkify.index_checks)
-        )(q0, qd0)
-        message = error.get()
+        system_of = f"the system of {file!r}"
+        used_coordinates = _read_past(check, (q0, qd0), where, system_of, advice)
+    except ConfigError:
+        raise
     except ValueError as e:  # a wrong output shape or dtype, named by `_system`
         if "values to unpack" in str(e):  # q unpacked into more or fewer names
             raise ConfigError(
@@ -142,11 +150,6 @@ def _check_coordinates(system, q0, qd0, where: str, file: str, made: str, advice
         ) from None
     except Exception:
         return
-    if message:
-        raise ConfigError(
-            f"{where}, but the system of {file!r} reads past them "
-            f"({message.strip().splitlines()[0].strip()}); {advice}"
-        )
     unused = [int(i) for i in jnp.flatnonzero(~used_coordinates)]
     if unused:
         raise ConfigError(

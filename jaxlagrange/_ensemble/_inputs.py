@@ -84,15 +84,22 @@ def batch_size(system, q0, qd0, params: Params) -> int:
             "`simulate_batch` got nothing batched: give q0 or qd0 of shape (batch, n), "
             "or `params` with a leading batch axis (for one system use `simulate`)."
         )
-    if len(set(sizes.values())) > 1:
-        listed = ", ".join(f"{k} {v}" for k, v in sizes.items())
-        raise ValueError(f"The batch sizes disagree: {listed}.")
-    (size,) = set(sizes.values())
-    if size == 0:
-        raise ValueError("The batch is empty (batch size 0).")
+    size = one_size(sizes, "The batch sizes disagree")
     if q0.shape[-1] != qd0.shape[-1]:
         raise ValueError(
             f"q0 and qd0 must have the same number of coordinates, got q0 {q0.shape} "
             f"and qd0 {qd0.shape}."
         )
+    return size
+
+
+def one_size(sizes: dict[str, int | None], disagree: str) -> int:
+    """The one batch size of the named `sizes` (None: no batch axis), or a
+    `ValueError` "{disagree}: " listing them, or one for an empty batch."""
+    if None in sizes.values() or len(set(sizes.values())) > 1:
+        listed = ", ".join(f"{k} {v}" for k, v in sizes.items())
+        raise ValueError(f"{disagree}: {listed}.")
+    (size,) = set(sizes.values())
+    if size == 0:
+        raise ValueError("The batch is empty (batch size 0).")
     return size

@@ -11,9 +11,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._custom_types import Array
-from .._options import positive_int
 from .._progress import progress_bar
+from .._validate import positive_int
 from ._backend import apply, backend_for
+from ._inputs import one_size
 from ._member import AbstractMember, Rows
 from ._sharding import pad_rows, sharded_map
 from ._store import ChunkedStore, open_store, stored_attributes
@@ -115,12 +116,7 @@ def stream(
     if not inputs:
         raise ValueError("`inputs` is empty.")
     sizes = {name: x.shape[0] if np.ndim(x) else None for name, x in inputs.items()}
-    if None in sizes.values() or len(set(sizes.values())) != 1:
-        listed = ", ".join(f"{k} {v}" for k, v in sizes.items())
-        raise ValueError(f"`inputs` must share one leading batch axis, got: {listed}.")
-    (size,) = set(sizes.values())
-    if size == 0:
-        raise ValueError("The batch is empty (batch size 0).")
+    size = one_size(sizes, "`inputs` must share one leading batch axis, got")
     chunk_size = min(chunk_size, size)
     member = {
         name: jax.ShapeDtypeStruct(x.shape[1:], dtype_of(x))

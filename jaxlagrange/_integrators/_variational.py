@@ -35,6 +35,7 @@ from .._guard import no_gradient, select
 from .._initial_state import check_initial_state
 from .._system import LagrangianSystem
 from .._trajectory import RESULTS, Trajectory, without_events
+from .._validate import positive_int
 from ._base import AbstractLagrangianSolver
 
 
@@ -86,10 +87,7 @@ class VariationalMidpoint(AbstractLagrangianSolver):
                 isinstance(value, (int, float)) and value > 0
             ):
                 raise ValueError(f"`{name}` must be a positive number, got {value!r}.")
-        if not (isinstance(self.max_iterations, int) and self.max_iterations > 0):
-            raise ValueError(
-                f"`max_iterations` must be a positive int, got {self.max_iterations!r}."
-            )
+        positive_int("max_iterations", self.max_iterations)
 
     def simulate(
         self,

@@ -11,6 +11,7 @@ import numpy as np
 import optimistix as optx
 
 from .._constraints import dynamics
+from .._errors import first_error
 from .._initial_state import start_result
 from .._lanes import LaneFunction, UnsupportedPrimitiveError
 from .._mass import DenseCholesky
@@ -38,62 +39,70 @@ class KernelUnsupported(ValueError):
     """What `backend="kernel"` does not support (`backend="vmap"` does)."""
 
 
-def _unsupported(what: str) -> KernelUnsupported:
-    return KernelUnsupported(
-        f"backend='kernel' does not support {what}; backend='vmap' supports it."
+_REFUSED = "backend='kernel' does not support {}; backend='vmap' supports it."
+
+
+def _pid_defaults(controller) -> bool:
+    return (
+        controller.pcoeff == 0
+        and controller.icoeff == 1
+        and controller.dcoeff == 0
+        and controller.dtmin is None
+        and controller.dtmax is None
+        and controller.error_order is None
+        and controller.norm is optx.rms_norm
     )
-
-
-def _controller(controller, dt0) -> Controller:
-    if controller is None:
-        return Controller(adaptive=True)
-    if type(controller) is diffrax.ConstantStepSize:
-        if dt0 is None:
-            raise ValueError(
-                "`dt0` is required with a constant step size "
-                "(`stepsize_controller=diffrax.ConstantStepSize()`)."
-            )
-        return Controller(adaptive=False)
-    if type(controller) is diffrax.PIDController:
-        defaults = (
-            controller.pcoeff == 0
-            and controller.icoeff == 1
-            and controller.dcoeff == 0
-            and controller.dtmin is None
-            and controller.dtmax is None
-            and controller.error_order is None
-            and controller.norm is optx.rms_norm
-        )
-        if defaults:
-            return Controller(
-                adaptive=True,
-                safety=float(controller.safety),
-                factormin=float(controller.factormin),
-                factormax=float(controller.factormax),
-            )
-        what = "a `stepsize_controller` PIDController with pcoeff, dcoeff, dtmin, "
-        what += "dtmax, error_order or norm changed from their defaults"
-        raise _unsupported(what)
-    raise _unsupported(f"`stepsize_controller={type(controller).__name__}(...)`")
 
 
 def check_supported(system: LagrangianSystem, options: GivenOptions) -> Controller:
     """The kernel's controller, or a `ValueError` naming what it does not support."""
-    if system.constraints.one_sided:
-        raise _unsupported("unilateral constraints (`unilateral`, contacts, impacts)")
-    if system.constraints.friction is not None:
-        raise _unsupported("friction (`slip`)")
-    if not isinstance(system.mass_strategy, DenseCholesky):
-        raise _unsupported("an iterative or lineax `mass_solver`")
-    solver = options.solver
-    if solver is not None and type(solver) is not diffrax.Tsit5:
-        raise _unsupported(
-            f"`solver={type(solver).__name__}()` (it integrates with Tsit5 only)"
+    solver, meter = options.solver, options.progress_meter
+    controller, dt0 = options.stepsize_controller, options.dt0
+    constant = type(controller) is diffrax.ConstantStepSize
+    pid = type(controller) is diffrax.PIDController
+    unsupported = [
+        (
+            bool(system.constraints.one_sided),
+            "unilateral constraints (`unilateral`, contacts, impacts)",
+        ),
+        (system.constraints.friction is not None, "friction (`slip`)"),
+        (
+            not isinstance(system.mass_strategy, DenseCholesky),
+            "an iterative or lineax `mass_solver`",
+        ),
+        (
+            solver is not None and type(solver) is not diffrax.Tsit5,
+            f"`solver={type(solver).__name__}()` (it integrates with Tsit5 only)",
+        ),
+        (
+            meter is not None and type(meter) is not diffrax.NoProgressMeter,
+            f"`progress_meter={type(meter).__name__}()`",
+        ),
+        (
+            pid and not _pid_defaults(controller),
+            "a `stepsize_controller` PIDController with pcoeff, dcoeff, dtmin, "
+            "dtmax, error_order or norm changed from their defaults",
+        ),
+        (
+            controller is not None and not (constant or pid),
+            f"`stepsize_controller={type(controller).__name__}(...)`",
+        ),
+    ]
+    refused = [(c, _REFUSED.format(what)) for c, what in unsupported]
+    first_error(None, refused, error=KernelUnsupported)
+    if constant and dt0 is None:
+        raise ValueError(
+            "`dt0` is required with a constant step size "
+            "(`stepsize_controller=diffrax.ConstantStepSize()`)."
         )
-    meter = options.progress_meter
-    if meter is not None and type(meter) is not diffrax.NoProgressMeter:
-        raise _unsupported(f"`progress_meter={type(meter).__name__}()`")
-    return _controller(options.stepsize_controller, options.dt0)
+    if not pid:
+        return Controller(adaptive=not constant)
+    return Controller(
+        adaptive=True,
+        safety=float(controller.safety),
+        factormin=float(controller.factormin),
+        factormax=float(controller.factormax),
+    )
 
 
 def _with_params(system, tree, leaves):

@@ -4,6 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._system import LagrangianSystem
+from .._validate import positive_int
 from ._registry import (
     ReadySystem,
     default_mass_solver,
@@ -99,10 +100,7 @@ def cavity(params=None, *, modes: int = 10, q0=None, qd0=None) -> ReadySystem:
     qdd = jl.accelerations(system, q0, qd0, 0.0)
     ```
     """
-    if not isinstance(modes, int) or isinstance(modes, bool) or modes < 1:
-        raise ValueError(
-            f"`modes` for system 'cavity' must be an integer >= 1, got {modes!r}."
-        )
+    modes = positive_int("modes", modes, " (the field modes of system 'cavity')")
     params = merge_params("cavity", _DEFAULTS, params)
     default_q0 = np.concatenate([[1.0, 0.1], np.zeros(modes - 1)])
     q0, qd0 = initial_state("cavity", q0, qd0, default_q0, np.zeros(modes + 1))

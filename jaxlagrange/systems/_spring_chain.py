@@ -3,6 +3,7 @@
 import jax.numpy as jnp
 
 from .._system import LagrangianSystem
+from .._validate import positive_int
 from ._registry import (
     ReadySystem,
     default_mass_solver,
@@ -68,10 +69,7 @@ def spring_chain(params=None, *, q0=None, qd0=None, n: int = 5) -> ReadySystem:
     traj = jl.simulate(system, q0, qd0, t1=30.0)
     ```
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(
-            f"`n` (the number of masses) must be an integer >= 1, got {n!r}."
-        )
+    n = positive_int("n", n, " (the number of masses)")
     params = merge_params("spring_chain", _DEFAULTS, params)
     default_q0 = jnp.zeros(n).at[0].set(0.5)
     q0, qd0 = initial_state("spring_chain", q0, qd0, default_q0, jnp.zeros(n))

@@ -313,9 +313,8 @@ def fit(
 
 
 class _Reported(eqx.Module):
-    """The user's `callback`, given the params in their terms: a Module, equal
-    for an equal callback, so that a second fit reuses the compiled solve (a
-    fresh closure is a new static argument: the solve would be traced again)."""
+    """`callback` of the params in the user's terms; equal for an equal callback,
+    so a second fit reuses the compiled solve (a fresh closure would retrace it)."""
 
     callback: Callable[[Params], Any]
 

@@ -25,17 +25,59 @@ def _counting_pendulum():
     return jl.LagrangianSystem(lagrangian), traces
 
 
-def test_a_second_simulate_and_linearize_trace_nothing():
+class _programs:
+    """The programs JAX traces or compiles inside the block (by name), from its
+    monitoring events; shape evaluations (equinox's `_fn`) aside."""
+
+    def __enter__(self):
+        self.names = []
+        jax.monitoring.register_event_duration_secs_listener(self._listen)
+        return self.names
+
+    def _listen(self, event, duration, **kwargs):
+        if event.endswith(("/jaxpr_trace_duration", "/backend_compile_duration")):
+            if kwargs.get("fun_name") != "_fn":
+                self.names.append(kwargs.get("fun_name"))
+
+    def __exit__(self, *exc):
+        jax.monitoring.unregister_event_duration_listener(self._listen)
+
+
+def test_a_second_simulate_linearize_and_equilibrium_trace_nothing():
     system, traces = _counting_pendulum()
     q, qd = jnp.array([0.3, 0.1]), jnp.zeros(2)
-    jl.simulate(system, q, qd, t1=0.2)
-    first = len(traces)
-    jl.simulate(system, q + 0.1, qd + 0.2, t1=0.2)
-    assert first > 0 and len(traces) == first
-    jl.linearize(system, q, qd)
-    first = len(traces)
-    jl.linearize(system, q + 0.1, qd)
-    assert len(traces) == first
+    q2, qd2 = jnp.array([0.4, 0.2]), jnp.array([0.2, -0.1])
+    for call in (
+        lambda q, qd: jl.simulate(system, q, qd, t1=0.2),
+        lambda q, qd: jl.linearize(system, q, qd),
+        lambda q, qd: jl.equilibrium(system, q),
+    ):
+        with _programs() as first:
+            call(q, qd)
+        with _programs() as second:
+            call(q2, qd2)
+        assert first and second == [] and len(traces) > 0
+
+
+def test_a_second_fit_traces_nothing():
+    """The same fit with the same callback again: a fresh closure of the callback
+    per call was a new static argument, which traced and compiled the solve
+    again (seconds to minutes for a loaded model)."""
+
+    def lagrangian(q, qd, t, params):
+        return 0.5 * qd @ qd - 0.5 * params["k"] * q @ q
+
+    system = jl.LagrangianSystem(lagrangian, {"k": 2.0})
+    ts = jnp.linspace(0.0, 0.5, 11)
+    traj = jl.simulate(system, jnp.array([0.3]), jnp.zeros(1), t1=0.5, saveat=ts)
+    data = jl.Observations(ts, traj.q, traj.qd, q0=traj.q[0], qd0=traj.qd[0])
+    seen = []
+    with _programs() as first:
+        jl.fit(system, data, params={"k": 1.5}, callback=seen.append)
+    with _programs() as second:
+        result = jl.fit(system, data, params={"k": 1.5}, callback=seen.append)
+    assert "solve_and_decode" in first and second == []
+    assert len(seen) > 0 and abs(float(result.params["k"]) - 2.0) < 1e-6
 
 
 def test_the_cache_is_scoped_to_library_calls(monkeypatch, tmp_path):

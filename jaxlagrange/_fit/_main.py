@@ -285,7 +285,7 @@ def fit(
     system, params, trainable, positive = _consistent_of(
         system, params, trainable, positive, consistent, starts
     )
-    hook = None if callback is None else lambda p: callback(_consistent.public(p))
+    hook = None if callback is None else _Reported(callback)
     driver = driver_of(
         optimizer,
         steps=steps,
@@ -310,6 +310,16 @@ def fit(
         return one(params)
     begins = start_params(starts, params, trainable)
     return _best_of(one, [check_params(system, start) for start in begins])
+
+
+class _Reported(eqx.Module):
+    """`callback` of the params in the user's terms; equal for an equal callback,
+    so a second fit reuses the compiled solve (a fresh closure would retrace it)."""
+
+    callback: Callable[[Params], Any]
+
+    def __call__(self, params):
+        return self.callback(_consistent.public(params))
 
 
 def _fit_from(system, data, params, *, driver, **settings) -> FitResult:

@@ -625,3 +625,13 @@ def test_the_default_fit_of_noisy_data_is_honest():
             else:
                 out.append(z)
     assert max(abs(z) for z in held) > 5, held  # the held start's bias, shown
+
+
+def test_a_system_without_params_fits_its_initial_state():
+    # The initial state is then all there is to fit (it crashed in eqx.tree_at).
+    oscillator = jl.LagrangianSystem(lambda q, qd, t: 0.5 * qd[0] ** 2 - 0.5 * q[0] ** 2)
+    ts = jnp.linspace(0.0, 1.0, 11)
+    data = jl.Observations(ts, q=(0.7 * jnp.cos(ts) + 0.2 * jnp.sin(ts))[:, None])
+    result = jl.fit(oscillator, data)
+    assert result.converged and result.system.params is None
+    np.testing.assert_allclose([result.q0[0], result.qd0[0]], [0.7, 0.2], atol=1e-7)

@@ -495,3 +495,48 @@ def test_ensembles_with_per_member_params_on_both_backends():
     one = jl.mujoco.load(ARM, params={"ctrl": [0.3], "dof_damping": damping[1]})
     alone = jl.simulate(one.system, q0[1], jnp.zeros(2), t1=1.0)
     np.testing.assert_allclose(finals["vmap"][1], alone.q[-1], atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["chain", "ball_free", "quadruped"])
+def test_jumped_walk_equals_the_unrolled_one(name, monkeypatch):
+    # Frames, their Jacobian and a reverse-mode gradient, on slides, hinges with
+    # qpos0 ≠ 0, balls and free joints; the unrolled walk is the reference.
+    from jaxlagrange.mujoco import _model as model, _system
+
+    if name == "quadruped":
+        m = mujoco.MjModel.from_xml_path(str(SUITE / "quadruped.xml"))
+    else:
+        m = _model({"chain": CHAIN, "ball_free": BALL_FREE}[name])
+    tree = model.tree(m)
+    layout = tuple((j.kind, j.q, j.v) for b in tree.bodies for j in b.joints)
+    q = jnp.asarray(_random_state(m, layout, np.random.default_rng(3))[0])
+
+    def walks(q):
+        monkeypatch.setattr(_system, "JUMP_FROM", 10**6)
+        unrolled = _system._frames(tree, q)
+        monkeypatch.setattr(_system, "JUMP_FROM", 0)
+        return unrolled, _system._frames(tree, q)
+
+    (x, r), (y, s) = walks(q)
+    assert x.shape == y.shape == (m.nbody, 3) and r.shape == s.shape
+    np.testing.assert_allclose(y, x, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(s, r, rtol=0, atol=1e-14)
+    (ja, jb), (jc, jd) = jax.jacfwd(walks)(q)
+    np.testing.assert_allclose(jc, ja, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(jd, jb, rtol=0, atol=1e-13)
+
+    def loss(q, which):
+        (x, r) = walks(q)[which]
+        return jnp.sum(jnp.sin(x)) + jnp.sum(r * r[::-1])
+
+    np.testing.assert_allclose(
+        jax.grad(loss)(q, 1), jax.grad(loss)(q, 0), rtol=0, atol=1e-12
+    )
+
+
+@pytest.mark.parametrize("xml", [CHAIN, BALL_FREE], ids=["chain", "ball_free"])
+def test_accelerations_by_the_jumped_walk_equal_mujoco_qacc(xml, monkeypatch):
+    from jaxlagrange.mujoco import _system
+
+    monkeypatch.setattr(_system, "JUMP_FROM", 0)
+    assert _compare(_model(xml)) < 1e-9

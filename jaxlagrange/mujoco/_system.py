@@ -5,7 +5,9 @@ parent's moved by `body_pos`/`body_quat`, then by each joint (a hinge turns by
 qpos − qpos0 about its axis through its anchor, a slide moves by qpos − qpos0
 along its axis, a ball turns by its quaternion, a free joint places the body in
 the world). One JVP of all the inertial frames along q̇ gives every body's
-velocity and Ṙ, from which `jl.rigid` forms ½ m |ẋ|² + ½ ωᵀ I ω.
+velocity and Ṙ, from which `jl.rigid` forms ½ m |ẋ|² + ½ ωᵀ I ω. A tree of more
+than `JUMP_FROM` bodies is walked without a Python loop (`_jumped`), so that the
+program XLA compiles, derivatives included, does not grow with the tree.
 """
 
 import functools

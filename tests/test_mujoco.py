@@ -495,3 +495,69 @@ def test_ensembles_with_per_member_params_on_both_backends():
     one = jl.mujoco.load(ARM, params={"ctrl": [0.3], "dof_damping": damping[1]})
     alone = jl.simulate(one.system, q0[1], jnp.zeros(2), t1=1.0)
     np.testing.assert_allclose(finals["vmap"][1], alone.q[-1], atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["chain", "ball_free", "quadruped"])
+def test_jumped_walk_equals_the_unrolled_one(name, monkeypatch):
+    # Frames, their Jacobian and a reverse-mode gradient, on slides, hinges with
+    # qpos0 ≠ 0, balls and free joints; the unrolled walk is the reference.
+    from jaxlagrange.mujoco import _model as model, _system
+
+    if name == "quadruped":
+        m = mujoco.MjModel.from_xml_path(str(SUITE / "quadruped.xml"))
+    else:
+        m = _model({"chain": CHAIN, "ball_free": BALL_FREE}[name])
+    tree = model.tree(m)
+    layout = tuple((j.kind, j.q, j.v) for b in tree.bodies for j in b.joints)
+    q = jnp.asarray(_random_state(m, layout, np.random.default_rng(3))[0])
+
+    def walks(q):
+        monkeypatch.setattr(_system, "JUMP_FROM", 10**6)
+        unrolled = _system._frames(tree, q)
+        monkeypatch.setattr(_system, "JUMP_FROM", 0)
+        return unrolled, _system._frames(tree, q)
+
+    (x, r), (y, s) = walks(q)
+    assert x.shape == y.shape == (m.nbody, 3) and r.shape == s.shape
+    np.testing.assert_allclose(y, x, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(s, r, rtol=0, atol=1e-14)
+    (ja, jb), (jc, jd) = jax.jacfwd(walks)(q)
+    np.testing.assert_allclose(jc, ja, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(jd, jb, rtol=0, atol=1e-13)
+
+    def loss(q, which):
+        (x, r) = walks(q)[which]
+        return jnp.sum(jnp.sin(x)) + jnp.sum(r * r[::-1])
+
+    np.testing.assert_allclose(
+        jax.grad(loss)(q, 1), jax.grad(loss)(q, 0), rtol=0, atol=1e-12
+    )
+
+
+@pytest.mark.parametrize("xml", [CHAIN, BALL_FREE], ids=["chain", "ball_free"])
+def test_accelerations_by_the_jumped_walk_equal_mujoco_qacc(xml, monkeypatch):
+    from jaxlagrange.mujoco import _system
+
+    monkeypatch.setattr(_system, "JUMP_FROM", 0)
+    assert _compare(_model(xml)) < 1e-9
+
+
+def test_the_jumped_walk_grows_with_the_log_of_the_tree():
+    # The program (the frames' Jacobian, traced) of a 128-link chain is at most
+    # 1.5 times that of a 16-link one: ⌈log₂ depth⌉ rounds, 7 against 4.
+    from jaxlagrange.mujoco import _model as model, _system
+
+    def size(n):
+        links = "".join(
+            '<body pos="0 0 -0.3"><joint axis="0 1 0"/><geom size="0.1"/>'
+            for _ in range(n)
+        )
+        m = mujoco.MjModel.from_xml_string(
+            f"<mujoco><worldbody>{links}{'</body>' * n}</worldbody></mujoco>"
+        )
+        tree = model.tree(m)
+        jacobian = jax.jacfwd(lambda q: _system._frames(tree, q))
+        return len(jax.make_jaxpr(jacobian)(jnp.zeros(n)).eqns)
+
+    small, large = size(16), size(128)
+    assert small < large < 1.5 * small

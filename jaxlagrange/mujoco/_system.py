@@ -5,7 +5,9 @@ parent's moved by `body_pos`/`body_quat`, then by each joint (a hinge turns by
 qpos − qpos0 about its axis through its anchor, a slide moves by qpos − qpos0
 along its axis, a ball turns by its quaternion, a free joint places the body in
 the world). One JVP of all the inertial frames along q̇ gives every body's
-velocity and Ṙ, from which `jl.rigid` forms ½ m |ẋ|² + ½ ωᵀ I ω.
+velocity and Ṙ, from which `jl.rigid` forms ½ m |ẋ|² + ½ ωᵀ I ω. A tree of more
+than `JUMP_FROM` bodies is walked without a Python loop (`_jumped`), so that the
+program XLA compiles, derivatives included, does not grow with the tree.
 """
 
 import functools
@@ -65,8 +67,16 @@ def _body_energy(mass, inertia, velocity, r, r_dot):
     return 0.5 * mass * velocity @ velocity + 0.5 * omega @ inertia @ omega
 
 
+# Trees of more bodies than this are walked without a loop (`_jumped`): a program
+# of O(log depth) size, where the unrolled walk (faster to run on a small tree)
+# grows with the tree, its derivatives with it, and XLA's compile time.
+JUMP_FROM = 8
+
+
 def _frames(tree: Tree, q: Array) -> tuple[Array, Array]:
     """The bodies' frames (xpos, xmat) at q, shapes (nbody, 3), (nbody, 3, 3)."""
+    if len(tree.bodies) > JUMP_FROM:
+        return _jumped(tree, q)
     pos, rot = [jnp.zeros(3, q.dtype)], [jnp.eye(3, dtype=q.dtype)]
     for body in tree.bodies:
         joints = body.joints
@@ -92,6 +102,76 @@ def _frames(tree: Tree, q: Array) -> tuple[Array, Array]:
         pos.append(x)
         rot.append(r)
     return jnp.stack(pos), jnp.stack(rot)
+
+
+def _jumped(tree: Tree, q: Array) -> tuple[Array, Array]:
+    """`_frames` without a loop over the bodies: each body's frame in its
+    parent's, all at once (a body's joints in slots: a slide moves along its
+    axis, then a hinge and a ball turn about the anchor; the kinds a slot lacks
+    read a padding of q, 0 or the unit quaternion, and do nothing), then
+    composed up the tree by pointer jumping: ⌈log₂ depth⌉ rounds of
+    T_i ← T_{a(i)} ∘ T_i, a(i) ← a(a(i))."""
+    nq, nb = q.shape[0], len(tree.bodies)
+    slots = (nb, max(len(b.joints) for b in tree.bodies))
+    c = dict(
+        pos=np.array([b.pos for b in tree.bodies]),
+        rot=np.array([b.rot for b in tree.bodies]),
+        qpos0=np.zeros(slots + (2,)),  # the slide's, the hinge's
+        axis=np.zeros(slots + (2, 3)),
+        anchor=np.zeros(slots + (3,)),
+    )
+    slide, hinge, ball = np.full(slots, nq), np.full(slots, nq), np.full(slots, nq + 1)
+    placed = np.tile(np.array([nq] * 3 + [nq + 1, nq + 2, nq + 3, nq + 4]), (nb, 1))
+    free, ancestor = np.zeros(nb, bool), np.array([0] + [b.parent for b in tree.bodies])
+    for i, body in enumerate(tree.bodies):
+        for s, j in enumerate(body.joints):
+            if j.kind == FREE:  # (a child of the world, as MuJoCo requires)
+                placed[i], free[i] = j.q + np.arange(7), True
+            elif j.kind == BALL:
+                ball[i, s], c["anchor"][i, s] = j.q, j.pos
+            else:
+                k = int(j.kind == HINGE)
+                (slide, hinge)[k][i, s] = j.q
+                c["qpos0"][i, s, k], c["axis"][i, s, k] = j.qpos0, j.axis
+                c["anchor"][i, s] = j.pos if k else 0.0
+    q = jnp.concatenate([q, jnp.array([0.0, 1, 0, 0, 0], q.dtype)])
+
+    def read(x, at):  # x[at] as a product with one-hot rows: no gather nor scatter
+        return jnp.tensordot(np.eye(x.shape[0])[at], x, 1)
+
+    ball = ball[..., None] + np.arange(4)
+    c.update(slide=read(q, slide), hinge=read(q, hinge), ball=read(q, ball))
+    c.update(free=free, placed=read(q, placed))
+
+    kinds = {j.kind for b in tree.bodies for j in b.joints}  # only those written
+
+    def local(c):  # a body's frame in its parent's
+        x, r = c["pos"], c["rot"]
+        for s in range(slots[1]):
+            (a, b), axis = c["qpos0"][s], c["axis"][s]
+            if SLIDE in kinds:
+                x = x + (r @ axis[0]) * (c["slide"][s] - a)
+            anchor = x + r @ c["anchor"][s]
+            if HINGE in kinds:  # Rodrigues: I + sin θ K + (1 − cos θ) K²
+                angle, k = c["hinge"][s] - b, jnp.cross(jnp.eye(3), axis[1])
+                r = r + jnp.sin(angle) * (r @ k) + (1 - jnp.cos(angle)) * (r @ k @ k)
+            if BALL in kinds:
+                r = r @ rigid.quaternion_to_matrix(c["ball"][s])
+            x = anchor - r @ c["anchor"][s]
+        if FREE in kinds:
+            placed = c["placed"]
+            x = jnp.where(c["free"], placed[:3], x)
+            r = jnp.where(c["free"], rigid.quaternion_to_matrix(placed[3:]), r)
+        return x, r
+
+    x, r = jax.vmap(local)(c)
+    x = jnp.concatenate([jnp.zeros((1, 3), q.dtype), x])
+    r = jnp.concatenate([jnp.eye(3, dtype=q.dtype)[None], r])
+    while np.any(ancestor):
+        up = read(r, ancestor)
+        x, r = read(x, ancestor) + jnp.einsum("bij,bj->bi", up, x), up @ r
+        ancestor = ancestor[ancestor]
+    return x, r
 
 
 def _layout(tree: Tree) -> tuple[tuple[int, int, int], ...]:
@@ -244,6 +324,7 @@ def _system(tree: Tree, params: dict[str, Any], not_imported=(), contacts=None):
         friction=friction if rough else None,
         not_imported=not_imported,
     )
+
     def points(q, t, params):  # the centres of mass, then the anchors
         x, r = _frames(tree, q)
         # Each body's first joint's anchor, in its frame before the joint moves

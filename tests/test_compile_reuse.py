@@ -153,3 +153,22 @@ def test_a_second_process_loads_the_compiled_programs(tmp_path):
     assert run() == 0
     assert any((tmp_path / "xla").iterdir())
     assert run() > 0
+
+
+def test_a_reloaded_model_traces_nothing_again():
+    """Loading the same model again gives equal functions: its simulate (and a
+    fit's solve) is not traced and compiled anew; other params are its own."""
+    pytest.importorskip("mujoco")
+    xml = """<mujoco><worldbody><body><joint type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0 0 -1" size="0.05" mass="1"/>
+      </body></worldbody></mujoco>"""
+    first = jl.mujoco.load(xml)
+    with _programs() as traced:
+        jl.simulate(first.system, first.q0 + 0.3, first.qd0, t1=0.2)
+    heavy = jl.mujoco.load(xml, params={"body_mass": jnp.array([0.0, 3.0])})
+    with _programs() as again:
+        traj = jl.simulate(heavy.system, heavy.q0 + 0.3, heavy.qd0, t1=0.2)
+    assert traced and again == [] and heavy.system.lagrangian is first.system.lagrangian
+    assert float(heavy.system.params["body_mass"][1]) == 3.0
+    assert float(first.system.params["body_mass"][1]) == 1.0
+    assert bool(jnp.isfinite(traj.q).all())

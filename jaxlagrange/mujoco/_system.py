@@ -10,7 +10,9 @@ than `JUMP_FROM` bodies is walked without a Python loop (`_jumped`), so that the
 program XLA compiles, derivatives included, does not grow with the tree.
 """
 
+import collections
 import functools
+import hashlib
 import warnings
 from typing import Any
 
@@ -378,6 +380,32 @@ class MujocoSystem(ReadySystem):
         return jnp.vectorize(rate, signature="(n),(n)->(k)")(jnp.asarray(q), qd)
 
 
+_BUILT: "collections.OrderedDict[bytes, tuple]" = collections.OrderedDict()
+
+
+def _built(m, tree: Tree, params, not_imported, contacts):
+    """`_system` with `params`, its functions shared by every load of the same
+    compiled model (its bytes): a program traced for one load (a fit, a simulate)
+    serves the next, as JAX keys programs by the functions' identity. The last 16
+    models are kept."""
+    import mujoco
+
+    buffer = np.empty(mujoco.mj_sizeModel(m), np.uint8)
+    mujoco.mj_saveModel(m, None, buffer)
+    key = hashlib.sha256(buffer).digest()
+    if key not in _BUILT:
+        built = _system(tree, params, not_imported, contacts)
+        if traced(params):  # (loaded inside a user's jit: nothing kept)
+            return built
+        _BUILT[key] = built
+        while len(_BUILT) > 16:
+            _BUILT.popitem(last=False)
+    _BUILT.move_to_end(key)
+    system, points, lengths = _BUILT[key]
+    system = eqx.tree_at(lambda s: s.params, system, params)
+    return system, points, lengths
+
+
 def _check_armature(m, layout, armature: Any) -> None:
     """One armature for the three angular dofs of each ball and free joint."""
     for j, (kind, _, v) in enumerate(layout):
@@ -499,11 +527,11 @@ def load(
     if said or moved:
         said = "; ".join(x for x in (said, moved) if x)
         warnings.warn(f"MuJoCo model {name!r}: {said}.", stacklevel=2)
-    system, points, lengths = _system(tree, merged, tuple(missing), contacts)
+    system, points, lengths = _built(m, tree, merged, tuple(missing), contacts)
     q0 = jnp.asarray(q0)
     coordinates = _model.coordinates(m)
     ready = system, q0, jnp.zeros_like(q0), name, coordinates
     labels = contacts.names if contacts else ()
     extras = dict(points=points, layout=layout, lengths=lengths, contacts=labels)
-    extras.update(check_params=check_params)
+    extras.update(check_params=system.lagrangian.check_params)  # (shared)
     return MujocoSystem(*ready, **extras, **_labels.labels(m))

@@ -121,11 +121,11 @@ def valid_names(names) -> str:
 @contextlib.contextmanager
 def reasons(where: str):
     """A `ValueError` of the block (a library's check, saying what is wrong) as
-    the one `ConfigError` line "{where}: {reason}"."""
+    the one `ConfigError` line "{where}: {reason}" (without the final period)."""
     try:
         yield
     except ValueError as e:
-        raise ConfigError(f"{where}: {e}") from None
+        raise ConfigError(f"{where}: {str(e).rstrip('.')}") from None
 
 
 def check(

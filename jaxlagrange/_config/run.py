@@ -110,26 +110,24 @@ def load(
     **Raises:** `ConfigError` for a missing or unreadable file, invalid TOML, or
     anything `check` rejects.
     """
-    if path is None:
-        source, text = "default config", default
-    else:
-        source = str(path)
-        try:
-            # utf-8-sig: a byte-order mark (some Windows editors save one) is not TOML.
-            text = Path(path).read_text(encoding="utf-8-sig")
-        except FileNotFoundError:
-            raise ConfigError(f"{source}: no such config file") from None
-        except IsADirectoryError:
-            raise ConfigError(f"{source}: is a directory, not a config file") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise ConfigError(f"{source}: cannot read: {e}") from None
+    source = "default config" if path is None else str(path)
     try:
+        # utf-8-sig: a byte-order mark (some Windows editors save one) is not TOML.
+        text = default if path is None else Path(path).read_text(encoding="utf-8-sig")
         document = tomllib.loads(text)
+    except FileNotFoundError:
+        why = "no such config file"
+    except IsADirectoryError:
+        why = "is a directory, not a config file"
+    except (OSError, UnicodeDecodeError) as e:
+        why = f"cannot read: {e}"
     except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{source}: invalid TOML: {e}") from None
-    config = check(document, schema, source)
-    config["source"] = source  # pyright: ignore[reportArgumentType]
-    return config
+        why = f"invalid TOML: {e}"
+    else:
+        config = check(document, schema, source)
+        config["source"] = source  # pyright: ignore[reportArgumentType]
+        return config
+    raise ConfigError(f"{source}: {why}")
 
 
 def factory_options(factory) -> dict[str, Any]:

@@ -165,29 +165,27 @@ def _result_codes(result, where: str) -> np.ndarray:
         result = result.result
     if isinstance(result, RESULTS):
         result = code_of(result)
-    elif isinstance(result, eqx.Module):
-        raise ValueError(
-            f"`{where}` takes a `jl.Trajectory`, a `jl.RESULTS` item or integer "
-            f"result codes, got {result!r}."
+    if isinstance(result, eqx.Module):
+        why = (
+            " takes a `jl.Trajectory`, a `jl.RESULTS` item or integer result codes, "
+            f"got {result!r}"
         )
-    if traced(result):
-        raise ValueError(
-            f"`{where}` reads a result after the solve, not under `jax.jit`, "
-            "`jax.vmap` or `jax.grad`: there compare items with `==`, e.g. "
-            "`traj.result == jl.RESULTS.successful`."
+    elif traced(result):
+        why = (
+            " reads a result after the solve, not under `jax.jit`, `jax.vmap` or "
+            "`jax.grad`: there compare items with `==`, e.g. "
+            "`traj.result == jl.RESULTS.successful`"
         )
-    codes = np.asarray(result)
-    if not np.issubdtype(codes.dtype, np.integer):
-        raise ValueError(
-            f"`{where}`: result codes must be integers, got dtype {codes.dtype}."
+    elif not np.issubdtype((codes := np.asarray(result)).dtype, np.integer):
+        why = f": result codes must be integers, got dtype {codes.dtype}"
+    elif np.any(bad := (codes < 0) | (codes >= len(RESULTS))):
+        why = (
+            f": {codes[bad].ravel()[0]} is not a `jl.RESULTS` code (they are 0 to "
+            f"{len(RESULTS) - 1})"
         )
-    bad = (codes < 0) | (codes >= len(RESULTS))
-    if np.any(bad):
-        raise ValueError(
-            f"`{where}`: {codes[bad].ravel()[0]} is not a `jl.RESULTS` code (they "
-            f"are 0 to {len(RESULTS) - 1})."
-        )
-    return codes
+    else:
+        return codes
+    raise ValueError(f"`{where}`{why}.")
 
 
 def result_name(

@@ -1,5 +1,6 @@
 """Argument checks shared by the entry points: one place, one wording."""
 
+import contextlib
 import os
 
 import equinox as eqx
@@ -20,23 +21,20 @@ except ImportError:  # not on Windows
 
 def as_real(name: str, value) -> Array:
     """`value` as a JAX array of real numbers, or a `ValueError` naming `name`."""
-    if value is None or isinstance(value, (str, bytes)):
-        raise ValueError(
-            f"`{name}` must be a number or an array of numbers, got "
-            f"{type(value).__name__} {value!r}."
-        )
-    try:
-        array = jnp.asarray(value)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"`{name}` must be a number or an array of numbers, got {value!r}."
-        ) from None
-    if not (
+    array = None
+    if value is not None and not isinstance(value, (str, bytes)):
+        with contextlib.suppress(TypeError, ValueError):
+            array = jnp.asarray(value)
+    if array is None:
+        why = f"a number or an array of numbers, got {type(value).__name__} {value!r}"
+    elif not (
         jnp.issubdtype(array.dtype, jnp.floating)
         or jnp.issubdtype(array.dtype, jnp.integer)
     ):
-        raise ValueError(f"`{name}` must be real, got dtype {array.dtype}.")
-    return array
+        why = f"real, got dtype {array.dtype}"
+    else:
+        return array
+    raise ValueError(f"`{name}` must be {why}.")
 
 
 def default_tolerance(dtype) -> float:

@@ -126,6 +126,27 @@ def test_bad_configs(tmp_path, capsys, text, match):
     assert out == ""
 
 
+def test_an_output_directory_it_cannot_use_is_named(tmp_path, monkeypatch):
+    from jaxlagrange._cli._output import CLIError, output_dir
+
+    (tmp_path / "file").write_text("")
+    with pytest.raises(CLIError, match=r"^output directory '.*file' is an existing"):
+        output_dir(tmp_path / "file")
+    with pytest.raises(
+        CLIError, match=r"^cannot create output directory '.*file/x': Not a directory"
+    ):
+        output_dir(tmp_path / "file" / "x")
+
+    def refused(directory):  # (as root, a mode does not refuse it)
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr("jaxlagrange._cli._output._probe", refused)
+    with pytest.raises(
+        CLIError, match=r"^output directory '.*out' is not writable: Read-only file"
+    ):
+        output_dir(tmp_path / "out")
+
+
 def test_usage_errors(tmp_path, capsys):
     status, _, err = _main(capsys, "run", str(tmp_path / "none.toml"))
     assert status == 1

@@ -240,6 +240,16 @@ def test_csv_data_matches_npz(tmp_path):
             dict(ts=TS, q=Q),
             "[fit] `segments` must be an integer from 1 to 40",
         ),
+        (  # in the config's words: [initial] q, not data[0]'s q0
+            CONFIG.replace('"pendulum"', '"cartesian_pendulum"')
+            .replace("params = { l = 1.4 }", "params = { l = 1.0 }")
+            .replace('["l"]\npositive = ["l"]', '["g"]\nfit_initial_state = false')
+            + "[initial]\nq = [1.0, 1.0]\n",
+            dict(ts=TS, q=np.stack([np.sin(Q[:, 0]), -np.cos(Q[:, 0])], axis=1)),
+            "[initial] q is off the holonomic constraints, which no fitted param "
+            "moves: it is 0.354 from them. Give an [initial] q on them, or fit it "
+            "([fit] fit_initial_state = true).",
+        ),
     ],
 )
 def test_bad_fit_configs(tmp_path, capsys, config, data, match):

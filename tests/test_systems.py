@@ -71,6 +71,12 @@ def test_registry_errors():
         jl.systems.charged_particle({"B": [0.0, 1.0]})
     with pytest.raises(
         ValueError,
+        match=r"Parameter 'l' of system 'pendulum' must be a number or an array of "
+        r"numbers, got str 'long'\.$",
+    ):
+        jl.systems.pendulum({"l": "long"})
+    with pytest.raises(
+        ValueError,
         match=r"`q0` for system 'double_pendulum' must have shape \(2,\), got \(3,\)",
     ):
         jl.systems.double_pendulum(q0=[0.1, 0.2, 0.3])

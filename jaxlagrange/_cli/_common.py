@@ -330,12 +330,12 @@ def check_backends() -> None:
     except (RuntimeError, AssertionError) as error:
         platforms = jax.config.jax_platforms
         detail = f": {error}" if str(error) else ""
-        if not platforms:
-            raise CLIError(f"JAX could not start a backend{detail}") from None
         raise CLIError(
             f"JAX could not start the platforms JAX_PLATFORMS={platforms!r} names"
             f"{detail}. Unset JAX_PLATFORMS, or name one this machine has, such as "
             "cpu"
+            if platforms
+            else f"JAX could not start a backend{detail}"
         ) from None
 
 

@@ -126,21 +126,20 @@ def output_dir(path: str | Path) -> Path:
     written (a file in the way, a read-only file system) is refused at once.
     """
     path = Path(path)
+    name = f"output directory {str(path)!r}"
     try:
         path.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
-        raise CLIError(f"output directory {str(path)!r} is an existing file") from None
+        why = f"{name} is an existing file"
     except OSError as e:
-        raise CLIError(
-            f"cannot create output directory {str(path)!r}: {e.strerror}"
-        ) from None
-    try:  # os.access does not see every reason (read-only mounts, quotas, ACLs)
-        _probe(path)
-    except OSError as e:
-        raise CLIError(
-            f"output directory {str(path)!r} is not writable: {e.strerror}"
-        ) from None
-    return path
+        why = f"cannot create {name}: {e.strerror}"
+    else:
+        try:  # os.access does not see every reason (read-only mounts, quotas, ACLs)
+            _probe(path)
+            return path
+        except OSError as e:
+            why = f"{name} is not writable: {e.strerror}"
+    raise CLIError(why)
 
 
 def _probe(directory: Path) -> None:

@@ -344,8 +344,9 @@ def _fitted(args, config, ready, data, kwargs):
                 "Give an [initial] q on them, or fit it ([fit] fit_initial_state = "
                 "true).",
             )
-            raise ConfigError(f"{config['source']}: {message}") from None
-        raise ConfigError(f"{config['source']}: [fit] {message}") from None
+        else:
+            message = f"[fit] {message}"
+        raise ConfigError(f"{config['source']}: {message}") from None
     notes = [str(w.message) for w in issued if issubclass(w.category, UserWarning)]
     for note in notes:
         _warn(args, note)

@@ -177,25 +177,25 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool, config):
     traj = trajectory_from(ready.system, out[:2])
     # Checked in NumPy: an eager JAX comparison is one more small compile.
     name = result_name(traj)
-    if name != "successful":
-        if name == "max_steps_reached":
-            message = (
-                "the maximum number of solver steps was reached; raise [simulate] "
-                f"max_steps (now {kwargs['max_steps']}) or loosen rtol/atol"
-            )
-        else:
-            message = result_line(traj.result).rstrip(".")
-        raise CLIError(
-            f"simulation of {ready.name!r} failed at t = {float(traj.t_final):.6g} "
-            f"(t1 = {float(kwargs['t1']):.6g}): {message}"
+    failed = f"failed at t = {float(traj.t_final):.6g} (t1 = {float(kwargs['t1']):.6g})"
+    if name == "max_steps_reached":
+        why = (
+            f"{failed}: the maximum number of solver steps was reached; raise "
+            f"[simulate] max_steps (now {kwargs['max_steps']}) or loosen rtol/atol"
         )
-    saved = (traj.ts, traj.q, traj.qd, traj.multipliers)
-    if not all(np.all(np.isfinite(np.asarray(x))) for x in saved):
-        raise CLIError(
-            f"simulation of {ready.name!r} returned a non-finite state (NaN or inf) "
-            "without a failure code; run it from Python with jl.simulate to see why"
+    elif name != "successful":
+        why = f"{failed}: {result_line(traj.result).rstrip('.')}"
+    elif not all(
+        np.all(np.isfinite(np.asarray(x)))
+        for x in (traj.ts, traj.q, traj.qd, traj.multipliers)
+    ):
+        why = (
+            "returned a non-finite state (NaN or inf) without a failure code; run "
+            "it from Python with jl.simulate to see why"
         )
-    return traj, timing, out[2]
+    else:
+        return traj, timing, out[2]
+    raise CLIError(f"simulation of {ready.name!r} {why}")
 
 
 def _events(traj) -> list[dict[str, Any]]:
@@ -270,7 +270,8 @@ def _figures(ready, traj, energies, conserved: bool, worker, warn):
 
 
 def _positions(ready, traj) -> np.ndarray:
-    """The system's points along the trajectory, (T, k, d), checked."""
+    """The system's points along the trajectory, (T, k, d), checked: the one
+    `CLIError` "positions of {name} ..." says what is wrong with them."""
     import equinox as eqx
 
     try:
@@ -279,20 +280,19 @@ def _positions(ready, traj) -> np.ndarray:
         along = eqx.filter_jit(lambda ready, q, t: ready.positions(q, t))
         positions = np.asarray(along(ready, traj.q, traj.ts), dtype=float)
     except Exception as e:
-        raise CLIError(f"positions of {ready.name!r} failed: {one_line(e)}") from None
-    if positions.ndim != 3 or positions.shape[-1] not in (2, 3):
-        raise CLIError(
-            f"positions of {ready.name!r} must return shape (k, 2) or (k, 3) for one "
-            f"state, got shape {positions.shape[1:]}"
-        )
-    bad = ~np.all(np.isfinite(positions), axis=(1, 2))
-    if np.any(bad):
-        t = float(np.asarray(traj.ts)[np.argmax(bad)])
-        raise CLIError(
-            f"positions of {ready.name!r} returned a non-finite value (NaN or inf) "
-            f"at t = {t:.6g}"
-        )
-    return positions
+        why = f"failed: {one_line(e)}"
+    else:
+        if positions.ndim != 3 or positions.shape[-1] not in (2, 3):
+            why = (
+                "must return shape (k, 2) or (k, 3) for one state, got shape "
+                f"{positions.shape[1:]}"
+            )
+        elif np.any(bad := ~np.all(np.isfinite(positions), axis=(1, 2))):
+            t = float(np.asarray(traj.ts)[np.argmax(bad)])
+            why = f"returned a non-finite value (NaN or inf) at t = {t:.6g}"
+        else:
+            return positions
+    raise CLIError(f"positions of {ready.name!r} {why}")
 
 
 def command(args: argparse.Namespace) -> int:

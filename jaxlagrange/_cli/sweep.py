@@ -275,24 +275,20 @@ def _check_physics(store: Path, attrs: dict | None, current: dict) -> None:
     if attrs is None:
         return  # no store yet, or one the store itself will judge
     stored, now = attrs.get("system_file"), current.get("system_file")
-    refuse = f"the store {str(store)!r} holds a different sweep: "
-    advice = "; remove the store or choose another --out"
+    mix = "its results would mix two physics"
     if isinstance(stored, dict) and now and stored.get("sha256") != now["sha256"]:
-        raise CLIError(
-            f"{refuse}the system file {stored.get('path')!r} changed since the "
-            f"store was written (its results would mix two physics){advice}"
+        why = (
+            f"the system file {stored.get('path')!r} changed since the store was "
+            f"written ({mix})"
         )
-    if "params" in attrs and attrs["params"] != current["params"]:
+    elif "params" in attrs and attrs["params"] != current["params"]:
         changes = ", ".join(
             f"{path} (stored {a}, now {b})"
             for path, a, b in changed_entries(attrs["params"], current["params"])
             if path  # (a store's params as one text: no names to give)
         )
-        raise CLIError(
-            f"{refuse}the system's params differ{': ' + changes if changes else ''} "
-            f"(its results would mix two physics){advice}"
-        )
-    if "physics" in attrs and attrs["physics"] != current["physics"]:
+        why = f"the system's params differ{': ' + changes if changes else ''} ({mix})"
+    elif "physics" in attrs and attrs["physics"] != current["physics"]:
         where = (
             "a module its file imports, a file it reads or a value it takes from "
             "elsewhere changed"
@@ -300,10 +296,16 @@ def _check_physics(store: Path, attrs: dict | None, current: dict) -> None:
             else "a value it takes from elsewhere, or jaxlagrange's own version of "
             "it, changed"
         )
-        raise CLIError(
-            f"{refuse}the system computes something else than when the store was "
-            f"written ({where}: its results would mix two physics){advice}"
+        why = (
+            "the system computes something else than when the store was written "
+            f"({where}: {mix})"
         )
+    else:
+        return
+    raise CLIError(
+        f"the store {str(store)!r} holds a different sweep: {why}; remove the store "
+        "or choose another --out"
+    )
 
 
 def _failed_by_result(result: np.ndarray) -> dict[str, int]:

@@ -1,5 +1,6 @@
 """The strict schema checker: `Key`s of sections, `check`, and `ConfigError`."""
 
+import contextlib
 import dataclasses
 import math
 from collections.abc import Callable, Mapping
@@ -114,7 +115,17 @@ def toml_type(value) -> str:
 
 
 def valid_names(names) -> str:
-    return ", ".join(sorted(names))
+    return ", ".join(sorted(names)) or "none"
+
+
+@contextlib.contextmanager
+def reasons(where: str):
+    """A `ValueError` of the block (a library's check, saying what is wrong) as
+    the one `ConfigError` line "{where}: {reason}" (without the final period)."""
+    try:
+        yield
+    except ValueError as e:
+        raise ConfigError(f"{where}: {str(e).rstrip('.')}") from None
 
 
 def check(

@@ -8,6 +8,7 @@ from typing import Any
 
 import diffrax
 
+from .._errors import first_error
 from ._schema import (
     ConfigError,
     Key,
@@ -129,25 +130,26 @@ def _optimizer(name: str, rate: float | None):
 def fit_kwargs(config: Mapping[str, Any], ready) -> dict[str, Any]:
     """The keyword arguments of `jl.fit` (without `data`) from a checked fit config.
 
-    **Raises:** `ConfigError` naming the key for unknown param names and a
-    learning rate given to L-BFGS.
+    **Raises:** `ConfigError` naming the key for unknown param names, settings
+    that would do nothing (a learning rate given to L-BFGS) and malformed starts.
     """
     source, section = config["source"], config["fit"]
     params = ready.system.params or {}
     starts = section["starts"]
-    for key in ("trainable", "positive", "starts"):
-        names = section[key] or []
-        unknown = [name for name in names if name not in params]
-        if unknown:
-            raise ConfigError(
-                f"{source}: [fit] {key}: unknown param {unknown[0]!r} for system "
-                f"{ready.name!r}; valid params: {valid_names(params)}"
-            )
+    # The first that holds is refused; settings that would do nothing included.
+    refusals = [
+        (
+            True,
+            f"{key}: unknown param {unknown[0]!r} for system {ready.name!r}; valid "
+            f"params: {valid_names(params)}",
+        )
+        for key in ("trainable", "positive", "starts")
+        if (unknown := [name for name in section[key] or [] if name not in params])
+    ]
     rate, optimizer = section["learning_rate"], section["optimizer"]
     trainable, positive = section["trainable"], section["positive"]
     held = ", ".join(repr(n) for n in positive if n not in (trainable or positive))
-    # Settings that would do nothing here are named.
-    for bad, message in (
+    refusals += [
         (
             optimizer != "adam" and rate is not None,
             f"learning_rate is for optimizer = 'adam'; {optimizer!r} chooses its own "
@@ -164,32 +166,31 @@ def fit_kwargs(config: Mapping[str, Any], ready) -> dict[str, Any]:
             "segments = 1 there are none",
         ),
         (
-            held,
+            bool(held),
             f"positive: {held} is not trainable (positive params are fitted as "
             "logarithms); add it to trainable, or remove it",
         ),
-    ):
-        if bad:
-            raise ConfigError(f"{source}: [fit] {message}")
+    ]
+    refusals += [
+        (True, f"starts: {name} must be a non-empty list of starting values, got {v!r}")
+        for name, v in starts.items()
+        if not (isinstance(v, list) and v) or any(isinstance(x, list) for x in v)
+    ]
+    lengths = {k: len(v) for k, v in starts.items() if isinstance(v, list)}
+    refusals.append(
+        (
+            len(set(lengths.values())) > 1,
+            "starts: every param needs the same number of starting values, got "
+            f"{lengths}",
+        )
+    )
+    first_error(
+        None, [(bad, f"{source}: [fit] {m}") for bad, m in refusals], error=ConfigError
+    )
     optimizer = _optimizer(section["optimizer"], rate)
     simulate = config["simulate"]
     # "recursive_checkpoint" is jl.fit's default (None).
     adjoint = diffrax.BacksolveAdjoint() if section["adjoint"] == "backsolve" else None
-    lengths = set()
-    for name, values in starts.items():
-        if not (isinstance(values, list) and values) or any(
-            isinstance(v, list) for v in values
-        ):
-            raise ConfigError(
-                f"{source}: [fit] starts: {name} must be a non-empty list of "
-                f"starting values, got {values!r}"
-            )
-        lengths.add(len(values))
-    if len(lengths) > 1:
-        raise ConfigError(
-            f"{source}: [fit] starts: every param needs the same number of "
-            f"starting values, got {dict((k, len(v)) for k, v in starts.items())}"
-        )
     return dict(
         optimizer=optimizer,
         jacobian=section["jacobian"],

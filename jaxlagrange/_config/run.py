@@ -20,10 +20,10 @@ from ._schema import (
     Key,
     at_least,
     check,
+    check_table,
     one_of,
     positive_or_reason,
-    type_error,
-    valid_names,
+    reasons,
 )
 from .user import user_system
 
@@ -110,26 +110,24 @@ def load(
     **Raises:** `ConfigError` for a missing or unreadable file, invalid TOML, or
     anything `check` rejects.
     """
-    if path is None:
-        source, text = "default config", default
-    else:
-        source = str(path)
-        try:
-            # utf-8-sig: a byte-order mark (some Windows editors save one) is not TOML.
-            text = Path(path).read_text(encoding="utf-8-sig")
-        except FileNotFoundError:
-            raise ConfigError(f"{source}: no such config file") from None
-        except IsADirectoryError:
-            raise ConfigError(f"{source}: is a directory, not a config file") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise ConfigError(f"{source}: cannot read: {e}") from None
+    source = "default config" if path is None else str(path)
     try:
+        # utf-8-sig: a byte-order mark (some Windows editors save one) is not TOML.
+        text = default if path is None else Path(path).read_text(encoding="utf-8-sig")
         document = tomllib.loads(text)
+    except FileNotFoundError:
+        why = "no such config file"
+    except IsADirectoryError:
+        why = "is a directory, not a config file"
+    except (OSError, UnicodeDecodeError) as e:
+        why = f"cannot read: {e}"
     except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{source}: invalid TOML: {e}") from None
-    config = check(document, schema, source)
-    config["source"] = source  # pyright: ignore[reportArgumentType]
-    return config
+        why = f"invalid TOML: {e}"
+    else:
+        config = check(document, schema, source)
+        config["source"] = source  # pyright: ignore[reportArgumentType]
+        return config
+    raise ConfigError(f"{source}: {why}")
 
 
 def factory_options(factory) -> dict[str, Any]:
@@ -143,23 +141,15 @@ def factory_options(factory) -> dict[str, Any]:
 
 
 def _options(config, factory) -> dict[str, Any]:
-    """`[system] options`, checked against the factory's keyword-only arguments."""
-    source, name = config["source"], config["system"]["name"]
-    valid = factory_options(factory)
-    options = config["system"]["options"]
-    for key, value in options.items():
-        if key not in valid:
-            listing = valid_names(valid) if valid else "none"
-            raise ConfigError(
-                f"{source}: [system] options: unknown option {key!r} for system "
-                f"{name!r}; valid options: {listing}"
-            )
-        default = valid[key]
-        if default is not None and default is not inspect.Parameter.empty:
-            problem = type_error(type(default), value)
-            if problem is not None:
-                raise ConfigError(f"{source}: [system] options: {key}: {problem}")
-    return dict(options)
+    """`[system] options`, checked against the factory's keyword-only arguments
+    (the type of each default; a default of None takes any value)."""
+    given = config["system"]["options"]
+    keys = {
+        key: Key("any" if d is None or d is inspect.Parameter.empty else type(d), None)
+        for key, d in factory_options(factory).items()
+    }
+    checked = check_table(given, keys, config["source"], "[system] options")
+    return {key: checked[key] for key in given}
 
 
 def ready_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
@@ -184,18 +174,14 @@ def ready_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
         return _mujoco_system(config)
     factory = _systems.get(name)
     options = _options(config, factory)
-    try:
+    with reasons(f"{source}: [system] options"):
         default = factory(**options)
-    except ValueError as e:
-        raise ConfigError(f"{source}: [system] options: {e}") from None
     _check_initial(config, default, f"system {name!r}")
     initial = config["initial"]
-    try:
+    with reasons(f"{source}: [system] params"):
         return factory(
             section["params"] or None, q0=initial["q"], qd0=initial["qd"], **options
         )
-    except ValueError as e:
-        raise ConfigError(f"{source}: [system] params: {e}") from None
 
 
 def _mujoco_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
@@ -206,11 +192,12 @@ def _mujoco_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
     base = Path.cwd() if source == "default config" else Path(source).parent
     where = f"{source}: [system] mujoco {section['mujoco']!r}"
     try:
-        ready = mujoco.load(base / section["mujoco"], params=section["params"] or None)
+        with reasons(where):
+            ready = mujoco.load(
+                base / section["mujoco"], params=section["params"] or None
+            )
     except ImportError:
         raise ConfigError(f"{where}: needs `pip install jaxlagrange[mujoco]`") from None
-    except ValueError as e:
-        raise ConfigError(f"{where}: {e}") from None
     _check_initial(config, ready, repr(section["mujoco"]))
     initial = config["initial"]
     state = tuple(
@@ -251,14 +238,10 @@ def simulate_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
             f"t0 = {t0!r} and t1 = {t1!r}"
         )
     saves = section["saves"]
-    try:
-        # Before the save times are made (the array itself may not fit), for
-        # one coordinate at least.
+    # Before the save times are made (the array itself may not fit), for one
+    # coordinate at least.
+    with reasons(f"{config['source']}: [simulate] saves = {saves} is too many"):
         check_output_size(saves, 1, 0, jnp.result_type(float))
-    except ValueError as e:
-        raise ConfigError(
-            f"{config['source']}: [simulate] saves = {saves} is too many: {e}"
-        ) from None
     return dict(
         t0=t0,
         t1=t1,

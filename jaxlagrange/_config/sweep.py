@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._ensemble._backend import BACKENDS
-from ._schema import ConfigError, Key, at_least, check_table, one_of
+from ._schema import ConfigError, Key, at_least, check_table, one_of, reasons
 from .run import RUN_SCHEMA
 
 
@@ -86,18 +86,14 @@ def _check_domain(config, ready, name: str, axis, where: str) -> None:
         return  # a user's system: its params' valid values are its own affair
     key, entry = axis_input(name)
     for end in ("min", "max"):
-        try:
+        value = float(axis[end])
+        with reasons(f"{where}: {end} = {value!r} is outside the valid values"):
             if check is None:
-                check_physical(ready.name, name, jnp.asarray(float(axis[end])))
+                check_physical(ready.name, name, jnp.asarray(value))
             elif key.startswith("params/"):
                 params = dict(ready.system.params)
-                params[key[7:]] = params[key[7:]].at[entry].set(float(axis[end]))
+                params[key[7:]] = params[key[7:]].at[entry].set(value)
                 check(params)
-        except ValueError as e:
-            raise ConfigError(
-                f"{where}: {end} = {float(axis[end])!r} is outside the valid values: "
-                f"{str(e).rstrip('.')}"
-            ) from None
 
 
 def _check_members(source: str, size: int, ready) -> None:

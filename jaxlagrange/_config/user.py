@@ -74,13 +74,18 @@ def system_file(config: Mapping[str, Any]) -> Path | None:
     return base / section["file"]
 
 
-def _read_past(fn, args, fits: str, who: str, advice: str):
+def _read_past(fn, args, fits: str, who: str, advice: str, own=lambda error: None):
     """`fn(*args)` run with JAX's index checks (one compiled program), or the
     `ConfigError` "{fits}, but {who} reads past them": JAX clamps an index past
-    the end of an array, so the run would go on with wrong values."""
+    the end of an array, so the run would go on with wrong values. An error `fn`
+    raises itself is `own(error)`'s: by default left to the run, which names it
+    (and `_read_past` returns None)."""
     from jax.experimental import checkify
 
-    error, out = jax.jit(checkify.checkify(fn, errors=checkify.index_checks))(*args)
+    try:
+        error, out = jax.jit(checkify.checkify(fn, errors=checkify.index_checks))(*args)
+    except Exception as e:
+        return own(e)
     message = error.get()
     if message:
         first = message.strip().splitlines()[0].strip()
@@ -89,17 +94,13 @@ def _read_past(fn, args, fits: str, who: str, advice: str):
 
 
 def _check_positions(positions, params, q0, where: str, file: str, advice: str):
-    """That the file's `positions` reads no coordinate past q0's n (see below)."""
+    """That the file's `positions` reads no coordinate past q0's n (see below);
+    its own errors are named where the plots are drawn."""
 
     def points(q):
         return jnp.asarray(positions(q, **params))
 
-    try:
-        _read_past(points, (q0,), where, f"`positions` in {file!r}", advice)
-    except ConfigError:
-        raise
-    except Exception:
-        return  # its own errors are named where the plots are drawn
+    _read_past(points, (q0,), where, f"`positions` in {file!r}", advice)
 
 
 def _check_coordinates(system, q0, qd0, where: str, file: str, made: str, advice: str):
@@ -134,21 +135,21 @@ def _check_coordinates(system, q0, qd0, where: str, file: str, made: str, advice
         functions(q, qd)
         return used(q, qd) | used(q + 0.37, qd + 0.29)
 
-    try:  # one compiled program: far faster than running it op by op
-        system_of = f"the system of {file!r}"
-        used_coordinates = _read_past(check, (q0, qd0), where, system_of, advice)
-    except ConfigError:
-        raise
-    except ValueError as e:  # a wrong output shape or dtype, named by `_system`
-        if "values to unpack" in str(e):  # q unpacked into more or fewer names
-            raise ConfigError(
-                f"{where}, but the system of {file!r} unpacks q into another number "
-                f"of coordinates ({one_line(e, typed=True)}); {advice}"
-            ) from None
+    def named(e):  # a wrong output shape or dtype, named by `_system`
+        if not isinstance(e, ValueError):
+            return None
+        raised = one_line(e, typed=True)
         raise ConfigError(
-            f"{made}: the system it returns: {one_line(e, typed=True)}"
+            f"{where}, but the system of {file!r} unpacks q into another number "
+            f"of coordinates ({raised}); {advice}"
+            if "values to unpack" in str(e)  # q unpacked into more or fewer names
+            else f"{made}: the system it returns: {raised}"
         ) from None
-    except Exception:
+
+    # One compiled program: far faster than running it op by op.
+    system_of = f"the system of {file!r}"
+    used_coordinates = _read_past(check, (q0, qd0), where, system_of, advice, named)
+    if used_coordinates is None:
         return
     unused = [int(i) for i in jnp.flatnonzero(~used_coordinates)]
     if unused:

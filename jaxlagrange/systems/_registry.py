@@ -192,25 +192,24 @@ def merge_params(
             f"Unknown parameter {unknown[0]!r} for system {name!r}; valid parameters: "
             f"{', '.join(sorted(defaults))}."
         )
-    merged = {}
-    for key, default in defaults.items():
-        try:
-            value = as_float(params.get(key, default))
-        except (TypeError, ValueError):
-            value = params[key]
-            raise ValueError(
-                f"Parameter {key!r} of system {name!r} must be a number or an array "
-                f"of numbers, got {type(value).__name__} {value!r}."
-            ) from None
-        expected = np.shape(default)
-        if value.shape != expected:
-            raise ValueError(
-                f"Parameter {key!r} of system {name!r} must have shape {expected}, "
-                f"got {value.shape}."
-            )
-        check_physical(name, key, value)
-        merged[key] = value
-    return merged
+    return {k: _param(name, k, v, params.get(k, v)) for k, v in defaults.items()}
+
+
+def _param(name: str, key: str, default, given) -> Array:
+    """The param `key` as an array of its default's shape, checked (see
+    `check_physical`), or the `ValueError` that says what it must be."""
+    try:
+        value = as_float(given)
+    except (TypeError, ValueError):
+        why = (
+            f"be a number or an array of numbers, got {type(given).__name__} {given!r}"
+        )
+    else:
+        if value.shape == np.shape(default):
+            check_physical(name, key, value)
+            return value
+        why = f"have shape {np.shape(default)}, got {value.shape}"
+    raise ValueError(f"Parameter {key!r} of system {name!r} must {why}.")
 
 
 # From this many coordinates on, the ready systems whose mass matrix is cheap to

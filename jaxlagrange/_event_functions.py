@@ -64,11 +64,8 @@ def event_condition(offset: int):
     def condition(t, y, args, **kwargs):
         del kwargs
         values = event_values(t, y, args, offset)
-        # A value at exactly ±0 (λ_N of a limit touched unloaded in free fall,
-        # its μ_s λ_N − |λ_T| at μ = 0) can't trigger (diffrax: > 0 becoming
-        # ≤ 0) and, as the least, would hide every other event: +inf hides none.
-        # A genuine crossing triggers once it is < 0 (`_hybrid._event` tells a
-        # value that reaches 0 from one held there since the segment start).
+        # An exact ±0 (λ_N of an unloaded limit in free fall, its μ_s λ_N − |λ_T|
+        # at μ = 0) can't trigger (> 0 to ≤ 0) and would hide all others.
         values = jnp.where(values == 0, jnp.inf, values)
         # In the default float: diffrax pairs it with a Python 0.0 in a `cond`.
         return jnp.min(values).astype(float)

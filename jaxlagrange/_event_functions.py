@@ -3,8 +3,9 @@
 Each unilateral constraint has one event function, positive while nothing
 happens: its multiplier while in contact, its h while free; with friction, one
 more per contact for the end of its sticking or slipping (`_friction`). The
-solve's single event function is the least of them, so that of several events
-within one solver step the earliest is located, whichever it is.
+solve's single event function is the least of them (an exact 0 taken as +inf),
+so that of several events within one solver step the earliest is located,
+whichever it is.
 """
 
 from collections.abc import Callable
@@ -62,8 +63,12 @@ def event_condition(offset: int):
 
     def condition(t, y, args, **kwargs):
         del kwargs
+        values = event_values(t, y, args, offset)
+        # An exact ±0 (λ_N of an unloaded limit in free fall, its μ_s λ_N − |λ_T|
+        # at μ = 0) can't trigger (> 0 to ≤ 0) and would hide all others.
+        values = jnp.where(values == 0, jnp.inf, values)
         # In the default float: diffrax pairs it with a Python 0.0 in a `cond`.
-        return jnp.min(event_values(t, y, args, offset)).astype(float)
+        return jnp.min(values).astype(float)
 
     return condition
 

@@ -295,9 +295,13 @@ def _event(ctx: _Context, carry: _Carry, seg: Segment, args: VectorFieldArgs):
     recorded, the state after the jump, and the event's constraint and kind."""
     is_event = seg.result == RESULTS.event_occurred
     result = RESULTS.where(is_event, RESULTS.successful, seg.result)
-    # The event is the one of the event functions that reached zero.
+    # The event is the one of the event functions that reached zero, not one
+    # held at exactly 0 since the segment start (`event_condition`).
     y_end = jnp.concatenate([seg.q_end, seg.qd_end])
-    index = jnp.argmin(event_values(seg.t_end, y_end, args, ctx.offset))
+    values = event_values(seg.t_end, y_end, args, ctx.offset)
+    y0 = jnp.concatenate([carry.q, carry.qd])
+    held = (event_values(args.start, y0, args, ctx.offset) == 0) & (values == 0)
+    index = jnp.argmin(jnp.where(held, jnp.inf, values))
     state = (seg.q_end, seg.qd_end, seg.t_end, carry.active, carry.modes)
     jump = _jump(ctx.system, *state, index, ctx.restitution, ctx.options.rest)
     qd_next, active_next, modes_next, row, kind, bad = jump

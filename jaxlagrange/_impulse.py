@@ -63,10 +63,8 @@ def impulse_jump(
     factor = system.mass_strategy.factor(system, q, qd, t)
     if not system.has_constraints:
         jump, failed = factor.solve(impulse)
-        singular_mass = factor.singular | failed
-        return _Impulse(
-            qd + jump.astype(qd.dtype), contact, singular_mass, jnp.array(False)
-        )
+        velocities = qd + jump.astype(qd.dtype)
+        return _Impulse(velocities, contact, factor.singular | failed, jnp.array(False))
     rows = velocity_rows(system, q, qd, t)
     kkt = factor.constrain(Rows(rows), impulse)
     bilateral = num_bilateral(system, q, qd, t)

@@ -134,6 +134,40 @@ def test_slip_turning_under_a_side_force_follows_the_ode():
     np.testing.assert_allclose(traj.friction[:-1, 0], expected, atol=1e-7)
 
 
+@pytest.mark.parametrize(
+    "friction", [None, pytest.param("planar", marks=pytest.mark.slow)]
+)
+def test_a_row_resting_unloaded_hides_no_landing(friction):
+    # A point dropped 0.1 m while another row, the first, touches unloaded (a
+    # joint limit in free fall): its event values, λ_N = 0 and, with friction
+    # μ = 0, μ_s λ_N − |λ_T| = 0, sit at 0 and must neither hide the landing
+    # after √(2h/g) (else the point sinks: `contact_penetration`) nor be taken
+    # for it where the floor's value ends at exactly 0 too. Frictionless in
+    # CI; the planar friction row compiles longer. (A 3-D disc here, u = 2, runs
+    # for minutes: XLA's CPU fusion of the unrolled 6-row Schur solve.)
+    def lagrangian(q, qd, t):
+        return 0.5 * jnp.sum(qd**2) - G * q[0]
+
+    def slip(q, qd, t):
+        return jnp.stack([0.0 * qd[2], qd[2]])
+
+    kwargs = (
+        {} if friction is None else {"slip": slip, "friction": jnp.array([0.0, MU])}
+    )
+    system = jl.LagrangianSystem(lagrangian, unilateral=lambda q, t: q[1::-1], **kwargs)
+    traj = _sim(system, [0.1, 0.0, 0.0], [0.0, 0.0, V0 / 4], 0.5, [0.5])
+    assert traj.result == jl.RESULTS.successful
+    landing = np.sqrt(0.2 / G)
+    np.testing.assert_allclose(traj.event_ts[0], landing, atol=1e-9)
+    assert int(traj.event_kind[0]) == jl.EVENT_IMPACT
+    assert int(traj.event_constraint[0]) == 1
+    np.testing.assert_allclose(traj.q[-1, :2], 0.0, atol=1e-10)
+    v = V0 / 4  # frictionless: it slides on; else it stops after v²/(2 μ g)
+    slide = 0.5 * v if friction is None else v * landing + v**2 / (2 * MU * G)
+    np.testing.assert_allclose(traj.q[-1, 2], slide, atol=1e-9)
+    assert int(traj.num_events) == (1 if friction is None else 2)
+
+
 def test_block_on_incline_held_by_static_friction():
     theta = 0.4  # tan θ = 0.4228 < μ_s
     incline = block(0.3, 0.45, G * np.cos(theta), (G * np.sin(theta), 0.0))

@@ -5,6 +5,7 @@ velocities, μ mixed as MuJoCo mixes it, and landings with exact event times."""
 import warnings
 from pathlib import Path
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -252,7 +253,6 @@ def test_friction_is_mujocos_mix_and_differentiable():
     assert mu["a/c"] == 0.7 and mu["a/d"] == 0.7 and mu["d/c"] == 0.2
     assert system.restitution_param == "restitution"
 
-
     def total(friction):  # the sum of μ over the rows
         params = {**system.params, "geom_friction": friction}
         changed = eqx.tree_at(lambda s: s.params, system, params)
@@ -346,6 +346,49 @@ def test_a_ball_with_e_half_bounces_to_e_2k_h_and_comes_to_rest():
     np.testing.assert_allclose(traj.qd[:, 0], 0, atol=1e-10)
     mass = float(system.params["body_mass"][1])
     np.testing.assert_allclose(traj.multipliers[:, 0], mass * g, rtol=1e-9)
+
+
+FORWARD = {"adjoint": diffrax.ForwardMode()}  # for jax.jacfwd through the solve
+
+
+def _check_against_central_differences(final, p, step=1e-5):
+    """jacfwd of `final` at p is finite and equals its central differences to
+    1e-5 of each column's largest entry (at least 1e-2: a column that is all
+    but zero is held to 1e-7, above the differences' noise)."""
+    jac, value = jax.jit(jax.jacfwd(lambda p: (final(p),) * 2, has_aux=True))(p)
+    jac = np.asarray(jac)
+    steps = step * jnp.eye(p.shape[0])
+    both = jax.jit(jax.vmap(final))(jnp.concatenate([p + steps, p - steps]))
+    fd = np.asarray(both[: p.shape[0]] - both[p.shape[0] :]).T / (2 * step)
+    assert np.all(np.isfinite(jac))
+    for i in range(p.shape[0]):
+        scale = max(np.abs(fd[:, i]).max(), 1e-2)
+        np.testing.assert_allclose(jac[:, i], fd[:, i], rtol=0, atol=1e-5 * scale)
+    return value, jac
+
+
+def test_gradients_through_a_landing_and_a_bounce():
+    # A ball dropped 0.2 m with e = 0.5 is in its first rebound at t1 = 0.3 s;
+    # the final slide and its rate against the drop, q̇0, e and the mass.
+    system, q0, qd0 = _load(BALL.format(z=0.3, condim=1))
+
+    def final(p):  # (the rise over the 0.2 m drop, q̇0, e, the ball's mass)
+        mass = system.params["body_mass"].at[1].set(p[3])
+        changed = _with(system, restitution=p[2], body_mass=mass)
+        start = q0 + p[:1], qd0 + p[1:2]
+        traj = jl.simulate(changed, *start, t1=0.3, rtol=1e-12, atol=1e-12, **FORWARD)
+        return jnp.concatenate([traj.q[-1], traj.qd[-1]])
+
+    p = jnp.array([0.0, 0.1, 0.5, 2.0])
+    value, jac = _check_against_central_differences(final, p)
+    # Closed form: the impact speed v = √(u² + 2gh) at (u + v)/g, then e v up.
+    g, h, u, e = 9.81, 0.2, 0.1, 0.5
+    v = np.sqrt(u**2 + 2 * g * h)
+    tau = 0.3 - (u + v) / g
+    expected = [-h + e * v * tau - g * tau**2 / 2, e * v - g * tau]
+    np.testing.assert_allclose(value, expected, rtol=1e-9)
+    np.testing.assert_allclose(jac[:, 2], [v * tau, v], rtol=1e-7)  # ∂/∂e
+    np.testing.assert_allclose(jac[:, 3], 0, atol=1e-12)  # mass: no part in it
 
 
 # A box's four corners and a flat foot's two caps touch at once (redundant rows,
@@ -446,6 +489,85 @@ def test_a_sphere_on_an_incline_rolls_or_slips(mu):
     np.testing.assert_allclose(moved, 0.5 * a * t1**2 * downhill, atol=1e-8)
 
 
+SLIDER = """
+<mujoco model="slider">
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 .1" friction="0.5"/>
+    <body name="ball" pos="0 0 .15">
+      <joint name="x" type="slide" axis="1 0 0"/>
+      <joint name="z" type="slide" axis="0 0 1"/>
+      <geom name="ball" type="sphere" size="0.1" friction="0.3"/></body>
+  </worldbody>
+</mujoco>"""
+
+
+@pytest.mark.slow  # 220 s on the loaded machine (jacfwd of a 3-D disc)
+@needs_disc
+def test_gradients_through_a_landing_and_a_slide_to_rest():
+    # A ball on two slides (no rolling), thrown at v = 1 m/s, lands (plastic)
+    # after 5 cm at τ = √(2h/g), slides at μ = 0.5 (the floor's, the larger)
+    # and stops after v/(μg): x = v τ + v²/(2μg) at t1, against the drop, v,
+    # the floor's μ and the mass (no part in it).
+    system, q0, qd0 = _load(SLIDER)
+
+    def final(p):  # (the rise over the drop, the throw, μ, the ball's mass)
+        friction = system.params["geom_friction"].at[0, 0].set(p[2])
+        mass = system.params["body_mass"].at[1].set(p[3])
+        changed = _with(system, geom_friction=friction, body_mass=mass)
+        start = q0.at[1].add(p[0]), qd0.at[0].set(p[1])
+        options = dict(t1=0.4, rtol=1e-12, atol=1e-12, **FORWARD)
+        traj = jl.simulate(changed, *start, **options)
+        return jnp.concatenate([traj.q[-1], traj.qd[-1]])
+
+    g, h, v, mu = 9.81, 0.05, 1.0, 0.5
+    p = jnp.array([0.0, v, mu, float(system.params["body_mass"][1])])
+    value, jac = _check_against_central_differences(final, p)
+    tau = np.sqrt(2 * h / g)
+    np.testing.assert_allclose(
+        value, [v * tau + v**2 / (2 * mu * g), -h, 0, 0], atol=1e-9
+    )
+    expected = [v / (g * tau), tau + v / (mu * g), -(v**2) / (2 * mu**2 * g), 0]
+    np.testing.assert_allclose(jac[0], expected, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(jac[1:], 0, atol=1e-9)  # at rest on the floor
+
+
+ROLLING = """
+<mujoco model="rolling">
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 .1" friction="0.6"/>
+    <body name="ball" pos="0 0 .15"><freejoint/>
+      <geom name="ball" type="sphere" size="0.1" friction="0.3"/></body>
+  </worldbody>
+</mujoco>"""
+
+
+@pytest.mark.slow  # its jacfwd traces and compiles for over 10 minutes
+@needs_disc
+def test_gradients_through_a_landing_a_slide_and_sticking():
+    # A solid ball thrown at 1 m/s lands (plastic) after 5 cm, slips at μ = 0.6
+    # (the floor's, the larger) and rolls from 2 v/(7 μ g) after: the states in
+    # the slip (0.12 s) and rolling (0.25 s) against the drop, the throw, the
+    # floor's μ and the mass (the ball's inertia kept: I/(m r²) changes).
+    system, q0, qd0 = _load(ROLLING)
+
+    def final(p):  # (the rise over the drop, the throw, μ, the ball's mass)
+        friction = system.params["geom_friction"].at[0, 0].set(p[2])
+        mass = system.params["body_mass"].at[1].set(p[3])
+        changed = _with(system, geom_friction=friction, body_mass=mass)
+        start = q0.at[2].add(p[0]), qd0.at[0].set(p[1])
+        ts = jnp.array([0.12, 0.25])
+        options = dict(t1=0.25, saveat=ts, rtol=1e-12, atol=1e-12, **FORWARD)
+        traj = jl.simulate(changed, *start, **options)
+        return jnp.concatenate([traj.q.ravel(), traj.qd.ravel()])
+
+    mass = float(system.params["body_mass"][1])
+    p = jnp.array([0.0, 1.0, 0.6, mass])
+    value, jac = _check_against_central_differences(final, p)
+    assert np.abs(jac[:, 2:]).max(0).min() > 1e-3  # μ and the mass matter
+    # Closed form: rolling at v/(1 + I/(m r²)) = 5 v/7 at the default mass.
+    np.testing.assert_allclose(value[14 + 7], 5 / 7, rtol=1e-9)
+
+
 def _hopper_drop(t1, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # MuJoCo writes its compiler warnings to the cwd
     ready = _load(SUITE / "hopper.xml")
@@ -474,7 +596,7 @@ def _hopper_drop(t1, tmp_path, monkeypatch):
 @pytest.mark.slow
 @needs_disc
 def test_the_dm_control_hopper_lands_on_its_foot(tmp_path, monkeypatch):
-    _hopper_drop(0.2, tmp_path, monkeypatch)
+    _hopper_drop(0.1, tmp_path, monkeypatch)  # the toe lands at 0.0973 s
 
 
 @pytest.mark.slow
@@ -482,3 +604,6 @@ def test_the_dm_control_hopper_lands_on_its_foot(tmp_path, monkeypatch):
 def test_the_dm_control_hopper_dropped_settles(tmp_path, monkeypatch):
     traj = _hopper_drop(3.0, tmp_path, monkeypatch)
     np.testing.assert_allclose(traj.qd[-1], 0, atol=1e-6)  # at rest
+    # The torso (at z = 1 + rootz) rests within 1 cm of MuJoCo's 0.06518 m
+    # (mj_step at its 5 ms step, 3 s; its soft contacts sink 0.1 mm).
+    assert abs(1 + float(traj.q[-1, 1]) - 0.06518) < 0.01

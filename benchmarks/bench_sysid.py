@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+
 jax.config.update("jax_enable_x64", True)
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 
@@ -44,13 +45,16 @@ from test_identification import ARM3, ARM5, ARMATURE  # noqa: E402
 
 import jaxlagrange as jl  # noqa: E402
 
+
 HOLD, DT = 10e-3, 1e-4
 
 
 def record(xml, ctrl, qpos=None):
     """RK4 at DT of `xml`, ctrl rows held HOLD: times, qpos, qvel."""
     m = mujoco.MjModel.from_xml_string(
-        xml.replace('timestep="0.001" integrator="RK4"', f'timestep="{DT}" integrator="RK4"')
+        xml.replace(
+            'timestep="0.001" integrator="RK4"', f'timestep="{DT}" integrator="RK4"'
+        )
     )
     d = mujoco.MjData(m)
     if qpos is not None:
@@ -78,7 +82,9 @@ def experiments(xml, amplitudes, count, duration):
         ts = np.arange(round(duration / HOLD) + 1) * HOLD
         ctrl = sines(ts, amplitudes, seed)
         nq = len(amplitudes)
-        qpos = np.random.default_rng(100 + seed).uniform(-0.5, 0.5, nq) if seed else None
+        qpos = (
+            np.random.default_rng(100 + seed).uniform(-0.5, 0.5, nq) if seed else None
+        )
         out.append((ctrl, *record(xml, ctrl, qpos)))
     return out
 
@@ -110,11 +116,19 @@ def sysid_fit(xml, runs, parameters):
     """mujoco.sysid on the same runs (its model as `xml` says: fixed step)."""
     spec = mujoco.MjSpec.from_string(xml)
     for j in spec.joints:  # the sensors it compares: joint positions, velocities
-        spec.add_sensor(type=mujoco.mjtSensor.mjSENS_JOINTPOS, objname=j.name,
-                        objtype=mujoco.mjtObj.mjOBJ_JOINT, name=f"{j.name}_pos")
+        spec.add_sensor(
+            type=mujoco.mjtSensor.mjSENS_JOINTPOS,
+            objname=j.name,
+            objtype=mujoco.mjtObj.mjOBJ_JOINT,
+            name=f"{j.name}_pos",
+        )
     for j in spec.joints:
-        spec.add_sensor(type=mujoco.mjtSensor.mjSENS_JOINTVEL, objname=j.name,
-                        objtype=mujoco.mjtObj.mjOBJ_JOINT, name=f"{j.name}_vel")
+        spec.add_sensor(
+            type=mujoco.mjtSensor.mjSENS_JOINTVEL,
+            objname=j.name,
+            objtype=mujoco.mjtObj.mjOBJ_JOINT,
+            name=f"{j.name}_vel",
+        )
     model = spec.compile()
     sequences = []
     for i, (ctrl, ts, q, qd) in enumerate(runs):
@@ -124,17 +138,20 @@ def sysid_fit(xml, runs, parameters):
         dt = model.opt.timestep
         fine = np.arange(round(ts[-1] / dt) + 1) * dt
         held = ctrl[np.minimum((fine / HOLD + 1e-9).astype(int), len(ctrl) - 1)]
-        sequences.append(ModelSequences(
-            f"run{i}", spec, f"run{i}", state, TimeSeries(fine, held), sensors
-        ))
+        sequences.append(
+            ModelSequences(
+                f"run{i}", spec, f"run{i}", state, TimeSeries(fine, held), sensors
+            )
+        )
 
     def run():
         params = ParameterDict()
         for p in parameters():
             params.add(p)
         residual = build_residual_fn(models_sequences=sequences)
-        out, _ = optimize(initial_params=params, residual_fn=residual,
-                                optimizer="mujoco")
+        out, _ = optimize(
+            initial_params=params, residual_fn=residual, optimizer="mujoco"
+        )
         return out
 
     return run
@@ -143,9 +160,13 @@ def sysid_fit(xml, runs, parameters):
 def armature_parameters(start=0.01):
     for i in range(1, 6):
         p = Parameter(
-            f"joint{i}_armature", nominal=ARMATURE[i - 1], min_value=0.001,
-            max_value=1.0, modifier=lambda s, p, n=f"joint{i}": setattr(
-                s.joint(n), "armature", p.value[0]),
+            f"joint{i}_armature",
+            nominal=ARMATURE[i - 1],
+            min_value=0.001,
+            max_value=1.0,
+            modifier=lambda s, p, n=f"joint{i}": setattr(
+                s.joint(n), "armature", p.value[0]
+            ),
         )
         p.value[:] = start
         yield p
@@ -153,7 +174,10 @@ def armature_parameters(start=0.01):
 
 def compare(name, jl_run, sysid_run, truth, read_jl, read_sysid):
     rows = []
-    for tool, run, read in (("jl.fit", jl_run, read_jl), ("mujoco.sysid", sysid_run, read_sysid)):
+    for tool, run, read in (
+        ("jl.fit", jl_run, read_jl),
+        ("mujoco.sysid", sysid_run, read_sysid),
+    ):
         first, t_first = timed(run)
         _, t_warm = timed(run)
         error = np.max(np.abs(read(first) - truth))
@@ -162,7 +186,9 @@ def compare(name, jl_run, sysid_run, truth, read_jl, read_sysid):
     for tool, error, t1, t2 in rows:
         print(f"  {tool:13s} error {error:.2e}   first {t1:7.2f}   warm {t2:7.2f}")
     (_, e_jl, _, w_jl), (_, e_sy, _, w_sy) = rows
-    print(f"  ratios: error sysid/jl {e_sy / e_jl:.3g}, warm time jl/sysid {w_jl / w_sy:.3g}")
+    print(
+        f"  ratios: error sysid/jl {e_sy / e_jl:.3g}, warm time jl/sysid {w_jl / w_sy:.3g}"
+    )
 
 
 def main():
@@ -171,11 +197,15 @@ def main():
     parser.add_argument("--max-experiments", type=int, default=64)
     args = parser.parse_args()
     duration = 1.0 if args.quick else 2.0
-    print(f"jax {jax.__version__}, mujoco {mujoco.__version__}, {jax.devices()[0]}; "
-          "the machine may be shared: times are wall clock")
+    print(
+        f"jax {jax.__version__}, mujoco {mujoco.__version__}, {jax.devices()[0]}; "
+        "the machine may be shared: times are wall clock"
+    )
     # mujoco.sysid's model of the arm: its own test's options (implicitfast, 2 ms).
-    sysid_arm = ARM5.replace('timestep="0.001" integrator="RK4"',
-                             'timestep="0.002" integrator="implicitfast"')
+    sysid_arm = ARM5.replace(
+        'timestep="0.001" integrator="RK4"',
+        'timestep="0.002" integrator="implicitfast"',
+    )
     runs = experiments(ARM5, [5.0, 4.0, 3.0, 2.0, 1.0], 1, duration)
     compare(
         "armature (5 params, 1 experiment)",
@@ -193,14 +223,18 @@ def main():
         result, t1 = timed(run)
         _, t2 = timed(run)
         error = np.max(np.abs(np.asarray(result.params["dof_armature"]) - ARMATURE))
-        print(f"  {count:3d} experiments: first {t1:7.2f}  warm {t2:7.2f}  error {error:.1e}")
+        print(
+            f"  {count:3d} experiments: first {t1:7.2f}  warm {t2:7.2f}  error {error:.1e}"
+        )
         count *= 2
     if args.quick:
         return
     runs = experiments(ARM3, [2.0, 1.5, 0.5], 3, duration)
     truth = mujoco.MjModel.from_xml_string(ARM3)
     jl_run = jl_fit(
-        ARM3, runs, {"body_mass": truth.body_mass * 1.3},
+        ARM3,
+        runs,
+        {"body_mass": truth.body_mass * 1.3},
         {"body_mass", "body_ipos", "body_inertia", "body_iquat"},
     )
     result, t1 = timed(jl_run)
@@ -209,10 +243,15 @@ def main():
     d.qpos[:], d.qvel[:] = [0.3, -0.5, 0.8], [1.0, 0.5, -1.0]
     mujoco.mj_forward(truth, d)
     fitted = jl.accelerations(result.system, d.qpos.copy(), d.qvel.copy(), 0.0)
-    print("\ninertial (30 params, 3 experiments): jl.fit consistent (mujoco.sysid: not run)")
-    print(f"  first {t1:.2f}  warm {t2:.2f}  q̈ error at a test state "
-          f"{np.max(np.abs(np.asarray(fitted) - d.qacc)):.1e}; "
-          f"unidentifiable directions named: {len(result.unidentifiable)}")
+    print(
+        "\ninertial (30 params, 3 experiments): jl.fit consistent (mujoco.sysid: not run)"
+    )
+    print(
+        f"  first {t1:.2f}  warm {t2:.2f}  q̈ error at a test state "
+        f"{np.max(np.abs(np.asarray(fitted) - d.qacc)):.1e}; "
+        f"unidentifiable directions named: {len(result.unidentifiable)}"
+    )
+
 
 if __name__ == "__main__":
     main()

@@ -12,6 +12,7 @@ import pytest
 
 import jaxlagrange as jl
 
+
 mujoco = pytest.importorskip("mujoco")
 
 SPRING_MASS = """<mujoco model="spring_mass"><option timestep="0.001" integrator="RK4">

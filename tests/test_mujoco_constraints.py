@@ -122,6 +122,7 @@ def test_a_rotor_stops_on_its_limit_or_bounces_with_restitution():
     speed = 1.5 * omega * np.sin(omega * (hit - 1e-7))  # just before it
     ts = jnp.array([hit - 1e-7, hit + 1e-7, 3.0])
     simulate = jl.simulate  # one compile: the same system but for a param's value
+    plastic = None
     for e in (0.0, 0.5):
         system = eqx.tree_at(
             lambda s: s.params["restitution"], ready.system, jnp.asarray(e)

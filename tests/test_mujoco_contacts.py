@@ -245,7 +245,9 @@ MIX = """
 def test_friction_is_mujocos_mix_and_differentiable():
     ready = _load(MIX)
     system = ready.system
-    mu = dict(zip(ready.contacts, np.asarray(system.coefficient("friction"))))
+    mu = dict(
+        zip(ready.contacts, np.asarray(system.coefficient("friction")), strict=True)
+    )
     # The larger μ; the higher priority's condim (1: frictionless) and μ; the
     # <pair>'s μ; the larger condim (3, the floor's, though d has 1).
     assert mu["floor/a"] == 0.7 and mu["floor/b"] == 0.0 and mu["a/b"] == 0.0

@@ -36,6 +36,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench_mujoco import _best  # noqa: E402  (best of back-to-back calls)
+
+
 T1, TARGET, MU, V0, G = 0.5, 1e-6, 0.5, 1.0, 9.81
 
 MJCF = f"""
@@ -48,15 +51,6 @@ MJCF = f"""
   </worldbody>
 </mujoco>
 """
-
-
-def _best(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def _error(qpos, qvel):

@@ -185,23 +185,6 @@ def test_show_config(capsys):
     assert status == 0 and out == _cli._config.DEFAULT_CONFIG
 
 
-def test_atomic_write(tmp_path, monkeypatch):
-    path = tmp_path / "summary.json"
-    _cli.atomic_write(path, b"old")
-    assert path.read_bytes() == b"old"
-    assert oct(path.stat().st_mode & 0o777) == oct(0o666 & ~_cli.current_umask())
-
-    def interrupted(src, dst):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(os, "replace", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        _cli.atomic_write(path, b"new and longer")
-    # The old file is untouched and the temporary file is gone.
-    assert path.read_bytes() == b"old"
-    assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]
-
-
 def test_output_bytes():
     import io
 

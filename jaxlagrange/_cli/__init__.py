@@ -29,8 +29,6 @@ from . import fit, run, sweep, systems
 from ._common import compilation_cache, stdout_to_devnull
 from ._output import (
     CLIError as CLIError,
-    atomic_write as atomic_write,
-    current_umask as current_umask,
     interrupts_kept,
     json_bytes as json_bytes,
     npz_bytes as npz_bytes,

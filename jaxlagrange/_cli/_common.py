@@ -8,8 +8,6 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import numpy as np
-
 from .. import _config
 from .._cache import cache_directory as cache_directory
 from ._output import CLIError, file_name, output_dir
@@ -45,19 +43,30 @@ def add_command_arguments(parser, *, out: str, progress: str, device: str) -> No
     )
 
 
-def start_command(args, schema, section: str, *, batched: bool):
-    """The config of `args.config` (loaded with `schema`) and the devices its
-    `section` (or `--device`) computes on (`choose_devices`), in float64. A
+def configured(schema, section: str, *, batched: bool):
+    """A subcommand's `command(args)` made of `body(args, config, devices)`: the
+    config of `args.config` loaded with `schema`, in float64, and the body run on
+    the devices its `section` (or `--device`) chooses (`choose_devices`). A
     command that computes on the CPU starts only JAX's CPU backend."""
-    import jax
 
-    jax.config.update("jax_enable_x64", True)
-    config = _config.load(args.config, schema)
-    requested = args.device or config[section]["device"]
-    if on_the_cpu(requested, batched=batched):
-        start_only_the_cpu()
-    check_backends()
-    return config, choose_devices(requested, batched=batched)
+    def decorate(body):
+        @functools.wraps(body)
+        def command(args) -> int:
+            import jax
+
+            jax.config.update("jax_enable_x64", True)
+            config = _config.load(args.config, schema)
+            requested = args.device or config[section]["device"]
+            if on_the_cpu(requested, batched=batched):
+                start_only_the_cpu()
+            check_backends()
+            devices = choose_devices(requested, batched=batched)
+            with jax.default_device(devices[0]):
+                return body(args, config, devices)
+
+        return command
+
+    return decorate
 
 
 def output_directory(args, config, default: str) -> Path:
@@ -248,10 +257,6 @@ def result_line(result) -> str:
 
     # In NumPy: an eager JAX comparison is one more small program to compile.
     return result_message(result) or "successful"
-
-
-def stats_line(stats: Mapping[str, Any]) -> dict[str, int]:
-    return {k: int(np.asarray(v)) for k, v in stats.items()}
 
 
 class Timing(NamedTuple):

@@ -66,30 +66,6 @@ def raise_if_interrupted() -> None:
         raise KeyboardInterrupt
 
 
-def atomic_write(path: str | Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file and `os.replace`.
-
-    A reader (or a crash) sees either the old file or the complete new one, never
-    a partial file under the final name; the temporary file is removed on failure.
-    """
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.close(fd)
-        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes it private (0o600)
-        _write_synced(Path(tmp), data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def current_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def npz_bytes(**arrays: Any) -> bytes:
     """The bytes of an `.npz` file holding `arrays`."""
     buffer = io.BytesIO()
@@ -114,9 +90,10 @@ def file_name(name: str) -> str:
     runs of characters other than letters, digits, `_`, `-`, `+` and `.` (path
     separators among them) become `_`, leading and trailing dots and `_` are
     dropped, so no name leaves the folder it is put in ("" becomes "system")."""
-    return re.sub(r"[^\w.+-]+", "_", str(name), flags=re.ASCII).strip("._")[
-        :100
-    ] or "system"
+    return (
+        re.sub(r"[^\w.+-]+", "_", str(name), flags=re.ASCII).strip("._")[:100]
+        or "system"
+    )
 
 
 def output_dir(path: str | Path) -> Path:
@@ -305,16 +282,12 @@ def _write_synced(path: Path, data: bytes) -> None:
 
 
 def _fsync(directory: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):  # not every file system syncs directories
         fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # not every file system syncs directories
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def run_id() -> dict[str, Any]:
@@ -337,10 +310,10 @@ def _jsonable(obj: Any) -> Any:
 
 
 def write_with_summary(
-    out, files: Mapping[str, bytes], summary: dict[str, Any]
+    out, files: Mapping[str, bytes], summary: dict[str, Any], also=()
 ) -> None:
     """`write_output_set` of `files` and `summary.json`, the summary listing the
-    set's files (under "files")."""
-    summary["files"] = sorted([*files, "summary.json"])
+    set's files and `also` (files written otherwise) under "files"."""
+    summary["files"] = sorted([*files, "summary.json", *also])
     files = {**files, "summary.json": json_bytes(summary)}
     write_output_set(out, files, outputs=OUTPUTS[summary["command"]])

@@ -18,13 +18,13 @@ from .._errors import one_line
 from .._trajectory import failed, result_message, result_name
 from ._common import (
     add_command_arguments,
+    configured,
     errors_as_values,
     kept_programs,
     output_directory,
     say,
     show_progress,
     simulate_program,
-    start_command,
     trajectory_from,
 )
 from ._output import (
@@ -146,8 +146,7 @@ def load_observations(
     if np.ndim(q) == 2 and n is not None and np.shape(q)[1] != n:
         names = f" ({', '.join(coordinates)})" if coordinates else ""
         raise CLIError(
-            f"{name}: q has {np.shape(q)[1]} coordinates, but the system has {n}"
-            f"{names}"
+            f"{name}: q has {np.shape(q)[1]} coordinates, but the system has {n}{names}"
         )
     try:
         return Observations(ts, q, qd, q0=q0, qd0=qd0, sigma=sigma, sigma_qd=sigma_qd)
@@ -211,13 +210,8 @@ def _ready_system(config, paths, sigma):
     return _config.ready_system({**config, "initial": state})
 
 
-def command(args: argparse.Namespace) -> int:
-    config, devices = start_command(args, _config.FIT_SCHEMA, "fit", batched=False)
-    with jax.default_device(devices[0]):
-        return _fit_on(args, config)
-
-
-def _fit_on(args: argparse.Namespace, config) -> int:
+@configured(_config.FIT_SCHEMA, "fit", batched=False)
+def command(args: argparse.Namespace, config, devices) -> int:
     paths = _config.data_paths(config)
     initial, sigma = config["initial"], config["fit"]["sigma"]
     ready = _ready_system(config, paths, sigma)
@@ -296,7 +290,7 @@ def _fit_on(args: argparse.Namespace, config) -> int:
     )
     if config["output"]["plots"] and not args.no_plots:
         # The figures then join the set: a second, whole set with them in it.
-        # (matplotlib is imported here, on the main thread: see `run._run_on`.)
+        # (matplotlib is imported here, on the main thread: see `run.command`.)
         from .. import plotting
 
         figures = {

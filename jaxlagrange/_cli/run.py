@@ -16,14 +16,13 @@ from ._common import (
     Timing,
     add_command_arguments,
     cache_hits,
+    configured,
     errors_as_values,
     kept_programs,
     output_directory,
     result_line,
     say,
     simulate_program,
-    start_command,
-    stats_line,
     trajectory_from,
 )
 from ._gif_worker import GifWorker
@@ -198,16 +197,18 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool, config):
     raise CLIError(f"simulation of {ready.name!r} {why}")
 
 
-def _events(traj) -> list[dict[str, Any]]:
+def _events(traj, arrays) -> list[dict[str, Any]]:
     """The events of unilateral constraints on `traj` (releases, impacts, sticks,
-    slips), for JSON."""
+    slips), for JSON; their arrays go into `arrays` (trajectory.npz)."""
     used = int(traj.num_events)
+    for key in ("event_ts", "event_constraint", "event_kind"):
+        arrays[key] = getattr(traj, key)[:used]
     return [
         {"t": float(t), "constraint": int(i), "kind": EVENT_NAMES[int(k)]}
         for t, i, k in zip(
-            traj.event_ts[:used],
-            traj.event_constraint[:used],
-            traj.event_kind[:used],
+            arrays["event_ts"],
+            arrays["event_constraint"],
+            arrays["event_kind"],
             strict=True,
         )
     ]
@@ -299,13 +300,12 @@ def command(args: argparse.Namespace) -> int:
     if args.show_config:
         print(_config.DEFAULT_CONFIG, end="")
         return 0
-    config, devices = start_command(args, _config.RUN_SCHEMA, "run", batched=False)
-    # Everything, the solve and the energy along it, on that device.
-    with jax.default_device(devices[0]):
-        return _run_on(args, config, devices[0])
+    return _command(args)
 
 
-def _run_on(args: argparse.Namespace, config, device) -> int:
+# Everything, the solve and the energy along it, on the chosen device.
+@configured(_config.RUN_SCHEMA, "run", batched=False)
+def _command(args: argparse.Namespace, config, devices) -> int:
     ready = _config.ready_system(config)
     kwargs = _config.simulate_kwargs(config)
     out = output_directory(args, config, ready.name)
@@ -313,20 +313,21 @@ def _run_on(args: argparse.Namespace, config, device) -> int:
     worker = None
     animation = plots and config["output"]["animation"] and not args.no_animation
     if animation and ready.points is not None:
-        # The GIF is drawn by a worker process, which starts now. matplotlib is
-        # imported when the figures are drawn, on this thread: imported by a
-        # second thread beside the solve, it can deadlock (its extension's
+        # The GIF is drawn by a worker process, which starts now. matplotlib
+        # is imported when the figures are drawn, on this thread: imported by
+        # a second thread beside the solve, it can deadlock (its extension's
         # static initialisers let go of the GIL inside the dynamic loader's
         # lock, which the main thread, holding the GIL, then waits for).
         worker = GifWorker()
     try:
-        return _run_solve(args, config, device, ready, kwargs, out, plots, worker)
+        _run(args, config, devices[0], ready, kwargs, out, plots, worker)
     finally:
         if worker is not None:
             worker.close()
+    return 0
 
 
-def _run_solve(args, config, device, ready, kwargs, out, plots, worker) -> int:
+def _run(args, config, device, ready, kwargs, out, plots, worker) -> None:
     say(
         args,
         f"jaxlagrange run: {ready.name}, t = {kwargs['t0']} .. {kwargs['t1']} on "
@@ -347,11 +348,7 @@ def _run_solve(args, config, device, ready, kwargs, out, plots, worker) -> int:
         arrays["multipliers"] = traj.multipliers
     events = {}
     if ready.system.constraints.one_sided:
-        events["events"] = _events(traj)
-        used = int(traj.num_events)
-        arrays["event_ts"] = traj.event_ts[:used]
-        arrays["event_constraint"] = traj.event_constraint[:used]
-        arrays["event_kind"] = traj.event_kind[:used]
+        events["events"] = _events(traj, arrays)
     files = {"trajectory.npz": npz_bytes(**arrays)}
     summary = {
         "command": "run",
@@ -371,7 +368,7 @@ def _run_solve(args, config, device, ready, kwargs, out, plots, worker) -> int:
             "max_abs_drift": drift,
             "max_rel_drift": relative,
         },
-        "stats": stats_line(traj.stats),
+        "stats": {k: int(np.asarray(v)) for k, v in traj.stats.items()},
         **events,
         "device": device.platform,
         "wall_time_s": timing.summary(),
@@ -400,7 +397,6 @@ def _run_solve(args, config, device, ready, kwargs, out, plots, worker) -> int:
             args,
             f"{len(figures)} figures in {summary['wall_time_s']['figures']:.2f} s",
         )
-    return 0
 
 
 def _warn(message: str) -> None:

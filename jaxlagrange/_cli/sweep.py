@@ -14,14 +14,14 @@ from .._ensemble._store import changed_entries, stored_attributes
 from .._ensemble._store_verify import StoreRefused
 from ._common import (
     add_command_arguments,
+    configured,
     device_name,
     errors_as_values,
     output_directory,
     say,
     show_progress,
-    start_command,
 )
-from ._output import OUTPUTS, CLIError, json_bytes, png_bytes, write_output_set
+from ._output import CLIError, png_bytes, write_with_summary
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,15 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def command(args: argparse.Namespace) -> int:
-    import jax
-
-    config, devices = start_command(args, _config.SWEEP_SCHEMA, "sweep", batched=True)
-    with jax.default_device(devices[0]):
-        return _sweep_on(args, config, devices)
-
-
-def _sweep_on(args: argparse.Namespace, config, devices) -> int:
+@configured(_config.SWEEP_SCHEMA, "sweep", batched=True)
+def command(args: argparse.Namespace, config, devices) -> int:
     import jax
 
     from .. import __version__
@@ -135,12 +128,10 @@ def _sweep_on(args: argparse.Namespace, config, devices) -> int:
         "device": devices[0].platform,
         "config": config["source"],
         "versions": {"jaxlagrange": __version__, "jax": jax.__version__},
-        "files": sorted([*files, "summary.json", "sweep.zarr"]),
     }
     if section["lyapunov"]:
         summary["lyapunov"] = _stats(maps["lyapunov"][0][~failed])
-    files["summary.json"] = json_bytes(summary)
-    write_output_set(out, files, outputs=OUTPUTS["sweep"])
+    write_with_summary(out, files, summary, also=("sweep.zarr",))
     say(
         args,
         f"{size} members ({_computed(size, done_before)}) in {wall:.1f} s, "

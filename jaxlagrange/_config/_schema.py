@@ -52,17 +52,9 @@ def _is_finite(x):
     return _is_number(x) and math.isfinite(x)
 
 
-def _is_numbers(x):
-    """A number or a (nested) list of numbers."""
-    if isinstance(x, list):
-        return all(_is_numbers(y) for y in x)
-    return _is_number(x)
-
-
-def _all_finite(x):
-    if isinstance(x, list):
-        return all(_all_finite(y) for y in x)
-    return math.isfinite(x)
+def _nested(x, test):
+    """`test` of the number `x`, or of every number in a (nested) list `x`."""
+    return all(_nested(y, test) for y in x) if isinstance(x, list) else test(x)
 
 
 _KINDS = {  # kind: (test, what it must be)
@@ -85,11 +77,11 @@ def type_error(kind, value) -> str | None:
         if not isinstance(value, dict):
             return f"must be a table, got {toml_type(value)}"
         for k, v in value.items():
-            if not _is_numbers(v):
+            if not _nested(v, _is_number):
                 return (
                     f"{k!r} must be a number or a list of numbers, got {toml_type(v)}"
                 )
-            if not _all_finite(v):  # TOML has nan and inf
+            if not _nested(v, math.isfinite):  # TOML has nan and inf
                 return f"{k!r} must be a finite number (or a list of them), got {v!r}"
         return None
     ok, expected = _KINDS[kind]
@@ -100,18 +92,21 @@ def type_error(kind, value) -> str | None:
     return None
 
 
+_TOML_TYPES = {
+    bool: "a boolean",
+    int: "an integer",
+    float: "a float",
+    str: "a string",
+    list: "an array",
+    dict: "a table",
+}
+
+
 def toml_type(value) -> str:
-    for kind, name in (
-        (bool, "a boolean"),
-        (int, "an integer"),
-        (float, "a float"),
-        (str, "a string"),
-        (list, "an array"),
-        (dict, "a table"),
-    ):
-        if isinstance(value, kind):
-            return name
-    return type(value).__name__
+    return next(
+        (name for kind, name in _TOML_TYPES.items() if isinstance(value, kind)),
+        type(value).__name__,
+    )
 
 
 def valid_names(names) -> str:

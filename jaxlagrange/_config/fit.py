@@ -74,38 +74,7 @@ FIT_SCHEMA: dict[str, dict[str, Key]] = {
     # (No animation: a fit draws none.)
     "output": {k: v for k, v in RUN_SCHEMA["output"].items() if k != "animation"},
 }
-"""The schema of `jaxlagrange fit` configs, e.g.
-
-```toml
-[system]
-name = "pendulum"
-params = { l = 1.4 }           # the starting guess
-
-[initial]                      # optional: the initial state (default: the data's)
-qd = [0.0]
-
-[fit]
-data = "pendulum_data.npz"     # .npz (ts, q[, qd]) or .csv (t, q0.., qd0..); or a
-                               # list of files; relative to the config's directory
-steps = 100                    # the most solver steps, default 500 (optimizer
-                               # steps for optax)
-optimizer = "lm"               # Levenberg–Marquardt (default), "gauss_newton",
-                               # "dogleg", "bfgs" (optimistix); "lbfgs", "adam"
-                               # (optax; adam with learning_rate, default 1e-2)
-jacobian = "auto"              # or "forward", "reverse" (lm, gauss_newton)
-trainable = ["l"]              # default: every param
-positive = ["l"]               # fitted as logarithms
-fit_initial_state = true        # default: fitted unless [initial] gives q and qd
-segments = "auto"              # multiple shooting segments; "auto" (the
-                               # default): about one per oscillation in the data
-continuity_weight = 1.0
-sigma = 0.01                   # noise scale of the data (default: estimated
-                               # from the misfit)
-sigma_qd = 0.1                 # that of the velocities qd, if other (with sigma)
-starts = { l = [1.0, 2.0, 4.0] }   # several starting guesses; the best fit is kept
-adjoint = "recursive_checkpoint"   # or "backsolve"
-```
-"""
+"""The schema of `jaxlagrange fit` configs (every key shown in docs/cli.md)."""
 
 
 @functools.cache

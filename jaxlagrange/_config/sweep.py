@@ -30,20 +30,8 @@ SWEEP_SCHEMA: dict[str, dict[str, Key]] = {
         "backend": Key(str, "auto", one_of(BACKENDS)),
     },
 }
-"""The schema of `jaxlagrange sweep` configs: `[sweep]` with its axes, e.g.
-
-```toml
-[sweep]
-sampling = "grid"              # or "random": `size` uniform samples, from `seed`
-chunk_size = 4096              # members per chunk written to the store
-lyapunov = true                # also the finite-time Lyapunov exponent per member
-backend = "auto"               # or "vmap", "kernel": how each chunk is integrated
-
-[sweep.axes]                   # q[i], qd[i], a param, an entry "m[2]" of one
-"q[0]" = { min = -3.14159, max = 3.14159, num = 512 }
-"q[1]" = { min = -3.14159, max = 3.14159, num = 512 }
-```
-"""
+"""The schema of `jaxlagrange sweep` configs: `[sweep]` with its axes (see
+docs/cli.md)."""
 
 _AXIS = {"min": Key(float), "max": Key(float)}
 _AXIS_KEYS = {"grid": {**_AXIS, "num": Key(int, check=at_least(1))}, "random": _AXIS}

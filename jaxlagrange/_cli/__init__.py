@@ -14,8 +14,7 @@ for a user error; `main` prints it as one line on stderr and exits with status
 1, never a traceback (`jaxlagrange --debug ...` shows it); so does a
 `SystemExit` from a user's file, naming where it was raised. Outputs are
 rendered in memory, then written into the output directory as one set
-(`write_output_set`).
-"""
+(`write_output_set`)."""
 
 import argparse
 import sys
@@ -118,9 +117,7 @@ def _warning_line(command: str):
 
 def _raised_by(error: BaseException) -> str:
     """`error` and where it was raised: the file, function and line."""
-    text = one_line(error)
-    name = type(error).__name__
-    what = name if text == name else f"{name}: {text}"
+    what = one_line(error, typed=True)
     tb = error.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next

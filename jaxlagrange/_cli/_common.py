@@ -13,10 +13,6 @@ from .._cache import cache_directory as cache_directory
 from ._output import CLIError, file_name, output_dir
 
 
-DEVICES = ("auto", "cpu", "gpu")
-"""The choices of `--device` and of `device` in `[run]`, `[sweep]` and `[fit]`."""
-
-
 def add_command_arguments(parser, *, out: str, progress: str, device: str) -> None:
     """`--out`, `--no-plots`, `--quiet`, `--progress` and `--device` of a
     subcommand: the default output directory `out`, what `progress` shows, and
@@ -37,7 +33,7 @@ def add_command_arguments(parser, *, out: str, progress: str, device: str) -> No
     )
     parser.add_argument(
         "--device",
-        choices=DEVICES,
+        choices=_config.DEVICES,
         default=None,
         help=f"where to compute (default: the config's, else auto: {device})",
     )
@@ -85,8 +81,7 @@ def compilation_cache() -> Path | None:
     """Turn on JAX's persistent compilation cache; its directory, or None (off).
 
     The directory is `cache_directory()`'s. A second run of the same config then
-    loads its compiled programs instead of compiling them again.
-    """
+    loads its compiled programs instead of compiling them again."""
     import jax
 
     path = cache_directory()
@@ -110,8 +105,7 @@ def kept_programs(config: Mapping[str, Any] | None, ready=None):
     The key's context is the resolved `config`, the source of every module
     imported from outside the Python installation (call it once the user's are
     imported), and what the `ready` system computes (`physics_digest`), so that
-    a change to any of them traces the program anew.
-    """
+    a change to any of them traces the program anew."""
     import json
 
     import jax
@@ -221,8 +215,7 @@ def errors_as_values() -> Iterator[None]:
     JAX caches traced and compiled functions for the whole process, whatever
     the setting was when they were traced: the caches are cleared on entry (so
     that what is traced inside has no callbacks) and on exit (so that nothing
-    traced inside serves a later call that should raise).
-    """
+    traced inside serves a later call that should raise)."""
     import equinox._errors as errors
     import jax
 
@@ -352,21 +345,20 @@ def choose_devices(requested: str, *, batched: bool, available=_available) -> li
     kernel launches), and batched work (`sweep`) on the GPUs when JAX has any,
     else on the CPU. `cpu` and `gpu` force the choice; `gpu` without a GPU is an
     error. `available(platform)` lists JAX's devices of a platform (a fake one in
-    tests).
-    """
+    tests)."""
     cpus = available("cpu")[:1]
-    if requested == "cpu" and not cpus:
-        raise CLIError(
-            '--device cpu (or device = "cpu"): JAX has no CPU backend here '
-            "(JAX_PLATFORMS excludes it?); use --device gpu or auto"
-        )
     if on_the_cpu(requested, batched=batched) and cpus:
         return cpus
-    gpus = available("gpu")
-    if requested == "gpu" and not gpus:
+    gpus = [] if requested == "cpu" else available("gpu")
+    if requested != "auto" and not (cpus if requested == "cpu" else gpus):
+        why, other = (
+            ("has no CPU backend here (JAX_PLATFORMS excludes it?)", "gpu")
+            if requested == "cpu"
+            else ("sees no GPU here", "cpu")
+        )
         raise CLIError(
-            '--device gpu (or device = "gpu"): JAX sees no GPU here; use '
-            "--device cpu or auto"
+            f'--device {requested} (or device = "{requested}"): JAX {why}; use '
+            f"--device {other} or auto"
         )
     if gpus:
         return gpus if batched else gpus[:1]
@@ -385,8 +377,7 @@ def start_only_the_cpu() -> bool:
 
     Asked for its first device, JAX starts every backend it has: on a GPU
     machine that is CUDA too, seconds of start-up and most of the GPU's memory
-    reserved, for a command that computes on the CPU.
-    """
+    reserved, for a command that computes on the CPU."""
     import jax
 
     try:

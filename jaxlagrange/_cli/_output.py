@@ -36,8 +36,7 @@ def interrupts_kept() -> Iterator[None]:
     (JAX's, during a trace) is printed as "Exception ignored" and lost: the run
     went on and wrote its outputs. Here SIGINT also sets a flag, which
     `write_output_set` checks before it writes anything, and the swallowed
-    KeyboardInterrupt is not printed. (Main thread only; elsewhere a no-op.)
-    """
+    KeyboardInterrupt is not printed. (Main thread only; elsewhere a no-op.)"""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -100,8 +99,7 @@ def output_dir(path: str | Path) -> Path:
     """Create the output directory `path` (and its parents); a clear error if not.
 
     Called before any computation, so that a directory that cannot be made or
-    written (a file in the way, a read-only file system) is refused at once.
-    """
+    written (a file in the way, a read-only file system) is refused at once."""
     path = Path(path)
     name = f"output directory {str(path)!r}"
     try:
@@ -165,8 +163,7 @@ def write_output_set(
     set, and no other file is touched (a `fit` keeps the `run`'s trajectory.npz
     it reads). A run killed before its commit leaves a staging folder, which the
     next run removes; one killed during it leaves the committed folder, which
-    the next run finishes first. Of concurrent runs, the last to commit wins.
-    """
+    the next run finishes first. Of concurrent runs, the last to commit wins."""
     owned = re.compile(outputs)
     stray = [n for n in files if n != "summary.json" and not owned.fullmatch(n)]
     if stray:  # a new output must join its command's `OUTPUTS`
@@ -216,12 +213,11 @@ def _apply(directory: Path, commit: Path, owned: re.Pattern) -> None:
         leftovers = json.loads((commit / _REMOVE).read_text())
     except (OSError, ValueError):
         leftovers = []
-    for name in leftovers:
-        path = directory / str(name)
-        if not owned.fullmatch(str(name)):
-            continue  # (the list is a file in the user's directory)
-        if path.parent == directory and path.is_file() and not path.is_symlink():
-            path.unlink(missing_ok=True)  # a file of the old set (never a folder)
+    for name in map(str, leftovers):  # (the list is a file in the user's directory)
+        path = directory / name
+        if owned.fullmatch(name) and path.parent == directory and path.is_file():
+            if not path.is_symlink():  # a file of the old set (never a folder)
+                path.unlink(missing_ok=True)
     if summary.exists():
         _fsync(directory)
         os.replace(summary, directory / "summary.json")

@@ -89,11 +89,7 @@ def load_observations(
     """A `jl.Observations` from an `.npz` or `.csv` file of `n` coordinates (None:
     as many as the file has), with the noise scales `sigma` (and `sigma_qd` of
     the velocities) and the initial state `q0`, `qd0` (None: the data's);
-    `coordinates`, the system's names of its `n`, for errors.
-
-    **Raises:** `CLIError` naming the file for a missing or unreadable file, missing
-    arrays or columns, and data that `Observations` rejects.
-    """
+    `coordinates`, the system's names of its `n`, for errors."""
     from .._fit._loss import Observations
 
     name = str(path)
@@ -263,9 +259,7 @@ def command(args: argparse.Namespace, config, devices) -> int:
         "segments": kwargs["segments"],
         "solver_result": result.solver_result,
         "quality": {
-            "chi2_red": result.chi2_red,
-            "rms": result.rms,
-            "data_scale": result.data_scale,
+            **{k: getattr(result, k) for k in ("chi2_red", "rms", "data_scale")},
             "poor_fit": result.warning is not None,
             "warnings": notes,
         },
@@ -352,12 +346,8 @@ def _fitted_motions(args, config, ready, data, result, kwargs, notes):
     fitted motion that fails is noted (in `notes`, and warned of)."""
     from .._programs import call
 
-    program = simulate_program(
-        solver=kwargs["solver"],
-        rtol=kwargs["rtol"],
-        atol=kwargs["atol"],
-        max_steps=kwargs["max_steps"],
-    )
+    settings = ("solver", "rtol", "atol", "max_steps")
+    program = simulate_program(**{key: kwargs[key] for key in settings})
 
     def fitted_motion(system, q0, qd0, ts):
         return program(system, q0, qd0, t0=ts[0], t1=ts[-1], saveat=ts)

@@ -1,8 +1,8 @@
 """`jaxlagrange run`: simulate one trajectory from a config, with plots."""
 
 import argparse
-import sys
 import time
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -129,11 +129,7 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool, config):
     there too (`_programs`, keyed by `config`), and a repeated run skips the trace.
 
     **Returns:** `(trajectory, timing, (energies, autonomous))`: a `Timing`, and
-    `_energy_along` the trajectory, evaluated in the same program.
-
-    **Raises:** `CLIError` naming the failure and the time reached, or a
-    non-finite saved state.
-    """
+    `_energy_along` the trajectory, evaluated in the same program."""
     import diffrax
     import equinox as eqx
     import jax.numpy as jnp
@@ -214,13 +210,12 @@ def _events(traj, arrays) -> list[dict[str, Any]]:
     ]
 
 
-def _figures(ready, traj, energies, conserved: bool, worker, warn):
+def _figures(ready, traj, energies, conserved: bool, worker):
     """The PNGs (and motion.gif) of `jaxlagrange run`, rendered in memory.
 
     `worker`: None (no motion.gif), or a `GifWorker` that draws the GIF in its
     own process meanwhile (in this one if it fails). A `positions` that fails or
-    returns non-finite values costs the motion figures only: `warn` is told why.
-    """
+    returns non-finite values costs the motion figures only, with a warning."""
     from .. import plotting
 
     title, labels, units = f"{ready.name}: ", ready.coordinates, ready.units
@@ -249,7 +244,8 @@ def _figures(ready, traj, energies, conserved: bool, worker, warn):
         try:
             positions = _positions(ready, traj)
         except CLIError as e:
-            warn(f"{e}; motion.png and motion.gif are not drawn")
+            message = f"{e}; motion.png and motion.gif are not drawn"
+            warnings.warn(message, stacklevel=1)  # one line, by `main`
     elif ready.q0.shape[0] >= 2:
         figures["configuration.png"] = plotting.configuration(
             traj.q, labels, units=units, ts=traj.ts
@@ -390,14 +386,10 @@ def _run(args, config, device, ready, kwargs, out, plots, worker) -> None:
     if plots:
         # The figures then join the set: a second, whole set with them in it.
         start = time.perf_counter()
-        figures = _figures(ready, traj, energies, conserved, worker, _warn)
+        figures = _figures(ready, traj, energies, conserved, worker)
         summary["wall_time_s"]["figures"] = time.perf_counter() - start
         write_with_summary(out, {**files, **figures}, summary)
         say(
             args,
             f"{len(figures)} figures in {summary['wall_time_s']['figures']:.2f} s",
         )
-
-
-def _warn(message: str) -> None:
-    print(f"jaxlagrange run: warning: {message}", file=sys.stderr, flush=True)

@@ -51,11 +51,11 @@ def command(args: argparse.Namespace, config, devices) -> int:
     values, grid_shape = _config.sweep_axes(config, ready)
     section = config["sweep"]
     out = output_directory(args, config, f"sweep_{ready.name}")
-    size = int(np.prod(grid_shape))
-    n = ready.q0.shape[0]
-    q0 = np.tile(np.asarray(ready.q0), (size, 1))
-    qd0 = np.tile(np.asarray(ready.qd0), (size, 1))
-    inputs = {"q0": q0, "qd0": qd0}
+    size, n = int(np.prod(grid_shape)), ready.q0.shape[0]
+    inputs = {
+        key: np.tile(np.asarray(x), (size, 1))
+        for key, x in (("q0", ready.q0), ("qd0", ready.qd0))
+    }
     params = ready.system.params or {}
     for name, v in values.items():  # (axes on entries of one param share its array)
         key, entry = _config.axis_input(name)

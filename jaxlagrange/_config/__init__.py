@@ -9,20 +9,17 @@ and returns the document with defaults filled in; `ready_system` and
 `simulate_kwargs` turn a checked document into the arguments of
 `jl.systems.make` and `jl.simulate`. Other subcommands add their own sections by
 passing a larger schema to `load`. Every problem is a `ConfigError` whose message
-is one line naming the file, the section and the key.
-"""
+is one line naming the file, the section and the key."""
 
 from ._schema import ConfigError as ConfigError, Key as Key, check as check
 from .fit import (
-    FIT_ADJOINTS as FIT_ADJOINTS,
-    FIT_JACOBIANS as FIT_JACOBIANS,
-    FIT_OPTIMIZERS as FIT_OPTIMIZERS,
     FIT_SCHEMA as FIT_SCHEMA,
     data_paths as data_paths,
     fit_kwargs as fit_kwargs,
 )
 from .run import (
     DEFAULT_CONFIG as DEFAULT_CONFIG,
+    DEVICES as DEVICES,
     RUN_SCHEMA as RUN_SCHEMA,
     SOLVERS as SOLVERS,
     factory_options as factory_options,
@@ -32,7 +29,6 @@ from .run import (
     solver as solver,
 )
 from .sweep import (
-    SWEEP_SAMPLINGS as SWEEP_SAMPLINGS,
     SWEEP_SCHEMA as SWEEP_SCHEMA,
     axis_input as axis_input,
     sweep_axes as sweep_axes,

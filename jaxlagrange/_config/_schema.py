@@ -22,8 +22,7 @@ class Key:
         numbers), `"table"` (a TOML table), `"numbers"` (a table of numbers or
         nested lists of numbers) or `"any"` (left to `check`).
     - `default`: the value when the key is absent (omit it for a required key).
-    - `check`: `value -> None | str`, a value check returning what is wrong.
-    """
+    - `check`: `value -> None | str`, a value check returning what is wrong."""
 
     kind: Any
     default: Any = _REQUIRED
@@ -41,6 +40,15 @@ def at_least(n):
 def one_of(options):
     return lambda s: (
         None if s in options else f"must be one of {', '.join(options)}, got {s!r}"
+    )
+
+
+def known(what: str, names: Callable[[], Any]):
+    """A check that a value is one of `names()` (e.g. the ready systems)."""
+    return lambda name: (
+        None
+        if name in names()
+        else f"unknown {what} {name!r}; known {what}s: {', '.join(names())}"
     )
 
 
@@ -128,11 +136,7 @@ def check(
     schema: Mapping[str, Mapping[str, Key]],
     source: str = "config",
 ) -> dict[str, dict[str, Any]]:
-    """Check a parsed TOML document against `schema`; returns it with defaults.
-
-    **Raises:** `ConfigError` for an unknown section or key (listing the valid
-    ones), a missing required key, a value of the wrong type or a bad value.
-    """
+    """Check a parsed TOML document against `schema`; returns it with defaults."""
     out = {}
     for section in document:
         if section not in schema:
@@ -151,11 +155,7 @@ def check_table(
     given: Any, keys: Mapping[str, Key], source: str, table: str, like: str = ""
 ) -> dict[str, Any]:
     """The values of the TOML table `table` ("[run]") of `source`, with defaults;
-    every key's type and value checked against its `Key`.
-
-    **Raises:** `ConfigError` for a table that is none, an unknown key (listing the
-    valid ones), a missing required key, a value of the wrong type or a bad value.
-    """
+    every key's type and value checked against its `Key`."""
     if not isinstance(given, dict):
         raise ConfigError(f"{source}: {table} must be a table{like}")
     for key in given:

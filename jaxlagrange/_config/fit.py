@@ -97,11 +97,7 @@ def _optimizer(name: str, rate: float | None):
 
 
 def fit_kwargs(config: Mapping[str, Any], ready) -> dict[str, Any]:
-    """The keyword arguments of `jl.fit` (without `data`) from a checked fit config.
-
-    **Raises:** `ConfigError` naming the key for unknown param names, settings
-    that would do nothing (a learning rate given to L-BFGS) and malformed starts.
-    """
+    """The keyword arguments of `jl.fit` (without `data`) from a checked fit config."""
     source, section = config["source"], config["fit"]
     params = ready.system.params or {}
     starts = section["starts"]
@@ -160,29 +156,21 @@ def fit_kwargs(config: Mapping[str, Any], ready) -> dict[str, Any]:
     simulate = config["simulate"]
     # "recursive_checkpoint" is jl.fit's default (None).
     adjoint = diffrax.BacksolveAdjoint() if section["adjoint"] == "backsolve" else None
+    as_given = ("jacobian", "steps", "fit_initial_state", "segments")
     return dict(
+        **{key: section[key] for key in (*as_given, "continuity_weight")},
+        **{key: simulate[key] for key in ("rtol", "atol", "max_steps")},
         optimizer=optimizer,
-        jacobian=section["jacobian"],
-        steps=section["steps"],
         trainable=None if trainable is None else set(trainable),
         positive=set(section["positive"]),
-        fit_initial_state=section["fit_initial_state"],
-        segments=section["segments"],
-        continuity_weight=section["continuity_weight"],
         adjoint=adjoint,
         solver=solver(simulate["solver"]),
-        rtol=simulate["rtol"],
-        atol=simulate["atol"],
-        max_steps=simulate["max_steps"],
         starts={k: [float(x) for x in v] for k, v in starts.items()} or None,
     )
 
 
 def data_paths(config: Mapping[str, Any]) -> list[Path]:
-    """The data files of a checked fit config, relative to the config's directory.
-
-    **Raises:** `ConfigError` if `[initial]` is given with several data files.
-    """
+    """The data files of a checked fit config, relative to the config's directory."""
     data = config["fit"]["data"]
     base = Path(config["source"]).parent
     paths = [base / p for p in ([data] if isinstance(data, str) else data)]

@@ -21,6 +21,7 @@ from ._schema import (
     at_least,
     check,
     check_table,
+    known,
     one_of,
     positive_or_reason,
     reasons,
@@ -43,22 +44,13 @@ SOLVERS = (
 )
 """The diffrax solvers a config may name (adaptive ODE solvers)."""
 
-
-def _known_solver(name):
-    if name in SOLVERS:
-        return None
-    return f"unknown solver {name!r}; known solvers: {', '.join(SOLVERS)}"
-
-
-def _known_system(name):
-    if name in _systems.names():
-        return None
-    return f"unknown system {name!r}; known systems: {', '.join(_systems.names())}"
+DEVICES = ("auto", "cpu", "gpu")
+"""The choices of `device` in `[run]`, `[sweep]` and `[fit]`, and of `--device`."""
 
 
 RUN_SCHEMA: dict[str, dict[str, Key]] = {
     "system": {
-        "name": Key(str, None, _known_system),
+        "name": Key(str, None, known("system", _systems.names)),
         "file": Key(str, None),
         "mujoco": Key(str, None),  # an MJCF or URDF file, relative to the config
         "function": Key(str, "make"),
@@ -70,7 +62,7 @@ RUN_SCHEMA: dict[str, dict[str, Key]] = {
         "t0": Key(float, 0.0),
         "t1": Key(float, 10.0),
         "saves": Key(int, 1001, at_least(2)),
-        "solver": Key(str, "Tsit5", _known_solver),
+        "solver": Key(str, "Tsit5", known("solver", lambda: SOLVERS)),
         "rtol": Key(float, 1e-8, positive_or_reason),
         "atol": Key(float, 1e-8, positive_or_reason),
         "max_steps": Key(int, MAX_STEPS, at_least(1)),
@@ -80,7 +72,7 @@ RUN_SCHEMA: dict[str, dict[str, Key]] = {
         "plots": Key(bool, True),
         "animation": Key(bool, True),
     },
-    "run": {"device": Key(str, "auto", one_of(("auto", "cpu", "gpu")))},
+    "run": {"device": Key(str, "auto", one_of(DEVICES))},
 }
 """The schema of `jaxlagrange run` configs."""
 
@@ -105,11 +97,7 @@ def load(
 ) -> dict[str, dict[str, Any]]:
     """Read and check the TOML file `path` (None: the text `default`).
 
-    **Returns:** the checked document with defaults filled in (see `check`).
-
-    **Raises:** `ConfigError` for a missing or unreadable file, invalid TOML, or
-    anything `check` rejects.
-    """
+    **Returns:** the checked document with defaults filled in (see `check`)."""
     source = "default config" if path is None else str(path)
     try:
         # utf-8-sig: a byte-order mark (some Windows editors save one) is not TOML.
@@ -154,12 +142,7 @@ def _options(config, factory) -> dict[str, Any]:
 
 def ready_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
     """The `ReadySystem` of a checked config: `jl.systems.make(name, ...)`, or
-    the system of the user's own `file` (see `jaxlagrange._config.user`).
-
-    **Raises:** `ConfigError` naming the key for unknown params or options, and
-    initial states of the wrong length; naming neither or both of `name` and
-    `file`.
-    """
+    the system of the user's own `file` (see `jaxlagrange._config.user`)."""
     source, section = config["source"], config["system"]
     name = section["name"]
     if sum(section[k] is not None for k in ("name", "file", "mujoco")) != 1:
@@ -226,10 +209,7 @@ def solver(name: str) -> diffrax.AbstractSolver:
 
 
 def simulate_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The keyword arguments of `jl.simulate` from a checked config's `[simulate]`.
-
-    **Raises:** `ConfigError` if t1 <= t0.
-    """
+    """The keyword arguments of `jl.simulate` from a checked config's `[simulate]`."""
     section = config["simulate"]
     t0, t1 = section["t0"], section["t1"]
     if not t1 > t0:
@@ -247,7 +227,5 @@ def simulate_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
         t1=t1,
         saveat=jax.device_put(np.linspace(t0, t1, saves, dtype=jnp.result_type(float))),
         solver=solver(section["solver"]),
-        rtol=section["rtol"],
-        atol=section["atol"],
-        max_steps=section["max_steps"],
+        **{key: section[key] for key in ("rtol", "atol", "max_steps")},
     )

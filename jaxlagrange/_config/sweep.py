@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._ensemble._backend import BACKENDS
+from .._errors import first_error
 from ._schema import ConfigError, Key, at_least, check_table, one_of, reasons
 from .run import RUN_SCHEMA
 
@@ -106,13 +107,7 @@ def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]
 
     **Returns:** `(values, grid_shape)`: `values` maps each axis name to a NumPy
     array of one value per member (grids flattened in C order, the first axis
-    slowest); `grid_shape` is the grid's shape, or `(size,)` for random sampling.
-
-    **Raises:** `ConfigError` naming the axis for an unknown target, a missing or
-    unknown key, or a bad range.
-    """
-    import numpy as np
-
+    slowest); `grid_shape` is the grid's shape, or `(size,)` for random sampling."""
     source, section = config["source"], config["sweep"]
     sampling, axes = section["sampling"], section["axes"]
     where = f"{source}: [sweep.axes]"
@@ -145,17 +140,25 @@ def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]
             )
         if name in params or getattr(ready, "check_params", None):
             _check_domain(config, ready, name, axis, f"{where} {name}")
-    axes = checked
-    size = section["size"]
-    if sampling == "grid":
-        for key, why in (
-            ("size", "a grid's size is the product of its axes' num"),
-            ("seed", "a grid has none"),
-        ):
-            if section[key] is not None:
-                raise ConfigError(
-                    f"{source}: [sweep] {key} is for random sampling; {why}"
-                )
+    axes, size, grid = checked, section["size"], sampling == "grid"
+    refusals = [
+        (
+            grid and size is not None,
+            "size is for random sampling; a grid's size is "
+            "the product of its axes' num",
+        ),
+        (
+            grid and section["seed"] is not None,
+            "seed is for random sampling; a grid has none",
+        ),
+        (not grid and size is None, "size is required for random sampling"),
+    ]
+    first_error(
+        None,
+        [(bad, f"{source}: [sweep] {m}") for bad, m in refusals],
+        error=ConfigError,
+    )
+    if grid:
         _check_members(source, int(np.prod([a["num"] for a in axes.values()])), ready)
         grids = np.meshgrid(
             *(np.linspace(a["min"], a["max"], a["num"]) for a in axes.values()),
@@ -163,8 +166,6 @@ def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]
         )
         shape = grids[0].shape
         return {name: g.ravel() for name, g in zip(axes, grids, strict=True)}, shape
-    if size is None:
-        raise ConfigError(f"{source}: [sweep] size is required for random sampling")
     _check_members(source, size, ready)
     rng = np.random.default_rng(0 if section["seed"] is None else section["seed"])
     values = {name: rng.uniform(a["min"], a["max"], size) for name, a in axes.items()}

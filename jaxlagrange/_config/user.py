@@ -9,8 +9,7 @@ before anything is solved.
 
 Every problem with the file (missing, a syntax error, an import that fails, no
 such function, the function raising or returning something else) is one
-`ConfigError` line naming the file and the function.
-"""
+`ConfigError` line naming the file and the function."""
 
 import contextlib
 import importlib.util
@@ -93,16 +92,6 @@ def _read_past(fn, args, fits: str, who: str, advice: str, own=lambda error: Non
     return out
 
 
-def _check_positions(positions, params, q0, where: str, file: str, advice: str):
-    """That the file's `positions` reads no coordinate past q0's n (see below);
-    its own errors are named where the plots are drawn."""
-
-    def points(q):
-        return jnp.asarray(positions(q, **params))
-
-    _read_past(points, (q0,), where, f"`positions` in {file!r}", advice)
-
-
 def _check_coordinates(system, q0, qd0, where: str, file: str, made: str, advice: str):
     """That the system's functions fit q0's n coordinates.
 
@@ -113,8 +102,7 @@ def _check_coordinates(system, q0, qd0, where: str, file: str, made: str, advice
     and at a second state) means n is larger than the system's. A function
     whose output has the wrong shape (a non-scalar L) is named with `made`, the
     file and function that made the system; other errors raised by the functions
-    themselves are left to the run, which names them.
-    """
+    themselves are left to the run, which names them."""
 
     def functions(q, qd):
         t = jnp.zeros((), q.dtype)
@@ -160,11 +148,7 @@ def _check_coordinates(system, q0, qd0, where: str, file: str, made: str, advice
 
 
 def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
-    """The `ReadySystem` of a config whose `[system]` names a `file`.
-
-    **Raises:** `ConfigError` naming the file and function for every problem of
-    the file, and the key for a missing or wrong-length initial state.
-    """
+    """The `ReadySystem` of a config whose `[system]` names a `file`."""
     source, section = config["source"], config["system"]
     path = system_file(config)
     assert path is not None
@@ -194,7 +178,6 @@ def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
     call = ", ".join(f"{k}={v!r}" for k, v in params.items())
     with _raising(f"{where}: {function}({call})"):
         made = make(**params)
-    name = path.stem
     if isinstance(made, _systems.ReadySystem):
         system, q0, qd0 = made
         coordinates, points = made.coordinates, made.points
@@ -209,17 +192,21 @@ def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
     q0 = initial["q"] if initial["q"] is not None else q0
     qd0 = initial["qd"] if initial["qd"] is not None else qd0
     if q0 is None or qd0 is None:
-        raise ConfigError(
-            f"{source}: [initial] q and qd are needed for the system of "
-            f"{section['file']!r} (a LagrangianSystem has no default state)"
+        why = (
+            f"are needed for the system of {section['file']!r} (a LagrangianSystem "
+            "has no default state)"
         )
-    q0, qd0 = jnp.asarray(q0, float), jnp.asarray(qd0, float)
-    if q0.ndim != 1 or q0.shape[0] == 0 or qd0.shape != q0.shape:
-        raise ConfigError(
-            f"{source}: [initial] q and qd must be lists of the same length, got "
+    else:
+        q0, qd0 = jnp.asarray(q0, float), jnp.asarray(qd0, float)
+        why = (
+            "must be lists of the same length, got "
             f"{q0.shape[0] if q0.ndim == 1 else q0.shape} and "
             f"{qd0.shape[0] if qd0.ndim == 1 else qd0.shape} entries"
+            if q0.ndim != 1 or q0.shape[0] == 0 or qd0.shape != q0.shape
+            else None
         )
+    if why:
+        raise ConfigError(f"{source}: [initial] q and qd {why}")
     n = q0.shape[0]
     data = initial.get("data")  # fit: the data file whose first sample is q0
     origin = (
@@ -251,7 +238,15 @@ def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
             and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
         }
         full.update(params)
-        _check_positions(positions, full, q0, fits, section["file"], advice)
+        # No coordinate read past q0's n; its own errors are named where the
+        # plots are drawn.
+        _read_past(
+            lambda q: jnp.asarray(positions(q, **full)),
+            (q0,),
+            fits,
+            f"`positions` in {section['file']!r}",
+            advice,
+        )
 
         def points(q, t, system_params, _positions=positions):
             del t, system_params
@@ -259,7 +254,7 @@ def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
 
         k = _check_points(points, q0, f"{source}: [system] file {section['file']!r}")
         labels["point_names"] = _label_list(labels, "point_names", k, "point", where)
-    return _systems.ReadySystem(system, q0, qd0, name, points=points, **labels)
+    return _systems.ReadySystem(system, q0, qd0, path.stem, points=points, **labels)
 
 
 _FILE_LABELS = ("coordinates", "units", "point_names", "length_unit")
@@ -271,13 +266,12 @@ def _label_list(labels, key: str, n: int, what: str, where: str):
     if labels is None:
         return None
     if not isinstance(labels, (list, tuple)):  # (a dict's keys are no labels)
-        raise ConfigError(
-            f"{where}: `{key}` must be a list of labels, one per {what}, got {labels!r}"
-        )
-    labels = tuple(_label(x, key, where) for x in labels)
-    if len(labels) != n:
-        raise ConfigError(f"{where}: `{key}` has {len(labels)} labels for {n} {what}s")
-    return labels
+        problem = f"must be a list of labels, one per {what}, got {labels!r}"
+    elif len(labels) != n:
+        problem = f"has {len(labels)} labels for {n} {what}s"
+    else:
+        return tuple(_label(x, key, where) for x in labels)
+    raise ConfigError(f"{where}: `{key}` {problem}")
 
 
 def _label(label, key: str, where: str):

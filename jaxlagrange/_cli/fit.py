@@ -94,14 +94,20 @@ def load_observations(
 
     name = str(path)
     if not path.is_file():
-        raise CLIError(f"{name}: no such data file")
+        why = "no such data file"
+    elif path.suffix not in (".npz", ".csv"):
+        why = "unknown data format; use .npz or .csv"
+    elif path.suffix == ".npz" and not zipfile.is_zipfile(path):
+        why = (
+            "not a valid data file (not a NumPy .npz archive); a data file holds "
+            "the arrays ts, q and optionally qd"
+        )
+    else:
+        why = None
+    if why is not None:
+        raise CLIError(f"{name}: {why}")
     try:
         if path.suffix == ".npz":
-            if not zipfile.is_zipfile(path):
-                raise CLIError(
-                    f"{name}: not a valid data file (not a NumPy .npz archive); a "
-                    "data file holds the arrays ts, q and optionally qd"
-                )
             with np.load(path) as archive:
                 arrays = {k: archive[k] for k in archive.files}
             for key in ("ts", "q"):
@@ -111,7 +117,7 @@ def load_observations(
                         f"optionally qd (it has {', '.join(arrays) or 'none'})"
                     )
             ts, q, qd = arrays["ts"], arrays["q"], arrays.get("qd")
-        elif path.suffix == ".csv":
+        else:
             table = np.genfromtxt(path, delimiter=",", names=True, dtype=float)
             columns = table.dtype.names or ()
             # Every q column, also those past the system's n (refused below).
@@ -133,8 +139,6 @@ def load_observations(
                 if all(c in columns for c in velocity)
                 else None
             )
-        else:
-            raise CLIError(f"{name}: unknown data format; use .npz or .csv")
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         raise CLIError(
             f"{name}: not a valid data file, cannot read it: {one_line(e)}"

@@ -43,15 +43,13 @@ def _axis_targets(ready) -> tuple[set[str], str]:
     param, as `q[0]`, `l1`, `body_mass[2]`), and the list an error names."""
     params = ready.system.params or {}
     shapes = {k: np.shape(params[k]) for k in sorted(params)}
-    n = ready.q0.shape[0]
-    names = {f"q[{i}]" for i in range(n)} | {f"qd[{i}]" for i in range(n)}
-    names |= {
+    coordinates = [f"{x}[{i}]" for x in ("q", "qd") for i in range(ready.q0.shape[0])]
+    names = set(coordinates) | {
         f"{k}{list(i)}".replace("[]", "").replace(" ", "")
         for k, s in shapes.items()
         for i in np.ndindex(s)
     }
-    listed = [f"q[{i}]" for i in range(n)] + [f"qd[{i}]" for i in range(n)]
-    listed += [
+    listed = coordinates + [
         f"{k}[{', '.join(f'0..{d - 1}' for d in s)}]" if s else k
         for k, s in shapes.items()
     ]

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._custom_types import Array
-from ._model import disabled, name_of, quat_matrix
+from ._model import disabled, enabled, name_of, quat_matrix
 
 
 PLANE, HFIELD, SPHERE, CAPSULE, BOX = 0, 1, 2, 3, 6  # mujoco.mjtGeom
@@ -33,7 +33,7 @@ def pairs(m) -> list[tuple[int, int, int]]:
     `<pair>`s (k their index) and, with k = −1, the geoms of different weld
     bodies whose contype/conaffinity bits match, unless parent and child
     (`FILTERPARENT`), `<exclude>`d, or already a `<pair>`."""
-    if disabled(m, "CONTACT") or disabled(m, "CONSTRAINT"):
+    if not enabled(m, "CONTACT"):
         return []
     given = zip(m.pair_geom1, m.pair_geom2, strict=True)
     given = {tuple(sorted(map(int, g))): k for k, g in enumerate(given)}

@@ -17,7 +17,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from ._model import disabled, quat_matrix
+from ._model import enabled, quat_matrix
 
 
 CONNECT, WELD, JOINT = 0, 1, 2  # mujoco.mjtEq
@@ -31,7 +31,7 @@ class Equality(NamedTuple):
 
 def read(m) -> tuple[Equality, ...]:
     """The active connect, weld and joint equalities (none when disabled)."""
-    if disabled(m, "EQUALITY") or disabled(m, "CONSTRAINT"):
+    if not enabled(m, "EQUALITY"):
         return ()
     out = []
     for i in np.flatnonzero(m.eq_active0 & (m.eq_type <= JOINT)):

@@ -1,20 +1,21 @@
-"""The labels of a loaded model's figures: each coordinate's unit by its joint's
-type, the bodies' names, and the units of the params."""
+"""The labels of a loaded model's coordinates and figures: each coordinate's name
+and unit by its joint, the bodies' names, and the units of the params."""
 
 from ._model import BALL, FREE, HINGE, SLIDE, name_of
 
 
-_UNITS = {HINGE: ("rad",), SLIDE: ("m",), BALL: ("1",) * 4}
-_UNITS[FREE] = ("m",) * 3 + _UNITS[BALL]
+# Per qpos entry of a joint of each type: its name's suffix and its unit.
+_PARTS = {HINGE: [("", "rad")], SLIDE: [("", "m")], BALL: [(p, "1") for p in "wxyz"]}
+_PARTS[FREE] = [(p, "m") for p in "xyz"] + [("q" + p, "1") for p in "wxyz"]
 PARAM_UNITS = {"body_mass": "kg", "body_inertia": "kg m²", "body_ipos": "m"}
 PARAM_UNITS |= {"body_iquat": "1", "gravity": "m/s²", "geom_friction": "1"}
 
 
 def labels(m) -> dict:
-    """`units`, `point_names`, `length_unit`, `param_units` and `links` of the
-    model `m`: its points are the bodies' centres of mass, then their anchors
-    (the first joint's); each body is drawn from its anchor to its centre, and
-    from its parent's centre to its anchor."""
+    """`coordinates`, `units`, `point_names`, `length_unit`, `param_units` and
+    `links` of the model `m`: its points are the bodies' centres of mass, then
+    their anchors (the first joint's); each body is drawn from its anchor to its
+    centre, and from its parent's centre to its anchor."""
     bodies = [name_of(m, "BODY", b) for b in range(1, m.nbody)]
     k = len(bodies)
     anchors = [
@@ -29,8 +30,12 @@ def labels(m) -> dict:
         for b in range(1, m.nbody)
         if m.body_parentid[b]
     ]
+    parts = [(j, *p) for j, t in enumerate(m.jnt_type) for p in _PARTS[int(t)]]
     return dict(
-        units=tuple(u for k in m.jnt_type for u in _UNITS[int(k)]),
+        coordinates=tuple(
+            f"{name_of(m, 'JOINT', j)}{'.' * bool(p)}{p}" for j, p, _ in parts
+        ),
+        units=tuple(u for _, _, u in parts),
         point_names=(*bodies, *anchors),
         length_unit="m",
         param_units=tuple(PARAM_UNITS.items()),

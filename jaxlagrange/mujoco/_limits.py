@@ -7,7 +7,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from ._model import BALL, disabled, name_of
+from ._model import BALL, enabled, name_of
 
 
 class Limits(NamedTuple):
@@ -21,7 +21,7 @@ class Limits(NamedTuple):
 
 def read(m) -> Limits | None:
     """The model's active joint limits (None: none, or disabled)."""
-    if disabled(m, "LIMIT") or disabled(m, "CONSTRAINT"):
+    if not enabled(m, "LIMIT"):
         return None
     lines = [j for j in range(m.njnt) if m.jnt_limited[j] and m.jnt_type[j] > BALL]
     balls = [j for j in range(m.njnt) if m.jnt_limited[j] and m.jnt_type[j] == BALL]

@@ -85,6 +85,11 @@ def disabled(m, flag: str) -> bool:
     return bool(m.opt.disableflags & getattr(mujoco.mjtDisableBit, f"mjDSBL_{flag}"))
 
 
+def enabled(m, kind: str) -> bool:
+    """Whether the constraints of `kind` are on: neither they nor all are off."""
+    return not disabled(m, kind) and not disabled(m, "CONSTRAINT")
+
+
 def name_of(m, kind: str, i: int) -> str:
     import mujoco
 
@@ -96,53 +101,32 @@ def model_name(m) -> str:
     return bytes(m.names).split(b"\0", 1)[0].decode() or "mujoco"
 
 
-def coordinates(m) -> tuple[str, ...]:
-    """One label per qpos entry, from the joint names."""
-    parts = {HINGE: [""], SLIDE: [""], BALL: list("wxyz")}
-    parts[FREE] = ["x", "y", "z", "qw", "qx", "qy", "qz"]
-    return tuple(
-        f"{name_of(m, 'JOINT', j)}{'.' * bool(p)}{p}"
-        for j in range(m.njnt)
-        for p in parts[int(m.jnt_type[j])]
-    )
-
-
 def not_imported(m) -> list[str]:
     """What the model has that the Lagrangian leaves out, one phrase each."""
 
     def listed(kind, ids):
         return ", ".join(name_of(m, kind, i) for i in ids)
 
-    held = not disabled(m, "EQUALITY") and not disabled(m, "CONSTRAINT")
+    held = enabled(m, "EQUALITY")
     equalities = [  # the flex kinds of mujoco.mjtEq (tendons: `_tendons`)
         f"flex {name_of(m, 'EQUALITY', i)}"
         for i in range(m.neq)
         if m.eq_type[i] > 3 and m.eq_active0[i] and held
     ]
     sprung = [j for j in range(m.njnt) if m.jnt_type[j] <= BALL and m.jnt_stiffness[j]]
+    fluid = m.opt.density or m.opt.viscosity or np.any(m.opt.wind)
+    friction = np.any(m.dof_frictionloss) and not disabled(m, "FRICTIONLOSS")
+    springs = sprung and not disabled(m, "SPRING")
+    poly = np.any(m.jnt_stiffnesspoly) or np.any(m.dof_dampingpoly)
+    geared = np.any(m.actuator_damping) or np.any(m.actuator_armature)
     checks = [
         (equalities, f"equality constraints ({', '.join(equalities)})"),
-        (
-            m.opt.density or m.opt.viscosity or np.any(m.opt.wind),
-            "fluid forces (opt.density, viscosity, wind)",
-        ),
-        (
-            np.any(m.dof_frictionloss) and not disabled(m, "FRICTIONLOSS"),
-            "joint friction loss",
-        ),
+        (fluid, "fluid forces (opt.density, viscosity, wind)"),
+        (friction, "joint friction loss"),
         (np.any(m.body_gravcomp), "gravity compensation"),
-        (
-            sprung and not disabled(m, "SPRING"),
-            f"stiffness of ball and free joints ({listed('JOINT', sprung)})",
-        ),
-        (
-            np.any(m.jnt_stiffnesspoly) or np.any(m.dof_dampingpoly),
-            "nonlinear joint stiffness or damping",
-        ),
-        (
-            np.any(m.actuator_damping) or np.any(m.actuator_armature),
-            "actuator damping and armature",
-        ),
+        (springs, f"stiffness of ball and free joints ({listed('JOINT', sprung)})"),
+        (poly, "nonlinear joint stiffness or damping"),
+        (geared, "actuator damping and armature"),
     ]
     return [phrase for condition, phrase in checks if condition]
 

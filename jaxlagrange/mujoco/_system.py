@@ -288,20 +288,14 @@ def _system(tree: Tree, params: dict[str, Any], not_imported=(), contacts=None):
             rows.append(_tendons.limits(tendons, lengths(q)))
         return jnp.concatenate(rows)
 
-    # Named in the refusal of a start below a limit.
-    unilateral.names = (
-        (contacts.names if contacts else ())
-        + (limits.names if limits else ())
-        + tuple(
-            f"the {side} limit of tendon {i}"
-            for i in tendons.limited
-            for side in ("lower", "upper")
-        )
+    # Named in the refusal of a start below a limit. Friction acts at contacts
+    # alone: the limit rows slip by 0 with μ = 0.
+    sides = ("lower", "upper")
+    bounds = (limits.names if limits else ()) + tuple(
+        f"the {side} limit of tendon {i}" for i in tendons.limited for side in sides
     )
-    one_sided = bool(contacts) or bool(limits) or tendon_limits
-
-    # Friction acts at contacts alone: limit rows slip by 0 with μ = 0.
-    others = len(unilateral.names) - (len(contacts.names) if contacts else 0)
+    unilateral.names = (contacts.names if contacts else ()) + bounds
+    one_sided, others = bool(unilateral.names), len(bounds)
 
     def slip(q, qd, t, params):
         s = _contacts.slip(contacts, lambda q: _frames(tree, q), q, qd)
@@ -513,10 +507,9 @@ def load(
     if contacts:
         defaults.update(geom_friction=np.array(m.geom_friction), restitution=0.0)
     merged = merge_params(name, defaults, params)
-    check_params = functools.partial(_physical.check, tree.inertial)
     if not traced(merged):  # (params traced through `load`: checked where used)
         _check_armature(m, layout, np.asarray(merged["dof_armature"]))
-        check_params(merged)
+        _physical.check(tree.inertial, merged)
     missing = _model.not_imported(m) + _tendons.not_imported(m)
     missing += _actuators.not_imported(m, tendons) + missing_contacts
     said = "; ".join(missing)
@@ -530,8 +523,7 @@ def load(
         warnings.warn(f"MuJoCo model {name!r}: {said}.", stacklevel=2)
     system, points, lengths = _built(m, tree, merged, tuple(missing), contacts)
     q0 = jnp.asarray(q0)
-    coordinates = _model.coordinates(m)
-    ready = system, q0, jnp.zeros_like(q0), name, coordinates
+    ready = system, q0, jnp.zeros_like(q0), name
     labels = contacts.names if contacts else ()
     extras = dict(points=points, layout=layout, lengths=lengths, contacts=labels)
     extras.update(check_params=system.lagrangian.check_params)  # (shared)

@@ -56,10 +56,8 @@ def read(m) -> Tendons:
             else:
                 segments.append((t, a, pa, b, pb, 1.0 / divisor))
     segments = tuple(np.array(x) for x in zip(*segments, strict=True))
-    constraints = not _model.disabled(m, "CONSTRAINT")
-    limits = constraints and not _model.disabled(m, "LIMIT")
+    limits, on = _model.enabled(m, "LIMIT"), _model.enabled(m, "EQUALITY")
     limited = [t for t in imported if limits and m.tendon_limited[t]]
-    on = constraints and not _model.disabled(m, "EQUALITY")
     pairs, polynomials = [], []
     for e in np.flatnonzero(on * m.eq_active0 * (m.eq_type == TENDON_EQUALITY)):
         a, b = m.eq_obj1id[e], m.eq_obj2id[e]

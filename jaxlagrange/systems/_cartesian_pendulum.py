@@ -3,6 +3,7 @@
 import jax.numpy as jnp
 
 from .._system import LagrangianSystem
+from ._double_pendulum import bobs
 from ._registry import ReadySystem, initial_state, merge_params, register
 
 
@@ -80,12 +81,6 @@ def _rods(q, t, params):
     )
 
 
-def _positions(theta1, theta2, l1=1.0, l2=1.0):
-    """Cartesian (x₁, y₁, x₂, y₂) of the double pendulum at angles (θ₁, θ₂)."""
-    x1, y1 = l1 * jnp.sin(theta1), -l1 * jnp.cos(theta1)
-    return jnp.stack([x1, y1, x1 + l2 * jnp.sin(theta2), y1 - l2 * jnp.cos(theta2)])
-
-
 def _double_points(q, t, params):
     """The pivot and the two bobs."""
     return jnp.concatenate([jnp.zeros((1, 2), q.dtype), q.reshape(2, 2)])
@@ -123,7 +118,7 @@ def cartesian_double_pendulum(params=None, *, q0=None, qd0=None) -> ReadySystem:
     ```
     """
     params = merge_params("cartesian_double_pendulum", _DOUBLE_DEFAULTS, params)
-    default = _positions(2.0, 2.5, params["l1"], params["l2"])
+    default = bobs(jnp.array([2.0, 2.5]), 0.0, params)[1:].reshape(-1)
     q0, qd0 = initial_state("cartesian_double_pendulum", q0, qd0, default, [0.0] * 4)
     system = LagrangianSystem(_double_lagrangian, params=params, holonomic=_rods)
     return ReadySystem(

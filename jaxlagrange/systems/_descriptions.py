@@ -1,32 +1,34 @@
 """One line per ready system and per param, for `jaxlagrange systems` and
 `describe`. SI units; angles in radians."""
 
+# Meanings that several systems share.
+_G = {"g": "gravitational acceleration (m/s²)"}
+_ROD = {**_G, "l": "length of the rod (m)", "m": "mass of the bob (kg)"}
+_RODS = {
+    **_G,
+    "l1": "length of the upper rod (m)",
+    "l2": "length of the lower rod (m)",
+    "m1": "mass of the upper bob (kg)",
+    "m2": "mass of the lower bob (kg)",
+}
+_DISK = {**_G, "R": "radius of the disk (m)", "m": "mass of the disk (kg)"}
+
 DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
     "bouncing_ball": (
         "a point mass dropped onto a floor, bouncing with restitution e",
         {
+            **_G,
             "e": "coefficient of restitution, rebound / impact speed, in [0, 1]",
-            "g": "gravitational acceleration (m/s²)",
             "m": "mass of the ball (kg)",
         },
     ),
     "cartesian_double_pendulum": (
         "the double pendulum in Cartesian coordinates, rods as holonomic constraints",
-        {
-            "g": "gravitational acceleration (m/s²)",
-            "l1": "length of the upper rod (m)",
-            "l2": "length of the lower rod (m)",
-            "m1": "mass of the upper bob (kg)",
-            "m2": "mass of the lower bob (kg)",
-        },
+        _RODS,
     ),
     "cartesian_pendulum": (
         "a pendulum in Cartesian (x, y), its rod a holonomic constraint",
-        {
-            "g": "gravitational acceleration (m/s²)",
-            "l": "length of the rod (m)",
-            "m": "mass of the bob (kg)",
-        },
+        _ROD,
     ),
     "cavity": (
         "an optical cavity with a moving mirror: N field modes and the mirror",
@@ -47,13 +49,7 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
     ),
     "double_pendulum": (
         "two point masses on massless rods, swinging in a vertical plane",
-        {
-            "g": "gravitational acceleration (m/s²)",
-            "l1": "length of the upper rod (m)",
-            "l2": "length of the lower rod (m)",
-            "m1": "mass of the upper bob (kg)",
-            "m2": "mass of the lower bob (kg)",
-        },
+        _RODS,
     ),
     "free_rigid_body": (
         "a torque-free rigid body in unit-quaternion coordinates",
@@ -66,9 +62,9 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
     "heavy_top": (
         "a symmetric top spinning on a fixed tip under gravity (ZXZ Euler angles)",
         {
+            **_G,
             "I1": "transverse moment of inertia about the tip (kg m²)",
             "I3": "moment of inertia about the symmetry axis (kg m²)",
-            "g": "gravitational acceleration (m/s²)",
             "l": "distance from the tip to the centre of mass (m)",
             "m": "mass of the top (kg)",
         },
@@ -76,10 +72,8 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
     "kapitza": (
         "a pendulum whose pivot oscillates vertically as a cos ωt",
         {
+            **_ROD,
             "a": "amplitude of the pivot's oscillation (m)",
-            "g": "gravitational acceleration (m/s²)",
-            "l": "length of the rod (m)",
-            "m": "mass of the bob (kg)",
             "omega": "angular frequency of the pivot's oscillation (rad/s)",
         },
     ),
@@ -94,35 +88,27 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
     "mass_on_sphere": (
         "a point mass sliding on top of a fixed sphere until it leaves it",
         {
+            **_G,
             "R": "radius of the sphere (m)",
-            "g": "gravitational acceleration (m/s²)",
             "m": "mass of the sliding body (kg)",
         },
     ),
     "pendulum": (
         "a point mass on a massless rod, swinging in a vertical plane",
-        {
-            "g": "gravitational acceleration (m/s²)",
-            "l": "length of the rod (m)",
-            "m": "mass of the bob (kg)",
-        },
+        _ROD,
     ),
     "rolling_coin": (
         "a vertical disk rolling without slipping on a plane (nonholonomic)",
         {
-            "R": "radius of the disk (m)",
+            **_DISK,
             "alpha": "tilt of the plane about the y-axis (rad), 0 for level",
-            "g": "gravitational acceleration (m/s²)",
-            "m": "mass of the disk (kg)",
         },
     ),
     "rolling_disk": (
         "a uniform disk rolling without slipping down an incline",
         {
-            "R": "radius of the disk (m)",
+            **_DISK,
             "alpha": "inclination of the plane (rad)",
-            "g": "gravitational acceleration (m/s²)",
-            "m": "mass of the disk (kg)",
         },
     ),
     "rotating_rod": (
@@ -134,11 +120,7 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
     ),
     "spherical_pendulum": (
         "a point mass on a massless rod, free to swing in three dimensions",
-        {
-            "g": "gravitational acceleration (m/s²)",
-            "l": "length of the rod (m)",
-            "m": "mass of the bob (kg)",
-        },
+        _ROD,
     ),
     "spring_chain": (
         "n equal masses in a line, joined by equal springs between two walls",
@@ -150,6 +132,7 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
     "whipple_bicycle": (
         "the benchmark Whipple bicycle of Meijaard et al. (2007), rolling wheels",
         {
+            **_G,
             "IBxx": "rear frame and rider: inertia Ixx about the centre of mass (kg m²)",
             "IBxz": "rear frame and rider: product of inertia Ixz (kg m²)",
             "IByy": "rear frame and rider: inertia Iyy (kg m²)",
@@ -163,7 +146,6 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
             "IRxx": "rear wheel: inertia about a diameter (kg m²)",
             "IRyy": "rear wheel: inertia about the axle (kg m²)",
             "c": "trail (m)",
-            "g": "gravitational acceleration (m/s²)",
             "lam": "steer axis tilt from the vertical (rad)",
             "mB": "mass of the rear frame and rider (kg)",
             "mF": "mass of the front wheel (kg)",

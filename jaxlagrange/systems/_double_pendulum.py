@@ -22,7 +22,7 @@ def _lagrangian(q, qd, t, params):
     return kinetic - potential
 
 
-def _points(q, t, params):
+def bobs(q, t, params):
     """The pivot and the two bobs (y up)."""
     first = params["l1"] * jnp.stack([jnp.sin(q[0]), -jnp.cos(q[0])])
     second = first + params["l2"] * jnp.stack([jnp.sin(q[1]), -jnp.cos(q[1])])
@@ -59,4 +59,4 @@ def double_pendulum(params=None, *, q0=None, qd0=None) -> ReadySystem:
     params = merge_params("double_pendulum", _DEFAULTS, params)
     q0, qd0 = initial_state("double_pendulum", q0, qd0, [2.0, 2.5], [0.0, 0.0])
     system = LagrangianSystem(_lagrangian, params=params)
-    return ReadySystem(system, q0, qd0, "double_pendulum", ("θ₁", "θ₂"), points=_points)
+    return ReadySystem(system, q0, qd0, "double_pendulum", ("θ₁", "θ₂"), points=bobs)

@@ -166,19 +166,9 @@ _UNIT_INTERVAL = frozenset({"e"})
 
 
 def check_physical(name: str, key: str, value: Array) -> None:
-    if traced(value):
-        return  # traced (e.g. a batch of params): checked where it is concrete
-    values = np.asarray(value)
-    outside = np.any((values < 0) | (values > 1))
-    for bad, what in (
-        (not np.all(np.isfinite(values)), "be finite"),
-        (key in _POSITIVE and not np.all(values > 0), "be positive"),
-        (key in _UNIT_INTERVAL and outside, "lie in [0, 1]"),
-    ):
-        if bad:
-            raise ValueError(
-                f"Parameter {key!r} of system {name!r} must {what}, got {values}."
-            )
+    """The checks of a param of system `name` (see `_param`) on `value`, e.g. the
+    end of a sweep's axis."""
+    _param(name, key, value, value)
 
 
 def merge_params(
@@ -195,9 +185,25 @@ def merge_params(
     return {k: _param(name, k, v, params.get(k, v)) for k, v in defaults.items()}
 
 
+def _unphysical(key: str, value: Array) -> str | None:
+    """What the param `key` must be and `value` is not, or None."""
+    if traced(value):
+        return None  # (e.g. a batch of params: checked where it is concrete)
+    values = np.asarray(value)
+    outside = np.any((values < 0) | (values > 1))
+    for bad, what in (
+        (not np.all(np.isfinite(values)), "be finite"),
+        (key in _POSITIVE and not np.all(values > 0), "be positive"),
+        (key in _UNIT_INTERVAL and outside, "lie in [0, 1]"),
+    ):
+        if bad:
+            return f"{what}, got {values}"
+    return None
+
+
 def _param(name: str, key: str, default, given) -> Array:
-    """The param `key` as an array of its default's shape, checked (see
-    `check_physical`), or the `ValueError` that says what it must be."""
+    """The param `key` as an array of its default's shape, checked
+    (`_unphysical`), or the `ValueError` that says what it must be."""
     try:
         value = as_float(given)
     except (TypeError, ValueError):
@@ -205,10 +211,11 @@ def _param(name: str, key: str, default, given) -> Array:
             f"be a number or an array of numbers, got {type(given).__name__} {given!r}"
         )
     else:
-        if value.shape == np.shape(default):
-            check_physical(name, key, value)
+        shape = np.shape(default)
+        if value.shape != shape:
+            why = f"have shape {shape}, got {value.shape}"
+        elif (why := _unphysical(key, value)) is None:
             return value
-        why = f"have shape {np.shape(default)}, got {value.shape}"
     raise ValueError(f"Parameter {key!r} of system {name!r} must {why}.")
 
 

@@ -22,12 +22,7 @@ def _lagrangian(q, qd, t, params):
 
 def _rolls(q, qd, t, params):
     radius, heading = params["R"], q[2]
-    return jnp.stack(
-        [
-            qd[0] - radius * jnp.cos(heading) * qd[3],
-            qd[1] - radius * jnp.sin(heading) * qd[3],
-        ]
-    )
+    return qd[:2] - radius * jnp.stack([jnp.cos(heading), jnp.sin(heading)]) * qd[3]
 
 
 def _points(q, t, params):

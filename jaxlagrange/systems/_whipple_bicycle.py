@@ -68,14 +68,7 @@ def _inertia(p, body):
     if body in ("R", "F"):
         return jnp.diag(jnp.stack([p[f"I{body}xx"], p[f"I{body}yy"], p[f"I{body}xx"]]))
     xx, yy, zz, xz = (p[f"I{body}{k}"] for k in ("xx", "yy", "zz", "xz"))
-    zero = jnp.zeros_like(xx)
-    return jnp.stack(
-        [
-            jnp.stack([xx, zero, xz]),
-            jnp.stack([zero, yy, zero]),
-            jnp.stack([xz, zero, zz]),
-        ]
-    )
+    return jnp.array([[xx, 0.0, xz], [0.0, yy, 0.0], [xz, 0.0, zz]])
 
 
 def _motions(q, qd, p):

@@ -16,6 +16,7 @@ from ._custom_types import Array, Params, UserFunction
 from ._errors import known
 from ._kinds import Constraints
 from ._mass import AbstractMassStrategy, check_mass_solver, mass_strategy
+from ._validate import as_real
 
 
 _SIGNATURES = {
@@ -378,29 +379,6 @@ class LagrangianSystem(eqx.Module):
         """The constraint kinds, stacked (`_kinds`): their residuals and rows."""
         return Constraints(self)
 
-    # The capability questions, answered by the stack (`_kinds`): bilateral rows
-    # (g = 0, a = 0) hold at every instant, projected and in every KKT solve;
-    # one-sided rows (h ≥ 0) make events; friction acts at them.
-    @property
-    def has_position_constraints(self) -> bool:
-        return bool(self.constraints.positional)
-
-    @property
-    def has_velocity_constraints(self) -> bool:
-        return bool(self.constraints.velocity_level)
-
-    @property
-    def has_equality_constraints(self) -> bool:
-        return bool(self.constraints.bilateral)
-
-    @property
-    def has_contacts(self) -> bool:
-        return bool(self.constraints.one_sided)
-
-    @property
-    def has_friction(self) -> bool:
-        return self.constraints.friction is not None
-
     @property
     def has_constraints(self) -> bool:
         return bool(self.constraints.kinds)
@@ -408,27 +386,30 @@ class LagrangianSystem(eqx.Module):
 
 def as_state(q, qd, t, where: str = "q") -> tuple[Array, Array, Array]:
     """Check and convert a state `(q, qd, t)` to arrays of one floating dtype."""
-    q = jnp.asarray(q)
-    qd = jnp.asarray(qd)
-    if q.ndim != 1:
-        raise ValueError(
-            f"`{where}` must be a 1-D array of coordinates, got shape {q.shape}."
-        )
-    if q.shape[0] == 0:
-        raise ValueError(
-            f"`{where}` must have at least one coordinate, got shape {q.shape}."
-        )
-    if qd.shape != q.shape:
-        raise ValueError(
-            f"q and qd must have the same shape, got q {q.shape} and qd {qd.shape}."
-        )
+    q, qd = as_coordinates(q, qd, where)
     t = jnp.asarray(t)
     if t.shape != ():
         raise ValueError(f"`t` must be a scalar, got shape {t.shape}.")
+    return q, qd, t.astype(q.dtype)
+
+
+def as_coordinates(q, qd, where: str = "q") -> tuple[Array, Array]:
+    """`q` and `qd` (named `where` and its rate: `q0`, `qd0`) checked, in one
+    floating dtype."""
+    rate = where.replace("q", "qd", 1)
+    q, qd = as_real(where, q), as_real(rate, qd)
+    if q.ndim != 1 or q.shape[0] == 0:
+        raise ValueError(
+            f"`{where}` must be a 1-D array of at least one coordinate, got shape "
+            f"{q.shape}."
+        )
+    if qd.shape != q.shape:
+        raise ValueError(
+            f"`{where}` and `{rate}` must have the same shape, got {where} {q.shape} "
+            f"and {rate} {qd.shape}."
+        )
     dtype = jnp.result_type(q.dtype, qd.dtype, float)
-    if not jnp.issubdtype(dtype, jnp.floating):
-        raise ValueError(f"q and qd must be real, got dtype {dtype}.")
-    return q.astype(dtype), qd.astype(dtype), t.astype(dtype)
+    return q.astype(dtype), qd.astype(dtype)
 
 
 def check_system(system) -> None:

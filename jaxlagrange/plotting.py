@@ -401,7 +401,7 @@ def fit_comparison(
     )
     fig = new_figure(8, 1.2 + 3.3 * n)
     grid = fig.add_gridspec(2 * n, 1, height_ratios=[2, 1] * n)
-    axes, residual_axes = [], []
+    axes = []
     for i in range(n):
         ax = fig.add_subplot(grid[2 * i], sharex=axes[0] if axes else None)
         ax.plot(ts, q[:, i], ".", ms=3, color="k", alpha=0.6, label="observed")
@@ -417,10 +417,10 @@ def fit_comparison(
         res.grid(alpha=0.3)
         if i < n - 1:
             res.tick_params(labelbottom=False)
+        if i == 0:
+            res.legend(loc="upper right", framealpha=0.85, fontsize="small")
         axes.append(ax)
-        residual_axes.append(res)
     axes[0].legend(loc="best", framealpha=0.85)
-    residual_axes[0].legend(loc="upper right", framealpha=0.85, fontsize="small")
     res.set_xlabel(with_unit("time t", units and "s"))
     res.set_xlim(ts[0], ts[-1])
     fig.suptitle(title or "Observed and fitted trajectory")

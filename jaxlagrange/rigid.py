@@ -403,10 +403,7 @@ def kinetic_energy(
     (x, r), (velocity, r_dot) = _motion(
         lambda q, t: (position(q, t), rotation(q, t)), q, qd, t
     )
-    if jnp.shape(x) != (3,):
-        raise ValueError(
-            f"`position(q, t)` must return shape (3,), got {jnp.shape(x)}."
-        )
+    _check_shape("position(q, t)", jnp.shape(x), (3,), "must return shape (3,)")
     _check_shape("rotation(q, t)", jnp.shape(r), (3, 3), "must return a (3, 3) matrix")
     omega = matrix_angular_velocity(r, r_dot)
     return 0.5 * mass * velocity @ velocity + 0.5 * omega @ inertia @ omega
@@ -511,8 +508,7 @@ def quaternion_norm_term(
     """
     p, pd = jnp.asarray(p), jnp.asarray(pd)
     for name, x in (("p", p), ("pd", pd)):
-        if x.shape != (4,):
-            raise ValueError(f"`{name}` must have shape (4,), got {x.shape}.")
+        _check_shape(name, x.shape, (4,), "must have shape (4,)")
     value = known(J)
     if value is not None and value.shape == () and not value > 0:
         raise ValueError(f"`J` must be > 0, got {value}.")

@@ -217,14 +217,10 @@ def _padded(index: np.ndarray) -> np.ndarray:
 
 
 def _traced_cause(failure: Failure) -> RESULTS:
-    """The cause inside the caller's program, named on the host if it stopped.
-
-    The program holds a host callback under a `lax.cond` on whether any member
-    stopped (`unvmap_any`: under `vmap` the predicate is the batch's, so the cond
-    stays a cond and the callback runs only after a failure). The callback
-    diagnoses the stopped members with `_diagnose_stacked`, on the CPU, compiled
-    on demand: the caller's program holds no probes, and its codes are named.
-    """
+    """The cause inside the caller's program: a host callback under a `lax.cond`
+    on whether any member stopped (`unvmap_any`: under `vmap` the cond stays a
+    cond, run only after a failure) diagnoses the stopped members on the CPU
+    (`_diagnose_stacked`, compiled on demand: the program holds no probes)."""
     # The cause is an integer code: keep autodiff from tracing through it.
     failure = no_gradient(failure)
     dynamic, static = eqx.partition(failure, eqx.is_array)

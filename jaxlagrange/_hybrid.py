@@ -124,14 +124,10 @@ class _Context(NamedTuple):
 
 
 def _landing(system, q, qd, t, active, modes, onehot, restitution, rest):
-    """The contacts an impact takes, with their rebound rates −e ḣ⁻, and those
-    near enough (h ≈ 0) to be taken if the impulse drives them inwards.
-
-    The impacting row and every free row at h ≈ 0 moving inwards land together
-    (a flat foot). A rebound rising less than `rest` (in the units of h) under
-    the free ḧ, or slower than √eps, is made plastic: the solver does not
-    resolve lower flights, so the chatter of e > 0 ends in contact.
-    """
+    """The contacts an impact takes (the impacting row and every free row at
+    h ≈ 0 moving inwards), their rebound rates −e ḣ⁻ (0 where plastic, as the
+    module docstring says), and the rows near enough (h ≈ 0) to be taken if the
+    impulse drives them inwards."""
     one, tol = jnp.ones_like(t), contact_tolerance(q.dtype)
 
     def rate(q, qd, t):

@@ -325,9 +325,7 @@ def _inertia_matrix(inertia: ArrayLike) -> Array:
 
 
 def _check_body(mass, inertia) -> None:
-    """Refuse a negative mass, an inertia tensor that is not symmetric, negative
-    principal moments, or moments that break the triangle inequality (no body
-    has I₁ > I₂ + I₃), where their values are known as L is traced."""
+    """`kinetic_energy`'s checks of `mass` and `inertia` where their values are known."""
     m, i = known(mass), known(inertia)
     if m is not None and m.shape == () and not m >= 0:
         raise ValueError(f"`mass` must be >= 0, got {m}.")

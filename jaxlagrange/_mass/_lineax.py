@@ -199,12 +199,7 @@ class LineaxFactor(AbstractMassFactor):
         """x = A⁻¹b by the solver, and whether it failed."""
         kwargs = {} if state is None else {"state": state}
         return checked_solve(
-            operator,
-            b,
-            self.solver,
-            iterative=self.matrix_free,
-            options=options,
-            **kwargs,
+            operator, b, self.solver, self.matrix_free, options=options, **kwargs
         )
 
     def solve(self, b):

@@ -298,16 +298,11 @@ def without_system(failure: Failure | None) -> Failure | None:
     return None if failure is None else dataclasses.replace(failure, system=None)
 
 
-def _member_failure(system_of, shared, inputs, failure: Failure) -> Failure:
-    """A member's `without_system` failure with its system rebuilt."""
-    return dataclasses.replace(failure, system=system_of(shared, inputs))
-
-
 @eqx.filter_jit
 def _diagnose_members(system_of, shared, inputs, failures: Failure):
     # Compiled only when a member stopped: once per system and padded count.
     def cause(inputs, failure):
-        return _diagnose(_member_failure(system_of, shared, inputs, failure))
+        return _diagnose(dataclasses.replace(failure, system=system_of(shared, inputs)))
 
     return code_of(jax.vmap(cause)(inputs, failures))
 
@@ -329,7 +324,7 @@ def name_causes(codes, failures: Failure | None, system_of, shared, inputs):
     if traced(codes, failures, shared, inputs):
 
         def one(inputs, failure):
-            failure = _member_failure(system_of, shared, inputs, failure)
+            failure = dataclasses.replace(failure, system=system_of(shared, inputs))
             return code_of(_traced_cause(failure))
 
         return jnp.where(stopped, jax.vmap(one)(inputs, failures), codes)

@@ -16,7 +16,7 @@ from ._custom_types import Array, Params, UserFunction
 from ._errors import known
 from ._kinds import Constraints
 from ._mass import AbstractMassStrategy, check_mass_solver, mass_strategy
-from ._validate import as_real
+from ._validate import as_real, check_callable, returned
 
 
 _SIGNATURES = {
@@ -249,10 +249,7 @@ class LagrangianSystem(eqx.Module):
             fn = getattr(self, name)
             if fn is None:
                 continue
-            if not callable(fn):
-                raise ValueError(
-                    f"`{name}` must be a function {signature}, got {type(fn).__name__}."
-                )
+            check_callable(name, fn, signature)
             nargs = signature.count(",") + 1
             with_params = _accepts(fn, nargs + 1)
             if self.has_params and with_params is False:
@@ -336,11 +333,8 @@ class LagrangianSystem(eqx.Module):
                 f"`lagrangian` failed for q of length {q.shape[0]} ({error}): check "
                 "that q0 (and qd0) have the system's number of coordinates."
             ) from error
-        if out.shape != ():
-            raise ValueError(
-                f"`lagrangian` must return a scalar, but it returned shape {out.shape} "
-                f"for q of shape {q.shape}."
-            )
+        detail = f" for q of shape {q.shape}"
+        returned("lagrangian", out, out.shape == (), "a scalar", detail)
         if not jnp.issubdtype(out.dtype, jnp.floating):
             raise ValueError(
                 f"`lagrangian` must return a real floating-point scalar, but it "
@@ -354,21 +348,14 @@ class LagrangianSystem(eqx.Module):
         total = None
         if self.force is not None:
             total = jnp.asarray(self.call(self.force, q, qd, t))
-            if total.shape != q.shape:
-                raise ValueError(
-                    f"`force` must return shape {q.shape} (the shape of q), but it "
-                    f"returned shape {total.shape}."
-                )
+            what = f"shape {q.shape} (the shape of q)"
+            returned("force", total, total.shape == q.shape, what)
         if self.dissipation is not None:
 
             def rayleigh(qd):
                 out = jnp.asarray(self.call(self.dissipation, q, qd, t))
-                if out.shape != ():
-                    raise ValueError(
-                        "`dissipation` must return a scalar (the Rayleigh function), "
-                        f"but it returned shape {out.shape}."
-                    )
-                return out
+                what = "a scalar (the Rayleigh function)"
+                return returned("dissipation", out, out.shape == (), what)
 
             damping = -jax.grad(rayleigh)(qd)
             total = damping if total is None else total + damping

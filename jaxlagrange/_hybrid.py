@@ -15,9 +15,8 @@ of contacts held fixed, ended by the first event:
   impulse (a flat foot, a box dropped flat), and one the impulse would drive
   inwards joins it; redundant rows share it by least norm.
 
-The events are down-crossings of one function per unilateral constraint, λᵢ
-while in contact and hᵢ while free, so a constraint that starts a segment at
-h ≈ 0 (just released, or just bounced) does not trigger at once.
+The events are down-crossings of the event functions (`_event_functions`): λᵢ
+while in contact, hᵢ while free, the earliest located.
 
 Chatter: a ball bouncing with e < 1 makes infinitely many bounces in finite
 time. A rebound that would rise less than `atol` (in the units of h, under the
@@ -29,11 +28,10 @@ count in any case. A constraint found below h = 0 by more than √eps + 100 atol
 at the end of a segment (a missed contact) ends the solve with
 `RESULTS.contact_penetration`, never a success.
 
-The event function of the solve is the least of the per-constraint ones, so
-of several events within one solver step the earliest is located, and after an
-event all contacts are settled together (`_friction.settle`): contacts that
-release at the same instant go in one event. With `slip`, the contacts have
-Coulomb friction, and sticking and slipping are modes too (`_friction.py`).
+After an event all contacts are settled together (`_friction.settle`):
+contacts that release at the same instant go in one event. With `slip`, the
+contacts have Coulomb friction, and sticking and slipping are modes too
+(`_friction.py`).
 
 The loop over segments is a `lax.scan` of fixed length `max_events + 1` (each
 finished segment a no-op), so shapes are static under `jit` and `vmap`, and it

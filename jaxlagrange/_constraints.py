@@ -10,27 +10,18 @@ Schur complement S = C M⁻¹ Cᵀ,
 
     S λ = −b − C M⁻¹ f,    q̈ = M⁻¹(f + Cᵀλ),
 
-solved by the system's mass strategy (`_mass`): by default M = LLᵀ is factored
-once and the small S = YᵀY (Y = L⁻¹Cᵀ) by Cholesky as well. Redundant rows
-(rank-deficient C: a box flat on four corners, a planar four-bar's out-of-plane
-row) make S singular: q̈ is the same for every solution (null(S) = null(Cᵀ)),
-and λ is the least-norm one, the weight shared equally by symmetric contacts.
-Only an inconsistent system (rows that contradict each other) is flagged.
+solved by the system's mass strategy (`_mass`). Redundant rows (rank-deficient
+C: a box flat on four corners, a planar four-bar's out-of-plane row) make S
+singular: q̈ is the same for every solution (null(S) = null(Cᵀ)), and λ is the
+least-norm one, the weight shared equally by symmetric contacts. Only an
+inconsistent system is flagged.
 
 Integrating C q̈ = −b keeps only the second (first, for nonholonomic rows)
 derivative of the constraints at zero, so g and ġ drift with the integration
-error, quadratically in time. Two remedies:
-
-- Projection (the default of `simulate`, in `_projection.py`): after every step
-  the state is moved back onto g = 0, ġ = 0, a = 0 by a Gauss–Newton step in
-  the mass-matrix metric. No parameters; residuals at rounding level.
-- Baumgarte stabilization (`simulate(..., baumgarte=(α, β))`) replaces the
-  constraint rows' right-hand side by −b − 2α ċ − β² c (holonomic, unilateral)
-  and −b − α a (nonholonomic), so that drift decays as c̈ + 2αċ + β²c = 0
-  instead of growing; at a consistent state the extra terms vanish and the
-  result is the exact q̈. The gains are rates (1/time): they must exceed the
-  rate at which errors grow yet stay below 1/(step size), or the equations turn
-  stiff.
+error. `simulate` projects the state back after every step (`_projection.py`),
+or with `baumgarte=(α, β)` replaces the rows' right-hand side by
+−b − 2α ċ − β² c (−b − α a for nonholonomic rows), so that drift decays as
+c̈ + 2αċ + β²c = 0; at a consistent state the extra terms vanish.
 """
 
 from typing import NamedTuple

@@ -217,14 +217,10 @@ def _padded(index: np.ndarray) -> np.ndarray:
 
 
 def _traced_cause(failure: Failure) -> RESULTS:
-    """The cause inside the caller's program, named on the host if it stopped.
-
-    The program holds a host callback under a `lax.cond` on whether any member
-    stopped (`unvmap_any`: under `vmap` the predicate is the batch's, so the cond
-    stays a cond and the callback runs only after a failure). The callback
-    diagnoses the stopped members with `_diagnose_stacked`, on the CPU, compiled
-    on demand: the caller's program holds no probes, and its codes are named.
-    """
+    """The cause inside the caller's program: a host callback under a `lax.cond`
+    on whether any member stopped (`unvmap_any`: under `vmap` the cond stays a
+    cond, run only after a failure) diagnoses the stopped members on the CPU
+    (`_diagnose_stacked`, compiled on demand: the program holds no probes)."""
     # The cause is an integer code: keep autodiff from tracing through it.
     failure = no_gradient(failure)
     dynamic, static = eqx.partition(failure, eqx.is_array)
@@ -302,16 +298,11 @@ def without_system(failure: Failure | None) -> Failure | None:
     return None if failure is None else dataclasses.replace(failure, system=None)
 
 
-def _member_failure(system_of, shared, inputs, failure: Failure) -> Failure:
-    """A member's `without_system` failure with its system rebuilt."""
-    return dataclasses.replace(failure, system=system_of(shared, inputs))
-
-
 @eqx.filter_jit
 def _diagnose_members(system_of, shared, inputs, failures: Failure):
     # Compiled only when a member stopped: once per system and padded count.
     def cause(inputs, failure):
-        return _diagnose(_member_failure(system_of, shared, inputs, failure))
+        return _diagnose(dataclasses.replace(failure, system=system_of(shared, inputs)))
 
     return code_of(jax.vmap(cause)(inputs, failures))
 
@@ -333,7 +324,7 @@ def name_causes(codes, failures: Failure | None, system_of, shared, inputs):
     if traced(codes, failures, shared, inputs):
 
         def one(inputs, failure):
-            failure = _member_failure(system_of, shared, inputs, failure)
+            failure = dataclasses.replace(failure, system=system_of(shared, inputs))
             return code_of(_traced_cause(failure))
 
         return jnp.where(stopped, jax.vmap(one)(inputs, failures), codes)

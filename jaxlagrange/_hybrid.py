@@ -15,9 +15,8 @@ of contacts held fixed, ended by the first event:
   impulse (a flat foot, a box dropped flat), and one the impulse would drive
   inwards joins it; redundant rows share it by least norm.
 
-The events are down-crossings of one function per unilateral constraint, λᵢ
-while in contact and hᵢ while free, so a constraint that starts a segment at
-h ≈ 0 (just released, or just bounced) does not trigger at once.
+The events are down-crossings of the event functions (`_event_functions`): λᵢ
+while in contact, hᵢ while free, the earliest located.
 
 Chatter: a ball bouncing with e < 1 makes infinitely many bounces in finite
 time. A rebound that would rise less than `atol` (in the units of h, under the
@@ -29,11 +28,10 @@ count in any case. A constraint found below h = 0 by more than √eps + 100 atol
 at the end of a segment (a missed contact) ends the solve with
 `RESULTS.contact_penetration`, never a success.
 
-The event function of the solve is the least of the per-constraint ones, so
-of several events within one solver step the earliest is located, and after an
-event all contacts are settled together (`_friction.settle`): contacts that
-release at the same instant go in one event. With `slip`, the contacts have
-Coulomb friction, and sticking and slipping are modes too (`_friction.py`).
+After an event all contacts are settled together (`_friction.settle`):
+contacts that release at the same instant go in one event. With `slip`, the
+contacts have Coulomb friction, and sticking and slipping are modes too
+(`_friction.py`).
 
 The loop over segments is a `lax.scan` of fixed length `max_events + 1` (each
 finished segment a no-op), so shapes are static under `jit` and `vmap`, and it
@@ -124,14 +122,10 @@ class _Context(NamedTuple):
 
 
 def _landing(system, q, qd, t, active, modes, onehot, restitution, rest):
-    """The contacts an impact takes, with their rebound rates −e ḣ⁻, and those
-    near enough (h ≈ 0) to be taken if the impulse drives them inwards.
-
-    The impacting row and every free row at h ≈ 0 moving inwards land together
-    (a flat foot). A rebound rising less than `rest` (in the units of h) under
-    the free ḧ, or slower than √eps, is made plastic: the solver does not
-    resolve lower flights, so the chatter of e > 0 ends in contact.
-    """
+    """The contacts an impact takes (the impacting row and every free row at
+    h ≈ 0 moving inwards), their rebound rates −e ḣ⁻ (0 where plastic, as the
+    module docstring says), and the rows near enough (h ≈ 0) to be taken if the
+    impulse drives them inwards."""
     one, tol = jnp.ones_like(t), contact_tolerance(q.dtype)
 
     def rate(q, qd, t):

@@ -93,10 +93,7 @@ def impulse_jump(
 @eqx.filter_jit
 def _checked_impulse(system, q, qd, t, impulse):
     system = checked_values(system)
-    if not system.constraints.one_sided:
-        contact = jnp.zeros((0,), bool)
-    else:
-        contact = contact_set(system, q, qd, t)
+    contact = contact_set(system, q, qd, t)  # (0,) without unilateral constraints
     target = jnp.zeros(contact.shape, q.dtype)
     out = impulse_jump(system, q, qd, t, impulse, contact, target)
     return first_error(

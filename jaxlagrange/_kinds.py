@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from ._custom_types import Array
-from ._validate import check_affine
+from ._validate import check_affine, returned
 
 
 def position_rows(fn, q: Array, qd: Array, t: Array):
@@ -50,12 +50,8 @@ class AbstractKind(eqx.Module):
     def __call__(self, *args) -> Array:
         """c(q, t) or c(q, q̇, t), shape (rows,)."""
         out = jnp.asarray(self.system.call(self.fn, *args))
-        if out.ndim != 1:
-            raise ValueError(
-                f"`{self.name}` must return a 1-D array (one entry per constraint), "
-                f"but it returned shape {out.shape}."
-            )
-        return out
+        what = "a 1-D array (one entry per constraint)"
+        return returned(self.name, out, out.ndim == 1, what)
 
 
 class _AbstractPositionKind(AbstractKind):
@@ -136,13 +132,11 @@ class Slip(_AbstractVelocityKind):
     def __call__(self, q: Array, qd: Array, t: Array) -> Array:
         out = jnp.asarray(self.system.call(self.fn, q, qd, t))
         u = jax.eval_shape(self.system.constraints.gaps, q, t).shape
-        if out.shape not in (u, (*u, 2)):
-            raise ValueError(
-                f"`slip` must return one slip velocity per unilateral constraint, "
-                f"or two (a tangent basis): shape {(*u, 2)} or shape {u}, but it "
-                f"returned shape {out.shape}."
-            )
-        return out
+        what = (
+            "one slip velocity per unilateral constraint, or two (a tangent "
+            f"basis): shape {(*u, 2)} or shape {u}"
+        )
+        return returned("slip", out, out.shape in (u, (*u, 2)), what)
 
 
 def _stacked(kinds, *args) -> Array | None:

@@ -129,15 +129,15 @@ _OFF_MANIFOLD = (
     "√eps): linearize about a consistent state, e.g. from `jl.project_initial_state`."
 )
 _DEPENDENT = (
-    "The dependent {} cannot be solved from the constraints at the operating point "
-    "(their constraint Jacobian is singular): choose other independent `{}`."
+    "The dependent {0} cannot be solved from the constraints at the operating point "
+    "(their constraint Jacobian is singular): choose other independent `{0}`."
 )
 
 
-def _solve_dependent(matrix: Array, rhs: Array, what: str, name: str) -> Array:
-    """Solve the square system for the dependent variables, with a named error."""
+def _solve_dependent(matrix: Array, rhs: Array, name: str) -> Array:
+    """Solve the square system for the dependent `name`, with a named error."""
     x = jnp.linalg.solve(matrix, rhs)
-    return eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), _DEPENDENT.format(what, name))
+    return eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), _DEPENDENT.format(name))
 
 
 @eqx.filter_jit
@@ -158,9 +158,7 @@ def _linearize(system, q, qd, t, coordinates, velocities, mask):
             # the Jacobian at the operating point needs).
             dep = _complement(coordinates, n)
             jac = jax.jacfwd(sys.constraints.positions)(q, t)
-            slope = -_solve_dependent(
-                jac[:, dep], jac[:, ci], "coordinates", "coordinates"
-            )
+            slope = -_solve_dependent(jac[:, dep], jac[:, ci], "coordinates")
             dq = xq - q[ci]
             qq = q.at[ci].add(dq).at[dep].add(slope @ dq)
         if len(velocities) == n:
@@ -175,7 +173,7 @@ def _linearize(system, q, qd, t, coordinates, velocities, mask):
 
             zero = jnp.zeros(dep.shape[0], qd.dtype)
             jac = jax.jacfwd(residual)(zero)  # exact: affine in the velocities
-            vd = -_solve_dependent(jac, residual(zero), "velocities", "velocities")
+            vd = -_solve_dependent(jac, residual(zero), "velocities")
             vv = base.at[dep].set(vd)
         qdd = dynamics(sys, qq, vv, t, active=active).accelerations
         return jnp.concatenate([vv[ci], qdd[vi]])

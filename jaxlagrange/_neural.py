@@ -18,7 +18,7 @@ import numpy as np
 
 from ._custom_types import Array
 from ._system import LagrangianSystem
-from ._validate import positive_int
+from ._validate import positive_int, returned
 
 
 class _NeuralLagrangian(eqx.Module):
@@ -91,14 +91,11 @@ def neural_lagrangian(
         )
     size = n
     if features is not None:
-        shape = jax.eval_shape(
-            features, jax.ShapeDtypeStruct((n,), jnp.result_type(float))
-        ).shape
-        if len(shape) != 1:
-            raise ValueError(
-                f"`features` must map q of shape ({n},) to a 1-D array, got shape {shape}."
-            )
-        size = shape[0]
+        q = jax.ShapeDtypeStruct((n,), jnp.result_type(float))
+        out = jax.eval_shape(features, q)
+        what = f"a 1-D array for q of shape {q.shape}"
+        returned("features", out, out.ndim == 1, what)
+        size = out.shape[0]
     mass_key, potential_key = jr.split(key)
     params = {
         "mass": eqx.nn.MLP(

@@ -85,11 +85,10 @@ class GivenOptions(eqx.Module):
         baumgarte = self.baumgarte
         if baumgarte is not None:
             baumgarte = tuple(jnp.asarray(gain, dtype) for gain in baumgarte)
-        solver, controller, adjoint = (
-            self.solver,
-            self.stepsize_controller,
-            self.adjoint,
-        )
+        solver, controller = self.solver, self.stepsize_controller
+        adjoint = self.adjoint
+        if adjoint is None:
+            adjoint = diffrax.RecursiveCheckpointAdjoint()
         meter = self.progress_meter
         lagrangian = isinstance(solver, AbstractLagrangianSolver)
         solver = diffrax.Tsit5() if solver is None else solver
@@ -107,9 +106,7 @@ class GivenOptions(eqx.Module):
         return times, CheckedOptions(
             solver=solver,
             stepsize_controller=controller,
-            adjoint=diffrax.RecursiveCheckpointAdjoint()
-            if adjoint is None
-            else adjoint,
+            adjoint=adjoint,
             progress_meter=diffrax.NoProgressMeter() if meter is None else meter,
             dt0=dt0,
             baumgarte=baumgarte,

@@ -114,18 +114,10 @@ def motion(
         still = np.ptp(positions[:, j], axis=0).max() == 0  # a fixed pivot
         label = "_nolegend_" if still else f"path of {names[j]}"
         ax.plot(*positions[:, j].T, lw=0.7, alpha=0.8, label=label)
-    for frame, style, label in (
-        (0, ":", "first configuration"),
-        (-1, "-", "last configuration"),
-    ):
+    for frame, style, label in ((0, ":o", "first"), (-1, "-o", "last")):
+        lines = _skeleton(positions[frame], links)
         ax.plot(
-            *_skeleton(positions[frame], links).T,
-            style,
-            color="k",
-            marker="o",
-            ms=4,
-            lw=1.2,
-            label=label,
+            *lines.T, style, color="k", ms=4, lw=1.2, label=f"{label} configuration"
         )
     ax.legend(loc="best", framealpha=0.85, fontsize="small")
     ax.set_title(title or "motion: paths, first and last configuration")

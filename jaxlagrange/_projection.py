@@ -145,12 +145,7 @@ _SYSTEM = "jaxlagrange_system"
 
 
 class VectorFieldArgs(eqx.Module):
-    """The args of a diffrax solve of the equations of motion (`_segment._vector_field`).
-
-    `ProjectedSolver.step` projects a step of a solve with these args and a flat
-    state [q; q̇], and no other (the backward solve of `diffrax.BacksolveAdjoint`
-    has these args but an augmented tuple state).
-    """
+    """The args of a diffrax solve of the equations of motion (`_segment._vector_field`)."""
 
     system: LagrangianSystem
     baumgarte: tuple[Array, Array] | None = None
@@ -223,12 +218,8 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
         y1, y_error, dense_info, solver_state, result = self.solver.step(
             terms, t0, t1, y0, args, solver_state, made_jump
         )
-        # Only the motion is projected: the backward solve of
-        # `diffrax.BacksolveAdjoint` has these args too, but its state is a tuple.
-        forward = (
-            isinstance(args, VectorFieldArgs) and eqx.is_array(y1) and y1.ndim == 1
-        )
-        if forward:
+        # Only the motion is projected, not the adjoint's tuple state.
+        if isinstance(args, VectorFieldArgs) and eqx.is_array(y1) and y1.ndim == 1:
             system = args.system
             y1 = _jit_project_state(system, y1, t1)
             dense_info = dict(dense_info, **{_SYSTEM: system})

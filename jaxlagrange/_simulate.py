@@ -3,11 +3,10 @@
 
 import diffrax
 import equinox as eqx
-import jax.numpy as jnp
 
 from ._cache import cached
 from ._coefficients import checked_values
-from ._custom_types import Array, ArrayLike, Float, ScalarLike, VectorLike
+from ._custom_types import ArrayLike, Float, ScalarLike, VectorLike
 from ._eom import unread_velocities
 from ._errors import first_error, forward_mode_hint, known
 from ._guard import Failure, diagnosed
@@ -20,28 +19,9 @@ from ._options import (
 )
 from ._results import code_of
 from ._segment import smooth_solve
-from ._system import LagrangianSystem, check_system
+from ._system import LagrangianSystem, as_coordinates, check_system
 from ._trajectory import RESULTS as RESULTS, Trajectory, raise_on_failure
-from ._validate import array_module, as_real
-
-
-def _as_initial_state(q0, qd0) -> tuple[Array, Array]:
-    q0 = as_real("q0", q0)
-    qd0 = as_real("qd0", qd0)
-    if q0.ndim != 1 or q0.shape[0] == 0:
-        raise ValueError(
-            "`q0` must be a 1-D array of at least one coordinate, got shape "
-            f"{q0.shape}."
-        )
-    if qd0.shape != q0.shape:
-        raise ValueError(
-            "`q0` and `qd0` must have the same shape, got q0 "
-            f"{q0.shape} and qd0 {qd0.shape}."
-        )
-    dtype = jnp.result_type(q0.dtype, qd0.dtype, float)
-    if not jnp.issubdtype(dtype, jnp.floating):
-        raise ValueError(f"`q0` and `qd0` must be real, got dtype {dtype}.")
-    return q0.astype(dtype), qd0.astype(dtype)
+from ._validate import array_module
 
 
 _NON_FINITE_INITIAL = (
@@ -221,7 +201,7 @@ def simulate_checked(
     the command line compile this and diagnose a failure afterwards, on demand.
     """
     check_system(system)
-    q0, qd0 = _as_initial_state(q0, qd0)
+    q0, qd0 = as_coordinates(q0, qd0, where="q0")
     (t0, t1, ts), checked = options.checked(system, q0.dtype)
     if throw:
         xp = array_module(q0, qd0)  # NumPy where known: no small eager compile

@@ -16,6 +16,7 @@ from ._custom_types import Array, Params, UserFunction
 from ._errors import known
 from ._kinds import Constraints
 from ._mass import AbstractMassStrategy, check_mass_solver, mass_strategy
+from ._validate import as_real, check_callable, returned
 
 
 _SIGNATURES = {
@@ -248,10 +249,7 @@ class LagrangianSystem(eqx.Module):
             fn = getattr(self, name)
             if fn is None:
                 continue
-            if not callable(fn):
-                raise ValueError(
-                    f"`{name}` must be a function {signature}, got {type(fn).__name__}."
-                )
+            check_callable(name, fn, signature)
             nargs = signature.count(",") + 1
             with_params = _accepts(fn, nargs + 1)
             if self.has_params and with_params is False:
@@ -335,11 +333,8 @@ class LagrangianSystem(eqx.Module):
                 f"`lagrangian` failed for q of length {q.shape[0]} ({error}): check "
                 "that q0 (and qd0) have the system's number of coordinates."
             ) from error
-        if out.shape != ():
-            raise ValueError(
-                f"`lagrangian` must return a scalar, but it returned shape {out.shape} "
-                f"for q of shape {q.shape}."
-            )
+        detail = f" for q of shape {q.shape}"
+        returned("lagrangian", out, out.shape == (), "a scalar", detail)
         if not jnp.issubdtype(out.dtype, jnp.floating):
             raise ValueError(
                 f"`lagrangian` must return a real floating-point scalar, but it "
@@ -353,21 +348,14 @@ class LagrangianSystem(eqx.Module):
         total = None
         if self.force is not None:
             total = jnp.asarray(self.call(self.force, q, qd, t))
-            if total.shape != q.shape:
-                raise ValueError(
-                    f"`force` must return shape {q.shape} (the shape of q), but it "
-                    f"returned shape {total.shape}."
-                )
+            what = f"shape {q.shape} (the shape of q)"
+            returned("force", total, total.shape == q.shape, what)
         if self.dissipation is not None:
 
             def rayleigh(qd):
                 out = jnp.asarray(self.call(self.dissipation, q, qd, t))
-                if out.shape != ():
-                    raise ValueError(
-                        "`dissipation` must return a scalar (the Rayleigh function), "
-                        f"but it returned shape {out.shape}."
-                    )
-                return out
+                what = "a scalar (the Rayleigh function)"
+                return returned("dissipation", out, out.shape == (), what)
 
             damping = -jax.grad(rayleigh)(qd)
             total = damping if total is None else total + damping
@@ -378,29 +366,6 @@ class LagrangianSystem(eqx.Module):
         """The constraint kinds, stacked (`_kinds`): their residuals and rows."""
         return Constraints(self)
 
-    # The capability questions, answered by the stack (`_kinds`): bilateral rows
-    # (g = 0, a = 0) hold at every instant, projected and in every KKT solve;
-    # one-sided rows (h ≥ 0) make events; friction acts at them.
-    @property
-    def has_position_constraints(self) -> bool:
-        return bool(self.constraints.positional)
-
-    @property
-    def has_velocity_constraints(self) -> bool:
-        return bool(self.constraints.velocity_level)
-
-    @property
-    def has_equality_constraints(self) -> bool:
-        return bool(self.constraints.bilateral)
-
-    @property
-    def has_contacts(self) -> bool:
-        return bool(self.constraints.one_sided)
-
-    @property
-    def has_friction(self) -> bool:
-        return self.constraints.friction is not None
-
     @property
     def has_constraints(self) -> bool:
         return bool(self.constraints.kinds)
@@ -408,27 +373,30 @@ class LagrangianSystem(eqx.Module):
 
 def as_state(q, qd, t, where: str = "q") -> tuple[Array, Array, Array]:
     """Check and convert a state `(q, qd, t)` to arrays of one floating dtype."""
-    q = jnp.asarray(q)
-    qd = jnp.asarray(qd)
-    if q.ndim != 1:
-        raise ValueError(
-            f"`{where}` must be a 1-D array of coordinates, got shape {q.shape}."
-        )
-    if q.shape[0] == 0:
-        raise ValueError(
-            f"`{where}` must have at least one coordinate, got shape {q.shape}."
-        )
-    if qd.shape != q.shape:
-        raise ValueError(
-            f"q and qd must have the same shape, got q {q.shape} and qd {qd.shape}."
-        )
+    q, qd = as_coordinates(q, qd, where)
     t = jnp.asarray(t)
     if t.shape != ():
         raise ValueError(f"`t` must be a scalar, got shape {t.shape}.")
+    return q, qd, t.astype(q.dtype)
+
+
+def as_coordinates(q, qd, where: str = "q") -> tuple[Array, Array]:
+    """`q` and `qd` (named `where` and its rate: `q0`, `qd0`) checked, in one
+    floating dtype."""
+    rate = where.replace("q", "qd", 1)
+    q, qd = as_real(where, q), as_real(rate, qd)
+    if q.ndim != 1 or q.shape[0] == 0:
+        raise ValueError(
+            f"`{where}` must be a 1-D array of at least one coordinate, got shape "
+            f"{q.shape}."
+        )
+    if qd.shape != q.shape:
+        raise ValueError(
+            f"`{where}` and `{rate}` must have the same shape, got {where} {q.shape} "
+            f"and {rate} {qd.shape}."
+        )
     dtype = jnp.result_type(q.dtype, qd.dtype, float)
-    if not jnp.issubdtype(dtype, jnp.floating):
-        raise ValueError(f"q and qd must be real, got dtype {dtype}.")
-    return q.astype(dtype), qd.astype(dtype), t.astype(dtype)
+    return q.astype(dtype), qd.astype(dtype)
 
 
 def check_system(system) -> None:

@@ -130,8 +130,7 @@ def result_messages(max_steps: int, max_events: int | None = None) -> list[str]:
         messages[int(code_of(RESULTS.max_events_reached))] = (
             f"The maximum number of events ({max_events}: releases, impacts, sticks "
             "and slips at unilateral constraints) was reached before t1. Raise it "
-            "with "
-            "`jl.simulate(..., max_events=...)`."
+            "with `jl.simulate(..., max_events=...)`."
         )
     return messages
 
@@ -158,9 +157,10 @@ def raise_on_failure(
     return traj
 
 
-def _result_codes(result, where: str) -> np.ndarray:
+def _result_codes(result, where: str, table=None) -> np.ndarray:
     """The `RESULTS` codes of a `Trajectory`, a `RESULTS` item or integer codes,
-    as a NumPy array (no JAX program is compiled)."""
+    as a NumPy array (no JAX program is compiled); with a `table`, its entries
+    at them (a `str` for one result)."""
     if isinstance(result, Trajectory):
         result = result.result
     if isinstance(result, RESULTS):
@@ -183,8 +183,11 @@ def _result_codes(result, where: str) -> np.ndarray:
             f": {codes[bad].ravel()[0]} is not a `jl.RESULTS` code (they are 0 to "
             f"{len(RESULTS) - 1})"
         )
-    else:
+    elif table is None:
         return codes
+    else:
+        found = np.asarray(table)[codes]
+        return str(found) if found.ndim == 0 else found
     raise ValueError(f"`{where}`{why}.")
 
 
@@ -215,9 +218,7 @@ def result_name(
     print(names[jl.failed(traj)])
     ```
     """
-    codes = _result_codes(result, "jl.result_name")
-    names = np.asarray(NAMES)[codes]
-    return str(names) if names.ndim == 0 else names
+    return _result_codes(result, "jl.result_name", NAMES)
 
 
 def result_message(
@@ -241,9 +242,7 @@ def result_message(
         print(jl.result_message(traj))
     ```
     """
-    codes = _result_codes(result, "jl.result_message")
-    messages = np.asarray(MESSAGES)[codes]
-    return str(messages) if messages.ndim == 0 else messages
+    return _result_codes(result, "jl.result_message", MESSAGES)
 
 
 def failed(

@@ -218,6 +218,23 @@ def check_affine(name: str, fn, q: Array, qd: Array, t: Array, x: Array) -> Arra
     return first_error(x, [(bad, (message, detail))], error=ValueError)
 
 
+def check_callable(name: str, fn, signature: str) -> None:
+    if not callable(fn):
+        raise ValueError(
+            f"`{name}` must be a function {signature}, got {type(fn).__name__}."
+        )
+
+
+def returned(name: str, out, ok: bool, what: str, detail: str = ""):
+    """`out`, the output of the user's function `name`, or a `ValueError` saying
+    that it must return `what` (unless `ok`)."""
+    if not ok:
+        raise ValueError(
+            f"`{name}` must return {what}, but it returned shape {out.shape}{detail}."
+        )
+    return out
+
+
 def positive_int(name: str, value, what: str = "") -> int:
     """`value` as an int, or a `ValueError` naming it."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:

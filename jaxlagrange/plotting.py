@@ -45,6 +45,20 @@ def _labels(n: int, coordinates, units) -> tuple[list[str], list[str | None]]:
     return list(coordinates), [None] * n if units is None else list(units)
 
 
+def _image(ax, values, extent, cmap, vmin, vmax):
+    """`values` (x, y) as an image over `extent`, one cell per value."""
+    return ax.imshow(
+        values.T,
+        aspect="auto",
+        origin="lower",
+        extent=extent,
+        cmap=cmap,
+        vmin=vmin,
+        vmax=vmax,
+        interpolation="nearest",
+    )
+
+
 def _rate(label: str) -> str:
     # Not a combining dot above: matplotlib's fonts misplace it on θ₁ and friends.
     return f"d{label}/dt"
@@ -110,16 +124,8 @@ def coordinates(
             values = values / np.where(spread > 0, spread, 1.0)
             label = "per row: (q − mean) / max |q − mean|"
         limit = float(np.max(np.abs(values))) or 1.0
-        image = ax.imshow(
-            values.T,
-            aspect="auto",
-            origin="lower",
-            extent=(ts[0], ts[-1], -0.5, n - 0.5),
-            cmap="RdBu_r",
-            vmin=-limit,
-            vmax=limit,
-            interpolation="nearest",
-        )
+        extent = (ts[0], ts[-1], -0.5, n - 0.5)
+        image = _image(ax, values, extent, "RdBu_r", -limit, limit)
         step = max(1, n // 12)
         ax.set_yticks(range(0, n, step), labels[::step])
         ax.set_ylabel("coordinate")
@@ -332,16 +338,8 @@ def sweep_map(
     else:
         y = np.asarray(axes[names[1]])
         if grid_shape is not None and len(grid_shape) == 2:
-            image = ax.imshow(
-                values.reshape(grid_shape).T,
-                origin="lower",
-                aspect="auto",
-                extent=(x.min(), x.max(), y.min(), y.max()),
-                cmap=cmap,
-                vmin=vmin,
-                vmax=vmax,
-                interpolation="nearest",
-            )
+            extent = (x.min(), x.max(), y.min(), y.max())
+            image = _image(ax, values.reshape(grid_shape), extent, cmap, vmin, vmax)
         else:
             image = ax.scatter(x, y, c=values, s=4, cmap=cmap, vmin=vmin, vmax=vmax)
         ax.set_xlabel(titles[0])
@@ -401,7 +399,7 @@ def fit_comparison(
     )
     fig = new_figure(8, 1.2 + 3.3 * n)
     grid = fig.add_gridspec(2 * n, 1, height_ratios=[2, 1] * n)
-    axes, residual_axes = [], []
+    axes = []
     for i in range(n):
         ax = fig.add_subplot(grid[2 * i], sharex=axes[0] if axes else None)
         ax.plot(ts, q[:, i], ".", ms=3, color="k", alpha=0.6, label="observed")
@@ -417,10 +415,10 @@ def fit_comparison(
         res.grid(alpha=0.3)
         if i < n - 1:
             res.tick_params(labelbottom=False)
+        if i == 0:
+            res.legend(loc="upper right", framealpha=0.85, fontsize="small")
         axes.append(ax)
-        residual_axes.append(res)
     axes[0].legend(loc="best", framealpha=0.85)
-    residual_axes[0].legend(loc="upper right", framealpha=0.85, fontsize="small")
     res.set_xlabel(with_unit("time t", units and "s"))
     res.set_xlim(ts[0], ts[-1])
     fig.suptitle(title or "Observed and fitted trajectory")

@@ -21,6 +21,7 @@ import numpy as np
 
 from ._custom_types import Array, ArrayLike, Float
 from ._errors import known
+from ._validate import check_callable
 
 
 def matrix_angular_velocity(
@@ -203,14 +204,6 @@ def _motion(fn: Callable, q: Array, qd: Array, t: Array):
     return jax.jvp(fn, (q, t), (qd, jnp.ones_like(t)))
 
 
-def _check_callable(name: str, fn: Any, returns: str) -> None:
-    if not callable(fn):
-        raise ValueError(
-            f"`{name}` must be a function {name}(q, t) -> {returns}, got "
-            f"{type(fn).__name__}."
-        )
-
-
 def _check_shape(name: str, shape: tuple[int, ...], expected, must: str) -> None:
     """The shape checks' one template: "`{name}` {must}, got shape {shape}."."""
     if tuple(shape) != expected:
@@ -255,7 +248,7 @@ def angular_velocity(
     """
     _check_frame(frame)
     q, qd, t = _state(q, qd, t)
-    _check_callable("rotation", rotation, "(3, 3)")
+    check_callable("rotation", rotation, "rotation(q, t) -> (3, 3)")
     r, r_dot = _motion(rotation, q, qd, t)
     _check_shape("rotation(q, t)", jnp.shape(r), (3, 3), "must return a (3, 3) matrix")
     return matrix_angular_velocity(r, r_dot, frame=frame)
@@ -325,9 +318,7 @@ def _inertia_matrix(inertia: ArrayLike) -> Array:
 
 
 def _check_body(mass, inertia) -> None:
-    """Refuse a negative mass, an inertia tensor that is not symmetric, negative
-    principal moments, or moments that break the triangle inequality (no body
-    has I₁ > I₂ + I₃), where their values are known as L is traced."""
+    """`kinetic_energy`'s checks of `mass` and `inertia` where their values are known."""
     m, i = known(mass), known(inertia)
     if m is not None and m.shape == () and not m >= 0:
         raise ValueError(f"`mass` must be >= 0, got {m}.")
@@ -398,15 +389,12 @@ def kinetic_energy(
     mass = jnp.asarray(mass, q.dtype)
     _check_shape("mass", mass.shape, (), "must be a scalar")
     inertia = _inertia_matrix(inertia).astype(q.dtype)
-    _check_callable("position", position, "(3,)")
-    _check_callable("rotation", rotation, "(3, 3)")
+    check_callable("position", position, "position(q, t) -> (3,)")
+    check_callable("rotation", rotation, "rotation(q, t) -> (3, 3)")
     (x, r), (velocity, r_dot) = _motion(
         lambda q, t: (position(q, t), rotation(q, t)), q, qd, t
     )
-    if jnp.shape(x) != (3,):
-        raise ValueError(
-            f"`position(q, t)` must return shape (3,), got {jnp.shape(x)}."
-        )
+    _check_shape("position(q, t)", jnp.shape(x), (3,), "must return shape (3,)")
     _check_shape("rotation(q, t)", jnp.shape(r), (3, 3), "must return a (3, 3) matrix")
     omega = matrix_angular_velocity(r, r_dot)
     return 0.5 * mass * velocity @ velocity + 0.5 * omega @ inertia @ omega
@@ -511,8 +499,7 @@ def quaternion_norm_term(
     """
     p, pd = jnp.asarray(p), jnp.asarray(pd)
     for name, x in (("p", p), ("pd", pd)):
-        if x.shape != (4,):
-            raise ValueError(f"`{name}` must have shape (4,), got {x.shape}.")
+        _check_shape(name, x.shape, (4,), "must have shape (4,)")
     value = known(J)
     if value is not None and value.shape == () and not value > 0:
         raise ValueError(f"`J` must be > 0, got {value}.")

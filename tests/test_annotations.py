@@ -31,7 +31,7 @@ def test_the_checks_are_on_in_marked_tests():
 @pytest.mark.no_typecheck
 def test_the_checks_are_off_where_exempt():
     system, _, _ = jl.systems.double_pendulum()
-    with pytest.raises(ValueError, match="q and qd must have the same shape"):
+    with pytest.raises(ValueError, match="`q` and `qd` must have the same shape"):
         jl.accelerations(system, jnp.zeros(2), jnp.zeros(3), 0.0)
 
 

@@ -45,15 +45,17 @@ def test_state_shapes(fn):
     system = jl.LagrangianSystem(oscillator)
     with pytest.raises(
         ValueError,
-        match=r"q and qd must have the same shape, got q \(2,\) and qd \(3,\)",
+        match=r"`q` and `qd` must have the same shape, got q \(2,\) and qd \(3,\)",
     ):
         fn(system, Q, jnp.zeros(3), 0.0)
     with pytest.raises(
-        ValueError, match=r"`q` must be a 1-D array of coordinates, got shape \(2, 2\)"
+        ValueError,
+        match=r"`q` must be a 1-D array of at least one coordinate, got shape \(2, 2\)",
     ):
         fn(system, jnp.zeros((2, 2)), jnp.zeros((2, 2)), 0.0)
     with pytest.raises(
-        ValueError, match=r"`q` must be a 1-D array of coordinates, got shape \(\)"
+        ValueError,
+        match=r"`q` must be a 1-D array of at least one coordinate, got shape \(\)",
     ):
         fn(system, 1.0, 1.0, 0.0)
     with pytest.raises(ValueError, match=r"`t` must be a scalar, got shape \(2,\)"):

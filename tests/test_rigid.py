@@ -315,7 +315,8 @@ def test_errors_name_the_bad_input():
         jl.rigid.kinetic_energy(jnp.ones(2), jnp.ones(3), centre, _zxz, jnp.zeros(3),
                                 jnp.zeros(3))  # fmt: skip
     with pytest.raises(
-        ValueError, match=r"`position\(q, t\)` must return shape \(3,\), got \(2,\)"
+        ValueError,
+        match=r"`position\(q, t\)` must return shape \(3,\), got shape \(2,\)",
     ):
         jl.rigid.kinetic_energy(1.0, jnp.ones(3), lambda q, t: q[:2], _zxz, jnp.zeros(3),
                                 jnp.zeros(3))  # fmt: skip
@@ -329,7 +330,9 @@ def test_errors_name_the_bad_input():
         ValueError, match=r"unit-quaternion constraint on q\[\[3, 4, 5, 6\]\] needs q"
     ):
         jl.rigid.unit_quaternion(range(3, 7))(jnp.zeros(5), 0.0)
-    with pytest.raises(ValueError, match=r"`pd` must have shape \(4,\), got \(3,\)"):
+    with pytest.raises(
+        ValueError, match=r"`pd` must have shape \(4,\), got shape \(3,\)"
+    ):
         jl.rigid.quaternion_norm_term(1.0, jnp.ones(4), jnp.ones(3))
     with pytest.raises(ValueError, match=r"`J` must be a scalar"):
         jl.rigid.quaternion_norm_term(jnp.ones(2), jnp.ones(4), jnp.ones(4))

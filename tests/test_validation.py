@@ -1,6 +1,7 @@
 """Bad arguments are named before anything runs."""
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import pytest
 
@@ -238,3 +239,14 @@ def test_damaged_chunks_are_named_and_recomputed(tmp_path, damage, capsys):
         "failed their checksum and are computed again: [1]" in capsys.readouterr().err
     )
     assert jnp.allclose(group["outputs/y"][:], 3 * xs)
+
+
+def test_neural_lagrangian_features_must_give_a_vector():
+    with pytest.raises(
+        ValueError,
+        match=r"`features` must return a 1-D array for q of shape \(2,\), but it "
+        r"returned shape \(2, 2\)\.",
+    ):
+        jl.neural_lagrangian(
+            2, key=jax.random.key(0), features=lambda q: jnp.outer(q, q)
+        )

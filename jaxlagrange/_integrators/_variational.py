@@ -200,17 +200,15 @@ def _holonomic_jacobian(system: LagrangianSystem, q, t):
     return jax.jacfwd(system.constraints.positions)(q, t)
 
 
-def _below(dx, x, solver: VariationalMidpoint):
+def _small(dx, x, g, nu, dnu, p, solver: VariationalMidpoint):
+    """The update dx against x, component by component, and the constraint
+    impulse's update Gᵀdν against the momenta p and Gᵀν (the multipliers'
+    roundoff floor scales with them, not with ν)."""
     rtol, atol = solver.tolerances(x.dtype)
-    return jnp.all(jnp.abs(dx) <= atol + rtol * jnp.abs(x))
-
-
-def _impulse_below(g, nu, dnu, p, solver: VariationalMidpoint):
-    """The constraint impulse's update Gᵀdν is small against the momenta p and Gᵀν
-    (the multipliers' roundoff floor scales with them, not with ν)."""
-    rtol, atol = solver.tolerances(p.dtype)
     scale = jnp.max(jnp.abs(jnp.concatenate([p, g.T @ nu])), initial=0.0)
-    return jnp.all(jnp.abs(g.T @ dnu) <= atol + rtol * scale)
+    return jnp.all(jnp.abs(dx) <= atol + rtol * jnp.abs(x)) & jnp.all(
+        jnp.abs(g.T @ dnu) <= atol + rtol * scale
+    )
 
 
 # The unknowns of the position solve are the discrete velocity v = (q₁ − q₀)/h
@@ -238,13 +236,11 @@ def _position_residual(z, args):
 
 
 def _position_small(z, dz, args, solver: VariationalMidpoint):
-    """q₁'s update h dv against q₁ (a test on positions, as h → 0 too), and the
-    impulse's update against the momenta."""
+    """q₁'s update h dv against q₁ (a test on positions, as h → 0 too)."""
     system, q0, p0, t0, h = args
     n = q0.shape[0]
     g0 = _holonomic_jacobian(system, q0, t0)
-    small = _impulse_below(g0, z[n:], dz[n:], p0, solver)
-    return _below(h * dz[:n], q0 + h * z[:n], solver) & small
+    return _small(h * dz[:n], q0 + h * z[:n], g0, z[n:], dz[n:], p0, solver)
 
 
 def _velocity_residual(w, args):
@@ -261,12 +257,10 @@ def _velocity_residual(w, args):
 
 
 def _velocity_small(w, dw, args, solver: VariationalMidpoint):
-    """v₁'s update against v₁, the impulse's against the momenta."""
     system, q1, p_half, t1 = args
     n = q1.shape[0]
     g1 = _holonomic_jacobian(system, q1, t1)
-    small = _impulse_below(g1, w[n:], dw[n:], p_half, solver)
-    return _below(dw[:n], w[:n], solver) & small
+    return _small(dw[:n], w[:n], g1, w[n:], dw[n:], p_half, solver)
 
 
 class _State(NamedTuple):

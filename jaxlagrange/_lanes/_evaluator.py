@@ -180,8 +180,7 @@ class _Evaluator:
         if name in _ELEMENTWISE:
             return [self.elementwise(prim, operands, params)]
         if name in MOVEMENT:
-            data = MOVEMENT[name](len(operands))
-            return move(prim, operands, params, data, eqn.invars[0].aval.dtype)
+            return move(prim, operands, params, eqn.invars[0].aval.dtype)
         if name in SCATTERS:
             return [self.scatter(name, *operands, params)]
         if name == "platform_index":

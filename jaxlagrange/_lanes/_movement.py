@@ -20,26 +20,13 @@ from jax.lax import GatherScatterMode
 from ._known import UnsupportedPrimitiveError, eager, is_const
 
 
-# Pure data movement, by name: which operands are data (the others are indices,
-# needed at trace time).
-MOVEMENT = {
-    "broadcast_in_dim": lambda n: [0],
-    "reshape": lambda n: [0],
-    "squeeze": lambda n: [0],
-    "expand_dims": lambda n: [0],
-    "transpose": lambda n: [0],
-    "rev": lambda n: [0],
-    "slice": lambda n: [0],
-    "pad": lambda n: [0, 1],
-    "concatenate": lambda n: list(range(n)),
-    "stack": lambda n: list(range(n)),
-    "split": lambda n: [0],
-    "tile": lambda n: [0],
-    "unstack": lambda n: [0],
-    "gather": lambda n: [0],
-    "dynamic_slice": lambda n: [0],
-    "dynamic_update_slice": lambda n: [0, 1],
-}
+# Pure data movement: outputs that are copies of the data operands (all of a
+# concatenation's, the first two of a pad or update, else the first); the other
+# operands are indices, needed at trace time.
+MOVEMENT = frozenset(
+    """broadcast_in_dim reshape squeeze expand_dims transpose rev slice pad concatenate
+    stack split tile unstack gather dynamic_slice dynamic_update_slice""".split()
+)
 
 
 def _fill_value(value, dtype) -> np.generic:
@@ -123,11 +110,16 @@ def numpy_movement(name, operands, params) -> list[np.ndarray] | None:
     return None
 
 
-def move(prim, operands, params, data, dtype) -> list[np.ndarray]:
+def move(prim, operands, params, dtype) -> list[np.ndarray]:
     """Data movement applied to the elements' ids (`dtype`: the data's)."""
     moved = numpy_movement(prim.name, operands, params)
     if moved is not None:
         return moved
+    data = [0]
+    if prim.name in ("concatenate", "stack"):
+        data = range(len(operands))
+    elif prim.name in ("pad", "dynamic_update_slice"):
+        data = [0, 1]
     pool: list[Any] = []
     id_args = []
     for i, o in enumerate(operands):

@@ -9,20 +9,14 @@ sin(q₁ − q₂) in each loop that needs it: the double pendulum's q̈ compile
 11 loop fusions with 8 transcendentals, against one fusion with 4 for the
 hand-written code, and ran 2× slower.
 
-`scalar_form(fn, *args)` traces `fn` for one state to a jaxpr and evaluates it
-with every (n,)-shaped value held as n separate scalars (the lane evaluator,
-`jaxlagrange/_lanes/`, with lanes of shape ()): the data movement (pads,
-slices, concatenations, transposes, gathers and scatters at known indices) is
-resolved at trace time, values known at trace time (the tangent basis) are
-folded (x·1 = x, x + 0 = x, x·0 = 0), and a subexpression computed twice is
-emitted once. What reaches XLA is elementwise arithmetic on scalars, which
-`vmap` turns into one loop over the batch, as for the hand-written code. `_eom.scalar_where_small` uses it for q̈ of up to the dense strategy's `unroll`
+`scalar_form(fn, *args)` evaluates `fn` for one state by the lane evaluator
+with lanes of shape () (the package docstring), a subexpression computed twice
+emitted once: what reaches XLA is elementwise arithmetic on scalars, which
+`vmap` turns into one loop over the batch, as for the hand-written code.
+`_eom.scalar_where_small` uses it for q̈ of up to the dense strategy's `unroll`
 coordinates, unconstrained and constrained (the whole KKT solve,
 `_constraints.dynamics`, Coulomb friction's included); the compiled program is
 also smaller, so compiling takes less time than for the array form.
-
-The evaluator is shared with the ensemble kernel (`_kernel`, lanes of shape
-(block,)); it imports nothing else from the package, so no import cycle.
 
 Primitives with no scalar form (a loop whose length depends on the state, a
 custom derivative rule, a `cond` on a traced predicate, ...) are bound as they

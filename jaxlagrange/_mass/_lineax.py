@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import lineax as lx
 
 from .._custom_types import Array, BoolScalar
+from .._validate import returned
 from ._linalg import min_norm_lu_solve, min_norm_solve
 from ._strategy import AbstractConstrained, AbstractMassFactor, AbstractMassStrategy
 from ._terms import mass, momenta_of
@@ -83,12 +84,8 @@ def _preconditioner(system, q, qd, t) -> dict[str, Any]:
             )
         return {"preconditioner": out}
     diagonal = jnp.asarray(out, q.dtype)
-    if diagonal.shape != q.shape:
-        raise ValueError(
-            "`mass_preconditioner` must return the diagonal of the mass matrix, "
-            f"shape {q.shape} (the shape of q), or a lineax operator, but it "
-            f"returned shape {diagonal.shape}."
-        )
+    what = f"the diagonal of M, shape {q.shape} (the shape of q), or a lineax operator"
+    returned("mass_preconditioner", diagonal, diagonal.shape == q.shape, what)
     # Its inverse preconditions CG, which needs it positive definite: a zero,
     # negative or NaN entry would stop CG as if M were singular.
     bad = ~jnp.all(jnp.isfinite(diagonal) & (diagonal > 0))
@@ -199,12 +196,7 @@ class LineaxFactor(AbstractMassFactor):
         """x = A⁻¹b by the solver, and whether it failed."""
         kwargs = {} if state is None else {"state": state}
         return checked_solve(
-            operator,
-            b,
-            self.solver,
-            iterative=self.matrix_free,
-            options=options,
-            **kwargs,
+            operator, b, self.solver, self.matrix_free, options=options, **kwargs
         )
 
     def solve(self, b):

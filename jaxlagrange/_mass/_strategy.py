@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import lineax as lx
 
 from .._custom_types import Array, BoolScalar
+from .._validate import check_callable
 from ._terms import forcing
 
 
@@ -135,8 +136,6 @@ def check_mass_solver(solver: Any, preconditioner: Callable | None) -> None:
             "`mass_solver` must be None (dense Cholesky) or a lineax solver such as "
             f"lineax.CG(rtol=1e-10, atol=1e-10) or lineax.Cholesky(), got {solver!r}."
         )
-    if preconditioner is not None and not callable(preconditioner):
-        raise ValueError(
-            "`mass_preconditioner` must be a function (q, qd, t[, params]) returning "
-            f"the diagonal of M or a lineax operator, got {type(preconditioner)}."
-        )
+    if preconditioner is not None:
+        what = "(q, qd, t[, params]) returning the diagonal of M or a lineax operator"
+        check_callable("mass_preconditioner", preconditioner, what)

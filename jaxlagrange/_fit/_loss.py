@@ -270,7 +270,7 @@ def _pieces(system, layout: _Layout, starts, options, diagnose: bool):
     q0s, qd0s = starts
     if layout.hold is not None:  # the experiment's controls drive `ctrl`
         hold = ZeroOrderHold(*layout.hold)
-        system = eqx.tree_at(lambda s: s.params["ctrl"], system, hold)
+        system = system.with_params({**system.params, "ctrl": hold})
     constrained = bool(system.constraints.bilateral)
     if constrained:
         # Each piece starts on the constraint manifold: a start (noisy data, a
@@ -470,7 +470,7 @@ def fit_loss(
     **Example:**
 
     ```python
-    grad = jax.grad(lambda p: jl.fit_loss(eqx.tree_at(lambda s: s.params, system, p), data))
+    grad = jax.grad(lambda p: jl.fit_loss(system.with_params(p), data))
     ```
     """
     data = as_data(data)

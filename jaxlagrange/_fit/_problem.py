@@ -22,11 +22,6 @@ from ._loss import _residuals, as_data, layout_of, objective
 from ._solvers import strong
 
 
-def with_params(system: LagrangianSystem, params) -> LagrangianSystem:
-    """`system` with `params` (also where it had none)."""
-    return eqx.tree_at(lambda s: s.params, system, params, is_leaf=lambda x: x is None)
-
-
 def _bool_leaf(x) -> bool:
     if not isinstance(x, (bool, np.bool_)):
         raise ValueError(f"must hold bools, got {type(x).__name__} {x!r}")
@@ -137,7 +132,7 @@ class Problem(eqx.Module):
     def unpack(self, theta):
         """The system with the decoded params, and the segment starts."""
         params, starts = self.decoded(theta)
-        return with_params(self.system, params), starts
+        return self.system.with_params(params), starts
 
     def loss(self, theta):
         system, starts = self.unpack(theta)
@@ -316,7 +311,7 @@ def check_given_starts(system, params, trainable, data, layouts) -> None:
         q0, t0 = jnp.asarray(layout.starts[0][0]), jnp.asarray(layout.ts[0, 0])
 
         def residual(fitted, q0=q0, t0=t0):
-            new = with_params(system, eqx.combine(fitted, held))
+            new = system.with_params(eqx.combine(fitted, held))
             return new.constraints.positions(q0, t0)
 
         g = np.asarray(residual(fitted))
@@ -362,7 +357,7 @@ def check_guess(system: LagrangianSystem, params, data) -> None:
             )
     obs = data[0]
     n = obs.q.shape[1]
-    guess = with_params(system, params)
+    guess = system.with_params(params)
     q = np.asarray(obs.q)[0]
     qd = np.asarray(obs.qd)[0] if obs.qd is not None else np.zeros(n)
     t0 = np.asarray(obs.ts)[0]

@@ -124,7 +124,10 @@ def checked_values(system: Any) -> Any:
     MuJoCo model's masses and inertias)."""
     check = getattr(system.lagrangian, "check_params", None)
     if check is not None:
-        system = system.with_params(check(system.params))
+        # The same params with their checks tied on: not `with_params`, whose
+        # constructor checks held for these values already, and would read a
+        # loaded model's friction mix again on every eager call.
+        system = eqx.tree_at(lambda s: s.params, system, check(system.params))
     flags, messages = param_flags(system.params)
     if not flags:
         return system

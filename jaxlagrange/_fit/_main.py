@@ -26,7 +26,7 @@ from .._custom_types import Array, Params, ScalarLike
 from .._system import LagrangianSystem
 from . import _consistent
 from ._drivers import driver_of
-from ._loss import Observations, _options, check_params
+from ._loss import Observations, check_params, solve_options
 from ._problem import check_not_traced, mask, prepare
 from ._quality import (
     flat_names,
@@ -304,7 +304,7 @@ def fit(
         fit_initial_state=fit_initial_state,
         segments=segments,
         continuity_weight=continuity_weight,
-        options=_options(adjoint, solver, rtol, atol, max_steps),
+        options=solve_options(adjoint, solver, rtol, atol, max_steps),
     )
     if starts is None:
         return one(params)

@@ -18,7 +18,7 @@ from .._errors import traced
 from .._results import code_of
 from .._system import LagrangianSystem
 from .._trajectory import RESULTS
-from ._loss import _residuals, as_data, layout_of, objective
+from ._loss import as_data, layout_of, residuals
 from ._solvers import strong
 
 
@@ -26,6 +26,15 @@ def _bool_leaf(x) -> bool:
     if not isinstance(x, (bool, np.bool_)):
         raise ValueError(f"must hold bools, got {type(x).__name__} {x!r}")
     return bool(x)
+
+
+def check_names(names, params: Mapping, what: str) -> None:
+    """A `ValueError` for `names` that are not keys of the dict `params`."""
+    unknown = sorted(set(names) - set(params))
+    if unknown:
+        raise ValueError(
+            f"`{what}` names unknown params {unknown}; valid names: {sorted(params)}."
+        )
 
 
 def mask(spec, params, name: str) -> Params:
@@ -44,12 +53,7 @@ def mask(spec, params, name: str) -> Params:
                 f"`{name}` as a collection of names needs dict params, but "
                 f"system.params is a {type(params).__name__}: pass a pytree of bools."
             )
-        unknown = sorted(set(spec) - set(params))
-        if unknown:
-            raise ValueError(
-                f"`{name}` names unknown params {unknown}; valid names: "
-                f"{sorted(params)}."
-            )
+        check_names(spec, params, name)
         return type(params)(
             {k: jtu.tree_map(lambda _, k=k: k in spec, v) for k, v in params.items()}
         )
@@ -135,14 +139,13 @@ class Problem(eqx.Module):
         return self.system.with_params(params), starts
 
     def loss(self, theta):
-        system, starts = self.unpack(theta)
-        return objective(
-            system, self.layouts, starts, self.continuity_weight, self.options
-        )
+        """The fit loss, and the result code of every solve."""
+        r, _, codes, _ = self.residuals(theta)
+        return jnp.sum(r**2), codes
 
     def residuals(self, theta, diagnose: bool = False):
         system, starts = self.unpack(theta)
-        return _residuals(
+        return residuals(
             system,
             self.layouts,
             starts,

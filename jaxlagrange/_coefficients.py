@@ -12,14 +12,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._custom_types import Array
-from ._errors import first_error, known
+from ._errors import first_error, known, traced
 from ._validate import param_flags
 
 
 def check_friction(system: Any) -> None:
     """The trace-time checks of `slip`, `friction` and `static_friction`."""
     slip, unilateral = system.constraints.friction, system.constraints.one_sided
-    friction = system.coefficient("friction")
+    friction = system.friction_param or system.friction  # (not evaluated)
     needs = [
         (
             slip is None and friction is not None,
@@ -41,7 +41,7 @@ def check_friction(system: Any) -> None:
     if slip is None:
         return
     for name in ("friction", "static_friction"):
-        values = known(system.coefficient(name))
+        values = known_coefficient(system, name)
         if values is None:
             continue
         if not np.issubdtype(values.dtype, np.number) or values.ndim > 1:
@@ -51,8 +51,8 @@ def check_friction(system: Any) -> None:
             )
         if not np.all(np.isfinite(values) & (values >= 0)):
             raise ValueError(f"`{name}` must be finite and non-negative, got {values}.")
-    kinetic = known(system.coefficient("friction"))
-    static = known(system.coefficient("static_friction"))
+    kinetic = known_coefficient(system, "friction")
+    static = known_coefficient(system, "static_friction")
     if kinetic is not None and static is not None:
         if kinetic.shape and static.shape and kinetic.shape != static.shape:
             raise ValueError(
@@ -64,6 +64,13 @@ def check_friction(system: Any) -> None:
                 f"`static_friction` must be at least `friction` (μ_s ≥ μ_k), got "
                 f"static_friction={static} below friction={kinetic}."
             )
+
+
+def known_coefficient(system: Any, name: str) -> np.ndarray | None:
+    """The value of the coefficient `name` if known at trace time, else None; with
+    traced params it is not evaluated (a function of them would put dead
+    operations into the traced program, e.g. `physics_digest`'s)."""
+    return None if traced(system.params) else known(system.coefficient(name))
 
 
 def _read(system: Any, name: str, u: int, dtype) -> Array:
@@ -117,6 +124,9 @@ def checked_values(system: Any) -> Any:
     MuJoCo model's masses and inertias)."""
     check = getattr(system.lagrangian, "check_params", None)
     if check is not None:
+        # The same params with their checks tied on: not `with_params`, whose
+        # constructor checks held for these values already, and would read a
+        # loaded model's friction mix again on every eager call.
         system = eqx.tree_at(lambda s: s.params, system, check(system.params))
     flags, messages = param_flags(system.params)
     if not flags:

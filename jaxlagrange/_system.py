@@ -11,9 +11,8 @@ import jax.numpy as jnp
 import lineax as lx
 import numpy as np
 
-from ._coefficients import check_friction
+from ._coefficients import check_friction, known_coefficient
 from ._custom_types import Array, Params, UserFunction
-from ._errors import known
 from ._kinds import Constraints
 from ._mass import AbstractMassStrategy, check_mass_solver, mass_strategy
 from ._validate import as_real, check_callable, returned
@@ -236,7 +235,7 @@ class LagrangianSystem(eqx.Module):
                     f"params do not have (they are: {names})."
                 )
         check_friction(self)
-        values = known(self.coefficient("restitution"))
+        values = known_coefficient(self, "restitution")
         if values is not None and not (
             np.issubdtype(values.dtype, np.number)
             and np.all((values >= 0) & (values <= 1))
@@ -267,6 +266,39 @@ class LagrangianSystem(eqx.Module):
                     f"`{name}` must take {signature} because the system has no "
                     f"params, but it is {_describe(fn)}.{hint}"
                 )
+
+    def with_params(self, params: Params) -> "LagrangianSystem":
+        """The same system with other `params` (also where it had None).
+
+        Their leaves are converted and checked as the constructor's are: Python
+        numbers become JAX floats, and a coefficient that names a param must find
+        it, in its range where its value is known (traced values, as inside
+        `jax.jit`, `vmap` or `grad`, are checked by the solves that read them).
+
+        **Arguments:**
+
+        - `params`: the new params, a pytree as for `LagrangianSystem`.
+
+        **Returns:** a new `LagrangianSystem`; this one is unchanged.
+
+        **Raises:** `ValueError` as the constructor, for a coefficient's param
+        missing or out of its range.
+
+        **Example:**
+
+        ```python
+        system, q0, qd0 = jl.systems.pendulum()
+        longer = system.with_params({**system.params, "l": 2.0})
+        ```
+        """
+        new = eqx.tree_at(
+            lambda s: s.params,
+            self,
+            jax.tree.map(to_leaf, params),
+            is_leaf=lambda x: x is None,
+        )
+        new.__check_init__()
+        return new
 
     def with_mass_solver(
         self,

@@ -74,8 +74,18 @@ def test_a_fit_over_a_restitution_param_checks_the_value_it_uses():
     ts = jnp.linspace(0.0, 0.8, 9)
     traj = jl.simulate(system, q0, qd0, t1=0.8, saveat=ts)
     data = jl.Observations(ts, traj.q, traj.qd, q0=q0, qd0=qd0)
-    with pytest.raises(RUNTIME, match=r"`restitution` must lie in \[0, 1\]"):
+    # A starting guess out of range is named before anything is compiled (put
+    # in by `with_params`, which checks it as the constructor does) ...
+    with pytest.raises(ValueError, match=r"`restitution` must lie in \[0, 1\]"):
         jl.fit(system, data, params={**system.params, "e": 1.5}, trainable={"e"})
+
+    # ... and a traced value by the solves of the loss that read it.
+    def loss(e):
+        return jl.fit_loss(system.with_params({**system.params, "e": e}), data)
+
+    with pytest.raises(RUNTIME, match=r"`restitution` must lie in \[0, 1\]"):
+        jax.jit(loss)(1.5)
+    assert np.isfinite(jax.jit(loss)(0.9))
 
 
 def _energy(mass, inertia, q, qd):

@@ -55,6 +55,29 @@ def test_restitution_outside_unit_interval(e):
         )
 
 
+def test_with_params_converts_and_checks_as_the_constructor():
+    def lagrangian(q, qd, t, params):
+        return 0.5 * params["m"] * jnp.sum(qd**2)
+
+    ball = jl.LagrangianSystem(
+        lagrangian, {"m": 1.0, "e": 0.5}, unilateral=lambda q, t, p: q, restitution="e"
+    )
+    heavier = ball.with_params({"m": 2, "e": 0.25})
+    assert isinstance(heavier.params["m"], jax.Array)  # a differentiable leaf
+    assert float(heavier.coefficient("restitution")) == 0.25
+    assert float(ball.params["m"]) == 1.0  # unchanged
+    with pytest.raises(ValueError, match=r"`restitution` must lie in \[0, 1\]"):
+        ball.with_params({"m": 1.0, "e": 1.5})
+    with pytest.raises(ValueError, match=r"names the param 'e', which the system's"):
+        ball.with_params({"m": 1.0})
+    # Traced values are left to the solves that read them.
+    bouncy = jax.jit(lambda e: ball.with_params({"m": 1.0, "e": e}).params["e"])
+    assert float(bouncy(1.5)) == 1.5
+    # Also where there were no params.
+    free = jl.LagrangianSystem(lambda q, qd, t: 0.5 * jnp.sum(qd**2))
+    assert float(free.with_params({"k": 3.0}).params["k"]) == 3.0
+
+
 @pytest.mark.parametrize("value", [1j, 1])
 def test_lagrangian_must_be_real_floating(value):
     bad = jl.LagrangianSystem(lambda q, qd, t: value * jnp.sum(qd**2).astype(int))

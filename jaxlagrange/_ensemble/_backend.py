@@ -2,7 +2,7 @@
 (`backend_for` turns the name a user gives into one `AbstractBackend`)."""
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import diffrax
@@ -23,6 +23,7 @@ from .._kernel._ensemble import (
 from .._lanes import UnsupportedPrimitiveError
 from .._results import code_of
 from .._trajectory import RESULTS
+from ._inputs import merge
 from ._member import AbstractMember, Rows
 from ._sharding import devices_of, sharded_map
 
@@ -123,21 +124,19 @@ class _KernelShare(eqx.Module):
 
 
 def broadcast_params(base: Params, new: Params, size: int) -> Params:
-    """Every member's params, (batch, *shape) leaves: `base` with `new` put in.
+    """Every member's params, (batch, *shape) leaves: `base` broadcast, with `new`
+    put in (`merge`).
 
     A leaf that is no array (an MLP's activation function) is None here: the
     kernel takes it from the system's params (`_ensemble._with_params`)."""
-    if isinstance(new, Mapping) and isinstance(base, Mapping):
-        return {k: broadcast_params(v, new.get(k), size) for k, v in base.items()}
-    if new is not None:
-        return new
 
     def broadcast(x):
         if not eqx.is_array_like(x):
             return None
         return jnp.broadcast_to(jnp.asarray(x), (size, *jnp.shape(x)))
 
-    return jax.tree.map(broadcast, base)
+    broadcast = jax.tree.map(broadcast, base)
+    return broadcast if new is None else merge(broadcast, new)
 
 
 def _kernel_is_faster(devices: Sequence[jax.Device]) -> bool:

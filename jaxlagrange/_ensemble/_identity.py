@@ -106,13 +106,7 @@ def physics_digest(system, n: int, dtype) -> str:
     for method, select, names in traced_fns:
 
         def traced(params, *args, select=select):
-            with_params = eqx.tree_at(
-                lambda s: s.params,
-                system,
-                eqx.combine(params, static),
-                is_leaf=lambda x: x is None,
-            )
-            return select(with_params)(*args)
+            return select(system.with_params(eqx.combine(params, static)))(*args)
 
         closed = jax.make_jaxpr(traced)(params, *(spec[k] for k in names))
         h.update(method.encode())

@@ -74,8 +74,7 @@ class AbstractMember(eqx.Module):
     def system_for(self, row: Rows) -> LagrangianSystem:
         if row.params is None:
             return self.system
-        params = merge(self.system.params, row.params)
-        return eqx.tree_at(lambda s: s.params, self.system, params)
+        return self.system.with_params(merge(self.system.params, row.params))
 
     def deferring(self) -> "AbstractMember":
         return dataclasses.replace(self, defer=True)

@@ -245,13 +245,17 @@ class ChunkedStore:
     def _write_inputs(self, inputs: Mapping[str, Any], chunk: int) -> None:
         """Write one chunk of every input and record its checksum."""
         start, stop = self.bounds(chunk)
-        values = {}
+        values = {name: self._input(x, name, chunk) for name, x in inputs.items()}
         with _every_chunk():
-            for name, x in inputs.items():
-                a = self.group[f"inputs/{name}"]
-                values[name] = np.asarray(x[start:stop]).astype(a.dtype, copy=False)
-                a[start:stop] = values[name]
+            for name, value in values.items():
+                self.group[f"inputs/{name}"][start:stop] = value
         self.manifest.setdefault("input_checksums", {})[str(chunk)] = checksum(values)
+
+    def _input(self, x, name: str, chunk: int) -> np.ndarray:
+        """One chunk of the input `x`, in the dtype of its stored array."""
+        start, stop = self.bounds(chunk)
+        dtype = self.group[f"inputs/{name}"].dtype
+        return np.asarray(x[start:stop]).astype(dtype, copy=False)
 
     def _restore_inputs(self, inputs: Mapping[str, Any]) -> set[int]:
         """The chunks whose stored inputs differ from `inputs` (those of this
@@ -262,13 +266,7 @@ class ChunkedStore:
             try:
                 same = all(
                     checksum({0: self.group[f"inputs/{name}"][start:stop]})
-                    == checksum(
-                        {
-                            0: np.asarray(x[start:stop]).astype(
-                                self.group[f"inputs/{name}"].dtype, copy=False
-                            )
-                        }
-                    )
+                    == checksum({0: self._input(x, name, chunk)})
                     for name, x in inputs.items()
                 )
             except Exception:  # a truncated or undecodable chunk file

@@ -86,22 +86,13 @@ def sweep(
     group["outputs/y"].shape  # (10000,)
     ```
     """
-    return stream(
-        fn,
-        inputs,
-        store,
-        chunk_size=chunk_size,
-        devices=devices,
-        progress=progress,
-        attrs=attrs,
-    )
+    return stream(fn, inputs, store, chunk_size, devices, progress, attrs)
 
 
 def stream(
     fn: Callable | AbstractMember,
     inputs: Mapping[str, Any],
     store: str | os.PathLike,
-    *,
     chunk_size: int = 1024,
     devices: Sequence[jax.Device] | None = None,
     progress: bool = True,
@@ -111,7 +102,8 @@ def stream(
 ):
     """`sweep` of a function `fn` (`backend` None), or of the library's member
     `fn` (an `AbstractMember`, its inputs `Rows.of` a sweep's) solved by the
-    backend named `backend`, which the store records."""
+    backend named `backend`, which the store records; the other arguments as
+    `sweep`'s."""
     chunk_size = positive_int("chunk_size", chunk_size)
     if not inputs:
         raise ValueError("`inputs` is empty.")

@@ -161,15 +161,7 @@ def simulate_sweep(
         ),
     }
     return stream(
-        fn,
-        inputs,
-        store,
-        chunk_size=chunk_size,
-        devices=devices,
-        progress=progress,
-        attrs=attrs,
-        backend=backend,
-        block_size=block_size,
+        fn, inputs, store, chunk_size, devices, progress, attrs, backend, block_size
     )
 
 

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import rigid
+from ..rigid import quaternion_to_matrix
 from ._quality import flat_names
 
 
@@ -113,7 +113,7 @@ def wrap(params: dict, trained: Mapping) -> tuple[Any, Any] | None:
     else:
         keys = ("body_iquat", "body_ipos", "body_inertia")
         iquat, ipos, moments = (np.asarray(params[k])[1:] for k in keys)
-        rot = np.asarray(rigid.quaternion_to_matrix(iquat))
+        rot = np.asarray(quaternion_to_matrix(iquat))
         inertia = np.einsum("bij,bj,bkj->bik", rot, moments, rot)
         h = mass[:, None] * ipos
         trace = np.trace(inertia, axis1=1, axis2=2)[:, None, None]

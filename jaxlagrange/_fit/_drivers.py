@@ -21,7 +21,8 @@ import optimistix as optx
 from .. import _programs
 from .._progress import progress_bar
 from .._results import messages_of
-from ._solvers import _check_finite, _step, solve_and_decode, strong, unknowns
+from .._trajectory import result_messages
+from ._solvers import optax_step, solve_and_decode, strong, unknowns
 
 
 class Solved(NamedTuple):
@@ -130,7 +131,7 @@ class Optax(AbstractDriver):
         bar = progress_bar(steps, enabled=self.progress, unit="step")
         try:
             for k in range(steps):
-                new_theta, new_state, loss, codes, grad_finite, _ = _step(
+                new_theta, new_state, loss, codes, grad_finite, _ = optax_step(
                     theta, opt_state, problem, optimizer
                 )
                 loss = float(loss)
@@ -150,7 +151,7 @@ class Optax(AbstractDriver):
                 bar.update()
         finally:
             bar.close()
-        final, codes, _, gradient = _step(theta, opt_state, problem, optimizer)[2:]
+        final, codes, _, gradient = optax_step(theta, opt_state, problem, optimizer)[2:]
         check(float(final), True, partial(problem.named_codes, theta, codes), steps)
         # optax has no stopping rule: converged means the gradient vanished.
         converged = bool(gradient <= 1e-6)
@@ -208,3 +209,39 @@ def solver_message(code: int) -> str:
     if 0 < code < len(messages):
         return messages[code].split(". ")[0].strip().rstrip(".")
     return f"optimistix result {code}"
+
+
+def _check_finite(loss, grad_finite, codes, k, steps, losses, max_steps) -> None:
+    """Raise if the loss or its gradient is not finite; `codes`: the result codes
+    of the solves, or a function that names them (run only on failure)."""
+    if np.isfinite(loss) and grad_finite:
+        return
+    if callable(codes):
+        codes = codes()
+    what = "loss" if not np.isfinite(loss) else "gradient of the loss"
+    where = f"at step {k}" if k < steps else "after the last step"
+    codes = np.asarray(codes)
+    failed = codes != 0
+    if failed.any():
+        message = result_messages(max_steps)[int(codes[failed][0])]
+        # (The segments' solves take fit's `max_steps`.)
+        message = message.replace(
+            "jl.simulate(..., max_steps=", "jl.fit(..., max_steps="
+        )
+        cause = f": {int(failed.sum())} of {codes.size} solves failed. {message}"
+    else:
+        cause = "."
+    # The history may be shorter than k (optimistix records the steps that ran),
+    # and may hold non-finite trial losses: name the last finite one.
+    history = np.asarray(losses)[: min(k, len(losses))]
+    finite = np.flatnonzero(np.isfinite(history))
+    last = (
+        f" The last finite loss was {history[finite[-1]]:.6e} at step {finite[-1]}."
+        if finite.size
+        else ""
+    )
+    raise FloatingPointError(
+        f"jl.fit: the {what} is not finite ({loss}) {where} of {steps}{cause}{last} "
+        "Try a smaller learning rate, a better starting guess, more `segments`, "
+        "or `positive=` for params that must stay positive."
+    )

@@ -270,7 +270,7 @@ def _pieces(system, layout: _Layout, starts, options, diagnose: bool):
     q0s, qd0s = starts
     if layout.hold is not None:  # the experiment's controls drive `ctrl`
         hold = ZeroOrderHold(*layout.hold)
-        system = eqx.tree_at(lambda s: s.params["ctrl"], system, hold)
+        system = system.with_params({**system.params, "ctrl": hold})
     constrained = bool(system.constraints.bilateral)
     if constrained:
         # Each piece starts on the constraint manifold: a start (noisy data, a
@@ -315,7 +315,7 @@ def _pieces(system, layout: _Layout, starts, options, diagnose: bool):
     return residuals, gaps, total, code, raw
 
 
-def _residuals(system, layouts, starts, continuity_weight, options, diagnose=False):
+def residuals(system, layouts, starts, continuity_weight, options, diagnose=False):
     """The residual vector r with Σ r² = the fit loss; its data part's squared sum
     over the summed weights; the result code of every solve (`diagnose`: the
     causes of stopped solves named, see `_pieces`); and the summed weighted
@@ -355,19 +355,11 @@ def _residuals(system, layouts, starts, continuity_weight, options, diagnose=Fal
     return residual, jnp.sum(data**2), codes, raw
 
 
-def objective(system, layouts, starts, continuity_weight, options):
-    """The fit loss, and the result code of every solve."""
-    residual, _, codes, _ = _residuals(
-        system, layouts, starts, continuity_weight, options
-    )
-    return jnp.sum(residual**2), codes
-
-
 # Exact gradients of the computed solve (see `fit`'s docstring).
 _DEFAULT_ADJOINT = diffrax.RecursiveCheckpointAdjoint()
 
 
-def _options(adjoint, solver, rtol, atol, max_steps) -> dict[str, Any]:
+def solve_options(adjoint, solver, rtol, atol, max_steps) -> dict[str, Any]:
     return dict(
         adjoint=_DEFAULT_ADJOINT if adjoint is None else adjoint,
         solver=solver,
@@ -470,12 +462,13 @@ def fit_loss(
     **Example:**
 
     ```python
-    grad = jax.grad(lambda p: jl.fit_loss(eqx.tree_at(lambda s: s.params, system, p), data))
+    grad = jax.grad(lambda p: jl.fit_loss(system.with_params(p), data))
     ```
     """
     data = as_data(data)
     layouts = [layout_of(d, segments) for d in data]
     if starts is None:
         starts = [layout.starts for layout in layouts]
-    options = _options(adjoint, solver, rtol, atol, max_steps)
-    return objective(system, layouts, list(starts), continuity_weight, options)[0]
+    options = solve_options(adjoint, solver, rtol, atol, max_steps)
+    r = residuals(system, layouts, list(starts), continuity_weight, options)[0]
+    return jnp.sum(r**2)

@@ -26,8 +26,8 @@ from .._custom_types import Array, Params, ScalarLike
 from .._system import LagrangianSystem
 from . import _consistent
 from ._drivers import driver_of
-from ._loss import Observations, _options, check_params
-from ._problem import check_not_traced, mask, prepare, with_params
+from ._loss import Observations, check_params, solve_options
+from ._problem import check_not_traced, mask, prepare
 from ._quality import (
     flat_names,
     hopeless_loss,
@@ -304,7 +304,7 @@ def fit(
         fit_initial_state=fit_initial_state,
         segments=segments,
         continuity_weight=continuity_weight,
-        options=_options(adjoint, solver, rtol, atol, max_steps),
+        options=solve_options(adjoint, solver, rtol, atol, max_steps),
     )
     if starts is None:
         return one(params)
@@ -366,7 +366,7 @@ def _fit_from(system, data, params, *, driver, **settings) -> FitResult:
         warn_not_converged(name, solved.solver_result, solved.count)
     return FitResult(
         fitted,
-        with_params(problem.system, fitted),
+        problem.system.with_params(fitted),
         solved.losses,
         float(final),
         q0[0] if single else q0,
@@ -413,7 +413,7 @@ def _consistent_of(system, params, trainable, positive, consistent, starts):
     positive = eqx.tree_at(lambda p: p.theta, positive, False)
     for k in _consistent.INERTIAL:  # consistency holds them positive
         positive = eqx.tree_at(lambda p, k=k: p.rest[k], positive, False)
-    return with_params(system, params), params, trainable, positive
+    return system.with_params(params), params, trainable, positive
 
 
 def _undetermined(stderr, trainable, names):

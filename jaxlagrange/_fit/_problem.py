@@ -18,19 +18,23 @@ from .._errors import traced
 from .._results import code_of
 from .._system import LagrangianSystem
 from .._trajectory import RESULTS
-from ._loss import _residuals, as_data, layout_of, objective
+from ._loss import as_data, layout_of, residuals
 from ._solvers import strong
-
-
-def with_params(system: LagrangianSystem, params) -> LagrangianSystem:
-    """`system` with `params` (also where it had none)."""
-    return eqx.tree_at(lambda s: s.params, system, params, is_leaf=lambda x: x is None)
 
 
 def _bool_leaf(x) -> bool:
     if not isinstance(x, (bool, np.bool_)):
         raise ValueError(f"must hold bools, got {type(x).__name__} {x!r}")
     return bool(x)
+
+
+def check_names(names, params: Mapping, what: str) -> None:
+    """A `ValueError` for `names` that are not keys of the dict `params`."""
+    unknown = sorted(set(names) - set(params))
+    if unknown:
+        raise ValueError(
+            f"`{what}` names unknown params {unknown}; valid names: {sorted(params)}."
+        )
 
 
 def mask(spec, params, name: str) -> Params:
@@ -49,12 +53,7 @@ def mask(spec, params, name: str) -> Params:
                 f"`{name}` as a collection of names needs dict params, but "
                 f"system.params is a {type(params).__name__}: pass a pytree of bools."
             )
-        unknown = sorted(set(spec) - set(params))
-        if unknown:
-            raise ValueError(
-                f"`{name}` names unknown params {unknown}; valid names: "
-                f"{sorted(params)}."
-            )
+        check_names(spec, params, name)
         return type(params)(
             {k: jtu.tree_map(lambda _, k=k: k in spec, v) for k, v in params.items()}
         )
@@ -137,17 +136,16 @@ class Problem(eqx.Module):
     def unpack(self, theta):
         """The system with the decoded params, and the segment starts."""
         params, starts = self.decoded(theta)
-        return with_params(self.system, params), starts
+        return self.system.with_params(params), starts
 
     def loss(self, theta):
-        system, starts = self.unpack(theta)
-        return objective(
-            system, self.layouts, starts, self.continuity_weight, self.options
-        )
+        """The fit loss, and the result code of every solve."""
+        r, _, codes, _ = self.residuals(theta)
+        return jnp.sum(r**2), codes
 
     def residuals(self, theta, diagnose: bool = False):
         system, starts = self.unpack(theta)
-        return _residuals(
+        return residuals(
             system,
             self.layouts,
             starts,
@@ -316,7 +314,7 @@ def check_given_starts(system, params, trainable, data, layouts) -> None:
         q0, t0 = jnp.asarray(layout.starts[0][0]), jnp.asarray(layout.ts[0, 0])
 
         def residual(fitted, q0=q0, t0=t0):
-            new = with_params(system, eqx.combine(fitted, held))
+            new = system.with_params(eqx.combine(fitted, held))
             return new.constraints.positions(q0, t0)
 
         g = np.asarray(residual(fitted))
@@ -362,7 +360,7 @@ def check_guess(system: LagrangianSystem, params, data) -> None:
             )
     obs = data[0]
     n = obs.q.shape[1]
-    guess = with_params(system, params)
+    guess = system.with_params(params)
     q = np.asarray(obs.q)[0]
     qd = np.asarray(obs.qd)[0] if obs.qd is not None else np.zeros(n)
     t0 = np.asarray(obs.ts)[0]

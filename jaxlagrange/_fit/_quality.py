@@ -15,6 +15,8 @@ from typing import Any, NamedTuple
 import jax.tree_util as jtu
 import numpy as np
 
+from ._problem import check_names
+
 
 class FitQuality(NamedTuple):
     """The misfit numbers of a fit (plain Python values, for `FitResult`)."""
@@ -256,12 +258,7 @@ def start_params(starts, params, trainable) -> list[Any]:
     out = []
     for i, start in enumerate(starts):
         if isinstance(start, Mapping) and isinstance(params, Mapping):
-            unknown = sorted(set(start) - set(params))
-            if unknown:
-                raise ValueError(
-                    f"`starts[{i}]` names unknown params {unknown}; valid names: "
-                    f"{sorted(params)}."
-                )
+            check_names(start, params, f"starts[{i}]")
             start = type(params)({**params, **start})
         out.append(start)
     return out

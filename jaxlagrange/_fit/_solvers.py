@@ -13,7 +13,6 @@ from jax.flatten_util import ravel_pytree
 
 from .._custom_types import Array
 from .._results import code_of
-from .._trajectory import result_messages
 
 
 def strong(tree):
@@ -35,7 +34,7 @@ def _all_finite(tree) -> Array:
 
 
 @eqx.filter_jit
-def _step(theta, opt_state, problem, optimizer):
+def optax_step(theta, opt_state, problem, optimizer):
     value_fn = lambda theta: problem.loss(theta)[0]  # noqa: E731
     (loss, codes), grads = eqx.filter_value_and_grad(problem.loss, has_aux=True)(theta)
     updates, opt_state = optimizer.update(
@@ -108,7 +107,11 @@ def _iterate(fn, solver, y0, steps: int, options: dict, on_step, hopeless):
 
 
 @eqx.filter_jit
-def optimistix_solve(theta, problem, optimizer, steps, mode, setup, callback, hopeless):
+def solve_and_decode(
+    theta, problem, optimizer, steps, mode, setup, trainable, callback, hopeless
+):
+    """The optimistix solve, and `decode_result` of its result (when it has the
+    covariance) in the same program."""
     arrays, static = eqx.partition(theta, eqx.is_array)
     on_step = None
     if callback is not None:  # on the host, with the params the step evaluates
@@ -155,11 +158,14 @@ def optimistix_solve(theta, problem, optimizer, steps, mode, setup, callback, ho
         # The covariance in the same program: one compilation instead of two.
         gauss_newton = None if setup is None else _gauss_newton(theta, *setup)
     code = jnp.where(stalled, -1, code_of(result))  # -1: stalled
-    return theta, losses, final, codes, code, count, gauss_newton
+    out = theta, losses, final, codes, code, count, gauss_newton
+    if gauss_newton is None:
+        return out, None
+    return out, decode_result(theta, problem, gauss_newton, trainable)
 
 
 def _with_jacobian(problem, static):
-    """The residual function of `optimistix_solve` for a Gauss–Newton solver in
+    """The residual function of `solve_and_decode` for a Gauss–Newton solver in
     forward mode, as (r, (codes, Σr², J, χ²/N, raw)). Its custom JVP forms J by
     `jax.jacfwd` beside r and answers a tangent t with J t, so that the solver's
     linearization is J itself (the same forward-mode Jacobian it would form from
@@ -201,21 +207,6 @@ def _with_jacobian(problem, static):
         return r, (codes, jnp.sum(r**2), jac, chi, raw)
 
     return fn
-
-
-@eqx.filter_jit
-def solve_and_decode(
-    theta, problem, optimizer, steps, mode, setup, trainable, callback, hopeless
-):
-    """`optimistix_solve`, and `decode_result` of its result (when it has the
-    covariance) in the same program."""
-    out = optimistix_solve(
-        theta, problem, optimizer, steps, mode, setup, callback, hopeless
-    )
-    gauss_newton = out[-1]
-    if gauss_newton is None:
-        return out, None
-    return out, decode_result(out[0], problem, gauss_newton, trainable)
 
 
 def decode_result(theta, problem, gauss_newton, trainable):
@@ -378,39 +369,3 @@ def covariance_of(theta, problem, setup):
 _COVARIANCE_MAX = 1024
 
 _residuals_jit = eqx.filter_jit(lambda theta, problem: problem.residuals(theta))
-
-
-def _check_finite(loss, grad_finite, codes, k, steps, losses, max_steps) -> None:
-    """Raise if the loss or its gradient is not finite; `codes`: the result codes
-    of the solves, or a function that names them (run only on failure)."""
-    if np.isfinite(loss) and grad_finite:
-        return
-    if callable(codes):
-        codes = codes()
-    what = "loss" if not np.isfinite(loss) else "gradient of the loss"
-    where = f"at step {k}" if k < steps else "after the last step"
-    codes = np.asarray(codes)
-    failed = codes != 0
-    if failed.any():
-        message = result_messages(max_steps)[int(codes[failed][0])]
-        # (The segments' solves take fit's `max_steps`.)
-        message = message.replace(
-            "jl.simulate(..., max_steps=", "jl.fit(..., max_steps="
-        )
-        cause = f": {int(failed.sum())} of {codes.size} solves failed. {message}"
-    else:
-        cause = "."
-    # The history may be shorter than k (optimistix records the steps that ran),
-    # and may hold non-finite trial losses: name the last finite one.
-    history = np.asarray(losses)[: min(k, len(losses))]
-    finite = np.flatnonzero(np.isfinite(history))
-    last = (
-        f" The last finite loss was {history[finite[-1]]:.6e} at step {finite[-1]}."
-        if finite.size
-        else ""
-    )
-    raise FloatingPointError(
-        f"jl.fit: the {what} is not finite ({loss}) {where} of {steps}{cause}{last} "
-        "Try a smaller learning rate, a better starting guess, more `segments`, "
-        "or `positive=` for params that must stay positive."
-    )

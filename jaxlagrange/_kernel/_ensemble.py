@@ -109,8 +109,9 @@ def _with_params(system, tree, leaves):
     if tree is None:
         return system
     # The leaves are the params' arrays; what is no array is the system's own.
-    params = eqx.combine(jax.tree.unflatten(tree, leaves), system.params)
-    return eqx.tree_at(lambda s: s.params, system, params)
+    return system.with_params(
+        eqx.combine(jax.tree.unflatten(tree, leaves), system.params)
+    )
 
 
 def _problem(system, n, leaves, tree, dtype, num_saves, controller, options, block):

@@ -102,10 +102,6 @@ def _row_coefficient(s, j):
     return _pick(s, [row[j] if j < len(row) else 0.0 for row in _A])
 
 
-def _row_c(s):
-    return _pick(s, list(_C[1:]))
-
-
 def _where(c, a, b):
     return [jnp.where(c, x, y) for x, y in zip(a, b, strict=True)]
 
@@ -166,32 +162,31 @@ def _kernel_body(problem: KernelProblem, dtype, bp: int):
         def scalar(k):
             return s_ref[pl.ds(k * block, block)]
 
-        y0 = [row(x_ref, i, bp) for i in range(n2)]
-        flat = [row(x_ref, n2 + i, bp) for i in range(p.num_params)]
-        leaves, start = [], 0
-        for shape in p.param_shapes:
-            size = int(np.prod(shape))
-            leaf = np.empty(shape, dtype=object)
-            for k, index in enumerate(np.ndindex(shape)):
-                leaf[index] = flat[start + k]
-            leaves.append(leaf)
-            start += size
-        gains = [scalar(_GAIN0 + i) for i in range(p.num_gains)]
-        t0, t1 = scalar(_T0), scalar(_T1)
-        rtol, atol = scalar(_RTOL), scalar(_ATOL)
-        resolution = scalar(_RESOLUTION)
-
         def as_obj(values, shape):
             out = np.empty(shape, dtype=object)
             for k, index in enumerate(np.ndindex(shape)):
                 out[index] = values[k]
             return out
 
-        def rhs(t, y):
+        y0 = [row(x_ref, i, bp) for i in range(n2)]
+        flat = [row(x_ref, n2 + i, bp) for i in range(p.num_params)]
+        leaves, start = [], 0
+        for shape in p.param_shapes:
+            leaves.append(as_obj(flat[start:], shape))
+            start += int(np.prod(shape))
+        gains = [scalar(_GAIN0 + i) for i in range(p.num_gains)]
+        t0, t1 = scalar(_T0), scalar(_T1)
+        rtol, atol = scalar(_RTOL), scalar(_ATOL)
+        resolution = scalar(_RESOLUTION)
+
+        def args_of(t, y):  # the `LaneFunction`'s (t, y, leaves[, gains])
             args = (as_obj([t], ()), as_obj(y, (n2,)), leaves)
             if p.num_gains:
                 args = (*args, as_obj(gains, (p.num_gains,)))
-            ydot, sing_mass, sing_con = p.rhs(*args)
+            return args
+
+        def rhs(t, y):
+            ydot, sing_mass, sing_con = p.rhs(*args_of(t, y))
             flag = lambda v: (  # noqa: E731
                 jnp.full((block,), bool(v)) if is_const(v) else v
             )
@@ -204,10 +199,7 @@ def _kernel_body(problem: KernelProblem, dtype, bp: int):
         def project(t, y):
             if p.project is None:
                 return y
-            args = (as_obj([t], ()), as_obj(y, (n2,)), leaves)
-            if p.num_gains:
-                args = (*args, as_obj(gains, (p.num_gains,)))
-            return _lanes_of(list(p.project(*args).flat), block, dtype)
+            return _lanes_of(list(p.project(*args_of(t, y)).flat), block, dtype)
 
         finite0 = _all_finite(y0)
         y0 = [jnp.where(finite0, v, jnp.zeros_like(v)) for v in y0]
@@ -304,7 +296,7 @@ def _kernel_body(problem: KernelProblem, dtype, bp: int):
                         s = jnp.full((block,), s, jnp.int32)
                         coefficients = [_row_coefficient(s, j) for j in range(6)]
                         ys = _axpy(y, h, coefficients, ks)
-                        k, m, c = rhs(t + _row_c(s) * h, ys)
+                        k, m, c = rhs(t + _pick(s, _C[1:]) * h, ys)
                         ks = [ks[0], *[_where(s == i, k, ks[i]) for i in range(1, 7)]]
                         m, c = _at_finite(ys, m, c)
                         return ks, sm | m, sc | c

@@ -25,7 +25,7 @@ from .. import rigid
 from .._custom_types import Array
 from .._errors import traced
 from .._hold import value_at
-from .._system import LagrangianSystem, to_leaf
+from .._system import LagrangianSystem
 from ..systems._registry import ReadySystem, merge_params
 from . import (
     _actuators,
@@ -396,9 +396,7 @@ def _built(m, tree: Tree, params, not_imported, contacts):
             _BUILT.popitem(last=False)
     _BUILT.move_to_end(key)
     system, points, lengths = _BUILT[key]
-    system = eqx.tree_at(lambda s: s.params, system, jax.tree.map(to_leaf, params))
-    system.__check_init__()  # (the constructor's checks, which tree_at skips)
-    return system, points, lengths
+    return system.with_params(params), points, lengths
 
 
 def _check_armature(m, layout, armature: Any) -> None:

@@ -20,7 +20,7 @@ from jaxlagrange._lanes import (
     from_lanes,
     to_lanes,
 )
-from jaxlagrange._lanes._evaluator import _Evaluator
+from jaxlagrange._lanes._evaluator import Evaluator
 from jaxlagrange._lanes._known import const_array
 from jaxlagrange._options import GivenOptions
 
@@ -79,7 +79,7 @@ def _on_scalars(fn):
     def evaluated(x):
         closed = jax.make_jaxpr(fn)(x)
         consts = [const_array(c) for c in closed.consts]
-        (out,) = _Evaluator(()).eval_jaxpr(closed.jaxpr, consts, [_scalars(x)])
+        (out,) = Evaluator(()).eval_jaxpr(closed.jaxpr, consts, [_scalars(x)])
         return jnp.stack(list(out.flat)).reshape(out.shape)
 
     return evaluated

@@ -1,6 +1,6 @@
 """The lane evaluator: a jaxpr evaluated with each value an object array of lanes.
 
-`_Evaluator(lane_shape)` applies each primitive element by element (`apply`,
+`Evaluator(lane_shape)` applies each primitive element by element (`apply`,
 with common subexpressions emitted once and known values folded), resolves data
 movement at trace time (`_movement`), and writes out reductions, `dot_general`,
 cumulative operations, scatters at known indices, `cond` (both branches and a
@@ -66,7 +66,7 @@ _REDUCTIONS = {
 }
 
 
-class _Evaluator:
+class Evaluator:
     def __init__(self, lane_shape: tuple[int, ...]):
         self.lane_shape = lane_shape
         # Common subexpressions: reverse and forward mode recompute the same

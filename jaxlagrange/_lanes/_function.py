@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._evaluator import _Evaluator
+from ._evaluator import Evaluator
 from ._known import const_array, is_const
 
 
@@ -34,7 +34,7 @@ class LaneFunction:
     def __call__(self, *lane_args):
         leaves = self.in_tree.flatten_up_to(lane_args)
         (first,) = [e for leaf in leaves for e in leaf.flat if not is_const(e)][:1]
-        evaluator = _Evaluator(first.shape)
+        evaluator = Evaluator(first.shape)
         outs = evaluator.eval_jaxpr(
             self.jaxpr, [const_array(c) for c in self.consts], leaves
         )

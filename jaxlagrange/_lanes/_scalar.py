@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._errors import traced
-from ._evaluator import _Evaluator
+from ._evaluator import Evaluator
 from ._known import UnsupportedPrimitiveError, const_array, is_const
 
 
@@ -90,7 +90,7 @@ def _assemble(elements: np.ndarray, aval) -> jax.Array:
     return jnp.stack(flat).reshape(aval.shape)
 
 
-class _ScalarEvaluator(_Evaluator):
+class _ScalarEvaluator(Evaluator):
     """The lane evaluator on scalars, binding what has no scalar form as is."""
 
     def __init__(self, budget: int):

@@ -6,12 +6,46 @@ other params share one compilation; each factory returns a `jl.LagrangianSystem`
 """
 
 import jax.numpy as jnp
+import lineax as lx
 import numpy as np
+import pytest
 
 import jaxlagrange as jl
 
 
 G = 9.81
+
+# The mass solvers that tests cross with the default dense solve.
+MASS_SOLVERS = {
+    "cholesky": lx.Cholesky(),
+    "lu": lx.LU(),
+    "cg": lx.CG(rtol=1e-12, atol=1e-12),
+}
+
+
+def dense_and(*names):
+    """pytest params of `mass_solver`: None (the default dense solve), then
+    `MASS_SOLVERS[name]` for each name."""
+    solvers = [pytest.param(MASS_SOLVERS[n], id=n) for n in names]
+    return [pytest.param(None, id="dense"), *solvers]
+
+
+# Free unit point masses.
+
+
+def free_lagrangian(q, qd, t):
+    """L = ½ |q̇|²: unit masses, no forces."""
+    return 0.5 * jnp.sum(qd**2)
+
+
+def falling_lagrangian(q, qd, t):
+    """L = ½ |q̇|² − g q₁: a unit mass in the vertical (x, y) plane, y up."""
+    return 0.5 * jnp.sum(qd**2) - G * q[1]
+
+
+def rayleigh(q, qd, t, params):
+    """Rayleigh's R = ½ c q̇₀², params {"c"}."""
+    return 0.5 * params["c"] * qd[0] ** 2
 
 
 # A simple pendulum, θ from the downward vertical.
@@ -84,6 +118,27 @@ def pendulum_state(theta, omega, length=1.0):
     return q, qd
 
 
+# The double pendulum, both angles from the downward vertical.
+
+
+def double_pendulum_lagrangian(q, qd, t, p):
+    """Point masses m₁, m₂ on massless rods l₁, l₂, params {"m1", "m2", "l1", "l2", "g"}."""
+    m1, m2, l1, l2, g = p["m1"], p["m2"], p["l1"], p["l2"], p["g"]
+    (t1, t2), (w1, w2) = q, qd
+    kinetic = (
+        0.5 * (m1 + m2) * l1**2 * w1**2
+        + 0.5 * m2 * l2**2 * w2**2
+        + m2 * l1 * l2 * w1 * w2 * jnp.cos(t1 - t2)
+    )
+    potential = -(m1 + m2) * g * l1 * jnp.cos(t1) - m2 * g * l2 * jnp.cos(t2)
+    return kinetic - potential
+
+
+def double_pendulum(m1=1.0, m2=1.0, l1=1.0, l2=1.0, g=G):
+    params = {"m1": m1, "m2": m2, "l1": l1, "l2": l2, "g": g}
+    return jl.LagrangianSystem(double_pendulum_lagrangian, params=params)
+
+
 # Chains.
 
 
@@ -148,6 +203,11 @@ def off_chain_state(links, seed):
 def oscillator_lagrangian(q, qd, t, params):
     """L = ½ m q̇² − ½ k q² in every coordinate, params {"m", "k"}."""
     return 0.5 * params["m"] * jnp.sum(qd**2) - 0.5 * params["k"] * jnp.sum(q**2)
+
+
+def unit_oscillator_lagrangian(q, qd, t):
+    """L = ½ |q̇|² − ½ |q|²: q(t) = q₀ cos t + q̇₀ sin t."""
+    return 0.5 * jnp.sum(qd**2) - 0.5 * jnp.sum(q**2)
 
 
 def oscillator(m=1.0, k=1.0, **system_options):

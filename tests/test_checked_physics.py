@@ -22,7 +22,12 @@ import lineax as lx
 import numpy as np
 import pytest
 from friction_systems import ball
-from helpers import unit_pendulum
+from helpers import (
+    falling_lagrangian,
+    free_lagrangian,
+    unit_oscillator_lagrangian,
+    unit_pendulum,
+)
 
 import jaxlagrange as jl
 from jaxlagrange import _validate
@@ -257,11 +262,8 @@ CG = lx.CG(rtol=1e-10, atol=1e-10)
 
 
 def _oscillator(preconditioner):
-    def lagrangian(q, qd, t):
-        return 0.5 * jnp.sum(qd**2) - 0.5 * jnp.sum(q**2)
-
     return jl.LagrangianSystem(
-        lagrangian, mass_solver=CG, mass_preconditioner=preconditioner
+        unit_oscillator_lagrangian, mass_solver=CG, mass_preconditioner=preconditioner
     )
 
 
@@ -307,11 +309,8 @@ def test_mass_matrix_singular_during_the_solve_is_named(mass_solver):
 
 
 def _slipping_block(slip):
-    def lagrangian(q, qd, t):
-        return 0.5 * jnp.sum(qd**2) - G * q[1]
-
     return jl.LagrangianSystem(
-        lagrangian, unilateral=lambda q, t: q[1:], slip=slip, friction=0.3
+        falling_lagrangian, unilateral=lambda q, t: q[1:], slip=slip, friction=0.3
     )
 
 
@@ -337,13 +336,10 @@ def test_slip_not_affine_is_refused():
 
 
 def test_nonholonomic_not_affine_is_refused():
-    def lagrangian(q, qd, t):
-        return 0.5 * jnp.sum(qd**2)
-
     def constraint(q, qd, t):
         return jnp.array([qd[0] * qd[1]])
 
-    system = jl.LagrangianSystem(lagrangian, nonholonomic=constraint)
+    system = jl.LagrangianSystem(free_lagrangian, nonholonomic=constraint)
     with pytest.raises(ValueError, match="`nonholonomic` must be affine in qd"):
         jl.simulate(system, jnp.zeros(2), jnp.array([1.0, 0.0]), t1=0.1)
 

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.special
+from helpers import falling_lagrangian
 
 import jaxlagrange as jl
 
@@ -425,15 +426,13 @@ def _redundant(q, t):
     return jnp.stack([q[0] ** 2 + q[1] ** 2 - 1.0, 2 * (q[0] ** 2 + q[1] ** 2 - 1.0)])
 
 
-def _free(q, qd, t):
-    return 0.5 * jnp.sum(qd**2) - G * q[1]
-
-
 def test_redundant_constraints_are_solved_least_norm():
     # [g, 2g]: q̈ as with g alone, λ the least-norm split of its multiplier,
     # (1, 2)/5 of it; the projection takes the least-norm step.
-    system = jl.LagrangianSystem(_free, holonomic=_redundant)
-    single = jl.LagrangianSystem(_free, holonomic=lambda q, t: _redundant(q, t)[:1])
+    system = jl.LagrangianSystem(falling_lagrangian, holonomic=_redundant)
+    single = jl.LagrangianSystem(
+        falling_lagrangian, holonomic=lambda q, t: _redundant(q, t)[:1]
+    )
     q, qd = jnp.array([0.6, -0.8]), jnp.array([0.8, 0.6])
     np.testing.assert_allclose(
         jl.accelerations(system, q, qd, 0.0),
@@ -453,7 +452,7 @@ def test_unilateral_constraints_are_inequalities():
     def above_floor(q, t):
         return q[1:2] + 2.0
 
-    system = jl.LagrangianSystem(_free, unilateral=above_floor)
+    system = jl.LagrangianSystem(falling_lagrangian, unilateral=above_floor)
     q, qd = jl.project_initial_state(
         system, jnp.array([0.0, 1.0]), jnp.array([0.0, 1.0])
     )

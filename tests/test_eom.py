@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import pendulum_chain
+from helpers import double_pendulum_lagrangian, pendulum_chain
 
 import jaxlagrange as jl
 
@@ -25,18 +25,6 @@ def _random_states(seed, n, count):
 
 
 DOUBLE_PENDULUM = {"m1": 1.3, "m2": 0.7, "l1": 1.1, "l2": 0.8, "g": 9.81}
-
-
-def double_pendulum_lagrangian(q, qd, t, p):
-    m1, m2, l1, l2, g = p["m1"], p["m2"], p["l1"], p["l2"], p["g"]
-    (t1, t2), (w1, w2) = q, qd
-    kinetic = (
-        0.5 * (m1 + m2) * l1**2 * w1**2
-        + 0.5 * m2 * l2**2 * w2**2
-        + m2 * l1 * l2 * w1 * w2 * jnp.cos(t1 - t2)
-    )
-    potential = -(m1 + m2) * g * l1 * jnp.cos(t1) - m2 * g * l2 * jnp.cos(t2)
-    return kinetic - potential
 
 
 def double_pendulum_accelerations(q, qd, p):

@@ -19,6 +19,7 @@ import numpy as np
 import optax
 import optimistix as optx
 import pytest
+from helpers import rayleigh
 
 import jaxlagrange as jl
 
@@ -28,13 +29,9 @@ def _damped_lagrangian(q, qd, t, params):
     return 0.5 * m * length**2 * qd[0] ** 2 + m * g * length * jnp.cos(q[0])
 
 
-def _damping(q, qd, t, params):
-    return 0.5 * params["c"] * qd[0] ** 2
-
-
 TRUE = {"m": 1.0, "l": 2.0, "g": 9.81, "c": 0.3}
 GUESS = {"m": 1.0, "l": 1.3, "g": 9.81, "c": 0.18}  # 35% and 40% off
-PENDULUM = jl.LagrangianSystem(_damped_lagrangian, params=TRUE, dissipation=_damping)
+PENDULUM = jl.LagrangianSystem(_damped_lagrangian, params=TRUE, dissipation=rayleigh)
 TS = jnp.linspace(0.0, 2.0, 41)
 LBFGS = optax.lbfgs()
 
@@ -539,7 +536,9 @@ def test_fits_that_mislead_are_refused_or_warned():
         params={"a": 2.0, "b": 4.905},
     )
     q, qd = _observe(product, jnp.array([1.0]), jnp.array([0.0]), TS)
-    with pytest.warns(UserWarning, match=r"combination of params along [-+]0.\d+·a [-+]0.\d+·b"):
+    with pytest.warns(
+        UserWarning, match=r"combination of params along [-+]0.\d+·a [-+]0.\d+·b"
+    ):
         data = jl.Observations(TS, q, qd, q0=q[0], qd0=qd[0])
         result = jl.fit(product, data, params={"a": 1.5, "b": 5.0})
     assert np.isinf(float(result.stderr["a"])) and np.isinf(float(result.stderr["b"]))
@@ -629,7 +628,9 @@ def test_the_default_fit_of_noisy_data_is_honest():
 
 def test_a_system_without_params_fits_its_initial_state():
     # The initial state is then all there is to fit (it crashed in eqx.tree_at).
-    oscillator = jl.LagrangianSystem(lambda q, qd, t: 0.5 * qd[0] ** 2 - 0.5 * q[0] ** 2)
+    oscillator = jl.LagrangianSystem(
+        lambda q, qd, t: 0.5 * qd[0] ** 2 - 0.5 * q[0] ** 2
+    )
     ts = jnp.linspace(0.0, 1.0, 11)
     data = jl.Observations(ts, q=(0.7 * jnp.cos(ts) + 0.2 * jnp.sin(ts))[:, None])
     result = jl.fit(oscillator, data)

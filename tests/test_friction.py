@@ -27,6 +27,7 @@ from friction_systems import (
     sphere,
     wheel,
 )
+from helpers import falling_lagrangian, free_lagrangian
 from scipy.optimize import brentq
 
 import jaxlagrange as jl
@@ -324,10 +325,6 @@ def test_body_on_rolling_wheel_sticks_slips_flies():
 # Bad input.
 
 
-def _lagrangian(q, qd, t):
-    return 0.5 * jnp.sum(qd**2)
-
-
 def _h(q, t):
     return q[:1]
 
@@ -381,13 +378,13 @@ def _s(q, qd, t):
 )
 def test_bad_friction_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        jl.LagrangianSystem(_lagrangian, **kwargs)
+        jl.LagrangianSystem(free_lagrangian, **kwargs)
 
 
 def test_bad_slip_output_and_friction_shape():
     q0, qd0 = jnp.array([0.0, 0.0]), jnp.array([0.0, 1.0])
     wrong = jl.LagrangianSystem(
-        _lagrangian, unilateral=_h, slip=lambda q, qd, t: qd, friction=0.3
+        free_lagrangian, unilateral=_h, slip=lambda q, qd, t: qd, friction=0.3
     )
     with pytest.raises(
         ValueError,
@@ -395,7 +392,7 @@ def test_bad_slip_output_and_friction_shape():
     ):
         jl.simulate(wrong, q0, qd0, t1=0.1)
     per_contact = jl.LagrangianSystem(
-        _lagrangian, unilateral=_h, slip=_s, friction=jnp.array([0.1, 0.2])
+        free_lagrangian, unilateral=_h, slip=_s, friction=jnp.array([0.1, 0.2])
     )
     with pytest.raises(
         ValueError,
@@ -460,7 +457,7 @@ def test_friction_is_a_differentiable_leaf_and_zero_without_slip():
     leaves = eqx.filter(system, eqx.is_inexact_array)
     assert float(leaves.friction) == 0.3
     assert float(leaves.static_friction) == 0.45
-    plain = jl.LagrangianSystem(_lagrangian, unilateral=_h)
+    plain = jl.LagrangianSystem(free_lagrangian, unilateral=_h)
     traj = jl.simulate(
         plain, jnp.array([0.0, 0.0]), jnp.array([0.0, 1.0]), t1=0.1, saveat=TWO
     )
@@ -487,16 +484,12 @@ def test_accelerations_take_the_friction_mode_of_the_state():
 _PUSH, _OMEGA = 4.0, 2 * np.pi
 
 
-def _pushed_lagrangian(q, qd, t):
-    return 0.5 * jnp.sum(qd**2) - G * q[1]
-
-
 def _push(q, qd, t):
     return jnp.stack([_PUSH * jnp.sin(_OMEGA * t), jnp.zeros_like(t)])
 
 
 _PUSHED = jl.LagrangianSystem(
-    _pushed_lagrangian,
+    falling_lagrangian,
     force=_push,
     unilateral=lambda q, t: q[1:],
     slip=lambda q, qd, t: qd[:1],

@@ -12,9 +12,9 @@ import functools
 import diffrax
 import jax
 import jax.numpy as jnp
-import lineax as lx
 import numpy as np
 import pytest
+from helpers import dense_and
 from scipy.integrate import solve_ivp
 
 import jaxlagrange as jl
@@ -321,7 +321,7 @@ def test_gradient_of_stopping_distance():
         np.testing.assert_allclose(grad, fd, rtol=1e-5)
 
 
-@pytest.mark.parametrize("solver", [None, lx.Cholesky(), lx.CG(rtol=1e-12, atol=1e-12)])
+@pytest.mark.parametrize("solver", dense_and("cholesky", "cg"))
 def test_accelerations_with_every_mass_solver(solver):
     # F = (2, 1): slipping along (1, 1), q̈ = F − μ_k g (1, 1)/√2; at rest the
     # static disc holds it (|F| < μ_s g): q̈ = 0.

@@ -13,7 +13,12 @@ import lineax as lx
 import numpy as np
 import pytest
 import zarr
-from helpers import oscillator, unit_pendulum_lagrangian
+from helpers import (
+    oscillator,
+    rayleigh,
+    unit_oscillator_lagrangian,
+    unit_pendulum_lagrangian,
+)
 
 import jaxlagrange as jl
 from jaxlagrange._ensemble import _backend
@@ -193,9 +198,6 @@ def test_double_pendulum():
 
 
 def test_damped_driven_pendulum_params_per_member():
-    def dissipation(q, qd, t, params):
-        return 0.5 * params["c"] * qd[0] ** 2
-
     def force(q, qd, t, params):
         return jnp.array([params["A"] * jnp.cos(params["w"] * t)])
 
@@ -203,7 +205,7 @@ def test_damped_driven_pendulum_params_per_member():
         unit_pendulum_lagrangian,
         params={"g": 9.81, "c": 0.1, "A": 0.5, "w": 2.0},
         force=force,
-        dissipation=dissipation,
+        dissipation=rayleigh,
     )
     params = {
         "c": jnp.array([0.0, 0.2, 0.5, 1.0]),
@@ -720,10 +722,7 @@ def test_sweep_config_backend(tmp_path, capsys):
 
 
 def test_too_large_for_the_kernel(monkeypatch):
-    def lagrangian(q, qd, t):
-        return 0.5 * jnp.sum(qd**2) - 0.5 * jnp.sum(q**2)
-
-    system = jl.LagrangianSystem(lagrangian)
+    system = jl.LagrangianSystem(unit_oscillator_lagrangian)
     q0, qd0 = jnp.ones((2, 33)), jnp.zeros(33)
     with pytest.raises(ValueError, match="more than 32 coordinates.*'vmap' supp"):
         jl.simulate_batch(system, q0, qd0, t1=0.1, backend="kernel")

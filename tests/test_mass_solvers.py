@@ -13,11 +13,11 @@ cores: the cases that simulate run one solver unless `-m slow`.
 
 import diffrax
 import jax.numpy as jnp
-import lineax as lx
 import numpy as np
 import pytest
 from friction_systems import WHEEL, ball, block, wheel
 from helpers import (
+    MASS_SOLVERS,
     G,
     cartesian_chain,
     cartesian_pendulum,
@@ -31,11 +31,7 @@ from helpers import (
 import jaxlagrange as jl
 
 
-SOLVERS = {
-    "cholesky": lx.Cholesky(),
-    "lu": lx.LU(),
-    "cg": lx.CG(rtol=1e-12, atol=1e-12),
-}
+SOLVERS = MASS_SOLVERS
 TOLERANCE = {"cholesky": 1e-10, "lu": 1e-10, "cg": 1e-8}
 
 

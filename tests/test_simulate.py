@@ -5,25 +5,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import pendulum_lagrangian
+from helpers import (
+    double_pendulum,
+    falling_lagrangian,
+    oscillator_lagrangian,
+    pendulum_lagrangian,
+    rayleigh,
+)
 
 import jaxlagrange as jl
 
 
-def _double_pendulum(q, qd, t, params):
-    m1, m2, l1, l2, g = (params[k] for k in ("m1", "m2", "l1", "l2", "g"))
-    kinetic = (
-        0.5 * (m1 + m2) * l1**2 * qd[0] ** 2
-        + 0.5 * m2 * l2**2 * qd[1] ** 2
-        + m2 * l1 * l2 * qd[0] * qd[1] * jnp.cos(q[0] - q[1])
-    )
-    potential = -(m1 + m2) * g * l1 * jnp.cos(q[0]) - m2 * g * l2 * jnp.cos(q[1])
-    return kinetic - potential
-
-
-double_pendulum = jl.LagrangianSystem(
-    _double_pendulum, params=dict(m1=1.0, m2=1.0, l1=1.0, l2=1.0, g=9.81)
-)
+DOUBLE_PENDULUM = double_pendulum()
 
 
 def test_chaotic_double_pendulum_conserves_energy():
@@ -31,10 +24,10 @@ def test_chaotic_double_pendulum_conserves_energy():
     q0, qd0 = jnp.array([2.0, 2.5]), jnp.zeros(2)
     ts = jnp.linspace(0.0, 50.0, 501)
     traj = jl.simulate(
-        double_pendulum, q0, qd0, t1=50.0, saveat=ts, rtol=1e-10, atol=1e-10
+        DOUBLE_PENDULUM, q0, qd0, t1=50.0, saveat=ts, rtol=1e-10, atol=1e-10
     )
     energy = jax.vmap(jl.energy, in_axes=(None, 0, 0, 0))(
-        double_pendulum, traj.q, traj.qd, traj.ts
+        DOUBLE_PENDULUM, traj.q, traj.qd, traj.ts
     )
     drift = np.max(np.abs(energy - energy[0])) / abs(energy[0])
     # Measured: 6.9e-9 with the default Tsit5 at rtol = atol = 1e-10.
@@ -66,18 +59,10 @@ def test_kepler_orbit_period_and_angular_momentum():
     np.testing.assert_allclose(angular, perihelion * speed, rtol=1e-10)
 
 
-def _oscillator(q, qd, t, params):
-    return 0.5 * params["m"] * qd[0] ** 2 - 0.5 * params["k"] * q[0] ** 2
-
-
-def _rayleigh(q, qd, t, params):
-    return 0.5 * params["c"] * qd[0] ** 2
-
-
 def test_damped_oscillator_closed_form():
     m, k, c = 1.5, 6.0, 0.6
     oscillator = jl.LagrangianSystem(
-        _oscillator, params=dict(m=m, k=k, c=c), dissipation=_rayleigh
+        oscillator_lagrangian, params=dict(m=m, k=k, c=c), dissipation=rayleigh
     )
     gamma, w0 = c / (2 * m), np.sqrt(k / m)
     wd = np.sqrt(w0**2 - gamma**2)
@@ -98,16 +83,12 @@ def test_damped_oscillator_closed_form():
     np.testing.assert_allclose(traj.qd[:, 0], qd, rtol=0, atol=1e-9)
 
 
-def _cartesian_pendulum(q, qd, t):
-    return 0.5 * jnp.sum(qd**2) - 9.81 * q[1]
-
-
 def _on_circle(q, t):
     return jnp.array([jnp.sum(q**2) - 1.0])
 
 
 def test_constrained_pendulum_multipliers_are_the_tension():
-    pendulum = jl.LagrangianSystem(_cartesian_pendulum, holonomic=_on_circle)
+    pendulum = jl.LagrangianSystem(falling_lagrangian, holonomic=_on_circle)
     theta = 1.2
     q0, qd0 = jnp.array([np.sin(theta), -np.cos(theta)]), jnp.zeros(2)
     traj = jl.simulate(
@@ -136,7 +117,7 @@ def test_vmap_equals_a_loop_under_jit():
     def run(q0, qd0, t1):
         # The times are traced too: t1 and the save times depend on the input.
         ts = jnp.linspace(0.0, 1.0, 7) * t1
-        return jl.simulate(double_pendulum, q0, qd0, t1=t1, saveat=ts)
+        return jl.simulate(DOUBLE_PENDULUM, q0, qd0, t1=t1, saveat=ts)
 
     batched = jax.vmap(run)(q0, qd0, t1)
     for i in range(q0.shape[0]):
@@ -208,7 +189,7 @@ def test_other_adjoints_agree(adjoint):
 
 
 def test_progress_meter(capfd):
-    system = jl.LagrangianSystem(_oscillator, params=dict(m=1.0, k=1.0))
+    system = jl.LagrangianSystem(oscillator_lagrangian, params=dict(m=1.0, k=1.0))
     traj = jl.simulate(
         system,
         jnp.array([1.0]),

@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import falling_lagrangian
 
 import jaxlagrange as jl
 
@@ -22,11 +23,8 @@ def _pendulum(length=1.0):
 
 
 def _cartesian_pendulum():
-    def lagrangian(q, qd, t):
-        return 0.5 * jnp.sum(qd**2) - G * q[1]
-
     return jl.LagrangianSystem(
-        lagrangian, holonomic=lambda q, t: jnp.array([q @ q - 1.0])
+        falling_lagrangian, holonomic=lambda q, t: jnp.array([q @ q - 1.0])
     )
 
 

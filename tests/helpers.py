@@ -118,20 +118,10 @@ def pendulum_state(theta, omega, length=1.0):
     return q, qd
 
 
-# The double pendulum, both angles from the downward vertical.
+# The double pendulum, both angles from the downward vertical: the ready
+# system's Lagrangian (params {"m1", "m2", "l1", "l2", "g"}), not a copy of it.
 
-
-def double_pendulum_lagrangian(q, qd, t, p):
-    """Point masses m₁, m₂ on massless rods l₁, l₂, params {"m1", "m2", "l1", "l2", "g"}."""
-    m1, m2, l1, l2, g = p["m1"], p["m2"], p["l1"], p["l2"], p["g"]
-    (t1, t2), (w1, w2) = q, qd
-    kinetic = (
-        0.5 * (m1 + m2) * l1**2 * w1**2
-        + 0.5 * m2 * l2**2 * w2**2
-        + m2 * l1 * l2 * w1 * w2 * jnp.cos(t1 - t2)
-    )
-    potential = -(m1 + m2) * g * l1 * jnp.cos(t1) - m2 * g * l2 * jnp.cos(t2)
-    return kinetic - potential
+double_pendulum_lagrangian = jl.systems.double_pendulum().system.lagrangian
 
 
 def double_pendulum(m1=1.0, m2=1.0, l1=1.0, l2=1.0, g=G):

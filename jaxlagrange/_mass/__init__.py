@@ -21,9 +21,7 @@ from ._terms import forcing as forcing, momenta_of as momenta_of, terms as terms
 
 
 def mass_strategy(solver: lx.AbstractLinearSolver | None) -> AbstractMassStrategy:
-    """The strategy for a `mass_solver`: None → `DenseCholesky`, `lineax.CG` →
-    `ConjugateGradientMass` (jaxlagrange's CG with its settings), any other
-    lineax solver → `LineaxMass` (used as given)."""
+    """The strategy for a `mass_solver`, chosen once (None: dense Cholesky)."""
     if solver is None:
         return DenseCholesky()
     if isinstance(solver, lx.CG):

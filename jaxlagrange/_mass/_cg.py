@@ -30,19 +30,8 @@ def conjugate_gradient(
     solver: lx.CG,
     preconditioner: lx.AbstractLinearOperator | None = None,
 ) -> tuple[Array, BoolScalar]:
-    """x = A⁻¹b for a symmetric positive definite A given by `matvec`, by CG.
-
-    Preconditioned conjugate gradients from x₀ = 0. It stops when the residual r
-    passes lineax's test `solver.norm(r / (atol + rtol |b|)) ≤ 1`, when r·z = 0
-    (solved exactly), when pᵀAp ≤ 0 (A is not positive definite along p), or
-    after `solver.max_steps` products (default 10 n, as lineax and SciPy).
-    Differentiable in b and in whatever `matvec` closes over, by
-    `jax.lax.custom_linear_solve` (A is symmetric: the transposed solve is this
-    one).
-
-    **Returns:** x, and whether the solve failed (r does not pass the test, or x
-    is not finite from a finite b).
-    """
+    """x = A⁻¹b for a symmetric positive definite A given by `matvec`, by CG."""
+    # 10 n products by default, as lineax and SciPy.
     max_steps = 10 * b.size if solver.max_steps is None else solver.max_steps
     precondition = (lambda r: r) if preconditioner is None else preconditioner.mv
 
@@ -89,6 +78,7 @@ def conjugate_gradient(
         breakdown = ~jnp.all(jnp.isfinite(x)) & jnp.all(jnp.isfinite(b))
         return x, unconverged(r) | breakdown
 
+    # A is symmetric: the transposed solve (for gradients) is this one.
     return jax.lax.custom_linear_solve(matvec, b, solve, symmetric=True, has_aux=True)
 
 

@@ -106,15 +106,13 @@ class DenseFactor(AbstractMassFactor):
 
 
 class DenseCholesky(AbstractMassStrategy):
-    """M formed (with f, in one pass) and factored by Cholesky, scalar code up to
-    n = `unroll` (under `vmap` XLA fuses it with the rest of the equations into
-    one loop, where a LAPACK call is one batched custom call per state).
+    """M formed (with f, in one pass) and factored by Cholesky."""
 
-    `scalar` (the default) asks for q̈ up to n = `unroll` to be evaluated as
-    scalar code throughout (`_eom.scalar_where_small`); the ensemble kernel,
-    which writes out lane by lane, turns it off."""
-
+    # Scalar code up to n = `unroll`: under `vmap` XLA fuses it with the rest of
+    # the equations into one loop, where LAPACK is one batched call per state.
     unroll: int = eqx.field(static=True, default=UNROLL_MAX)
+    # q̈ as scalar code throughout (`_eom.scalar_where_small`); the ensemble
+    # kernel, which writes out lane by lane, turns it off.
     scalar: bool = eqx.field(static=True, default=True)
 
     def factor(self, system, q, qd, t) -> DenseFactor:

@@ -40,13 +40,9 @@ def _pivot_tolerance(n: int, dtype) -> float:
 
 
 def cholesky(matrix: Array, unroll: int = UNROLL_MAX, drop: bool = False) -> Cholesky:
-    """Lower Cholesky factor of a symmetric matrix, flagging non-positive pivots.
-
-    Unrolled into scalar arithmetic up to n = `unroll`, LAPACK past it. With
-    `drop` (a positive semidefinite matrix), a row whose pivot is below √eps of
-    its diagonal (dependent on the rows before it) is dropped: the factor is
-    that of the matrix with that row and column replaced by the identity's.
-    """
+    """Lower Cholesky factor of a symmetric matrix, flagging non-positive pivots."""
+    # `drop` (a semidefinite matrix): a row whose pivot is below √eps of its
+    # diagonal (dependent on the rows before it) is replaced by the identity's.
     n = matrix.shape[0]
     tol = float(jnp.finfo(matrix.dtype).eps) ** 0.5 if drop else None
     tol = _pivot_tolerance(n, matrix.dtype) if tol is None else tol
@@ -66,7 +62,9 @@ def cholesky(matrix: Array, unroll: int = UNROLL_MAX, drop: bool = False) -> Cho
                 rows[j][:j] = [jnp.where(bad, 0.0, x) for x in rows[j][:j]]
             for i in range(j + 1, n):
                 s = matrix[i, j] - sum(rows[i][k] * rows[j][k] for k in range(j))
-                rows[i][j] = jnp.where(bad, 0.0, s * (1.0 / d)) if drop else s * (1.0 / d)
+                rows[i][j] = (
+                    jnp.where(bad, 0.0, s * (1.0 / d)) if drop else s * (1.0 / d)
+                )
         zero = jnp.zeros((), matrix.dtype)
         lower = [[rows[i][j] if j <= i else zero for j in range(n)] for i in range(n)]
         factor = jnp.stack([jnp.stack(row) for row in lower])
@@ -109,8 +107,14 @@ def _least_norm(
     chol = cholesky(matrix, unroll, drop=True)
     dropped = chol.dropped
     x = cho_solve(chol.factor, jnp.where(dropped, 0.0, b), unroll)
+    # Without `least`: x = 0 on the dropped rows (where only Cᵀx matters, as in a
+    # projection's step).
     if not least:
         return x, chol.singular
+    # The null space is spanned by n_j = e_j − S̃⁻¹ s_j for the dropped j (s_j its
+    # column on the kept rows); x less its component there is the least-norm x. A
+    # rational function of the entries at a fixed rank: differentiable, no
+    # eigenvalues.
     eye = jnp.eye(n, dtype=dtype)
     kept = cho_solve(chol.factor, jnp.where(dropped[:, None], 0.0, matrix), unroll)
     basis = jnp.where(dropped[None, :], eye - kept, 0.0)
@@ -130,17 +134,7 @@ def _inconsistent(matrix: Array, x: Array, b: Array) -> BoolScalar:
 def min_norm_solve(
     matrix: Array, b: Array, unroll: int = UNROLL_MAX, least: bool = True
 ) -> tuple[Array, BoolScalar]:
-    """The least-norm x of `matrix @ x = b` for a symmetric positive
-    semidefinite `matrix`, and whether the system is inconsistent.
-
-    Cholesky drops the rows dependent on earlier ones (`drop`), which gives a
-    solution x_b with x = 0 on them; the null space of `matrix` is spanned by
-    n_j = e_j − S̃⁻¹ s_j for the dropped j (s_j its column on the kept rows), and
-    x = x_b less its component there (zero where nothing is dropped). A rational
-    function of the entries at a fixed rank: differentiable, no eigenvalues.
-    Inconsistent: the residual exceeds √eps of the scale of the terms. Without
-    `least`, x_b (where only Cᵀx matters, as in a projection's step).
-    """
+    """Least-norm x of `matrix @ x = b` for PSD `matrix`, and an inconsistency flag."""
     x, _ = _least_norm(matrix, b, unroll, least)
     return x, _inconsistent(matrix, x, b)
 
@@ -148,9 +142,9 @@ def min_norm_solve(
 def min_norm_lu_solve(
     matrix: Array, b: Array, unroll: int = UNROLL_MAX
 ) -> tuple[Array, BoolScalar]:
-    """`min_norm_solve` for any square `matrix`: `lu_solve` where it is regular,
-    else x = Aᵀμ with (AAᵀ)μ = b least-norm, refined once. The LU never sees a
-    singular matrix, so no NaN reaches a derivative."""
+    """`min_norm_solve` for any square `matrix`: LU where regular, else x = Aᵀμ."""
+    # (AAᵀ)μ = b least-norm, refined once. The LU never sees a singular matrix,
+    # so no NaN reaches a derivative.
     normal = matrix @ matrix.T
     mu, deficient = _least_norm(normal, b, unroll)
     x = matrix.T @ mu
@@ -193,11 +187,8 @@ def cho_solve(factor: Array, b: Array, unroll: int = UNROLL_MAX) -> Array:
 def spd_solve(
     matrix: Array, b: Array, unroll: int = UNROLL_MAX
 ) -> tuple[Array, BoolScalar]:
-    """Solve `matrix @ x = b`, (n, n) and (n,), for symmetric positive definite `matrix`.
-
-    Reads one triangle. Returns `x` and the `singular` flag; where it is raised, `x`
-    is finite but meaningless.
-    """
+    """Solve `matrix @ x = b` for SPD `matrix` (reads one triangle), and a flag."""
+    # Where `singular` is raised, x is finite but meaningless.
     n = matrix.shape[0]
     if n > unroll:
         chol = cholesky(matrix, unroll)
@@ -232,12 +223,9 @@ def spd_solve(
 
 
 def lu_solve(matrix: Array, b: Array, unroll: int = UNROLL_MAX) -> Array:
-    """Solve `matrix @ x = b`, (n, n) and (n,), for any square `matrix`.
-
-    Gaussian elimination with partial pivoting (the row of the largest |entry|,
-    the first of equals, as LAPACK), unrolled up to n = `unroll`; LAPACK past
-    it. A singular `matrix` gives a non-finite `x`, as `jnp.linalg.solve`.
-    """
+    """Solve `matrix @ x = b` for any square `matrix`, by LU with partial pivoting."""
+    # Pivot: the row of the largest |entry|, the first of equals, as LAPACK. A
+    # singular `matrix` gives a non-finite x, as `jnp.linalg.solve`.
     n = matrix.shape[0]
     if n > unroll:
         return jnp.linalg.solve(matrix, b)

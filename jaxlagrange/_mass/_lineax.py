@@ -101,13 +101,9 @@ def checked_solve(
     iterative: bool = False,
     **kwargs,
 ) -> tuple[Array, BoolScalar]:
-    """x = A⁻¹b with the library's flag instead of an exception.
-
-    Flagged when lineax reports a failure, or when a finite `b` gives a
-    non-finite x or (the operator being SPD) a non-positive x·b. A
-    non-finite `b` is never flagged: it propagates (as NaN) to be reported as
-    non-finite dynamics, not as a singular matrix.
-    """
+    """x = A⁻¹b with the library's flag instead of an exception."""
+    # A non-finite b is never flagged: it propagates (as NaN), to be reported as
+    # non-finite dynamics, not as a singular matrix.
     solution = lx.linear_solve(operator, b, solver, throw=False, **kwargs)
     x = solution.value
     failed = solution.result != lx.RESULTS.successful
@@ -125,11 +121,8 @@ def checked_solve(
 
 
 def linear_rows(rows: Callable[[Array], Array], like: Array):
-    """C v and Cᵀλ for a linear map v ↦ C v = rows(v), C never formed.
-
-    `rows` is linearized once (so each product replays only its linear part),
-    and transposed by `jax.linear_transpose`.
-    """
+    """C v and Cᵀλ for a linear map v ↦ C v = rows(v), C never formed."""
+    # Linearized once, so each product replays only its linear part.
     _, rows_of = jax.linearize(rows, jnp.zeros_like(like))
     transpose = jax.linear_transpose(rows_of, like)
     return rows_of, lambda lam: transpose(lam)[0]
@@ -160,9 +153,7 @@ class OperatorConstrained(AbstractConstrained):
         structure = jax.ShapeDtypeStruct(residual.shape, residual.dtype)
         tags = SPD_TAGS if self.symmetric else ()
         schur = lx.FunctionLinearOperator(product, structure, tags=tags)
-        lam, singular = self.factor.solve_schur(
-            schur, residual, self.symmetric, least
-        )
+        lam, singular = self.factor.solve_schur(schur, residual, self.symmetric, least)
         if mask is not None:
             lam = jnp.where(mask, lam, 0.0)
         return lam, singular & ~self.failed
@@ -203,9 +194,8 @@ class LineaxFactor(AbstractMassFactor):
         return self.solve_operator(self.operator, b, self.options, self.state)
 
     def solve_schur(self, schur, residual, symmetric, least=True):
-        """λ solving S λ = residual for the Schur complement S (least-norm where
-        S is singular), and whether it has no solution. CG from λ₀ = 0 stays
-        in the range of S: its λ is the least-norm one."""
+        """λ solving S λ = residual (least-norm), and whether it has no solution."""
+        # CG from λ₀ = 0 stays in the range of S: its λ is the least-norm one.
         if symmetric and self.matrix_free:
             return self.solve_operator(schur, residual, {})
         if symmetric:

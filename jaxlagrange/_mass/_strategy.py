@@ -42,11 +42,7 @@ from ._terms import forcing
 
 
 class Rows(NamedTuple):
-    """A constraint matrix C: the linear map v ↦ C v, and C itself if formed.
-
-    A dense strategy forms C (from `matrix`, else by `jax.jacfwd` of `apply`); a
-    matrix-free one applies it by `apply` and its transpose, never forming it.
-    """
+    """A constraint matrix C: the linear map v ↦ C v, and C itself if formed."""
 
     apply: Callable[[Array], Array]
     matrix: Array | None = None
@@ -66,9 +62,9 @@ class AbstractConstrained(eqx.Module):
     def multipliers(
         self, target: Array, mask: Array | None = None, least: bool = True
     ) -> tuple[Array, BoolScalar]:
-        """λ (zero outside `mask`; least-norm where C M⁻¹ Dᵀ is singular, as
-        with redundant rows, or without `least` any solution where only Dᵀλ
-        is used), and whether the system has no solution."""
+        """λ (zero outside `mask`), and whether the system has no solution."""
+        # Least-norm where C M⁻¹ Dᵀ is singular, as with redundant rows; without
+        # `least` any solution, where only Dᵀλ is used.
 
     @abc.abstractmethod
     def solution(self, lam: Array) -> tuple[Array, BoolScalar]:
@@ -84,26 +80,23 @@ class AbstractMassFactor(eqx.Module):
 
     @abc.abstractmethod
     def solve(self, b: Array) -> tuple[Array, BoolScalar]:
-        """x = M⁻¹b for b of shape (n,), and whether the solve failed.
-
-        A non-finite b is never flagged: it propagates, to be reported as
-        non-finite dynamics and not as a singular M.
-        """
+        """x = M⁻¹b for b of shape (n,), and whether the solve failed."""
+        # A non-finite b is never flagged: it propagates, to be reported as
+        # non-finite dynamics and not as a singular M.
 
     @abc.abstractmethod
     def constrain(
         self, rows: Rows, f: Array | None = None, directions: Rows | None = None
     ) -> AbstractConstrained:
-        """The KKT system with constraint rows C, forcing f (None: zero) and force
-        directions D (None: D = C, a symmetric Schur complement)."""
+        """The KKT system: rows C, forcing f (None: 0), force directions D (None: C)."""
 
     @abc.abstractmethod
     def nearly_singular(
         self, start: "AbstractMassFactor", direction: Array
     ) -> BoolScalar:
-        """Whether M has fallen below eps^(1/4) of M at `start` (the failure
-        diagnosis: a solution that blows up at a singular M stops just short of
-        it); `direction` is that of the runaway q̈."""
+        """Whether M has fallen below eps^(1/4) of M at `start` along the runaway q̈."""
+        # The failure diagnosis: a solution that blows up at a singular M stops
+        # just short of it.
 
 
 class AbstractMassStrategy(eqx.Module):
@@ -122,8 +115,7 @@ class AbstractMassStrategy(eqx.Module):
     def accelerations(
         self, system, q: Array, qd: Array, t: Array
     ) -> tuple[Array, BoolScalar]:
-        """q̈ = M⁻¹f without constraints, and whether M is singular (or the solve
-        failed)."""
+        """Unconstrained q̈ = M⁻¹f, and whether M is singular or the solve failed."""
         factor, f = self.terms(system, q, qd, t)
         x, failed = factor.solve(f)
         return x, factor.singular | failed

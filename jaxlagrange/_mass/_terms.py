@@ -64,11 +64,7 @@ def mass(system, q: Array, qd: Array, t: Array) -> Array:
 
 
 def forcing(system, q: Array, qd: Array, t: Array) -> Array:
-    """f = ∂L/∂q − (∂p/∂q) q̇ − ∂p/∂t + Q: ∇_q L, and one JVP of p along (q̇, 0, 1).
-
-    Cheaper than `terms` when M is not needed: there the n mass-matrix tangents
-    share their primal with this one, which also carries the tangent of ∂L/∂q.
-    """
+    """f = ∂L/∂q − (∂p/∂q) q̇ − ∂p/∂t + Q without M (cheaper than `terms`)."""
     dldq = jax.grad(system.L, argnums=0)(q, qd, t)
 
     def momenta(q, qd, t):

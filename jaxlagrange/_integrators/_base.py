@@ -7,10 +7,9 @@ from .._trajectory import Trajectory
 
 
 class AbstractLagrangianSolver(eqx.Module):
-    """A solver for `jl.simulate(..., solver=...)` that integrates the system's
-    own discrete equations: `simulate` checks the arguments every solve shares
-    and hands the solve over to it, which checks what it supports."""
+    """A `simulate(..., solver=...)` integrating the system's own discrete equations."""
 
+    # `jl.simulate` checks the arguments every solve shares, this what it supports.
     @abc.abstractmethod
     def simulate(
         self,

@@ -150,10 +150,7 @@ class VariationalMidpoint(AbstractLagrangianSolver):
 
 
 def _newton(residual, z0: Array, args, solver: VariationalMidpoint, small):
-    """Solve residual(z, args) = 0; derivatives by the implicit function theorem.
-
-    `small(z, dz, args)` is the scaled stopping test of an update dz at z.
-    """
+    """Solve residual(z, args) = 0; derivatives by the implicit function theorem."""
     if z0.shape[0] == 0:
         return z0, jnp.array(True)
     frozen = no_gradient(args)
@@ -201,10 +198,9 @@ def _holonomic_jacobian(system: LagrangianSystem, q, t):
 
 
 def _small(dx, x, g, nu, dnu, p, solver: VariationalMidpoint):
-    """The update dx against x, component by component, and the constraint
-    impulse's update Gᵀdν against the momenta p and Gᵀν (the multipliers'
-    roundoff floor scales with them, not with ν)."""
+    """Whether dx is small against x, and the impulse's Gᵀdν against p and Gᵀν."""
     rtol, atol = solver.tolerances(x.dtype)
+    # The multipliers' roundoff floor scales with p and Gᵀν, not with ν.
     scale = jnp.max(jnp.abs(jnp.concatenate([p, g.T @ nu])), initial=0.0)
     return jnp.all(jnp.abs(dx) <= atol + rtol * jnp.abs(x)) & jnp.all(
         jnp.abs(g.T @ dnu) <= atol + rtol * scale

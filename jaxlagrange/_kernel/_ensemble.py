@@ -185,10 +185,7 @@ def simulate_kernel(
     *,
     block_size: int = DEFAULT_BLOCK_SIZE,
 ) -> Trajectory:
-    """A vmapped `simulate(system, q0[i], qd0[i], **options)` with `params[i]`,
-    computed by the fused kernel. `q0`, `qd0`: (B, n); `params`: the system's
-    params pytree with a leading batch axis on every array leaf, None for a leaf
-    that is no array (None: no params)."""
+    """A vmapped `simulate` over the rows of `q0`, `qd0` and `params`, by the kernel."""
     controller = check_supported(system, options)
     size, n = q0.shape
     dtype = jnp.result_type(q0.dtype, qd0.dtype, float)

@@ -133,8 +133,8 @@ def _all_finite(values):
 
 
 def _at_finite(ys, singular_mass, singular_constraints):
-    """A stage's singular M and C flags, only where its state is finite: one
-    made non-finite by an earlier stage gives NaN M and C, which are no cause."""
+    """A stage's singular M and C flags, only where its state is finite."""
+    # A state made non-finite by an earlier stage gives NaN M and C: no cause.
     finite = _all_finite(ys)
     return singular_mass & finite, singular_constraints & finite
 
@@ -371,14 +371,7 @@ def _kernel_body(problem: KernelProblem, dtype, bp: int):
 
 
 def run(problem: KernelProblem, y0: jax.Array, params: jax.Array, scalars: jax.Array):
-    """Integrate the members: `y0` (B, 2n), `params` (B, P), `scalars` (S,).
-
-    Returns the saved states (B, T, 2n) (inf where not reached), the final times
-    (B,), and the int32 result codes, steps, accepted and rejected steps (B,)
-    each. The platform the program is lowered for picks the kernel: Triton on a
-    GPU, Pallas's interpret mode (an exact emulator) elsewhere. So a program
-    lowered for CUDA holds the GPU kernel on any machine, a CPU's included.
-    """
+    """Integrate the members: `y0` (B, 2n), `params` (B, P), `scalars` (S,)."""
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import triton as pl_triton
 
@@ -412,6 +405,9 @@ def run(problem: KernelProblem, y0: jax.Array, params: jax.Array, scalars: jax.A
             name="jaxlagrange_tsit5",
         )(x, s)
 
+    # The platform lowered for picks the kernel: Triton on a GPU, Pallas's interpret
+    # mode (an exact emulator) elsewhere; a program lowered for CUDA holds the GPU
+    # kernel on any machine, a CPU's included.
     gpu = functools.partial(call, False)
     ys, tf, codes = jax.lax.platform_dependent(
         x, s, cuda=gpu, rocm=gpu, default=functools.partial(call, True)

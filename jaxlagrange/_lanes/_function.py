@@ -12,16 +12,7 @@ from ._known import const_array, is_const
 
 
 class LaneFunction:
-    """`fn` traced once, then evaluable lane by lane.
-
-    **Arguments:**
-
-    - `fn`: a function of a pytree of arrays, returning a pytree of arrays.
-    - `*example_args`: arguments of the shapes and dtypes it will get (one member).
-
-    Calling it with the same pytree structure, each leaf an object array (shape of
-    the leaf) of (block,) lanes, returns the outputs in the same form.
-    """
+    """`fn` traced once (one member), then evaluated lane by lane on object arrays."""
 
     def __init__(self, fn: Callable, *example_args):
         closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*example_args)

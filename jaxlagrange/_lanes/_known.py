@@ -14,9 +14,7 @@ import numpy as np
 
 
 class UnsupportedPrimitiveError(ValueError):
-    """The system's traced equations have no lane-wise form (a primitive, a loop
-    on the state, or a size the kernel does not take): `"auto"` uses vmap. Its
-    message ends with that remedy, as the kernel's other refusals do."""
+    """The traced equations have no lane-wise form: `"auto"` falls back to vmap."""
 
     def __init__(self, message: str):
         super().__init__(f"{message} Use backend='vmap', which supports it.")

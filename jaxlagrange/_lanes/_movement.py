@@ -176,8 +176,7 @@ SCATTERS = {
 
 
 def scatter_targets(name, operand_shape, indices, updates_shape, params) -> np.ndarray:
-    """Where each update element of a scatter lands: its flat position in the
-    operand, or -1 where the mode drops it (out of bounds)."""
+    """Where each scatter update lands in the operand, flat (-1: out of bounds)."""
     if not all(is_const(e) for e in indices.flat):
         raise _state_dependent(name)
     if name == "scatter" and params.get("update_jaxpr") is not None:

@@ -156,18 +156,8 @@ def _size(jaxpr) -> int:
 
 
 def scalar_form(fn: Callable, *args: Any) -> Any:
-    """`fn(*args)` for one state, evaluated as scalar code; None if too large.
-
-    **Arguments:**
-
-    - `fn`: a function of a pytree of arrays returning a pytree of arrays.
-    - `*args`: its arguments (tracers of an enclosing `jit`, `vmap` or `grad`
-      included).
-
-    **Returns:** what `fn(*args)` returns, equal to rounding (sums may be
-    associated differently), or None when the traced program has more than
-    `MAX_SCALAR_OPS` scalar operations or does not collapse when written out.
-    """
+    """`fn(*args)` for one state, evaluated as scalar code; None if too large."""
+    # Equal to rounding only: sums may be associated differently.
     flat, tree = jax.tree.flatten(args)
 
     def flat_fn(*flat):

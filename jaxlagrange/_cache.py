@@ -33,15 +33,7 @@ from jax._src import config as jax_config  # the config's thread-local contexts
 
 
 def cache_directory() -> Path | None:
-    """The directory of the persistent compilation cache, checked; None: off.
-
-    `JAXLAGRANGE_CACHE_DIR` names the directory (empty: no cache); without it,
-    JAX's own `JAX_COMPILATION_CACHE_DIR` if set, else
-    `$XDG_CACHE_HOME/jaxlagrange/xla` (default `~/.cache/jaxlagrange/xla`),
-    created with mode 0700. JAX runs the programs stored in the cache, so a
-    directory, or an entry in it, that is not the user's own or that others may
-    write is refused with a warning (the run goes on without the cache).
-    """
+    """The directory of the persistent compilation cache, checked; None: off."""
     directory = os.environ.get(
         "JAXLAGRANGE_CACHE_DIR", os.environ.get("JAX_COMPILATION_CACHE_DIR")
     )
@@ -151,8 +143,8 @@ _noted: set = set()
 
 
 def _note_long_compile(name: str, args: tuple) -> None:
-    """One warning per function and problem size before a long first compile
-    (not under a user's trace, where their program compiles)."""
+    """One warning per function and problem size before a long first compile."""
+    # Not under a user's trace: there their program compiles, not this one.
     q = args[1] if len(args) > 1 else None
     if not isinstance(q, np.ndarray | jax.Array) or isinstance(q, jax.core.Tracer):
         return

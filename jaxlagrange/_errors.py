@@ -21,8 +21,7 @@ def traced(*trees) -> bool:
 
 
 def one_line(error: BaseException, *, typed: bool = False) -> str:
-    """The first line of an error's message (its type's name if it has none),
-    after the type's name if `typed`."""
+    """An error message's first line (else its type), after its type if `typed`."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     if not lines:
         return type(error).__name__
@@ -35,19 +34,11 @@ def known(x) -> np.ndarray | None:
 
 
 def first_error(x, checks, *, error: type[Exception] | None = None):
-    """`x`, with an error (also under `jax.jit`) whose message is that of the first
-    condition in `checks` that holds.
-
-    `checks` are `(condition, message)` pairs in priority order: a condition holds
-    where any of its elements is true. A message may be a pair `(template,
-    detail)`: the template's `{}` is `detail()` (which may read values, e.g. a
-    residual) when the conditions are known, and empty when they are traced. Known conditions are read at once: with
-    `error` given, the first that holds raises `error(message)` here; else, or
-    when traced, one `eqx.branched_error_if` checks them all (one branch, also
-    under `vmap`, where the message is that of the first condition that holds for
-    any member). As with `eqx.error_if`, use the returned value, or the check is
-    dead code.
-    """
+    """`x`, with an error (also under `jax.jit`): the first of `checks` that holds."""
+    # `checks`: (condition, message) pairs in priority order. A message may be
+    # (template, detail): `detail()` (which may read values) fills the `{}` when
+    # the conditions are known, "" when traced. As with `eqx.error_if`, use the
+    # returned value, or the check is dead code.
     checks = [(c, (m, None) if isinstance(m, str) else m) for c, m in checks]
     if not checks:
         return x
@@ -77,9 +68,7 @@ def first_error(x, checks, *, error: type[Exception] | None = None):
 
 @contextlib.contextmanager
 def forward_mode_hint(where: str) -> Iterator[None]:
-    """Re-raise JAX's bare "can't apply forward-mode autodiff (jvp) to a
-    custom_vjp function" (`jax.jvp`, `jax.jacfwd` through a solve whose adjoint
-    is reverse mode only), naming the `adjoint` that supports forward mode."""
+    """Re-raise JAX's bare jvp-of-custom_vjp error naming a forward-mode `adjoint`."""
     try:
         yield
     except TypeError as error:

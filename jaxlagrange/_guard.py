@@ -97,8 +97,9 @@ class _FixedGuard(_AbstractGuard):
 
 
 class AdaptiveWrapper(diffrax.AbstractAdaptiveStepSizeController):
-    """An adaptive controller around another, with its tolerances and norm
-    (implicit solvers read them from the controller they are given)."""
+    """An adaptive controller around another, with its tolerances and norm."""
+
+    # Implicit solvers read the tolerances and norm from the controller they get.
 
     controller: eqx.AbstractVar[diffrax.AbstractAdaptiveStepSizeController]
 
@@ -210,17 +211,14 @@ _diagnose_stacked = eqx.filter_jit(eqx.filter_vmap(lambda failure: _diagnose(fai
 
 
 def _padded(index: np.ndarray) -> np.ndarray:
-    """The stopped members' `index`, padded to a power of two by repeating the
-    first: the diagnosis of a batch compiles for few sizes."""
+    """The stopped members' `index`, padded to a power of two by repeating the first."""
+    # So that the diagnosis of a batch compiles for few sizes.
     size = 1 << (index.size - 1).bit_length()
     return np.concatenate([index, np.repeat(index[:1], size - index.size)])
 
 
 def _traced_cause(failure: Failure) -> RESULTS:
-    """The cause inside the caller's program: a host callback under a `lax.cond`
-    on whether any member stopped (`unvmap_any`: under `vmap` the cond stays a
-    cond, run only after a failure) diagnoses the stopped members on the CPU
-    (`_diagnose_stacked`, compiled on demand: the program holds no probes)."""
+    """The cause inside the caller's program, by a host callback on the CPU."""
     # The cause is an integer code: keep autodiff from tracing through it.
     failure = no_gradient(failure)
     dynamic, static = eqx.partition(failure, eqx.is_array)
@@ -238,13 +236,14 @@ def _traced_cause(failure: Failure) -> RESULTS:
             on_host, shape, stopped, codes, *leaves, vmap_method="expand_dims"
         )
 
+    # `unvmap_any`: under `vmap` the cond stays a cond, run only after a failure;
+    # the diagnosis is compiled on demand, so the program holds no probes.
     return item_of(jax.lax.cond(unvmap_any(stopped), named, lambda: codes))
 
 
 def _host_causes(stopped, codes, leaves, ndims, treedef, static) -> np.ndarray:
-    """`_traced_cause`'s callback: `codes` with the stopped members' causes named.
-
-    The arguments carry the batch's leading axes (size 1 where not batched)."""
+    """`_traced_cause`'s callback: `codes` with the stopped members' causes named."""
+    # The arguments carry the batch's leading axes (size 1 where not batched).
     leading = [
         np.shape(x)[: np.ndim(x) - d] for x, d in zip(leaves, ndims, strict=True)
     ]
@@ -293,8 +292,7 @@ def no_gradient(tree):
 
 
 def without_system(failure: Failure | None) -> Failure | None:
-    """`failure` without its system, all arrays: what a batch member returns for
-    `name_causes`, which rebuilds each member's system from the batch's inputs."""
+    """`failure` without its system, all arrays: a batch member's for `name_causes`."""
     return None if failure is None else dataclasses.replace(failure, system=None)
 
 
@@ -308,16 +306,10 @@ def _diagnose_members(system_of, shared, inputs, failures: Failure):
 
 
 def name_causes(codes, failures: Failure | None, system_of, shared, inputs):
-    """The integer result `codes` of a batch, the causes of stopped members named.
-
-    `failures`: the members' `without_system(failure)`, with a leading batch axis
-    (None: nothing can stop); `system_of(shared, inputs)` rebuilds a member's system
-    from the `shared` inputs and its row of the batched `inputs`. Computed
-    eagerly, the batch's own program holds no diagnosis: the stopped members are
-    diagnosed here, by a second small program compiled on the first failure.
-    Traced (the batch under the caller's `jit` or `grad`), they are diagnosed
-    by a host callback in the caller's program, as in `simulate`.
-    """
+    """The integer result `codes` of a batch, the causes of stopped members named."""
+    # Eager, the batch's own program holds no diagnosis: a second small program,
+    # compiled on the first failure, diagnoses the stopped members. Traced, a host
+    # callback in the caller's program does, as in `simulate`.
     if failures is None:
         return codes
     stopped = failures.stop.stopped

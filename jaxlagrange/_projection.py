@@ -44,11 +44,7 @@ from ._system import LagrangianSystem
 
 
 class Metric:
-    """M at one state, the metric of both projections (the system's mass factor).
-
-    A correction of least M-norm onto C Δ = −r is the KKT system of the
-    equations of motion with f = 0: Δ = M⁻¹Cᵀλ with (C M⁻¹ Cᵀ) λ = −r.
-    """
+    """M at one state, the metric of both projections (the system's mass factor)."""
 
     def __init__(self, system: LagrangianSystem, q: Array, qd: Array, t: Array):
         self.factor = system.mass_strategy.factor(system, q, qd, t)
@@ -83,14 +79,10 @@ class Metric:
 def project(
     system: LagrangianSystem, q: Array, qd: Array, t: Array, iterations: int
 ) -> tuple[Array, Array, BoolScalar]:
-    """(q, q̇) projected onto the manifold, and whether a projection was singular.
-
-    M is factored (or linearized, for a matrix-free solve) once, at the given
-    state: within the Gauss–Newton iterations it only sets the metric, so the
-    iteration still converges to a point on g = 0. Where M or the Schur
-    complement is singular the state is returned unchanged (the equations of
-    motion report that failure by name).
-    """
+    """(q, q̇) projected onto the manifold, and whether a projection was singular."""
+    # M is factored once, here: within Gauss–Newton it only sets the metric, so
+    # the iteration still converges to a point on g = 0. Where a solve is singular
+    # the state is left unchanged (the equations of motion name that failure).
     metric = Metric(system, q, qd, t)
     singular = metric.singular
     if system.constraints.positional:
@@ -158,18 +150,7 @@ class VectorFieldArgs(eqx.Module):
 
 
 class ProjectedSolver(diffrax.AbstractWrappedSolver):
-    """Wraps a diffrax solver of the state [q; q̇]: every step ends on the manifold.
-
-    The system is read from the solve's args (a `VectorFieldArgs`), never stored
-    on the solver: its params must stay differentiable inputs of the solve (which
-    `diffrax.BacksolveAdjoint` requires). The backward solve of that adjoint has
-    the same args but an augmented tuple state; it is not projected.
-
-    The inner solver's first-same-as-last stage is kept: it was evaluated at the
-    unprojected end of the step, within the local error of the projected one, so
-    the next step sees an O(h · local error) perturbation and no extra evaluation
-    of the equations of motion is needed.
-    """
+    """Wraps a diffrax solver of the state [q; q̇]: every step ends on the manifold."""
 
     solver: diffrax.AbstractSolver
 
@@ -218,7 +199,11 @@ class ProjectedSolver(diffrax.AbstractWrappedSolver):
         y1, y_error, dense_info, solver_state, result = self.solver.step(
             terms, t0, t1, y0, args, solver_state, made_jump
         )
-        # Only the motion is projected, not the adjoint's tuple state.
+        # The system comes from the args, never stored on the solver: its params
+        # must stay differentiable inputs of the solve (`diffrax.BacksolveAdjoint`
+        # requires it). Only the motion is projected, not the adjoint's tuple state.
+        # The inner first-same-as-last stage is kept: it was evaluated within the
+        # local error of the projected end, an O(h · error) perturbation.
         if isinstance(args, VectorFieldArgs) and eqx.is_array(y1) and y1.ndim == 1:
             system = args.system
             y1 = _jit_project_state(system, y1, t1)

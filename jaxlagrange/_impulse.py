@@ -52,14 +52,7 @@ def impulse_jump(
     target: Array,
     near: Array | None = None,
 ) -> _Impulse:
-    """q̇⁺ from M Δq̇ = P + CᵀΛ with the bilateral rates 0 after the jump and the
-    rates of the unilateral rows in `contact` equal to `target`.
-
-    An active-set loop of u sweeps: contact rows whose impulse would pull are
-    dropped, and rows in `near` (u,) (at h ≈ 0, not in `contact`) that the jump
-    would drive inwards (ḣ⁺ < −√eps) are added with their `target`. Redundant
-    rows (a flat foot) share the impulse by least norm (`_mass`).
-    """
+    """q̇⁺ from M Δq̇ = P + CᵀΛ: bilateral rates 0, `contact` rows' rates `target`."""
     factor = system.mass_strategy.factor(system, q, qd, t)
     if not system.has_constraints:
         jump, failed = factor.solve(impulse)
@@ -78,6 +71,9 @@ def impulse_jump(
         jump, failed = kkt.solution(lam)
         return lam, singular, jump, failed
 
+    # An active set: contact rows whose impulse would pull are dropped, rows in
+    # `near` (h ≈ 0) that the jump drives inwards are added. Redundant rows (a
+    # flat foot) share the impulse by least norm (`_mass`).
     def sweep(_, contact):
         lam, _, jump, _ = solve(contact)
         inwards = (rates + rows(jump))[bilateral:] < -contact_tolerance(q.dtype)

@@ -31,9 +31,9 @@ MAX_STEPS = 100_000
 
 
 class GivenOptions(eqx.Module):
-    """`simulate`'s keyword options as given (None: the default). A new option of
-    `simulate` is a field here and a keyword there."""
+    """`simulate`'s keyword options as given (None: the default)."""
 
+    # A new option of `simulate` is a field here and a keyword there.
     t0: Any = 0.0
     t1: Any = None
     saveat: Any = None
@@ -70,9 +70,7 @@ class GivenOptions(eqx.Module):
     def checked(
         self, system: LagrangianSystem, dtype
     ) -> tuple[tuple[Array, Array, Array], "CheckedOptions"]:
-        """t0, t1 and the save times in `dtype` (`check_times`), and the options
-        as checked for `system`, the defaults filled in; or the error naming the
-        first bad one. A `jl.VariationalMidpoint()` solver is kept as given."""
+        """t0, t1, the save times in `dtype`, and the options checked for `system`."""
         times = check_times(self.t0, self.t1, self.saveat, dtype)
         rtol, atol = tolerances(self, dtype)
         if times[2].shape[0] >= 2**31:  # (memory is the caller's: the CLI checks it)
@@ -120,10 +118,9 @@ class GivenOptions(eqx.Module):
 
 
 def checked_options(where: str, given: Mapping[str, Any]) -> GivenOptions:
-    """`given` (`simulate`'s options by name) as `GivenOptions`, with the mistakes that
-    `simulate` would refuse named with their values here, before anything is
-    compiled (or a sweep's store made); traced values are checked in the program.
-    Lists (`saveat=[...]`) become arrays."""
+    """`simulate`'s options by name as `GivenOptions`, its mistakes refused."""
+    # Refused before anything is compiled (or a sweep's store made); traced values
+    # are checked in the program.
     names = [field.name for field in dataclasses.fields(GivenOptions)]
     unknown = next((key for key in given if key not in names), None)
     checks = [
@@ -149,8 +146,7 @@ def checked_options(where: str, given: Mapping[str, Any]) -> GivenOptions:
 
 
 def check_times(t0, t1, saveat, dtype) -> tuple[Array, Array, Array]:
-    """`t0`, `t1` and the save times (t1 alone without `saveat`) in `dtype`, or
-    an error naming the bad one (at once where known, else in the program)."""
+    """`t0`, `t1` and the save times (t1 alone without `saveat`) in `dtype`, checked."""
     t0, t1 = as_real("t0", t0), as_real("t1", t1)
     ts = None if saveat is None else as_real("saveat", saveat)
     shapes = [
@@ -195,8 +191,7 @@ def check_times(t0, t1, saveat, dtype) -> tuple[Array, Array, Array]:
 
 
 def check_tolerance(name: str, value) -> Array:
-    """A solver tolerance (or step): a positive finite scalar, or an error naming
-    `name` (a `ValueError` when its value is known, else `eqx.error_if`)."""
+    """A solver tolerance (or step), checked: a positive finite scalar."""
     value = as_real(name, value)
     if value.shape != ():  # (`as_real` refused any other dtype)
         raise ValueError(
@@ -220,14 +215,11 @@ def tolerances(options: GivenOptions, dtype) -> tuple[Array, Array]:
 
 
 class CheckedOptions(eqx.Module):
-    """`simulate`'s options as checked, built once and handed to the solves.
+    """`simulate`'s options as checked, built once and handed to the solves."""
 
-    The Python choices are static fields, so they key the jit cache. The diffrax
-    objects are ordinary fields: `eqx.filter_jit` keeps their non-array leaves
-    static and traces their arrays (a `PIDController` holds the checked
-    tolerances as arrays, which a static field could not hash).
-    """
-
+    # Python choices are static fields (they key the jit cache); diffrax objects
+    # are ordinary ones, their arrays traced: a `PIDController` holds the checked
+    # tolerances as arrays, which a static field could not hash.
     # A diffrax solver (wrapped in `ProjectedSolver` where it projects), or an
     # `AbstractLagrangianSolver` (`jl.VariationalMidpoint()`) as given.
     solver: eqx.Module

@@ -193,13 +193,9 @@ def simulate(
 def simulate_checked(
     system, q0, qd0, options: GivenOptions, *, throw: bool = True
 ) -> tuple[Trajectory, Failure | None, int | None]:
-    """`simulate` without naming the cause of a stopped solve.
-
-    Returns the trajectory (a stopped solve with its provisional code), what
-    `_guard.diagnosed` needs to name the cause (None: nothing can stop), and
-    `max_events` as checked (None without unilateral constraints). Batches and
-    the command line compile this and diagnose a failure afterwards, on demand.
-    """
+    """`simulate` without naming the cause of a stopped solve (`_guard` does, later)."""
+    # Batches and the command line compile this and diagnose a failure
+    # afterwards, on demand.
     check_system(system)
     q0, qd0 = as_coordinates(q0, qd0, where="q0")
     (t0, t1, ts), checked = options.checked(system, q0.dtype)

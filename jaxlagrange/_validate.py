@@ -38,13 +38,12 @@ def as_real(name: str, value) -> Array:
 
 
 def default_tolerance(dtype) -> float:
-    """The default `rtol` and `atol` of a solve in `dtype`: 1e-8 in float64, 1e-5
-    in float32 (whose precision, eps = 1.2e-7, cannot meet 1e-8), 100 eps below."""
+    """The default `rtol` and `atol` of a solve in `dtype`."""
     dtype = jnp.dtype(dtype)
     if dtype.itemsize >= 8:
         return 1e-8
     if dtype.itemsize == 4:
-        return 1e-5
+        return 1e-5  # float32's eps, 1.2e-7, cannot meet 1e-8
     return 100 * float(jnp.finfo(dtype).eps)
 
 
@@ -113,8 +112,7 @@ def memory_limits() -> list[tuple[int, str]]:
 
 
 def over_memory(needed: int | float | np.number) -> str | None:
-    """ "more than <what limits it> of <its size> GiB" when `needed` bytes exceed
-    the smallest of `memory_limits`, else None."""
+    """ "more than <what limits it> of <its size> GiB" if `needed` bytes don't fit."""
     limits = memory_limits()
     if not limits:
         return None
@@ -123,11 +121,7 @@ def over_memory(needed: int | float | np.number) -> str | None:
 
 
 def check_output_size(saves: int, n: int, constraints: int, dtype) -> None:
-    """Refuse save arrays that cannot fit in memory (XLA would abort).
-
-    The limit is the process's own: its address-space limit (`ulimit -v`), its
-    cgroup's (a container's) memory limit, or the physical memory, the smallest.
-    """
+    """Refuse save arrays that cannot fit in memory (XLA would abort)."""
     itemsize = jnp.dtype(dtype).itemsize
     needed = saves * (2 * n + constraints + 1) * itemsize
     over = over_memory(needed)
@@ -140,14 +134,9 @@ def check_output_size(saves: int, n: int, constraints: int, dtype) -> None:
 
 
 def check_finite(named: dict[str, Array], x):
-    """`x` (any pytree), with an error naming the first of `named` (name: value)
-    that is not finite.
-
-    A `ValueError` at once when the values are known at trace time; else an
-    `eqx.error_if` attached to `x`, so that it fires whenever `x` is used. Attach
-    it to a function's output: its inputs may not reach the output (a linear
-    system's Jacobian does not depend on where it is taken).
-    """
+    """`x` (any pytree), with an error naming the first non-finite one of `named`."""
+    # Attach it to a function's output: its inputs may not reach the output (a
+    # linear system's Jacobian does not depend on where it is taken).
     xp = array_module(named)
     message = "`{}` is not finite (it holds NaN or inf){{}}."
     checks = [
@@ -158,15 +147,13 @@ def check_finite(named: dict[str, Array], x):
 
 
 def array_module(*xs):
-    """NumPy for values known at trace time, jax.numpy if any leaf of `xs` is
-    traced: checks on known values then compile nothing (eagerly, every jax.numpy
-    operation is a small compile of its own)."""
+    """NumPy for values known at trace time, jax.numpy if a leaf of `xs` is traced."""
+    # Eagerly, every jax.numpy operation is a small compile of its own.
     return jnp if traced(xs) else np
 
 
 def param_flags(params) -> tuple[list[ArrayLike], list[str]]:
-    """For each floating param leaf: whether it holds NaN or inf, and the message
-    naming it (e.g. params['m'])."""
+    """Per floating param leaf: whether it is not finite, and a message naming it."""
     flags, messages = [], []
     for path, leaf in jtu.tree_flatten_with_path(params)[0]:
         # Python floats too: `eqx.tree_at` can put one in without conversion.
@@ -181,19 +168,14 @@ def param_flags(params) -> tuple[list[ArrayLike], list[str]]:
 
 
 def check_finite_params(params, x):
-    """`x`, with an error (also under `jax.jit`) naming the first param leaf of
-    `params` that holds NaN or inf, e.g. params['m']."""
+    """`x`, with an error (also under `jax.jit`) naming a non-finite param leaf."""
     return first_error(x, zip(*param_flags(params), strict=True))
 
 
 def check_affine(name: str, fn, q: Array, qd: Array, t: Array, x: Array) -> Array:
-    """`x`, with an error naming `name` unless fn(q, q̇, t) is affine in q̇ at (q, t).
-
-    Affine: fn(q, q̇ + d, t) = fn(q, q̇, t) + (∂fn/∂q̇) d, tried for d = ±(1 + |q̇|)
-    along two directions (a kink such as |q̇| at q̇ = 0 is caught too), to within
-    √eps. A `ValueError` when the values are known at trace time, else
-    `eqx.error_if`.
-    """
+    """`x`, with an error naming `name` unless `fn` is affine in q̇ at (q, t)."""
+    # Steps d = ±(1 + |q̇|) along two directions: a kink such as |q̇| at q̇ = 0 is
+    # caught too.
     n = q.shape[0]
     scale = 1 + jnp.max(jnp.abs(qd))
     pattern = jnp.where(jnp.arange(n) % 2 == 0, 1.0, -0.5).astype(q.dtype)
@@ -226,8 +208,7 @@ def check_callable(name: str, fn, signature: str) -> None:
 
 
 def returned(name: str, out, ok: bool, what: str, detail: str = ""):
-    """`out`, the output of the user's function `name`, or a `ValueError` saying
-    that it must return `what` (unless `ok`)."""
+    """`out`, the user's function `name`'s output, or a `ValueError` unless `ok`."""
     if not ok:
         raise ValueError(
             f"`{name}` must return {what}, but it returned shape {out.shape}{detail}."

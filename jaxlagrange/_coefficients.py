@@ -67,9 +67,9 @@ def check_friction(system: Any) -> None:
 
 
 def known_coefficient(system: Any, name: str) -> np.ndarray | None:
-    """The value of the coefficient `name` if known at trace time, else None; with
-    traced params it is not evaluated (a function of them would put dead
-    operations into the traced program, e.g. `physics_digest`'s)."""
+    """The value of the coefficient `name` if known at trace time, else None."""
+    # Not evaluated with traced params: it would put dead operations into the
+    # traced program (e.g. `physics_digest`'s).
     return None if traced(system.params) else known(system.coefficient(name))
 
 
@@ -96,10 +96,9 @@ def _range_check(name: str, value: Array) -> tuple[Array, str]:
 
 
 def coefficient(system: Any, name: str, u: int, dtype) -> Array:
-    """The coefficient `name` one per unilateral constraint, shape (u,), with an
-    error (also under `jax.jit`) if the value read is out of its range: the
-    value a member of a batch, sweep or fit uses, not only the system's default
-    checked at construction."""
+    """The coefficient `name`, one per unilateral constraint, checked for its range."""
+    # Also under `jax.jit`: the value a member of a batch, sweep or fit uses, not
+    # only the system's default checked at construction.
     value = _read(system, name, u, dtype)
     return first_error(value, [_range_check(name, value)])
 
@@ -117,17 +116,15 @@ def friction_coefficients(system: Any, u: int, dtype) -> tuple[Array, Array]:
 
 
 def checked_values(system: Any) -> Any:
-    """The system with a check (also under `jax.jit`, `vmap` and `grad`) that
-    every param is finite, tied to its leaves: a non-finite param is named (it
-    would otherwise surface as a singular mass matrix or a non-finite q̈); and
-    the params' own rules where its Lagrangian has them (`check_params`: a loaded
-    MuJoCo model's masses and inertias)."""
+    """The system with its params' checks (also under `jax.jit`) tied to its leaves."""
     check = getattr(system.lagrangian, "check_params", None)
     if check is not None:
         # The same params with their checks tied on: not `with_params`, whose
         # constructor checks held for these values already, and would read a
         # loaded model's friction mix again on every eager call.
         system = eqx.tree_at(lambda s: s.params, system, check(system.params))
+    # A non-finite param is named: it would otherwise surface as a singular mass
+    # matrix or a non-finite q̈.
     flags, messages = param_flags(system.params)
     if not flags:
         return system

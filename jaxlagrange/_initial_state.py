@@ -109,10 +109,7 @@ _SINGULAR_MASS_AT_T0 = (
 def initial_checks(
     r: _Residuals, tol: float, known: bool
 ) -> list[tuple[ArrayLike, str]]:
-    """The failures of an initial state, each with its message, first first.
-
-    `known`: whether the residuals' values are known when the message is made
-    (not under jit)."""
+    """The failures of an initial state, each with its message, first first."""
     if known:
         g, gd, a = (f"{float(x):.3g}" for x in (r.g, r.gd, r.a))
     else:
@@ -138,8 +135,7 @@ _START_CODES = (
 
 
 def start_result(system: LagrangianSystem, q0: Array, qd0: Array, t0: Array) -> RESULTS:
-    """Why (q0, qd0) cannot start, as a result code (`successful`: it can): the
-    first of `initial_checks`, for a member that fails on its own."""
+    """Why (q0, qd0) cannot start, as a result code (`successful`: it can)."""
     checks = initial_checks(residuals(system, q0, qd0, t0), tolerance(q0.dtype), False)
     result = RESULTS.successful
     for (failed, _), code in reversed(list(zip(checks, _START_CODES, strict=True))):
@@ -150,11 +146,7 @@ def start_result(system: LagrangianSystem, q0: Array, qd0: Array, t0: Array) -> 
 def check_initial_state(
     system: LagrangianSystem, q0: Array, qd0: Array, t0: Array
 ) -> Array:
-    """`q0`, with an error if (q0, qd0) is not on its constraint manifold at t0.
-
-    Raises `ValueError` (with the residuals) when the values are known at trace
-    time, else attaches an `eqx.error_if` to the returned `q0`.
-    """
+    """`q0`, with an error if (q0, qd0) is not on its constraint manifold at t0."""
     if not system.has_constraints:
         return q0
     r = _initial_residuals(system, q0, qd0, t0)

@@ -124,8 +124,7 @@ class Nonholonomic(_AbstractVelocityKind):
 
 
 class Slip(_AbstractVelocityKind):
-    """The slip velocities s(q, q̇, t) of friction at the one-sided rows, shape
-    (u,) (planar) or (u, 2) (3-D contacts)."""
+    """Slip velocities s(q, q̇, t) at the one-sided rows: (u,) planar, (u, 2) in 3-D."""
 
     name = "slip"
 
@@ -146,12 +145,9 @@ def _stacked(kinds, *args) -> Array | None:
 
 
 class Constraints(eqx.Module):
-    """The system's constraint kinds, stacked: what the rest of the package asks.
+    """The system's constraint kinds, stacked: what the rest of the package asks."""
 
-    `kinds` in row order (bilateral position-level, bilateral velocity-level,
-    one-sided), `friction` the slip kind at the one-sided rows (or None).
-    """
-
+    # In row order: bilateral position-level, bilateral velocity-level, one-sided.
     kinds: tuple[AbstractKind, ...]
     friction: Slip | None
 
@@ -205,9 +201,8 @@ class Constraints(eqx.Module):
         return [kind.time_derivative(q, qd, t) for kind in self.bilateral]
 
     def check_affine(self, q: Array, qd: Array, t: Array) -> Array:
-        """`q`, with an error unless the velocity-level kinds and the slip
-        velocities are affine in q̇: the equations use their q̇-Jacobians as
-        constant directions."""
+        """`q`, with an error unless the velocity kinds and slip are affine in q̇."""
+        # The equations use their q̇-Jacobians as constant directions.
         for kind in (*self.velocity_level, self.friction):
             if kind is not None:
                 q = kind.check_affine(q, qd, t)

@@ -59,11 +59,9 @@ def kept_programs(directory: Path | None, context: str) -> Iterator[None]:
 
 
 def call(name: str, fn: Callable, *args: Any) -> Any:
-    """`fn(*args)`, traced once and kept inside `kept_programs`.
-
-    The key holds `name`, `fn`'s code and the static part of `args`, but not the
-    values `fn` closes over: `name` and the store's context must determine them.
-    """
+    """`fn(*args)`, traced once and kept inside `kept_programs`."""
+    # The key holds `name`, `fn`'s code and the static part of `args`, not the
+    # values `fn` closes over: `name` and the store's context must determine them.
     if _STORE.get() is None:
         return fn(*args)
     lowered, _ = lower(name, fn, *args)
@@ -71,10 +69,7 @@ def call(name: str, fn: Callable, *args: Any) -> Any:
 
 
 def lower(name: str, fn: Callable, *args: Any):
-    """`(lowered, loaded)`: `fn(*args)` lowered with its array arguments as the
-    flat inputs (`jtu.tree_leaves` of `eqx.filter(args, eqx.is_array)`) and its
-    output as `fn` returns it; `loaded` when it came from the store (inside
-    `kept_programs`) rather than a trace."""
+    """`fn(*args)` lowered on its flat array args, and whether it was in the store."""
     dynamic, static = eqx.partition(args, eqx.is_array)
     flat, tree = jtu.tree_flatten(dynamic)
 
@@ -101,8 +96,7 @@ class _Store(NamedTuple):
     context: str
 
     def lower(self, name, fn, flat_fn, static, flat):
-        """`lower` of the kept program, exported and written if it is not there
-        (or not sound) yet."""
+        """`lower` of the kept program, written if not there (or not sound)."""
         key = self._key(name, fn, static, flat)
         path = self.directory / "programs" / f"{key.hex()}.jlx"
         payload = _read_entry(path, key)
@@ -145,8 +139,7 @@ class _Store(NamedTuple):
 
 
 def _read_entry(path: Path, key: bytes) -> bytes | None:
-    """The payload of the entry at `path` if it is sound and kept under `key`
-    (its header says so, and its bytes are those written), else None."""
+    """The payload of the entry at `path` if sound and kept under `key`, else None."""
     try:
         # Non-blocking: a named pipe put there opens at once (and is refused).
         with open(path, "rb", opener=lambda p, f: os.open(p, f | os.O_NONBLOCK)) as f:

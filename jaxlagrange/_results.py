@@ -92,8 +92,7 @@ _NAMES = (
 
 
 def code_of(item) -> Int[ArrayLike, "*batch"]:
-    """The integer code of an item of any `eqx.Enumeration` (its one pytree
-    leaf), with the item's batch shape."""
+    """The integer code of an `eqx.Enumeration` item (its one leaf), batched alike."""
     leaves = jax.tree_util.tree_leaves(item)
     if len(leaves) != 1:
         raise ValueError(f"Expected an enumeration item, got {item!r}.")
@@ -101,15 +100,13 @@ def code_of(item) -> Int[ArrayLike, "*batch"]:
 
 
 def item_of(codes: Int[ArrayLike, "*batch"], enumeration=RESULTS):
-    """The item of `enumeration` (default `RESULTS`) with these integer codes;
-    batched if `codes` is."""
+    """The item of `enumeration` with these integer codes (batched if `codes` is)."""
     treedef = jax.tree_util.tree_structure(enumeration.successful)
     return jax.tree_util.tree_unflatten(treedef, [codes])
 
 
 def messages_of(enumeration) -> tuple[str, ...]:
-    """The message of each code of `enumeration`, indexed by the code (`""` for
-    `successful`)."""
+    """The message of each code of `enumeration`, by code (`""` for `successful`)."""
     return tuple(
         enumeration[item_of(np.asarray(i, np.int32), enumeration)]
         for i in range(len(enumeration))
@@ -140,10 +137,9 @@ _DIFFRAX_FIRST = messages_of(diffrax.RESULTS) == MESSAGES[: len(diffrax.RESULTS)
 
 
 def promote(item) -> RESULTS:
-    """`RESULTS.promote(item)` of a `diffrax.RESULTS` item. Equinox's promotion
-    looks the code up in a table it puts on the device eagerly, compiling two
-    small programs on its first use in a process; diffrax's codes keep their
-    values in `RESULTS`."""
+    """`RESULTS.promote(item)` of a `diffrax.RESULTS` item, compiling nothing."""
+    # Equinox's promotion looks the code up in a table it puts on the device
+    # eagerly: two small programs compiled on its first use in a process.
     if not _DIFFRAX_FIRST:
         return RESULTS.promote(item)
     return item_of(code_of(item))

@@ -5,8 +5,8 @@ import sys
 
 
 def main() -> int:
-    """`_cli.main`; `jaxlagrange systems [NAME ...]` of known names prints the
-    stored listing (`_listing`) before anything imports JAX."""
+    """`_cli.main`; `jaxlagrange systems [NAME ...]` of known names answered fast."""
+    # The stored listing (`_listing`), printed before anything imports JAX.
     args = sys.argv[1:]
     if args[:1] == ["systems"]:
         from ._listing import blocks

@@ -42,10 +42,8 @@ def _accelerations(system, q, qd, t):
 
 
 def scalar_where_small(fn, system: LagrangianSystem, q: Array, qd: Array, t, *args):
-    """`fn(system, q, qd, t, *args)`, written out as scalar code
-    (`_lanes/_scalar.py`) where the system solves by `DenseCholesky` with
-    `scalar` on and n ≤ its `unroll` (the small systems' hot path under `vmap`),
-    and in array form elsewhere or where the scalar form declines."""
+    """`fn(system, q, qd, t, *args)` as scalar code where small, else in array form."""
+    # Scalar code (`_lanes/_scalar.py`) is the small systems' hot path under `vmap`.
     strategy = system.mass_strategy
     if (
         isinstance(strategy, DenseCholesky)
@@ -100,8 +98,7 @@ def mass_matrix(
 
 
 def unread_velocities(system: LagrangianSystem, q, qd, t) -> list[int]:
-    """The velocities L does not depend on at a state (zero rows of M): more
-    coordinates than L reads, or an L that is not a function of them."""
+    """The velocities L does not depend on at a state (zero rows of M)."""
     try:
         mass = np.asarray(mass_matrix(system, q, qd, t))
     except (ValueError, TypeError, IndexError, eqx.EquinoxRuntimeError):
@@ -184,8 +181,7 @@ def is_finite_state(q: Array, qd: Array, t: Array) -> BoolScalar:
 
 
 def _checked(x: Array, q: Array, qd: Array, t: Array, name: str) -> Array:
-    """`x`, with an error (under `jit` too) for a non-finite state, and for a
-    non-finite `x` at a finite state, naming `jl.{name}`."""
+    """`x`, with errors (also under `jit`) for a non-finite state or `x`."""
     finite = is_finite_state(q, qd, t)
     x = eqx.error_if(x, ~finite, NON_FINITE_STATE)
     bad = finite & ~jnp.all(jnp.isfinite(x))

@@ -190,8 +190,7 @@ def _linearize(system, q, qd, t, coordinates, velocities, mask):
 
 @eqx.filter_jit
 def _manifold_residual(system, q, qd, t, velocities=True) -> tuple[Array, Array]:
-    """The largest constraint residual at (q, q̇, t) (the holonomic constraints
-    only, without `velocities`), and whether it is off the manifold."""
+    """The largest constraint residual at (q, q̇, t), and whether it is too large."""
     parts = [jnp.zeros((0,), q.dtype)]
     stack = system.constraints
     if stack.positional:
@@ -357,8 +356,8 @@ _NOT_EQUILIBRIUM = (
 
 
 def _off_equilibrium(q, omega2, residual):
-    """Whether q̈ at q̇ = 0 exceeds √eps (1 + max |q|) max(1, max |ω²|): a
-    displacement of √eps (1 + max |q|) along the stiffest mode, in units of q̈."""
+    """Whether the residual q̈ at q̇ = 0 is too large for an equilibrium."""
+    # A displacement of √eps (1 + max |q|) along the stiffest mode, in units of q̈.
     scale = (1 + jnp.max(jnp.abs(q))) * jnp.maximum(
         1.0, jnp.max(jnp.abs(omega2), initial=0.0)
     )

@@ -45,8 +45,7 @@ def _motion_axes(fig, positions: np.ndarray, unit: str | None = None):
 
 
 def _skeleton(points: np.ndarray, links) -> np.ndarray:
-    """The lines of one configuration (k, d): the points joined in order, or
-    each pair of `links` as a segment (NaN rows between them)."""
+    """Lines of one configuration (k, d): points in order, or `links` as segments."""
     if links is None:
         return points
     gap = np.full((1, points.shape[-1]), np.nan)

@@ -4,8 +4,7 @@ import sys
 
 
 def progress_bar(total: int, *, done: int = 0, enabled: bool = True, unit: str):
-    """A tqdm progress bar on stderr: count, rate and time left; a no-op if not
-    `enabled`."""
+    """A tqdm bar on stderr: count, rate and time left (a no-op unless `enabled`)."""
     from tqdm import tqdm
 
     return tqdm(

@@ -32,8 +32,8 @@ USER_FUNCTIONS = tuple(_SIGNATURES)  # the fields that hold the user's functions
 
 
 def as_float(x: Any) -> Array:
-    """`jnp.asarray(x, dtype=float)`; concrete values are converted by NumPy, as an
-    eager conversion by JAX compiles a small program on its first use."""
+    """`jnp.asarray(x, dtype=float)`, concrete values converted by NumPy."""
+    # An eager conversion by JAX compiles a small program on its first use.
     if any(isinstance(leaf, jax.Array) for leaf in jax.tree.leaves(x)):
         return jnp.asarray(x, dtype=float)
     return jax.device_put(np.asarray(x, dtype=jnp.result_type(float)))
@@ -59,8 +59,8 @@ _COEFFICIENTS = ("restitution", "friction", "static_friction")
 
 
 def _leaf_or_name(x: Any) -> tuple[Any, Any]:
-    """A coefficient as (leaf, None), or (None, name) when it names a param or is
-    a function of the params (a loaded model's μ, mixed from `geom_friction`)."""
+    """A coefficient as (leaf, None), or (None, it) for a param's name or a function."""
+    # A function of the params: e.g. a loaded model's μ, mixed from `geom_friction`.
     return (None, x) if isinstance(x, str) or callable(x) else (to_leaf(x), None)
 
 
@@ -413,8 +413,7 @@ def as_state(q, qd, t, where: str = "q") -> tuple[Array, Array, Array]:
 
 
 def as_coordinates(q, qd, where: str = "q") -> tuple[Array, Array]:
-    """`q` and `qd` (named `where` and its rate: `q0`, `qd0`) checked, in one
-    floating dtype."""
+    """`q` and `qd` (named `where` and its rate) checked, in one floating dtype."""
     rate = where.replace("q", "qd", 1)
     q, qd = as_real(where, q), as_real(rate, qd)
     if q.ndim != 1 or q.shape[0] == 0:

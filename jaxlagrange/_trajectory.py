@@ -118,9 +118,7 @@ _THROW_FALSE = (
 
 
 def result_messages(max_steps: int, max_events: int | None = None) -> list[str]:
-    """The message of each result code, indexed by its value.
-
-    `max_events` (None: not known) goes into the message of too many events."""
+    """The message of each result code, by value, with the limits filled in."""
     messages = list(MESSAGES)
     messages[int(code_of(RESULTS.max_steps_reached))] = (
         f"The maximum number of solver steps ({max_steps}) was reached before t1. "
@@ -158,9 +156,7 @@ def raise_on_failure(
 
 
 def _result_codes(result, where: str, table=None) -> np.ndarray:
-    """The `RESULTS` codes of a `Trajectory`, a `RESULTS` item or integer codes,
-    as a NumPy array (no JAX program is compiled); with a `table`, its entries
-    at them (a `str` for one result)."""
+    """A result's `RESULTS` codes in NumPy (nothing compiled), or `table`'s entries."""
     if isinstance(result, Trajectory):
         result = result.result
     if isinstance(result, RESULTS):
@@ -280,8 +276,7 @@ def failed(
 
 
 def raise_if_failed(traj: Trajectory) -> Trajectory:
-    """`traj`, with an error naming the failed members of a batch (`throw=True`
-    of `simulate_batch`): raised eagerly, or under `jax.jit` as a runtime error."""
+    """`traj`, with an error for the failed members of a batch (`throw=True`)."""
     # Error messages are static, so the message is chosen by the first failure's
     # result code; `jl.failed` finds the members.
     messages = [

@@ -350,8 +350,7 @@ def sweep_map(
 
 
 def _axis_name(name: str, coordinates, units, param_units) -> str:
-    """`q[0]` -> `θ₁ [rad]`, `qd[0]` -> `dθ₁/dt [rad/s]`, `body_mass[1]` ->
-    `body_mass[1] [kg]`; other names as they are."""
+    """Axis label: `q[0]` -> `θ₁ [rad]`, `qd[0]` -> `dθ₁/dt [rad/s]`, a param's unit."""
     kind, _, index = name.rstrip("]").partition("[")
     if kind not in ("q", "qd") or not index.isdigit() or coordinates is None:
         return with_unit(name, param_units.get(name, param_units.get(kind)))

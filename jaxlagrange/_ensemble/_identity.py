@@ -24,7 +24,7 @@ def describe(x: Any) -> Any:
 
 
 def code_digest(fns: Sequence[Any]) -> str:
-    """A SHA-256 of functions' code and the values they read: it changes with an edit."""
+    """A SHA-256 of functions' code and the values they read: an edit changes it."""
     h = hashlib.sha256()
 
     def code(c) -> None:

@@ -75,7 +75,7 @@ def _acquire(path: Path) -> int:
                 "output directory."
             ) from None
         try:
-            # A finishing sweep unlinks the lock file while holding it: lock the live one.
+            # A sweep unlinks the lock file while still holding it: lock the new one.
             current = os.path.samestat(os.fstat(fd), os.stat(lock))
         except FileNotFoundError:
             current = False

@@ -127,7 +127,7 @@ def _files_missing(group, kind: str, name: str, chunk: int) -> bool:
 def bad_chunks(
     group, manifest: Mapping[str, Any], bounds, *, inputs: bool = True
 ) -> list[int]:
-    """The completed chunks failing their checksums (outputs; inputs too if `inputs`)."""
+    """The completed chunks failing their checksums (outputs; with `inputs`, inputs)."""
     sums = manifest.get("checksums", {})
     canonical = manifest.get("checksum_form") == CHECKSUM_FORM
     names = list(group["outputs"].array_keys())

@@ -139,8 +139,7 @@ def _local_sources() -> str:
 
 
 def simulate_program(**kwargs):
-    """`simulate_checked` with plain containers out, for `_programs`."""
-    # (`_programs` cannot store equinox Modules: `trajectory_from` names the fields.)
+    """`simulate_checked`, plain containers out: `_programs` cannot store Modules."""
     import dataclasses
 
     import diffrax

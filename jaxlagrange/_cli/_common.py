@@ -14,9 +14,7 @@ from ._output import CLIError, file_name, output_dir
 
 
 def add_command_arguments(parser, *, out: str, progress: str, device: str) -> None:
-    """`--out`, `--no-plots`, `--quiet`, `--progress` and `--device` of a
-    subcommand: the default output directory `out`, what `progress` shows, and
-    where `auto` computes."""
+    """Add a subcommand's `--out`, `--no-plots`, `--quiet`, `--progress`, `--device`."""
     parser.add_argument(
         "--out",
         metavar="DIR",
@@ -40,10 +38,7 @@ def add_command_arguments(parser, *, out: str, progress: str, device: str) -> No
 
 
 def configured(schema, section: str, *, batched: bool):
-    """A subcommand's `command(args)` made of `body(args, config, devices)`: the
-    config of `args.config` loaded with `schema`, in float64, and the body run on
-    the devices its `section` (or `--device`) chooses (`choose_devices`). A
-    command that computes on the CPU starts only JAX's CPU backend."""
+    """Make a subcommand's `command(args)` of `body(args, config, devices)`."""
 
     def decorate(body):
         @functools.wraps(body)
@@ -66,9 +61,9 @@ def configured(schema, section: str, *, batched: bool):
 
 
 def output_directory(args, config, default: str) -> Path:
-    """`--out`, else `[output] dir`, else `out/<default>` (as one plain file
-    name: a model's name never chooses where files go): created, checked."""
+    """`--out`, else `[output] dir`, else `out/<default>`: created, checked."""
     chosen = args.out or config["output"]["dir"]
+    # A plain file name: a model's name never chooses where files go.
     return output_dir(chosen or Path("out", file_name(default)))
 
 
@@ -78,10 +73,7 @@ def show_progress(args) -> bool:
 
 
 def compilation_cache() -> Path | None:
-    """Turn on JAX's persistent compilation cache; its directory, or None (off).
-
-    The directory is `cache_directory()`'s. A second run of the same config then
-    loads its compiled programs instead of compiling them again."""
+    """Turn on JAX's persistent compilation cache; its directory, or None (off)."""
     import jax
 
     path = cache_directory()
@@ -99,13 +91,7 @@ def compilation_cache() -> Path | None:
 
 
 def kept_programs(config: Mapping[str, Any] | None, ready=None):
-    """`_programs.kept_programs` in the compilation cache's directory (a no-op
-    without the cache or without a `config`).
-
-    The key's context is the resolved `config`, the source of every module
-    imported from outside the Python installation (call it once the user's are
-    imported), and what the `ready` system computes (`physics_digest`), so that
-    a change to any of them traces the program anew."""
+    """`_programs.kept_programs` keyed by all the program depends on; else a no-op."""
     import json
 
     import jax
@@ -116,6 +102,8 @@ def kept_programs(config: Mapping[str, Any] | None, ready=None):
     if config is None or not directory or not jax.config.jax_enable_compilation_cache:
         return keep(None, "")
     try:
+        # A change to the config, a local source or the physics traces anew. Call this
+        # once the user's modules are imported: only imported ones are read.
         context = json.dumps(config, sort_keys=True, default=repr) + _local_sources()
         path = _config.system_file(config)
         if path is not None:
@@ -130,8 +118,7 @@ def kept_programs(config: Mapping[str, Any] | None, ready=None):
 
 
 def _local_sources() -> str:
-    """The paths and contents of the imported modules outside the Python
-    installation (its standard library and site-packages)."""
+    """The paths and contents of the imported modules outside the Python install."""
     import hashlib
 
     prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix}
@@ -152,10 +139,7 @@ def _local_sources() -> str:
 
 
 def simulate_program(**kwargs):
-    """`simulate_checked(system, q0, qd0, throw=False, **kwargs)` as a function of
-    (system, q0, qd0, **more kwargs) with plain containers out, for `_programs`
-    (which cannot store equinox Modules): the trajectory's fields and what the
-    diagnosis of a failure needs, named afterwards by `trajectory_from`."""
+    """`simulate_checked`, plain containers out: `_programs` cannot store Modules."""
     import dataclasses
 
     import diffrax
@@ -204,21 +188,15 @@ def trajectory_from(system, out):
 
 @contextlib.contextmanager
 def errors_as_values() -> Iterator[None]:
-    """Trace equinox's runtime checks as NaN outputs instead of host callbacks.
-
-    A program with a host callback is never loaded from JAX's persistent cache
-    (the callback is part of its cache key, and differs between processes). The
-    command line runs `simulate(..., throw=False)` on inputs it has checked
-    eagerly, reads the failures from `Trajectory.result`, and checks the saved
-    arrays for non-finite values, so inside it these checks can become values.
-
-    JAX caches traced and compiled functions for the whole process, whatever
-    the setting was when they were traced: the caches are cleared on entry (so
-    that what is traced inside has no callbacks) and on exit (so that nothing
-    traced inside serves a later call that should raise)."""
+    """Trace equinox's runtime checks as NaN outputs instead of host callbacks."""
     import equinox._errors as errors
     import jax
 
+    # A program with a host callback (in its cache key, different in each process)
+    # is never loaded from JAX's persistent cache. The CLI checks its inputs
+    # eagerly and reads failures from `Trajectory.result` and non-finite outputs.
+    # JAX's caches outlive the setting: cleared on entry, so nothing traced here
+    # has callbacks, and on exit, so nothing traced here serves a call that raises.
     old = errors.EQX_ON_ERROR
     jax.clear_caches()
     errors.EQX_ON_ERROR = "nan"
@@ -238,8 +216,7 @@ def say(args, message: str) -> None:
 
 
 def stdout_to_devnull() -> None:
-    """Send what is still printed to stdout (and its flush at exit) nowhere: its
-    reader has closed the pipe."""
+    """Send what is still printed to stdout (and its flush at exit) nowhere."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
@@ -262,8 +239,7 @@ class Timing(NamedTuple):
     kept: bool = False  # whether `trace` was a load of the kept program
 
     def line(self) -> str:
-        """`+ 0.81 s trace, 1.62 s compile` (or `0.10 s kept program load`,
-        `0.05 s cache load`)."""
+        """`+ 0.81 s trace, 1.62 s compile` (or a kept program load, a cache load)."""
         what = "cache load" if self.cached else "compile"
         first = "kept program load" if self.kept else "trace"
         return f"+ {self.trace:.2f} s {first}, {self.compile:.2f} s {what}"
@@ -297,8 +273,7 @@ def _listen_for_hits() -> None:
 
 @contextlib.contextmanager
 def cache_hits() -> Iterator[list[int]]:
-    """Count the programs loaded from JAX's persistent cache inside the block:
-    yields a list whose one entry is the count."""
+    """Count the programs loaded from JAX's persistent cache inside the block."""
     _listen_for_hits()
     counter = [0]
     _HITS.append(counter)
@@ -318,12 +293,11 @@ def _available(platform: str) -> list:
 
 
 def check_backends() -> None:
-    """A `CLIError` naming `JAX_PLATFORMS` when JAX cannot start any of the
-    platforms it names (JAX's own error is a bare `AssertionError` for
-    `JAX_PLATFORMS=cuda` on a machine without CUDA)."""
+    """Raise a `CLIError` naming `JAX_PLATFORMS` when JAX cannot start its platforms."""
     import jax
 
     try:
+        # JAX's own error is a bare AssertionError (`JAX_PLATFORMS=cuda` without CUDA).
         jax.devices()
     except (RuntimeError, AssertionError) as error:
         platforms = jax.config.jax_platforms
@@ -338,14 +312,9 @@ def check_backends() -> None:
 
 
 def choose_devices(requested: str, *, batched: bool, available=_available) -> list:
-    """The devices a subcommand computes on.
-
-    `auto` puts single trajectories and fits on the first CPU device, where a
-    small solve's many short steps run fastest (on a GPU each step is several
-    kernel launches), and batched work (`sweep`) on the GPUs when JAX has any,
-    else on the CPU. `cpu` and `gpu` force the choice; `gpu` without a GPU is an
-    error. `available(platform)` lists JAX's devices of a platform (a fake one in
-    tests)."""
+    """The devices a subcommand computes on (`available` is faked in tests)."""
+    # `auto`: single solves on one CPU (a small solve's many short steps run fastest
+    # there; on a GPU each step is several kernel launches), batched work on the GPUs.
     cpus = available("cpu")[:1]
     if on_the_cpu(requested, batched=batched) and cpus:
         return cpus
@@ -366,18 +335,12 @@ def choose_devices(requested: str, *, batched: bool, available=_available) -> li
 
 
 def on_the_cpu(requested: str, *, batched: bool) -> bool:
-    """Whether `choose_devices` puts the command on the CPU whatever JAX has:
-    `cpu`, or `auto` for a single trajectory or a fit."""
+    """Whether `choose_devices` puts the command on the CPU whatever JAX has."""
     return requested == "cpu" or (requested == "auto" and not batched)
 
 
 def start_only_the_cpu() -> bool:
-    """Start only JAX's CPU backend, if no backend has started yet and the user
-    has not chosen the platforms (`JAX_PLATFORMS`); True if so.
-
-    Asked for its first device, JAX starts every backend it has: on a GPU
-    machine that is CUDA too, seconds of start-up and most of the GPU's memory
-    reserved, for a command that computes on the CPU."""
+    """Start only JAX's CPU backend unless started or chosen (`JAX_PLATFORMS`)."""
     import jax
 
     try:
@@ -388,6 +351,8 @@ def start_only_the_cpu() -> bool:
         return False
     if started or jax.config.jax_platforms:
         return False
+    # Else JAX starts every backend: on a GPU machine, seconds of CUDA start-up
+    # and most of the GPU's memory, for a command on the CPU.
     jax.config.update("jax_platforms", "cpu")
     return True
 

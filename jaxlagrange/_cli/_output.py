@@ -30,13 +30,10 @@ _INTERRUPTED = threading.Event()
 
 @contextlib.contextmanager
 def interrupts_kept() -> Iterator[None]:
-    """Ctrl-C that Python swallowed is not forgotten.
-
-    A KeyboardInterrupt raised while Python runs a garbage-collection callback
-    (JAX's, during a trace) is printed as "Exception ignored" and lost: the run
-    went on and wrote its outputs. Here SIGINT also sets a flag, which
-    `write_output_set` checks before it writes anything, and the swallowed
-    KeyboardInterrupt is not printed. (Main thread only; elsewhere a no-op.)"""
+    """Keep a Ctrl-C that Python swallowed, for `write_output_set` to raise."""
+    # A KeyboardInterrupt in a garbage-collection callback (JAX's, during a trace)
+    # is printed as "Exception ignored" and lost, and the run went on to write.
+    # SIGINT also sets a flag, and the swallowed one is not printed.
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -85,10 +82,7 @@ def png_bytes(fig: Any, dpi: int = 130) -> bytes:
 
 
 def file_name(name: str) -> str:
-    """`name` (a system's, which a model file may set) as one plain file name:
-    runs of characters other than letters, digits, `_`, `-`, `+` and `.` (path
-    separators among them) become `_`, leading and trailing dots and `_` are
-    dropped, so no name leaves the folder it is put in ("" becomes "system")."""
+    """`name` (a system's, set by a model file) as one plain file name, never a path."""
     return (
         re.sub(r"[^\w.+-]+", "_", str(name), flags=re.ASCII).strip("._")[:100]
         or "system"
@@ -96,10 +90,8 @@ def file_name(name: str) -> str:
 
 
 def output_dir(path: str | Path) -> Path:
-    """Create the output directory `path` (and its parents); a clear error if not.
-
-    Called before any computation, so that a directory that cannot be made or
-    written (a file in the way, a read-only file system) is refused at once."""
+    """Create the output directory `path` (and its parents); a clear error if not."""
+    # Called before any computation, so a bad directory is refused at once.
     path = Path(path)
     name = f"output directory {str(path)!r}"
     try:
@@ -118,8 +110,7 @@ def output_dir(path: str | Path) -> Path:
 
 
 def _probe(directory: Path) -> None:
-    """Create and remove a file in `directory`: an unnamed one where the file
-    system allows it (nothing is left if the process is killed meanwhile)."""
+    """Create and remove a file in `directory` (an unnamed one where possible)."""
     try:
         os.close(os.open(directory, os.O_TMPFILE | os.O_WRONLY, 0o600))
         return
@@ -151,24 +142,13 @@ _ANY_OUTPUT = "|".join(f"({names})" for names in OUTPUTS.values())
 def write_output_set(
     directory: str | Path, files: Mapping[str, bytes], *, outputs: str
 ) -> Path:
-    """Write `files` into `directory` as one set, listed by its `summary.json`.
-
-    The directory itself is written into, never renamed (through a symbolic link,
-    into `.` or a mount point alike). The files are written and synced into a
-    hidden staging folder inside it; then, holding a lock on the directory, the
-    folder is renamed to mark it committed, the old `summary.json` is removed,
-    each file renamed into place, the files of the command's previous set that
-    this one lacks (names that `outputs`, a regular expression, matches) removed,
-    and `summary.json` comes in last. So a `summary.json` present lists a whole
-    set, and no other file is touched (a `fit` keeps the `run`'s trajectory.npz
-    it reads). A run killed before its commit leaves a staging folder, which the
-    next run removes; one killed during it leaves the committed folder, which
-    the next run finishes first. Of concurrent runs, the last to commit wins."""
+    """Write `files` into `directory` as one set, listed by its `summary.json`."""
     owned = re.compile(outputs)
     stray = [n for n in files if n != "summary.json" and not owned.fullmatch(n)]
     if stray:  # a new output must join its command's `OUTPUTS`
         raise ValueError(f"{stray[0]!r} is not one of the outputs {outputs!r}")
     raise_if_interrupted()
+    # The directory is written into, never renamed (a link, `.` or a mount point).
     directory = output_dir(directory)
     with _locked(directory):
         _finish_interrupted(directory)
@@ -191,6 +171,9 @@ def write_output_set(
             _write_synced(staging / _REMOVE, json.dumps(leftovers).encode())
             _fsync(staging)
             commit = directory / f"{_COMMIT}{staging.name[len(_STAGING) :]}"
+            # The commit. A run killed before it leaves a staging folder, which the next
+            # run removes; one killed after it a commit folder, which the next run
+            # finishes. Of concurrent runs the last to commit wins.
             os.rename(staging, commit)
             _fsync(directory)
             _apply(directory, commit, owned)
@@ -201,8 +184,8 @@ def write_output_set(
 
 
 def _apply(directory: Path, commit: Path, owned: re.Pattern) -> None:
-    """Move a committed set into place; safe to repeat after an interruption.
-    Of its leftovers, only names that `owned` matches are removed."""
+    """Move a committed set into place; safe to repeat after an interruption."""
+    # `summary.json` leaves first and comes back last: one present lists a whole set.
     summary = commit / "summary.json"
     if summary.exists():
         (directory / "summary.json").unlink(missing_ok=True)
@@ -226,8 +209,7 @@ def _apply(directory: Path, commit: Path, owned: re.Pattern) -> None:
 
 
 def _finish_interrupted(directory: Path) -> None:
-    """Finish the commits of killed runs, remove their staging folders; leave
-    those of runs still going (they hold a lock on their folder)."""
+    """Finish killed runs' commits, remove their staging folders; leave live runs'."""
     for item in sorted(directory.iterdir()):
         committed = item.name.startswith(_COMMIT)
         if not (committed or item.name.startswith(_STAGING)) or not item.is_dir():
@@ -259,8 +241,7 @@ def _locked(directory: Path) -> Iterator[None]:
 
 
 def _flock(fd: int, *, blocking: bool) -> bool:
-    """Lock `fd`; False if another holds it. A file system without locks
-    (rare network ones) counts as locked by us."""
+    """Lock `fd`; False if another holds it, True on a file system without locks."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
     except BlockingIOError:
@@ -308,8 +289,7 @@ def _jsonable(obj: Any) -> Any:
 def write_with_summary(
     out, files: Mapping[str, bytes], summary: dict[str, Any], also=()
 ) -> None:
-    """`write_output_set` of `files` and `summary.json`, the summary listing the
-    set's files and `also` (files written otherwise) under "files"."""
+    """`write_output_set` of `files` and a `summary.json` listing them and `also`."""
     summary["files"] = sorted([*files, "summary.json", *also])
     files = {**files, "summary.json": json_bytes(summary)}
     write_output_set(out, files, outputs=OUTPUTS[summary["command"]])

@@ -86,10 +86,7 @@ def load_observations(
     sigma_qd: float | None = None,
     coordinates: Any = None,
 ):
-    """A `jl.Observations` from an `.npz` or `.csv` file of `n` coordinates (None:
-    as many as the file has), with the noise scales `sigma` (and `sigma_qd` of
-    the velocities) and the initial state `q0`, `qd0` (None: the data's);
-    `coordinates`, the system's names of its `n`, for errors."""
+    """A `jl.Observations` from an `.npz` or `.csv` file of `n` coordinates."""
     from .._fit._loss import Observations
 
     name = str(path)
@@ -155,10 +152,9 @@ def load_observations(
 
 
 def shooting_segments(data, samples: int = 8) -> int:
-    """`[fit] segments = "auto"`: one per half oscillation of the data's fastest
-    coordinate (a crossing of its linear trend, by more than a quarter of its
-    spread: not noise), at least `samples` samples each. Over many periods one
-    shot's loss is rugged: a frequency a little off puts the model out of phase."""
+    """`[fit] segments = "auto"`: one per half oscillation of the fastest coordinate."""
+    # Over many periods one shot's loss is rugged: a frequency a little off puts
+    # the model out of phase. A crossing counts past a quarter of the spread.
     halves, most = 0, []
     for obs in data:
         ts, q = np.asarray(obs.ts), np.asarray(obs.q)
@@ -173,8 +169,7 @@ def shooting_segments(data, samples: int = 8) -> int:
 
 
 def _held_as_null(stderr, trainable):
-    """The standard errors with None (JSON null) for params that were held fixed:
-    they were not estimated (`jl.fit` gives 0 for them)."""
+    """The standard errors, None (JSON null) for params held fixed (not estimated)."""
     if not isinstance(stderr, dict) or trainable is None:
         return stderr
     return {k: (v if k in trainable else None) for k, v in stderr.items()}
@@ -192,14 +187,13 @@ def _with_stderr(params, stderr):
 
 
 def _ready_system(config, paths, sigma):
-    """The config's system; a system of the user's file without `[initial]` takes
-    the number of coordinates from the first data file (the fit starts from the
-    data's observed initial state, never from a state the config had to invent)."""
+    """The config's system, sized by the first data file when it has no `[initial]`."""
     initial = config["initial"]
     if config["system"]["file"] is None or (
         initial["q"] is not None and initial["qd"] is not None
     ):
         return _config.ready_system(config)
+    # The fit starts from the data's observed state, never one the config invents.
     probe = load_observations(paths[0], None, sigma, initial["q"], initial["qd"])
     n = probe.q.shape[1]
     state = {
@@ -310,8 +304,7 @@ def command(args: argparse.Namespace, config, devices) -> int:
 
 
 def _fitted(args, config, ready, data, kwargs):
-    """`jl.fit` of the config, its errors in the config's words; the result and
-    the texts of the warnings it issued (printed unless quiet)."""
+    """`jl.fit` of the config, its errors in the config's words, and its warnings."""
     from .._fit._main import fit
 
     try:
@@ -346,8 +339,7 @@ def _fitted(args, config, ready, data, kwargs):
 
 
 def _fitted_motions(args, config, ready, data, result, kwargs, notes):
-    """The arrays of fit.npz: each data file's observed and fitted motion; a
-    fitted motion that fails is noted (in `notes`, and warned of)."""
+    """The arrays of fit.npz: each data file's observed and fitted motion."""
     from .._programs import call
 
     settings = ("solver", "rtol", "atol", "max_steps")

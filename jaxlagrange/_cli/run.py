@@ -83,9 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _energy_along(system, ts, q, qd):
-    """The Jacobi integral along (ts, q, qd), and whether the Lagrangian and the
-    constraints are free of t there (traced: `solve` evaluates it inside its
-    program, see `_conserved`)."""
+    """The Jacobi integral along (ts, q, qd); whether L and constraints are t-free."""
     import jax
     import jax.numpy as jnp
 
@@ -102,10 +100,7 @@ def _energy_along(system, ts, q, qd):
 
 
 def _conserved(system, autonomous, traj) -> bool:
-    """Whether the Jacobi integral is conserved: it is not when there are forces,
-    dissipation or friction, inelastic impacts (a restitution below 1, where an
-    impact happened), nor when L or a constraint depends on t explicitly
-    somewhere on the trajectory."""
+    """Whether the Jacobi integral is conserved along `traj`."""
     from .._trajectory import EVENT_IMPACT
 
     forced = (
@@ -121,15 +116,7 @@ def _conserved(system, autonomous, traj) -> bool:
 
 
 def solve(ready, kwargs: Mapping[str, Any], *, progress: bool, config):
-    """`jl.simulate(*ready, **kwargs)`, compiled ahead of time and timed.
-
-    Without `progress` the compiled program has no host callbacks, so JAX's
-    persistent compilation cache (when on) serves it to the next run; diffrax's
-    tqdm progress meter is one. With the cache on, the traced program is kept
-    there too (`_programs`, keyed by `config`), and a repeated run skips the trace.
-
-    **Returns:** `(trajectory, timing, (energies, autonomous))`: a `Timing`, and
-    `_energy_along` the trajectory, evaluated in the same program."""
+    """`jl.simulate(*ready, **kwargs)`, compiled ahead of time and timed."""
     import diffrax
     import equinox as eqx
     import jax.numpy as jnp
@@ -194,8 +181,7 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool, config):
 
 
 def _events(traj, arrays) -> list[dict[str, Any]]:
-    """The events of unilateral constraints on `traj` (releases, impacts, sticks,
-    slips), for JSON; their arrays go into `arrays` (trajectory.npz)."""
+    """The events on `traj`, for JSON; their arrays go into `arrays`."""
     used = int(traj.num_events)
     for key in ("event_ts", "event_constraint", "event_kind"):
         arrays[key] = getattr(traj, key)[:used]
@@ -211,11 +197,7 @@ def _events(traj, arrays) -> list[dict[str, Any]]:
 
 
 def _figures(ready, traj, energies, conserved: bool, worker):
-    """The PNGs (and motion.gif) of `jaxlagrange run`, rendered in memory.
-
-    `worker`: None (no motion.gif), or a `GifWorker` that draws the GIF in its
-    own process meanwhile (in this one if it fails). A `positions` that fails or
-    returns non-finite values costs the motion figures only, with a warning."""
+    """The PNGs (and motion.gif, drawn by `worker` if any) of `jaxlagrange run`."""
     from .. import plotting
 
     title, labels, units = f"{ready.name}: ", ready.coordinates, ready.units
@@ -267,8 +249,7 @@ def _figures(ready, traj, energies, conserved: bool, worker):
 
 
 def _positions(ready, traj) -> np.ndarray:
-    """The system's points along the trajectory, (T, k, d), checked: the one
-    `CLIError` "positions of {name} ..." says what is wrong with them."""
+    """The system's points along the trajectory, (T, k, d), checked."""
     import equinox as eqx
 
     try:

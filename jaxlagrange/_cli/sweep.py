@@ -141,9 +141,7 @@ def command(args: argparse.Namespace, config, devices) -> int:
 
 
 def _identity(config, ready, grid_shape, values, stored, physics: str) -> dict:
-    """The attributes that identify the sweep in its store (a resume must match
-    them): `stored`, those of the store there already (or None), and `physics`,
-    what the system computes (`physics_digest`)."""
+    """The attributes that identify the sweep in its store; a resume must match them."""
     # A store written before the params were recorded by name holds them as
     # one text: kept so, it still resumes.
     legacy = stored is not None and isinstance(stored.get("params"), str)
@@ -184,8 +182,7 @@ def _identity(config, ready, grid_shape, values, stored, physics: str) -> dict:
 
 
 def _maps(group, ready, t1, lyapunov: bool) -> dict:
-    """`{name: (value of each member, label)}`: the Lyapunov exponent (if
-    computed) and each final coordinate."""
+    """`{name: (value of each member, label)}`: Lyapunov exponent, final coordinates."""
     from .. import plotting
 
     maps = {}
@@ -204,8 +201,7 @@ def _maps(group, ready, t1, lyapunov: bool) -> dict:
 
 
 def _figures(maps, failed, values, grid_shape, ready, section) -> dict[str, bytes]:
-    """The PNG of each map (`{name: (value of each member, label)}`), its
-    failed members blank."""
+    """The PNG of each map, its failed members blank."""
     from .. import plotting
 
     files = {}
@@ -260,9 +256,7 @@ def _computed(size: int, before: int) -> str:
 
 
 def _check_physics(store: Path, attrs: dict | None, current: dict) -> None:
-    """Refuse to resume a store (with `attrs`) whose user system file has been
-    edited since, or whose system computes something else now (its results
-    would mix two physics)."""
+    """Refuse to resume a store whose system file or physics has changed since."""
     if attrs is None:
         return  # no store yet, or one the store itself will judge
     stored, now = attrs.get("system_file"), current.get("system_file")
@@ -311,8 +305,7 @@ def _failed_by_result(result: np.ndarray) -> dict[str, int]:
 
 
 def _check_starts(member, inputs, name: str, values) -> None:
-    """Refuse a grid whose members cannot start, naming the first: else they
-    fail one by one, each `inconsistent_initial_state`."""
+    """Refuse a grid whose members cannot start, naming the first."""
     from .._ensemble._batch import bad_starts
     from .._ensemble._member import Rows
 
@@ -337,8 +330,7 @@ def _check_starts(member, inputs, name: str, values) -> None:
 
 
 def _described_params(params):
-    """The params as JSON: a (nested) dict of values, so that a refused resume
-    can name the param that changed."""
+    """The params as nested JSON, so that a refused resume can name the one changed."""
     if isinstance(params, dict):
         return {str(k): _described_params(v) for k, v in params.items()}
     return describe(params)

@@ -16,17 +16,13 @@ _REQUIRED = object()
 
 @dataclasses.dataclass(frozen=True)
 class Key:
-    """One key of a config section.
+    """One key of a config section: its kind, its default and a value check."""
 
-    - `kind`: `float` (ints accepted), `int`, `bool`, `str`, `"vector"` (a list of
-        numbers), `"table"` (a TOML table), `"numbers"` (a table of numbers or
-        nested lists of numbers) or `"any"` (left to `check`).
-    - `default`: the value when the key is absent (omit it for a required key).
-    - `check`: `value -> None | str`, a value check returning what is wrong."""
-
+    # float (ints too), int, bool, str, "vector" (a list of numbers), "table", "numbers"
+    # (a table of numbers or nested lists of them) or "any" (left to `check`)
     kind: Any
-    default: Any = _REQUIRED
-    check: Callable[[Any], str | None] | None = None
+    default: Any = _REQUIRED  # omitted: a required key
+    check: Callable[[Any], str | None] | None = None  # what is wrong, or None
 
 
 def positive_or_reason(x):
@@ -123,8 +119,7 @@ def valid_names(names) -> str:
 
 @contextlib.contextmanager
 def reasons(where: str):
-    """A `ValueError` of the block (a library's check, saying what is wrong) as
-    the one `ConfigError` line "{where}: {reason}" (without the final period)."""
+    """Turn a library's `ValueError` in the block into one line "{where}: {reason}"."""
     try:
         yield
     except ValueError as e:
@@ -154,8 +149,7 @@ def check(
 def check_table(
     given: Any, keys: Mapping[str, Key], source: str, table: str, like: str = ""
 ) -> dict[str, Any]:
-    """The values of the TOML table `table` ("[run]") of `source`, with defaults;
-    every key's type and value checked against its `Key`."""
+    """The values of the TOML table `table` of `source`, with defaults, checked."""
     if not isinstance(given, dict):
         raise ConfigError(f"{source}: {table} must be a table{like}")
     for key in given:

@@ -119,8 +119,7 @@ def load(
 
 
 def factory_options(factory) -> dict[str, Any]:
-    """The structural options of a ready-system factory and their defaults: its
-    keyword-only arguments other than `q0` and `qd0` (e.g. `n`, `modes`)."""
+    """A ready-system factory's structural options (`n`, `modes`) and defaults."""
     return {
         p.name: p.default
         for p in inspect.signature(factory).parameters.values()
@@ -129,8 +128,7 @@ def factory_options(factory) -> dict[str, Any]:
 
 
 def _options(config, factory) -> dict[str, Any]:
-    """`[system] options`, checked against the factory's keyword-only arguments
-    (the type of each default; a default of None takes any value)."""
+    """`[system] options`, checked against the factory's keyword-only arguments."""
     given = config["system"]["options"]
     keys = {
         key: Key("any" if d is None or d is inspect.Parameter.empty else type(d), None)
@@ -141,8 +139,7 @@ def _options(config, factory) -> dict[str, Any]:
 
 
 def ready_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
-    """The `ReadySystem` of a checked config: `jl.systems.make(name, ...)`, or
-    the system of the user's own `file` (see `jaxlagrange._config.user`)."""
+    """The `ReadySystem` of a checked config: a ready one, or the user's `file`."""
     source, section = config["source"], config["system"]
     name = section["name"]
     if sum(section[k] is not None for k in ("name", "file", "mujoco")) != 1:
@@ -203,8 +200,7 @@ def _check_initial(config: Mapping[str, Any], ready, system: str) -> None:
 
 
 def solver(name: str) -> diffrax.AbstractSolver:
-    """The diffrax solver called `name` (one of `SOLVERS`, as the schemas of run
-    and fit configs have checked), built with its defaults."""
+    """The diffrax solver called `name` (checked by the schema), with its defaults."""
     return getattr(diffrax, name)()
 
 

@@ -39,8 +39,7 @@ _AXIS_KEYS = {"grid": {**_AXIS, "num": Key(int, check=at_least(1))}, "random": _
 
 
 def _axis_targets(ready) -> tuple[set[str], str]:
-    """Every valid axis name (a coordinate, a scalar param or an entry of an array
-    param, as `q[0]`, `l1`, `body_mass[2]`), and the list an error names."""
+    """Every valid axis name (`q[0]`, `l1`, `body_mass[2]`) and the list errors name."""
     params = ready.system.params or {}
     shapes = {k: np.shape(params[k]) for k in sorted(params)}
     coordinates = [f"{x}[{i}]" for x in ("q", "qd") for i in range(ready.q0.shape[0])]
@@ -64,13 +63,13 @@ def axis_input(name: str) -> tuple[str, tuple[int, ...]]:
 
 
 def _check_domain(config, ready, name: str, axis, where: str) -> None:
-    """The checks `run` applies to a ready system's param, at both ends of an
-    axis (the valid values of every param are an interval)."""
+    """Apply `run`'s checks of a ready system's param at both ends of an axis."""
     from ..systems._registry import check_physical
 
     check = getattr(ready, "check_params", None)  # a loaded MuJoCo model's rules
     if config["system"]["name"] is None and check is None:
         return  # a user's system: its params' valid values are its own affair
+    # Both ends suffice: the valid values of every param are an interval.
     key, entry = axis_input(name)
     for end in ("min", "max"):
         value = float(axis[end])
@@ -84,8 +83,7 @@ def _check_domain(config, ready, name: str, axis, where: str) -> None:
 
 
 def _check_members(source: str, size: int, ready) -> None:
-    """Refuse a sweep whose members' initial states alone cannot fit in memory
-    (the grid and the states are made in memory, the outputs go to the store)."""
+    """Refuse a sweep whose members' initial states alone cannot fit in memory."""
     from .._validate import over_memory
 
     # Per member: q0, qd0, and a value per axis (at most one per coordinate and
@@ -101,11 +99,7 @@ def _check_members(source: str, size: int, ready) -> None:
 
 
 def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]:
-    """The sampled values of each axis of a checked sweep config.
-
-    **Returns:** `(values, grid_shape)`: `values` maps each axis name to a NumPy
-    array of one value per member (grids flattened in C order, the first axis
-    slowest); `grid_shape` is the grid's shape, or `(size,)` for random sampling."""
+    """The values of each axis, one per member in C order, and the grid's shape."""
     source, section = config["source"], config["sweep"]
     sampling, axes = section["sampling"], section["axes"]
     where = f"{source}: [sweep.axes]"

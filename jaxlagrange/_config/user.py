@@ -54,13 +54,12 @@ def _module(path: Path, where: str):
 
 @contextlib.contextmanager
 def _raising(what: str):
-    """What the file's code raises in the block (SystemExit too: one line, not an
-    exit; not Ctrl-C) as the one `ConfigError` line "{what} raised {error}"."""
+    """Raise what the file's code raises in the block as one `ConfigError` line."""
     try:
         yield
     except (KeyboardInterrupt, ConfigError):
         raise
-    except BaseException as e:
+    except BaseException as e:  # SystemExit too: one line, not an exit
         raise ConfigError(f"{what} raised {one_line(e, typed=True)}") from None
 
 
@@ -74,14 +73,11 @@ def system_file(config: Mapping[str, Any]) -> Path | None:
 
 
 def _read_past(fn, args, fits: str, who: str, advice: str, own=lambda error: None):
-    """`fn(*args)` run with JAX's index checks (one compiled program), or the
-    `ConfigError` "{fits}, but {who} reads past them": JAX clamps an index past
-    the end of an array, so the run would go on with wrong values. An error `fn`
-    raises itself is `own(error)`'s: by default left to the run, which names it
-    (and `_read_past` returns None)."""
+    """`fn(*args)` under JAX's index checks; a `ConfigError` if it reads past q."""
     from jax.experimental import checkify
 
     try:
+        # JAX clamps an index past the end of an array: the run would go on wrong.
         error, out = jax.jit(checkify.checkify(fn, errors=checkify.index_checks))(*args)
     except Exception as e:
         return own(e)
@@ -93,22 +89,15 @@ def _read_past(fn, args, fits: str, who: str, advice: str, own=lambda error: Non
 
 
 def _check_coordinates(system, q0, qd0, where: str, file: str, made: str, advice: str):
-    """That the system's functions fit q0's n coordinates.
-
-    JAX clamps an index past the end of an array, so a Lagrangian that reads
-    q[1] of a 1-vector runs with wrong physics: its functions are evaluated at
-    (q0, qd0) with JAX's index checks. And a coordinate the Lagrangian does not
-    depend on at all (its row of the mass matrix and its derivatives zero at q0
-    and at a second state) means n is larger than the system's. A function
-    whose output has the wrong shape (a non-scalar L) is named with `made`, the
-    file and function that made the system; other errors raised by the functions
-    themselves are left to the run, which names them."""
+    """Check that the system's functions fit q0's n coordinates."""
 
     def functions(q, qd):
         t = jnp.zeros((), q.dtype)
         out = [system.L(q, qd, t), system.Q(q, qd, t)]
         return out + [kind.residual(q, qd, t) for kind in system.constraints.all]
 
+    # A coordinate that L never depends on (zero mass row and derivatives at q0
+    # and at a second state) means n is larger than the system's.
     def used(q, qd):
         def lagrangian(q, qd):
             return system.L(q, qd, jnp.zeros((), q.dtype))
@@ -295,8 +284,7 @@ def _label(label, key: str, where: str):
 
 
 def _check_points(points, q0, where: str) -> int:
-    """Evaluate `positions` once at q0, before any solve: a broken one is one
-    line naming it, not a failure after the whole run. Returns the number of points."""
+    """Evaluate `positions` once at q0 (a broken one fails now, not after the run)."""
     with _raising(f"{where}, function 'positions': positions(q0)"):
         shape = jnp.shape(jnp.asarray(points(q0, 0.0, None)))
     if len(shape) != 2 or shape[-1] not in (2, 3):

@@ -65,8 +65,7 @@ class VmapBackend(AbstractBackend):
 
 
 class KernelBackend(AbstractBackend):
-    """The fused ensemble kernel (`_kernel/`), one lane per member; its
-    derivatives are the vmap path's."""
+    """The fused ensemble kernel (`_kernel/`), one lane a member; vmap's derivatives."""
 
     name: ClassVar[str] = "kernel"
     block_size: int = DEFAULT_BLOCK_SIZE
@@ -83,12 +82,10 @@ def _forward(member: AbstractMember) -> bool:
 
 
 def _collapsed_again(member, out, rows, devices):
-    """The kernel's members whose step collapsed, solved again on the vmap path.
-
-    A solution that runs into a singular M collapses its step just short of it,
-    where no kernel stage sees M singular yet; the vmap path's diagnosis names
-    that cause. Eagerly only: under the caller's `jit` the kernel's codes stand.
-    """
+    """Solve the kernel's members whose step collapsed again, on the vmap path."""
+    # A solve that runs into a singular M collapses its step just short of it, where
+    # no kernel stage sees M singular: the vmap path's diagnosis names the cause.
+    # Eagerly only: under the caller's `jit` the kernel's codes stand.
     codes = member.codes(out)
     if traced(codes):
         return out
@@ -124,13 +121,10 @@ class _KernelShare(eqx.Module):
 
 
 def broadcast_params(base: Params, new: Params, size: int) -> Params:
-    """Every member's params, (batch, *shape) leaves: `base` broadcast, with `new`
-    put in (`merge`).
-
-    A leaf that is no array (an MLP's activation function) is None here: the
-    kernel takes it from the system's params (`_ensemble._with_params`)."""
+    """Every member's params, (batch, *shape) leaves: `base` broadcast, `new` put in."""
 
     def broadcast(x):
+        # An MLP's activation: the kernel takes it from the system's params.
         if not eqx.is_array_like(x):
             return None
         return jnp.broadcast_to(jnp.asarray(x), (size, *jnp.shape(x)))
@@ -172,14 +166,7 @@ def backend_for(
     *,
     follow: str | None = None,
 ) -> AbstractBackend:
-    """The backend that `backend` (a name) gives for `member` on `devices`.
-
-    `"kernel"`: the kernel, or a `ValueError` naming what it does not support.
-    `"auto"`: the kernel on GPUs where it supports the system, the options and
-    the member's outputs, and its lanes evaluate the system (tried on `rows`,
-    which may be shapes); else vmap, also where `follow` (a store's backend) is
-    `"vmap"`.
-    """
+    """The backend that the name `backend` gives for `member` on `devices`."""
     block_size = check_backend(backend, block_size)
     if backend == "vmap":
         return VmapBackend()
@@ -196,6 +183,7 @@ def backend_for(
     try:
         check_supported(member.system, member.options)
         share = _KernelShare(block_size, _forward(member))
+        # Its lanes must evaluate the system (`rows` may be shapes).
         eqx.filter_eval_shape(share, rows, member)
     except (KernelUnsupported, UnsupportedPrimitiveError):
         return VmapBackend()

@@ -160,9 +160,8 @@ def _start_residuals(member: AbstractMember, rows: Rows, t0):
 
 
 def bad_starts(member: AbstractMember, rows: Rows) -> tuple[np.ndarray, str]:
-    """Which members cannot start (off the constraints, or singular at t0), and
-    why the first cannot, with its residuals ("": all can; nothing is known
-    under a trace: the batch's program gives each member its result)."""
+    """The members that cannot start (off the constraints, singular), why the first."""
+    # Under a trace nothing is known: the batch gives each member its result.
     if not member.system.has_constraints or traced(member, rows):
         return np.zeros(0, bool), ""
     t0 = jnp.asarray(member.options.t0, rows.q0.dtype)

@@ -24,10 +24,7 @@ def describe(x: Any) -> Any:
 
 
 def code_digest(fns: Sequence[Any]) -> str:
-    """A SHA-256 of the code of Python functions (their bytecode, names and
-    constants, nested functions, and the numbers, arrays and functions they
-    close over or read from their module): editing a function, or a constant it
-    reads, between two runs of a script changes it."""
+    """A SHA-256 of functions' code and the values they read: an edit changes it."""
     h = hashlib.sha256()
 
     def code(c) -> None:
@@ -81,14 +78,10 @@ def code_digest(fns: Sequence[Any]) -> str:
 
 
 def physics_digest(system, n: int, dtype) -> str:
-    """A SHA-256 of what the system's functions compute: each one traced (its
-    jaxpr, with the values of the arrays it closes over), for n coordinates of
-    `dtype`, with its params as inputs.
-
-    Unlike `code_digest`, it sees every value that reaches the functions, however
-    they get it: a coefficient that `make()` read from a data file, a constant of
-    a module the system file imports, an environment variable. Two systems with
-    the same digest compute the same equations of motion for any params."""
+    """A SHA-256 of what the system's functions compute: their jaxprs and constants."""
+    # Unlike `code_digest`, it sees every value that reaches the functions, however
+    # they get it (a data file, a module's constant, an environment variable): one
+    # digest, the same equations of motion for any params.
     h = hashlib.sha256()
     params, static = eqx.partition(system.params, eqx.is_array)
     dtype = jax.dtypes.canonicalize_dtype(dtype)

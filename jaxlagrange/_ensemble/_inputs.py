@@ -42,8 +42,7 @@ def override(base: Params, new: Params, size: int, path: str = "params") -> Para
 
 
 def as_arrays(base: Params, new: Params) -> Params:
-    """`new` with each list or tuple that stands for an array leaf of `base` made
-    an array (`params={"g": [9.8, 1.6]}`), rather than read as a pytree."""
+    """`new` with lists and tuples that stand for array leaves of `base` made arrays."""
     if isinstance(new, Mapping) and isinstance(base, Mapping):
         return {k: as_arrays(base[k], v) if k in base else v for k, v in new.items()}
     if isinstance(new, (list, tuple)) and isinstance(
@@ -61,8 +60,7 @@ def merge(base: Params, new: Params) -> Params:
 
 
 def batch_size(system, q0, qd0, params: Params) -> int:
-    """The batch size that the states (arrays or shapes) and the batched params
-    agree on, or a `ValueError` naming what disagrees."""
+    """The batch size the states (arrays or shapes) and batched params agree on."""
     for x, name in ((q0, "q0"), (qd0, "qd0")):
         if x.ndim not in (1, 2):
             raise ValueError(
@@ -94,8 +92,7 @@ def batch_size(system, q0, qd0, params: Params) -> int:
 
 
 def one_size(sizes: dict[str, int | None], disagree: str) -> int:
-    """The one batch size of the named `sizes` (None: no batch axis), or a
-    `ValueError` "{disagree}: " listing them, or one for an empty batch."""
+    """The one batch size of the named `sizes` (None: no batch axis), else an error."""
     if None in sizes.values() or len(set(sizes.values())) > 1:
         listed = ", ".join(f"{k} {v}" for k, v in sizes.items())
         raise ValueError(f"{disagree}: {listed}.")

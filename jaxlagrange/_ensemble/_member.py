@@ -18,8 +18,7 @@ from ._inputs import merge
 
 
 class Rows(eqx.Module):
-    """Batched inputs, a leading batch axis on every array (or one member's row):
-    initial states, and params put into the system's (None: its own)."""
+    """Batched inputs: initial states, and params to put into the system's (or None)."""
 
     q0: Any
     qd0: Any
@@ -45,15 +44,12 @@ def swept_params(inputs: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 class AbstractMember(eqx.Module):
-    """`simulate(..., throw=False)` of one row; `outputs` says what is kept.
-
-    `defer`: return, beside the outputs, where a stopped solve stopped
-    (`_guard.without_system`), for the backend to name its cause afterwards
-    (`_guard.name_causes`): the batch's program then holds no diagnosis.
-    """
+    """`simulate(..., throw=False)` of one row; `outputs` says what is kept."""
 
     system: eqx.AbstractVar[LagrangianSystem]
     options: eqx.AbstractVar[GivenOptions]
+    # `defer`: also return where a stopped solve stopped, for the backend to name
+    # its cause afterwards (`_guard`): the batch's program holds no diagnosis.
     defer: eqx.AbstractVar[bool]
 
     @abc.abstractmethod

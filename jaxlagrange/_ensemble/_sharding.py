@@ -51,15 +51,7 @@ def sharded_map(
     devices: Sequence[jax.Device] | None,
     kernel: Callable[[Any, Any], Any] | None = None,
 ) -> Any:
-    """`vmap(fn, in_axes=(0, None))(batched, shared)`, split over `devices`.
-
-    The batch is padded to a multiple of the number of devices and the padding is
-    stripped from the result. With devices in several processes (after
-    `jax.distributed.initialize`) every process returns the whole result.
-    `kernel(batched, shared)`, if given, computes each device's share in one call
-    instead of the `vmap` (gradients still go through the vmapped `fn`; in
-    forward mode where `kernel.forward`).
-    """
+    """`vmap(fn, in_axes=(0, None))(batched, shared)`, split over `devices`."""
     devices = devices_of(devices)
     count = len(devices)
     pad = (-size) % count
@@ -71,6 +63,8 @@ def sharded_map(
         shared = jax.tree.map(lambda x: _global(x, replicated), shared)
     batched_dyn, batched_static = eqx.partition(batched, eqx.is_array)
     shared_dyn, shared_static = eqx.partition(shared, eqx.is_array)
+    # `kernel`, if given, computes each device's share in one call; gradients still
+    # go through the vmapped `fn` (in forward mode through `kernel.forward`).
     out = _run(
         batched_dyn,
         shared_dyn,
@@ -114,8 +108,7 @@ def _chunk(mesh: Mesh) -> int | None:
 
 
 def _local(dyn, fn, static, kernel=None, chunk=None):
-    """The vmapped `fn` on one device's share of the batch, in chunks of at most
-    `chunk` members (or `kernel`'s)."""
+    """The vmapped `fn` on one device's share, in chunks of at most `chunk` members."""
     if kernel is None:
         batched, shared = dyn
         size = jax.tree.leaves(batched)[0].shape[0]
@@ -162,8 +155,7 @@ def _kernel_forward_jvp(primals, tangents, *, fn, static, kernel):
 
 
 def _local_vjp(dyn, cotangents, fn, static):
-    """Per-member gradients on one device's share: batched ones, and the shared
-    inputs' per-member contributions (summed over the batch by the caller)."""
+    """Per-member gradients on one device's share (the caller sums the shared ones')."""
     batched_dyn, shared_dyn = dyn
 
     def member(batched_dyn, cotangent):

@@ -59,9 +59,7 @@ def _lock_path(path: Path) -> Path:
 
 
 def _acquire(path: Path) -> int:
-    """An exclusive lock on `path` for this process, or a `ValueError` naming the
-    process that holds it. A finishing sweep removes the lock file while holding
-    it, so the lock taken must be on the file still there."""
+    """An exclusive lock on `path` for this process, or a refusal naming its holder."""
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = _lock_path(path)
     while True:
@@ -77,6 +75,7 @@ def _acquire(path: Path) -> int:
                 "output directory."
             ) from None
         try:
+            # A sweep unlinks the lock file while still holding it: lock the new one.
             current = os.path.samestat(os.fstat(fd), os.stat(lock))
         except FileNotFoundError:
             current = False
@@ -115,13 +114,7 @@ class ChunkedStore:
         attrs: Mapping[str, Any],
         writer: bool = True,
     ):
-        """Open the store at `path`, creating it if needed.
-
-        `inputs` are arrays (anything sliceable) with leading axis `size`;
-        `outputs` maps each output name to its per-member (shape, dtype). A store
-        made by a different sweep (other inputs, sizes or attrs) is refused.
-        Only the `writer` process touches the disk.
-        """
+        """Open the store at `path`, creating it; refuse one of a different sweep."""
         self.path = Path(path)
         self._lock = None
         self._lock_file = _lock_path(self.path)
@@ -258,8 +251,7 @@ class ChunkedStore:
         return np.asarray(x[start:stop]).astype(dtype, copy=False)
 
     def _restore_inputs(self, inputs: Mapping[str, Any]) -> set[int]:
-        """The chunks whose stored inputs differ from `inputs` (those of this
-        sweep, by its fingerprint): rewritten, to be computed again."""
+        """Rewrite, to compute again, the chunks whose stored inputs differ."""
         bad = set()
         for chunk in range(self.num_chunks):
             start, stop = self.bounds(chunk)
@@ -300,10 +292,9 @@ class ChunkedStore:
         self.close()
 
     def close(self) -> None:
-        """Release the writer's lock and remove its file, holding the lock while
-        it does (`_acquire` then locks a new file). A killed process leaves the
-        file, unlocked: harmless."""
+        """Release the writer's lock, removing its file while holding the lock."""
         if self._lock is not None:
+            # `_acquire` then locks a new one; a killed process leaves it unlocked.
             self._lock_file.unlink(missing_ok=True)
             os.close(self._lock)  # closing the descriptor drops the flock
             self._lock = None
@@ -331,8 +322,7 @@ def _every_chunk():
 
 
 def stored_attributes(store: str | os.PathLike) -> dict | None:
-    """The attributes of the store at `store` (None: none there, or unreadable:
-    `ChunkedStore` judges it), read without opening it."""
+    """The store's attributes, read without opening it (None: absent or unreadable)."""
     try:
         attrs = json.loads((Path(store) / "zarr.json").read_text())["attributes"]
     except (OSError, ValueError, KeyError, TypeError):
@@ -341,8 +331,7 @@ def stored_attributes(store: str | os.PathLike) -> dict | None:
 
 
 def _difference(group, attrs: Mapping[str, Any], inputs, chunk_size: int) -> str:
-    """What differs between a store's sweep and this one, in words: its
-    description (short values given, stored and now), chunk size, or inputs."""
+    """What differs between a store's sweep and this one, in words."""
     new = json.loads(json.dumps(dict(attrs), default=repr))
     old = {k: v for k, v in group.attrs.items() if k != MANIFEST}
     changes = list(changed_entries(old, new))

@@ -20,8 +20,7 @@ CHECKSUM_FORM = "canonical-nan/1"
 
 
 class StoreRefused(ValueError):
-    """A directory a sweep cannot write into (or read as a store): one holding
-    another sweep, one being written, or no store at all."""
+    """A directory a sweep cannot write into, or read as a store."""
 
 
 def import_zarr():
@@ -44,9 +43,7 @@ def open_root(zarr, path: Path, mode: str):
 
 
 def description(group) -> dict[str, Any]:
-    """What a store's metadata says, as its manifest records it when the store is
-    made: a digest of each root attribute (but the manifest) and each array's
-    shape, dtype and chunks."""
+    """A store's metadata as its manifest records it: attribute digests, arrays."""
     kinds = [kind for kind in ("inputs", "outputs") if kind in group]
     arrays = [group[f"{k}/{name}"] for k in kinds for name in array_names(group[k])]
     attributes = {k: v for k, v in group.attrs.items() if k != MANIFEST}
@@ -62,9 +59,7 @@ def description(group) -> dict[str, Any]:
 
 
 def check_description(group, path: Path, manifest: Any) -> None:
-    """Refuse a store whose manifest is gone, or whose root attributes or arrays
-    are not those its manifest recorded (naming each that differs). (A store
-    made before descriptions were recorded is not checked.)"""
+    """Refuse a store whose manifest is gone or whose metadata differs from it."""
     if not isinstance(manifest, Mapping):
         edits = ["it has lost its manifest (which lists and checks its chunks)"]
     else:
@@ -87,8 +82,7 @@ def check_description(group, path: Path, manifest: Any) -> None:
 
 
 def changed_entries(old: Any, new: Any, path: str = ""):
-    """(path, old value, new value) of each entry that differs between two
-    JSON-like descriptions, dicts followed into: `config.simulate.rtol`."""
+    """(path, old, new) of each entry that differs between two JSON-like values."""
     if isinstance(old, Mapping) and isinstance(new, Mapping):
         for key in sorted(set(old) | set(new), key=str):
             where = f"{path}.{key}" if path else str(key)
@@ -133,9 +127,7 @@ def _files_missing(group, kind: str, name: str, chunk: int) -> bool:
 def bad_chunks(
     group, manifest: Mapping[str, Any], bounds, *, inputs: bool = True
 ) -> list[int]:
-    """The completed chunks whose stored outputs do not match their checksum or
-    whose files are gone, and (with `inputs`) the chunks whose stored inputs do
-    not match theirs."""
+    """The completed chunks failing their checksums (outputs; with `inputs`, inputs)."""
     sums = manifest.get("checksums", {})
     canonical = manifest.get("checksum_form") == CHECKSUM_FORM
     names = list(group["outputs"].array_keys())

@@ -100,10 +100,7 @@ def stream(
     backend: str | None = None,
     block_size: int | None = None,
 ):
-    """`sweep` of a function `fn` (`backend` None), or of the library's member
-    `fn` (an `AbstractMember`, its inputs `Rows.of` a sweep's) solved by the
-    backend named `backend`, which the store records; the other arguments as
-    `sweep`'s."""
+    """`sweep` of a function `fn`, or of a library member solved by `backend`."""
     chunk_size = positive_int("chunk_size", chunk_size)
     if not inputs:
         raise ValueError("`inputs` is empty.")
@@ -185,12 +182,7 @@ def stream(
 
 
 def _backend_of(store, member, backend, block_size, shapes, chunk_size, devices, attrs):
-    """The backend a sweep takes, recorded in `attrs`, and the one a resumed store
-    keeps: the kernel's Tsit5 and diffrax's take other steps, so a store mixing
-    them would hold two sweeps. "auto" follows a store computed with vmap; one
-    computed in the kernel where "auto" gives vmap is refused. A store written
-    before backends were recorded is resumed as it was.
-    """
+    """The backend a sweep takes (put in `attrs`): the one a resumed store keeps."""
     stored = stored_attributes(store)
     new = stored is None or MANIFEST not in stored
     before = None if new else stored.get("backend")
@@ -201,6 +193,7 @@ def _backend_of(store, member, backend, block_size, shapes, chunk_size, devices,
     chosen = backend_for(
         backend, block_size, member, Rows.of(chunk), devices, follow=before
     )
+    # A store written before backends were recorded: resumed as it was.
     if not new and before is None:
         return chosen
     if before is not None and before != chosen.name:

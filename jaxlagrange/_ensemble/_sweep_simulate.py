@@ -169,13 +169,9 @@ _LYAPUNOV_OPTIONS = ("t0", "t1", "solver", "rtol", "atol", "max_steps")
 
 
 class SweepMember(AbstractMember):
-    """One member of `jaxlagrange sweep`: `simulate` (its energies) and optionally
-    `finite_time_lyapunov`, with swept initial states and scalar params.
+    """One member of `jaxlagrange sweep`: `simulate`, and maybe Lyapunov exponents."""
 
-    A pytree whose non-array parts compare by value, so that two sweeps of one
-    config in a process share one compilation.
-    """
-
+    # Non-array parts compare by value: two sweeps of one config share one compile.
     system: LagrangianSystem
     options: GivenOptions
     lyapunov: bool = eqx.field(static=True)

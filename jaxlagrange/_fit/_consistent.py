@@ -35,12 +35,10 @@ _STANDARD += ("I_yz",)
 
 
 class Inertial(eqx.Module, Mapping):
-    """A loaded model's params with the bodies' inertial fields computed from
-    unconstrained unknowns `theta`: (nbody − 1, 10) log-Cholesky numbers, or
-    (nbody − 1,) log-masses; `rest` holds every other param (and the world's)."""
+    """A loaded model's params, the bodies' inertial fields made from `theta`."""
 
-    theta: Any
-    rest: dict
+    theta: Any  # (nbody − 1, 10) log-Cholesky numbers, or (nbody − 1,) log-masses
+    rest: dict  # every other param (and the world's)
 
     def __getitem__(self, key):
         if key in INERTIAL:
@@ -88,8 +86,7 @@ def _fields(theta, rest) -> dict:
 
 
 def _standard(theta):
-    """The ten standard params of each body (m, m·c, the inertia about the body
-    frame's origin), linear in J, flattened."""
+    """Each body's ten standard params (m, m·c, inertia at its origin), linear in J."""
     if theta.ndim == 1:
         return jnp.exp(theta)
     J = _pseudo(theta)
@@ -100,9 +97,7 @@ def _standard(theta):
 
 
 def wrap(params: dict, trained: Mapping) -> tuple[Any, Any] | None:
-    """The params as an `Inertial` and its pytree of trained bools, where the
-    bodies' inertial fields are trained (`trained`: a bool mask of params);
-    None where none is."""
+    """The params as an `Inertial`, and its trained mask; None if no inertia trains."""
     fields = [k for k in INERTIAL if any(jax.tree_util.tree_leaves(trained[k]))]
     if not fields:
         return None
@@ -134,8 +129,7 @@ def wrap(params: dict, trained: Mapping) -> tuple[Any, Any] | None:
 
 
 def public(params):
-    """A fitted `Inertial` as MjModel fields (principal moments and their axes'
-    quaternion), NumPy arrays; other params as they are."""
+    """A fitted `Inertial` as MjModel fields (principal moments, axes' quaternion)."""
     if not isinstance(params, Inertial):
         return params
     out = {k: np.array(v) for k, v in _fields(params.theta, params.rest).items()}
@@ -149,8 +143,9 @@ def public(params):
 
 
 def _quaternion(r) -> np.ndarray:
-    """The unit quaternion (w, x, y, z), w ≥ 0, of a rotation matrix (the
-    eigenvector of the largest eigenvalue of Bar-Itzhack's symmetric K)."""
+    """The unit quaternion (w, x, y, z), w ≥ 0, of a rotation matrix."""
+    # Bar-Itzhack: the eigenvector of the largest eigenvalue of the symmetric K.
+    # fmt: off
     k = np.array(
         [
             [r[0, 0] + r[1, 1] + r[2, 2], r[2, 1] - r[1, 2], r[0, 2] - r[2, 0], r[1, 0] - r[0, 1]],
@@ -159,16 +154,13 @@ def _quaternion(r) -> np.ndarray:
             [r[1, 0] - r[0, 1], r[0, 2] + r[2, 0], r[1, 2] + r[2, 1], r[2, 2] - r[0, 0] - r[1, 1]],
         ]
     )
+    # fmt: on
     q = np.linalg.eigh(k)[1][:, -1]
     return q * (1.0 if q[0] >= 0 else -1.0)
 
 
 def reported(fitted: Inertial, trainable, stderr, covariance, precision, dead):
-    """A consistent fit's result in the model's terms: the params (`public`), the
-    trained mask, the standard errors of mass, centre and principal moments (by
-    the delta method; NaN for `body_iquat`, a rotation), and the covariance,
-    precision and names over the ten standard params of each body (then the
-    other trained params)."""
+    """A consistent fit's result in the model's terms (covariance: standard params)."""
     theta, rest = fitted.theta, fitted.rest
     size, nb = theta.size, theta.shape[0]
     # The Jacobian of the standard params in the unknowns; the others pass.
@@ -194,6 +186,7 @@ def reported(fitted: Inertial, trainable, stderr, covariance, precision, dead):
             parts.append(jnp.linalg.eigvalsh(f["body_inertia"][1:]).ravel())
         return jnp.concatenate(parts)
 
+    # Standard errors by the delta method (NaN for `body_iquat`, a rotation).
     g = jax.jacfwd(observed)(theta.ravel())
     # (Unknowns that do not move the motion have inf variances: left out here,
     # the fields they reach are named undetermined and given inf.)
@@ -215,8 +208,7 @@ def reported(fitted: Inertial, trainable, stderr, covariance, precision, dead):
 
 
 def undetermined(names: list[str]) -> list[str]:
-    """The model's fields that the standard params `names` leave undetermined:
-    m → mass, centre and moments; m·c → centre and moments; I → moments."""
+    """The model's fields that the standard params `names` leave undetermined."""
     out = []
     for name in names:
         head, _, index = name.partition("[")

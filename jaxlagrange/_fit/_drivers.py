@@ -45,14 +45,11 @@ class AbstractDriver(eqx.Module):
 
     @abc.abstractmethod
     def run(self, theta, problem, setup, trainable, hopeless) -> Solved:
-        """`setup`: `covariance_setup`'s, for a solve that computes the covariance;
-        `hopeless`: the loss above which a stalled fit stops (optimistix only: an
-        optax fit may cross a plateau)."""
+        """Fit from `theta`; a stalled fit stops above the loss `hopeless`."""
 
 
 class LeastSquares(AbstractDriver):
-    """An optimistix least-squares solver (on the residuals) or minimiser (on the
-    loss), in one compiled program kept between runs of the command line."""
+    """An optimistix least-squares solver or minimiser, one program the CLI keeps."""
 
     solver: optx.AbstractLeastSquaresSolver | optx.AbstractMinimiser
     steps: int
@@ -114,8 +111,7 @@ _FORWARD_MAX = 128
 
 
 class Optax(AbstractDriver):
-    """An optax optimizer: `steps` steps of one compiled step (line-search
-    optimizers such as `optax.lbfgs()` get the loss function they need)."""
+    """An optax optimizer: `steps` compiled steps (a line search gets the loss)."""
 
     optimizer: optax.GradientTransformation
     steps: int
@@ -123,6 +119,7 @@ class Optax(AbstractDriver):
     callback: Any = None
 
     def run(self, theta, problem, setup, trainable, hopeless) -> Solved:
+        # No `hopeless` stop: an optax fit may cross a plateau.
         start, steps, losses = time.perf_counter(), self.steps, np.empty(self.steps)
         max_steps = problem.options["max_steps"]
         check = partial(_check_finite, steps=steps, losses=losses, max_steps=max_steps)
@@ -162,8 +159,7 @@ class Optax(AbstractDriver):
 def driver_of(
     optimizer, *, steps, jacobian, adjoint, progress, callback=None
 ) -> AbstractDriver:
-    """The driver of `fit`'s `optimizer` (None: Levenberg–Marquardt), its options
-    checked."""
+    """The driver of `fit`'s `optimizer` (None: Levenberg–Marquardt), checked."""
     if not (isinstance(steps, int) and steps >= 1):
         raise ValueError(f"`steps` must be a positive integer, got {steps!r}.")
     if jacobian not in ("auto", "forward", "reverse"):
@@ -189,9 +185,7 @@ def driver_of(
             f"{type(optimizer).__name__} needs reverse-mode derivatives: "
             "use jacobian='reverse' or 'auto'."
         )
-    return LeastSquares(
-        optimizer, steps, progress, jacobian, adjoint is None, callback
-    )
+    return LeastSquares(optimizer, steps, progress, jacobian, adjoint is None, callback)
 
 
 STALLED = (
@@ -212,8 +206,7 @@ def solver_message(code: int) -> str:
 
 
 def _check_finite(loss, grad_finite, codes, k, steps, losses, max_steps) -> None:
-    """Raise if the loss or its gradient is not finite; `codes`: the result codes
-    of the solves, or a function that names them (run only on failure)."""
+    """Raise if the loss or its gradient is not finite, naming the solves' codes."""
     if np.isfinite(loss) and grad_finite:
         return
     if callable(codes):

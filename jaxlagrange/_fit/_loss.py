@@ -257,16 +257,7 @@ def layout_of(obs: Observations, segments: int) -> _Layout:
 
 
 def _pieces(system, layout: _Layout, starts, options, diagnose: bool):
-    """The weighted residuals of one observed trajectory and its continuity gaps.
-
-    Returns (residuals, gaps, total, result codes, raw): the data residuals
-    √w (q̂ − q)/σ (and of q̇), whose squares sum to the misfit; the gaps
-    (x̂_end − x_start)/σ between consecutive segments; the summed weights of the
-    observed quantities; and Σ w (q̂ − q)², the
-    coordinates' misfit in the data's units. Without `diagnose` a stopped solve
-    has its provisional code (`_guard.provisional`): the loss's program then
-    holds no diagnosis, which a failed fit runs afterwards (`Problem.named_codes`).
-    """
+    """One observed trajectory's residuals √w (q̂ − q)/σ and continuity gaps."""
     q0s, qd0s = starts
     if layout.hold is not None:  # the experiment's controls drive `ctrl`
         hold = ZeroOrderHold(*layout.hold)
@@ -280,6 +271,8 @@ def _pieces(system, layout: _Layout, starts, options, diagnose: bool):
     else:
         begins = (q0s, qd0s)
 
+    # Without `diagnose` a stopped solve keeps its provisional code: the loss's
+    # program holds no diagnosis (a failed fit's `Problem.named_codes` runs it).
     def solve(q0, qd0, ts):
         kwargs = dict(t0=ts[0], t1=ts[-1], saveat=ts, **options)
         if diagnose:
@@ -289,6 +282,7 @@ def _pieces(system, layout: _Layout, starts, options, diagnose: bool):
     traj = jax.vmap(solve)(*begins, layout.ts)
     root = jnp.sqrt(layout.weight)
     residuals = [(root * (traj.q - layout.q)).ravel()]
+    # Σ w (q̂ − q)²: the coordinates' misfit in the data's units.
     raw = jnp.sum(layout.weight / layout.scale * (traj.q - layout.q) ** 2)
     total = layout.total
     # The velocities' residuals and gaps in units of their own noise, σ_qd.
@@ -316,10 +310,7 @@ def _pieces(system, layout: _Layout, starts, options, diagnose: bool):
 
 
 def residuals(system, layouts, starts, continuity_weight, options, diagnose=False):
-    """The residual vector r with Σ r² = the fit loss; its data part's squared sum
-    over the summed weights; the result code of every solve (`diagnose`: the
-    causes of stopped solves named, see `_pieces`); and the summed weighted
-    squared misfit of the coordinates in the data's units."""
+    """The residuals r (Σ r² the fit loss), data share, result codes and raw misfit."""
     data, gaps, codes = [], [], []
     total, count, raw = 0.0, 0, 0.0
     # Experiments of one shape are solved as one batch (vmap): one trace, one

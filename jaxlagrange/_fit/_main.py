@@ -313,9 +313,10 @@ def fit(
 
 
 class _Reported(eqx.Module):
-    """`callback` of the params in the user's terms; equal for an equal callback,
-    so a second fit reuses the compiled solve (a fresh closure would retrace it)."""
+    """`callback` of the params in the user's terms."""
 
+    # A Module, not a closure: equal for an equal callback, so a second fit
+    # reuses the compiled solve.
     callback: Callable[[Params], Any]
 
     def __call__(self, params):
@@ -340,9 +341,7 @@ def _fit_from(system, data, params, *, driver, **settings) -> FitResult:
     consistent = isinstance(fitted, _consistent.Inertial)
     if consistent:
         fitted, trainable, stderr, covariance, precision, dead, names = (
-            _consistent.reported(
-                fitted, trainable, stderr, covariance, precision, dead
-            )
+            _consistent.reported(fitted, trainable, stderr, covariance, precision, dead)
         )
     else:
         names = flat_names(eqx.filter(fitted, trainable))
@@ -386,8 +385,7 @@ def _fit_from(system, data, params, *, driver, **settings) -> FitResult:
 
 
 def _consistent_of(system, params, trainable, positive, consistent, starts):
-    """`fit`'s system, params, trainable and positive, with the bodies'
-    inertial params as consistent unknowns where `consistent` asks for it."""
+    """`fit`'s inputs, the bodies' inertial params consistent unknowns if asked."""
     loaded = isinstance(params, Mapping)
     loaded = loaded and all(k in params for k in _consistent.INERTIAL)
     if consistent not in (None, True, False) or (consistent and not loaded):
@@ -426,8 +424,7 @@ def _undetermined(stderr, trainable, names):
 
 
 def _best_of(fit_from, starts) -> FitResult:
-    """`fit_from` each starting params in turn; the result with the lowest loss,
-    its warnings issued again, and every start's final loss."""
+    """`fit_from` each start: the best result, its warnings again, all final losses."""
     results, caught, errors = [], [], []
     for params in starts:
         with warnings.catch_warnings(record=True) as issued:

@@ -115,8 +115,7 @@ class Problem(eqx.Module):
 
     @property
     def count(self):
-        """The number N of weighted observed quantities (weight > 0): the
-        degrees of freedom are N − P, whatever the weights' overall scale."""
+        """N, the number of observed quantities weighted > 0 (dof: N − P)."""
         return sum(
             layout.count * (1 if layout.qd is None else 2) for layout in self.layouts
         )
@@ -155,12 +154,11 @@ class Problem(eqx.Module):
         )
 
     def named_codes(self, theta, codes) -> np.ndarray:
-        """The result `codes` of the solves at `theta` (from `loss` or
-        `residuals`), with the causes of stopped solves named: by a diagnosed
-        evaluation of the residuals, compiled only on this failure path."""
+        """The solves' result `codes` at `theta`, the causes of stopped solves named."""
         codes = np.asarray(codes)
         if not np.isin(codes, _PROVISIONAL).any():
             return codes
+        # A diagnosed evaluation, compiled only on this failure path.
         return np.asarray(_diagnosed_codes(theta, self))
 
 
@@ -188,9 +186,7 @@ def prepare(
     continuity_weight,
     options,
 ):
-    """`fit`'s problem from the starting `params` (checked by `check_params`), its
-    unknowns theta, the pytree of bools of the trained params and the data as a
-    list. Every argument is checked here, before anything is compiled."""
+    """`fit`'s problem, unknowns, trained mask and data, checked before any compile."""
     data = as_data(data)
     weight = np.asarray(continuity_weight)
     if not (
@@ -290,11 +286,9 @@ def _driven(params, trainable, data, explicit: bool):
 
 
 def check_given_starts(system, params, trainable, data, layouts) -> None:
-    """Refuse a given initial position (`Observations(q0=...)`, held) off the
-    holonomic constraints where no fitted param moves them: no params reach it,
-    and the fit, which starts from its projection, is biased by the distance.
-    Where a fitted param moves the constraints (a rod's length), the distance is
-    what fits it."""
+    """Refuse a held start off the constraints that no fitted param moves."""
+    # No param reaches it, and the fit, from its projection, is biased by the
+    # distance; where a fitted param moves the constraints, the distance fits it.
     for i, obs in enumerate(data):
         # A first sample masked by a zero weight (an outlier) is still the held
         # start, q0 = q[0].
@@ -340,8 +334,7 @@ def check_given_starts(system, params, trainable, data, layouts) -> None:
 
 
 def check_not_traced(*inputs) -> None:
-    """Refuse a traced `fit`: it runs its own compiled loop and reads the results
-    on the host (a TracerArrayConversionError otherwise)."""
+    """Refuse a traced `fit`: it runs its own loop and reads results on the host."""
     if traced(inputs):
         raise ValueError(
             "jl.fit runs its own compiled solver loop and reads its results on the "

@@ -41,8 +41,7 @@ _ADVICE = (
 
 
 def data_scale(data) -> float:
-    """The RMS spread of the observed coordinates about their time means, over
-    the samples that are fitted (weight > 0: a masked outlier is no spread)."""
+    """The RMS spread of the fitted observed coordinates about their time means."""
     spreads = []
     for d in data:
         q = np.asarray(d.q)
@@ -58,9 +57,7 @@ def data_scale(data) -> float:
 
 
 def quality(data, layouts, chi, raw, total, count, unknowns: int) -> FitQuality:
-    """The misfit of a fit: χ²_red (with σ), the coordinates' RMS residual and
-    the data's spread, and a warning text when the misfit is far off. `total`:
-    the summed weights, `count`: the number of weighted observations."""
+    """A fit's misfit: χ²_red, RMS residual, data spread, and a warning when far off."""
     sigma_given = all(d.sigma is not None for d in data)
     chi2 = float(total) * float(chi)
     dof = max(float(count) - unknowns, 1.0)
@@ -90,9 +87,7 @@ def quality(data, layouts, chi, raw, total, count, unknowns: int) -> FitQuality:
 
 
 def hopeless_loss(data, layouts, total, count, unknowns: int) -> float:
-    """The loss above which a fit that no longer improves stops as stalled: a
-    χ²_red 10 times the poor fit's limit (with σ), else an RMS residual of 20%
-    of the data's spread (4 times the poor fit's)."""
+    """The loss above which a fit that no longer improves stops as stalled."""
     dof = max(float(count) - unknowns, 1.0)
     if all(d.sigma is not None for d in data):
         return 10 * max(_CHI2_FACTOR, 1.0 + 5.0 * math.sqrt(2.0 / dof)) * dof / total
@@ -122,11 +117,7 @@ _WEAK = 1e-8
 
 
 def weak_directions(precision, names, dead) -> tuple[list[str], list[dict[str, float]]]:
-    """What the data do not determine besides the `dead` params: the params
-    whose precision vanishes against the others', and the combinations along
-    the eigenvectors of the `precision` scaled to a unit diagonal with a
-    relative eigenvalue below `_WEAK`, each as {name: coefficient}, a unit
-    vector in the params' own units (terms below 0.05 left out)."""
+    """What the data leave undetermined besides `dead`: lone params, combinations."""
     precision, dead = np.asarray(precision, float), np.asarray(dead, bool)
     d = np.sqrt(np.abs(np.diagonal(precision)))
     if not np.all(np.isfinite(precision)) or not np.any(d[~dead] > 0):
@@ -148,8 +139,7 @@ def weak_directions(precision, names, dead) -> tuple[list[str], list[dict[str, f
 
 
 def warn_unidentifiable(dead: list[str], weak: list[dict[str, float]]) -> str | None:
-    """Warn that the `dead` params and the `weak` combinations cannot be
-    determined from the data; the text, or None."""
+    """Warn that `dead` params and `weak` combinations are undetermined."""
     if not dead and not weak:
         return None
     parts = []
@@ -179,9 +169,7 @@ def warn_unidentifiable(dead: list[str], weak: list[dict[str, float]]) -> str | 
 
 
 def warn_undetermined(stderr) -> str | None:
-    """Warn that params with a NaN standard error are not separately determined
-    (the residuals' Jacobian has dependent columns: they enter the motion only
-    through a combination, a product say); the text, or None."""
+    """Warn that params with a NaN standard error are not separately determined."""
     names = [
         jtu.keystr(path)
         for path, x in jtu.tree_leaves_with_path(stderr)
@@ -204,8 +192,7 @@ def warn_undetermined(stderr) -> str | None:
 
 
 def warn_not_converged(solver: str, result: str, steps: int) -> str:
-    """Warn that a least-squares solver stopped before its tolerance (at its step
-    limit, say); the text."""
+    """Warn that a least-squares solver stopped before its tolerance."""
     advice = "Raise `steps`, or start closer."
     if result.startswith("stalled"):
         advice = f"More `steps` would not help. {_ADVICE}."
@@ -218,10 +205,7 @@ def warn_not_converged(solver: str, result: str, steps: int) -> str:
 
 
 def start_params(starts, params, trainable) -> list[Any]:
-    """The starting params of `fit(..., starts=...)`, each with the structure
-    of `params`: a sequence of params (dicts may give only some names: the rest
-    come from `params`), or a dict of top-level names to arrays with a leading
-    axis, one entry per start."""
+    """The starting params of `fit(..., starts=...)`, each shaped like `params`."""
     if isinstance(starts, Mapping):
         if not isinstance(params, Mapping):
             raise ValueError(

@@ -54,10 +54,7 @@ _STALL_DROP = 1e-3
 
 
 def _iterate(fn, solver, y0, steps: int, options: dict, on_step, hopeless):
-    """optimistix's solve loop (the solver's public init/step/terminate/postprocess,
-    as `optx.least_squares` and `optx.minimise` run them), recording the loss that
-    each step evaluated. `fn(y, args)` returns (residuals or loss, (codes, loss)).
-    Also whether it stalled (stopped early, its loss above `hopeless`)."""
+    """optimistix's solve loop, recording each step's loss; and whether it stalled."""
     # Not closure-converted (as `optx.least_squares` does): the solver's JVP of a
     # converted `fn` would trace `_with_jacobian`'s solves a second time.
     f_struct, aux_struct = eqx.filter_eval_shape(fn, y0, None)
@@ -110,8 +107,7 @@ def _iterate(fn, solver, y0, steps: int, options: dict, on_step, hopeless):
 def solve_and_decode(
     theta, problem, optimizer, steps, mode, setup, trainable, callback, hopeless
 ):
-    """The optimistix solve, and `decode_result` of its result (when it has the
-    covariance) in the same program."""
+    """The optimistix solve and `decode_result` of it, in one program."""
     arrays, static = eqx.partition(theta, eqx.is_array)
     on_step = None
     if callback is not None:  # on the host, with the params the step evaluates
@@ -165,19 +161,14 @@ def solve_and_decode(
 
 
 def _with_jacobian(problem, static):
-    """The residual function of `solve_and_decode` for a Gauss–Newton solver in
-    forward mode, as (r, (codes, Σr², J, χ²/N, raw)). Its custom JVP forms J by
-    `jax.jacfwd` beside r and answers a tangent t with J t, so that the solver's
-    linearization is J itself (the same forward-mode Jacobian it would form from
-    the solves' own JVP), and J at the solver's last accepted point comes back in
-    its state's aux. `evaluate` is jitted so that its trace is shared by every
-    use (the primal, the solver's `init` and its `step`)."""
+    """The residual function of a forward-mode Gauss–Newton solve, J in its aux."""
 
     # The problem's arrays (the data: tracers of the solve's program) are
     # arguments: a jitted function that closes over tracers is traced anew at
     # every call, which would trace the solves twice.
     arrays, rest = eqx.partition(problem, eqx.is_array)
 
+    # Jitted: one trace for every use (the primal, the solver's init and step).
     @jax.jit
     def evaluate(y, arrays):
         problem = eqx.combine(arrays, rest)
@@ -191,6 +182,9 @@ def _with_jacobian(problem, static):
         jac, (r, codes, chi, raw) = jax.jacfwd(pieces, has_aux=True)(flat)
         return r, codes, jac, chi, raw
 
+    # J by `jax.jacfwd` beside r answers a tangent t with J t: the solver's
+    # linearization is J itself (the one it would form from the solves' own JVP),
+    # and J at its last accepted point comes back in its state's aux.
     @jax.custom_jvp
     def core(y):
         return evaluate(y, arrays)
@@ -210,19 +204,14 @@ def _with_jacobian(problem, static):
 
 
 def decode_result(theta, problem, gauss_newton, trainable):
-    """The fitted params, the segment starts, each trajectory's initial state
-    and the params' standard errors."""
+    """The fitted params, segment starts, initial states, standard errors."""
     fitted, starts = problem.decoded(theta)
     firsts = [(q[0], qd[0]) for q, qd in starts]
     return fitted, starts, firsts, standard_errors(gauss_newton[2], fitted, trainable)
 
 
 def _gauss_newton(theta, problem, sigma_given: bool, logs: tuple):
-    """At `theta`: the loss, χ²/N, the Gauss–Newton covariance of the trained
-    params, the coordinates' squared misfit in data units, and which trained
-    params leave the residuals unchanged (a zero Jacobian column: not
-    identifiable). `problem` must differentiate in forward mode, `logs` flags
-    the trained params fitted as logarithms (flattened)."""
+    """At `theta`: loss, χ²/N, covariance, raw misfit, unidentifiable params."""
     arrays, static = eqx.partition(theta, eqx.is_array)
     flat, unravel = ravel_pytree(arrays)
 
@@ -230,13 +219,13 @@ def _gauss_newton(theta, problem, sigma_given: bool, logs: tuple):
         r, chi, _, raw = problem.residuals(eqx.combine(unravel(x), static))
         return r, (r, chi, raw)
 
+    # `problem` must differentiate in forward mode.
     jac, (r, chi, raw) = jax.jacfwd(residuals, has_aux=True)(flat)
     return _covariance(jac, r, chi, raw, flat, problem, sigma_given, logs)
 
 
 def _covariance(jac, r, chi, raw, flat, problem, sigma_given: bool, logs: tuple):
-    """`_gauss_newton`'s outputs from the Jacobian `jac` of the residuals `r` with
-    respect to the flattened unknowns `flat`."""
+    """`_gauss_newton`'s outputs from the residuals' Jacobian in the unknowns."""
     size = flat.shape[0]
     total = problem.total
     # Residuals are scaled by 1/√W (W the summed weights): JᵀJ is 1/W of the
@@ -293,8 +282,7 @@ def _covariance(jac, r, chi, raw, flat, problem, sigma_given: bool, logs: tuple)
 
 
 def _data_norm(problem):
-    """‖√w x / σ‖ over the observed quantities x: the data in the residuals' units
-    (traced: the layouts are inputs of the fit's program)."""
+    """‖√w x / σ‖ over the observed quantities: the data in the residuals' units."""
     total = 0.0
     for layout in problem.layouts:
         total += jnp.sum(layout.weight * layout.q**2)
@@ -315,8 +303,7 @@ def unknowns(theta) -> int:
 
 
 def standard_errors(covariance, fitted, trainable):
-    """The standard error of each param, from the covariance of the trained ones
-    (in `ravel_pytree` order): zero for params held fixed."""
+    """Each param's standard error from the trained ones' covariance (0: held)."""
     trained = eqx.filter(fitted, trainable)
     _, unflatten = ravel_pytree(trained)
     stderr = unflatten(jnp.sqrt(jnp.clip(jnp.diagonal(covariance), 0.0)))

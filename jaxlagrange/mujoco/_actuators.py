@@ -67,8 +67,7 @@ def read(m, tendons) -> Actuators:
 
 
 def forces(actuators: Actuators, ctrl, position, rate, params):
-    """The generalized forces along (q, tendon lengths) of the actuators driven by
-    `ctrl` (nu,), at `position` = (q, L) moving at `rate` = (q̇, L̇)."""
+    """The actuators' generalized forces along (q, tendon lengths), driven by `ctrl`."""
     a, source, gear = actuators.ids, actuators.source, actuators.gear
     length, velocity = gear * position[source], gear * rate[source]
     terms = jnp.stack([jnp.ones_like(length), length, velocity], -1)
@@ -80,8 +79,7 @@ def forces(actuators: Actuators, ctrl, position, rate, params):
 
 
 def default_params(m, actuators: Actuators) -> dict[str, np.ndarray]:
-    """`actuator_gainprm`, `actuator_biasprm` (their first 3 columns) and
-    `ctrl` (zeros), where an actuator is imported."""
+    """The actuators' gain and bias params (3 columns) and `ctrl` (zeros), if any."""
     if not actuators.ids.size:
         return {}
     gain, bias = m.actuator_gainprm[:, :3], m.actuator_biasprm[:, :3]

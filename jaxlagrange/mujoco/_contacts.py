@@ -29,10 +29,7 @@ _ROUND = (SPHERE, CAPSULE)
 
 
 def pairs(m) -> list[tuple[int, int, int]]:
-    """The geom pairs `(g1, g2, k)`, g1 < g2, that MuJoCo's collision tests: the
-    `<pair>`s (k their index) and, with k = −1, the geoms of different weld
-    bodies whose contype/conaffinity bits match, unless parent and child
-    (`FILTERPARENT`), `<exclude>`d, or already a `<pair>`."""
+    """The geom pairs (g1 < g2, k) that MuJoCo tests for contact (k: `<pair>` or −1)."""
     if not enabled(m, "CONTACT"):
         return []
     given = zip(m.pair_geom1, m.pair_geom2, strict=True)
@@ -80,8 +77,7 @@ def _corners(size) -> np.ndarray:
 
 
 def read(m) -> tuple[Contacts | None, list[str]]:
-    """The contact rows of the supported pairs (None where there are none), and
-    the phrases for the load warning: the pairs of other types."""
+    """The contact rows of the supported pairs (or None), and phrases for the others."""
     import mujoco
 
     data = mujoco.MjData(m)
@@ -157,13 +153,12 @@ def _segment(p: Array, a: Array, b: Array) -> Array:
 
 
 def _closest(a0: Array, a1: Array, b0: Array, b1: Array) -> tuple[Array, Array]:
-    """The closest points of the segments [a0, a1] and [b0, b1]: an endpoint of
-    one against the other, or two interior points (where the lines' common
-    normal meets both); h stays continuous and its gradient finite when the
-    segments are parallel (their interior candidate is then left out)."""
+    """The closest points of the segments [a0, a1] and [b0, b1]."""
     d1, d2, r = a1 - a0, b1 - b0, a0 - b0
     A, B, E, C, F = d1 @ d1, d1 @ d2, d2 @ d2, d1 @ r, d2 @ r
     det = A * E - B * B
+    # Parallel segments: the interior candidate is left out, so h stays continuous
+    # and its gradient finite.
     good = det > 1e-12 * A * E
     det = jnp.where(good, det, 1.0)
     s, t = (B * F - C * E) / det, (A * F - B * C) / det
@@ -177,18 +172,17 @@ def _closest(a0: Array, a1: Array, b0: Array, b1: Array) -> tuple[Array, Array]:
 
 
 def _rotated(basis: Array, n: Array) -> Array:
-    """The tangents of `basis` (rows t₁, t₂, n₀) turned by the rotation taking
-    n₀ to n about n₀ × n: smooth in n but at n = −n₀."""
+    """The tangents of `basis` (rows t₁, t₂, n₀), turned with n₀ onto n."""
     n0, k = basis[2], jnp.cross(basis[2], n)
     c = n0 @ n
     t = basis[:2]
+    # About n₀ × n: smooth in n but at n = −n₀.
     scale = 1.0 / jnp.maximum(1.0 + c, 1e-300)
     return c * t + jnp.cross(k, t) + jnp.outer(t @ k, k) * scale
 
 
 def _witnesses(c: Contacts, x: Array, r: Array):
-    """Per row: h, the contact point, the two geoms' bodies and the tangents
-    (u, 2, 3), in pair order."""
+    """Per row: h, the contact point, the two geoms' bodies and tangents (u, 2, 3)."""
     parts = []
     if c.plane:
         planes, others, points, radii = c.plane
@@ -222,8 +216,7 @@ def distances(c: Contacts, x: Array, r: Array) -> Array:
 
 
 def slip(c: Contacts, frames, q: Array, qd: Array) -> Array:
-    """The tangential velocity of each contact, (u, 2): the second geom's
-    material point at the contact relative to the first's."""
+    """The contacts' tangential velocities (u, 2): second geom's against the first's."""
     (x, r), (v, r_dot) = jax.jvp(frames, (q,), (qd,))
     _, point, first, second, tangents = _witnesses(c, x, r)
 
@@ -235,7 +228,6 @@ def slip(c: Contacts, frames, q: Array, qd: Array) -> Array:
 
 
 def friction(c: Contacts, params: dict[str, Any]) -> Array:
-    """μ per contact row: the `<pair>`'s, 0 where frictionless, else the larger
-    `geom_friction[:, 0]` of the two geoms (the higher priority's where unequal)."""
+    """μ per contact row: the `<pair>`'s, 0 if frictionless, else MuJoCo's mix."""
     mixed = jnp.max(params["geom_friction"][c.mix, 0], axis=1)
     return jnp.where(c.fixed < 0, mixed, c.fixed)

@@ -12,10 +12,9 @@ PARAM_UNITS |= {"body_iquat": "1", "gravity": "m/s²", "geom_friction": "1"}
 
 
 def labels(m) -> dict:
-    """`coordinates`, `units`, `point_names`, `length_unit`, `param_units` and
-    `links` of the model `m`: its points are the bodies' centres of mass, then
-    their anchors (the first joint's); each body is drawn from its anchor to its
-    centre, and from its parent's centre to its anchor."""
+    """`coordinates`, `units`, `point_names` and the other figure labels of `m`."""
+    # Points: the bodies' centres, then their anchors (first joint's); each body is
+    # drawn from its anchor to its centre, and from its parent's centre to its anchor.
     bodies = [name_of(m, "BODY", b) for b in range(1, m.nbody)]
     k = len(bodies)
     anchors = [

@@ -53,11 +53,11 @@ def rows(limits: Limits, q):
 
 
 def onto(limits: Limits | None, qpos0: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """qpos0 with each hinge and slide outside its range moved onto the nearer
-    limit (the hopper's knee: 0 → 5°), and a phrase per joint moved."""
+    """qpos0 with each hinge and slide outside its range moved onto the nearer limit."""
     q0, moved = np.array(qpos0, float), []
     if limits is None:
         return q0, moved
+    # E.g. the hopper's knee, whose qpos0 of 0 is outside its range: 0 → 5°.
     ranges = limits.bound.reshape(-1, 2)
     for a, (lo, hi), name in zip(
         limits.address[::2], ranges, limits.names[::2], strict=False

@@ -45,8 +45,7 @@ class Tree(NamedTuple):  # what the Lagrangian needs of the model, as constants
 
 
 def read_source(source: Any, assets: dict[str, bytes] | None = None):
-    """An `MjModel` from a path, MJCF text (str or bytes), an `MjModel` or
-    dm_control's `physics.model` (its `.ptr`), as `load` takes them."""
+    """An `MjModel` from a path, MJCF text, an `MjModel` or dm_control's model."""
     import mujoco
 
     if isinstance(getattr(source, "ptr", None), mujoco.MjModel):
@@ -167,8 +166,7 @@ def tree(m) -> Tree:
 
 
 def default_params(m, tree: Tree) -> dict[str, np.ndarray]:
-    """The params named after the MjModel fields; those a disable flag turns off
-    are absent."""
+    """The params named after the MjModel fields, but those a disable flag turns off."""
     params = {"body_mass": m.body_mass, "body_inertia": m.body_inertia}
     params.update(body_ipos=m.body_ipos, body_iquat=m.body_iquat)
     params.update(dof_armature=m.dof_armature)

@@ -32,12 +32,7 @@ def read(m, model: str) -> Bodies:
 
 
 def check(bodies: Bodies, params, member: str = ""):
-    """`params`, with an error naming the first impossible entry: a negative
-    mass or moment, a body with dofs whose mass (with the bodies welded to it) is
-    not positive, principal moments with A + B < C. A `ValueError` where the
-    values are known, naming the first impossible member of a batch (a leading
-    axis, as `simulate_batch` takes); where traced (a user's `jax.vmap`), an
-    error when the program runs, naming the rule."""
+    """`params`, with an error naming the first impossible entry (or batch member)."""
     xp = array_module(params["body_mass"], params["body_inertia"])
     mass, inertia = (xp.asarray(params[k]) for k in ("body_mass", "body_inertia"))
     if inertia.ndim > mass.ndim + 1:  # full tensors (a consistent fit's)

@@ -82,10 +82,9 @@ def _text(x: Any) -> str:
 
 
 def _full_precision(text: str, get: dict[str, np.ndarray], dofs: np.ndarray) -> str:
-    """MuJoCo's XML writer keeps 6 significant digits: the values written back
-    again, with the digits a float64 needs to read back exactly (bodies and
-    joints appear in the XML in the order of their ids)."""
+    """The values written again with the digits a float64 needs (MuJoCo writes 6)."""
     root = ET.fromstring(text)
+    # Bodies and joints appear in the XML in the order of their ids.
     world = root.find("worldbody")
     if "body_mass" in get:
         for b, body in enumerate(world.iter("body"), start=1):

@@ -54,8 +54,8 @@ def _rate(p: Array, omega: Array) -> Array:
 
 
 def _turn(axis: np.ndarray, angle: Array) -> Array:
-    """The rotation by `angle` about a unit `axis` (an elementary one when the
-    axis is a coordinate axis: fewer operations in the compiled q̈)."""
+    """The rotation by `angle` about the unit `axis` (elementary where it can be)."""
+    # Elementary: fewer operations in the compiled q̈.
     k = np.flatnonzero(axis)
     if k.size == 1:
         return rigid.euler_to_matrix(angle * np.sign(axis[k[0]]), "xyz"[k[0]])
@@ -107,12 +107,7 @@ def _frames(tree: Tree, q: Array) -> tuple[Array, Array]:
 
 
 def _jumped(tree: Tree, q: Array) -> tuple[Array, Array]:
-    """`_frames` without a loop over the bodies: each body's frame in its
-    parent's, all at once (a body's joints in slots: a slide moves along its
-    axis, then a hinge and a ball turn about the anchor; the kinds a slot lacks
-    read a padding of q, 0 or the unit quaternion, and do nothing), then
-    composed up the tree by pointer jumping: ⌈log₂ depth⌉ rounds of
-    T_i ← T_{a(i)} ∘ T_i, a(i) ← a(a(i))."""
+    """`_frames` without a loop over the bodies: every body's frame at once."""
     nq, nb = q.shape[0], len(tree.bodies)
     slots = (nb, max(len(b.joints) for b in tree.bodies))
     c = dict(
@@ -136,6 +131,7 @@ def _jumped(tree: Tree, q: Array) -> tuple[Array, Array]:
                 (slide, hinge)[k][i, s] = j.q
                 c["qpos0"][i, s, k], c["axis"][i, s, k] = j.qpos0, j.axis
                 c["anchor"][i, s] = j.pos if k else 0.0
+    # The padding the kinds a slot lacks read (0, the unit quaternion): no motion.
     q = jnp.concatenate([q, jnp.array([0.0, 1, 0, 0, 0], q.dtype)])
 
     def read(x, at):  # x[at] as a product with one-hot rows: no gather nor scatter
@@ -169,6 +165,7 @@ def _jumped(tree: Tree, q: Array) -> tuple[Array, Array]:
     x, r = jax.vmap(local)(c)
     x = jnp.concatenate([jnp.zeros((1, 3), q.dtype), x])
     r = jnp.concatenate([jnp.eye(3, dtype=q.dtype)[None], r])
+    # Pointer jumping: ⌈log₂ depth⌉ rounds of T_i ← T_{a(i)} ∘ T_i, a(i) ← a(a(i)).
     while np.any(ancestor):
         up = read(r, ancestor)
         x, r = read(x, ancestor) + jnp.einsum("bij,bj->bi", up, x), up @ r
@@ -182,8 +179,7 @@ def _layout(tree: Tree) -> tuple[tuple[int, int, int], ...]:
 
 
 def _velocities(layout, q: Array, rates: Array, *, to_mujoco: bool) -> Array:
-    """MuJoCo's qvel from q̇ (`to_mujoco`), or q̇ from qvel (batched over leading
-    axes): ω = 2 Im(p̄ ⊗ ṗ) in the child frame ⇄ ṗ = ½ p ⊗ (0, ω) for quaternions."""
+    """MuJoCo's qvel from q̇ (`to_mujoco`) or back; quaternions: ω = 2 Im(p̄ ⊗ ṗ)."""
     parts = []
     for kind, a, v in layout:
         at = a if to_mujoco else v
@@ -378,15 +374,14 @@ _BUILT: "collections.OrderedDict[bytes, tuple]" = collections.OrderedDict()
 
 
 def _built(m, tree: Tree, params, not_imported, contacts):
-    """`_system` with `params`, its functions shared by every load of the same
-    compiled model (its bytes): a program traced for one load (a fit, a simulate)
-    serves the next, as JAX keys programs by the functions' identity. The last 16
-    models are kept."""
+    """`_system` with `params`, its functions shared by every load of the same model."""
     import mujoco
 
     buffer = np.empty(mujoco.mj_sizeModel(m), np.uint8)
     mujoco.mj_saveModel(m, None, buffer)
     key = hashlib.sha256(buffer).digest()
+    # JAX keys programs by the functions' identity: a program traced for one load
+    # (a fit, a simulate) serves the next.
     if key not in _BUILT:
         built = _system(tree, params, not_imported, contacts)
         if traced(params):  # (loaded inside a user's jit: nothing kept)

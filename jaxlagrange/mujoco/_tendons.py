@@ -74,8 +74,7 @@ def read(m) -> Tendons:
 
 
 def lengths(tendons: Tendons, q, frames):
-    """The tendon lengths (ntendon,) at q, NaN for those not imported;
-    `frames(q)` gives the bodies' (xpos, xmat) where spatial tendons need them."""
+    """The tendon lengths (ntendon,) at q, NaN for those not imported."""
     length = tendons.offset + tendons.coef @ q
     if not tendons.segments:
         return length
@@ -86,14 +85,13 @@ def lengths(tendons: Tendons, q, frames):
 
 
 def energies(tendons: Tendons, length, rate, params):
-    """(½ a L̇², ½ k x², ½ d L̇²) summed over the imported tendons; x is MuJoCo's
-    stretch beyond [lower, upper] of `tendon_lengthspring`. A term whose param
-    is absent (its disable flag set) is zero."""
+    """(½ a L̇², ½ k x², ½ d L̇²) summed over the imported tendons."""
     i = tendons.imported
     length, rate = length[i], rate[i]
     kinetic = 0.5 * params["tendon_armature"][i] @ rate**2
     potential = damping = 0.0
     if "tendon_stiffness" in params:
+        # x: MuJoCo's stretch beyond [lower, upper] of `tendon_lengthspring`.
         band = params["tendon_lengthspring"][i]
         stretch = length - jnp.clip(length, band[:, 0], band[:, 1])
         potential = 0.5 * params["tendon_stiffness"][i] @ stretch**2
@@ -110,19 +108,18 @@ def limits(tendons: Tendons, length):
 
 
 def equalities(tendons: Tendons, length):
-    """MuJoCo's tendon equality rows, L_a − L_a0 = p(L_b − L_b0) with p the
-    quartic of eq_data[:5] (Horner's rule: no 0⁰ in a derivative)."""
+    """MuJoCo's tendon equality rows, L_a − L_a0 = p(L_b − L_b0), p a quartic."""
     a, b = tendons.equalities.T
     shift = length - tendons.length0
     value = jnp.zeros_like(shift[b])
+    # Horner's rule: no 0⁰ in a derivative.
     for c in tendons.polynomials.T[::-1]:
         value = value * shift[b] + c
     return shift[a] - value
 
 
 def default_params(m, tendons: Tendons) -> dict[str, np.ndarray]:
-    """`tendon_armature`, `tendon_stiffness`, `tendon_lengthspring` and
-    `tendon_damping`, where a tendon is imported and no flag disables them."""
+    """The tendons' armature, stiffness, lengthspring and damping params, where on."""
     on = tendons.imported.size > 0
     spring, damper = (on and not _model.disabled(m, f) for f in ("SPRING", "DAMPER"))
     names = ["armature"] * on + ["stiffness", "lengthspring"] * spring

@@ -166,8 +166,7 @@ _UNIT_INTERVAL = frozenset({"e"})
 
 
 def check_physical(name: str, key: str, value: Array) -> None:
-    """The checks of a param of system `name` (see `_param`) on `value`, e.g. the
-    end of a sweep's axis."""
+    """Apply `_param`'s checks of system `name`'s param `key` to `value`."""
     _param(name, key, value, value)
 
 
@@ -202,8 +201,7 @@ def _unphysical(key: str, value: Array) -> str | None:
 
 
 def _param(name: str, key: str, default, given) -> Array:
-    """The param `key` as an array of its default's shape, checked
-    (`_unphysical`), or the `ValueError` that says what it must be."""
+    """The param `key` as an array shaped like its default, checked."""
     try:
         value = as_float(given)
     except (TypeError, ValueError):

@@ -30,16 +30,10 @@ def _turn(seq, angle):
 
 
 def _poses(q, p):
-    """The centre and orientation (body to space) of each body, by name: R(ear
-    wheel), B, H and F(ront wheel).
-
-    q = (x, y, ψ, φ, θ, δ, θ_R, θ_F): rear contact point, yaw, lean (roll), pitch of
-    the rear frame, steer, and the wheels' rotations; all zero is the benchmark's
-    reference configuration, upright and straight. The four share the leaned
-    frame and the steer turn, computed once: the Lagrangian differentiates all
-    of them in one JVP, half the program of a JVP per body.
-    """
+    """The centre and orientation (body to space) of each body R, B, H, F, by name."""
     x, y, yaw, lean, pitch, steer, spin_r, spin_f = q
+    # The leaned frame and the steer turn are shared: the Lagrangian differentiates
+    # the four bodies in one JVP, half the program of one JVP each.
     leaned = rigid.euler_to_matrix(jnp.stack([yaw, lean]), "ZX")
     centre_r = jnp.stack([x, y, jnp.zeros_like(x)]) - p["rR"] * leaned[:, 2]
     frame = leaned @ _turn("Y", pitch)
@@ -91,8 +85,7 @@ def _lagrangian(q, qd, t, p):
 
 
 def _contact(centre, rotation, p, body):
-    """The lowest point of a wheel: its centre plus r along the downward direction
-    in the wheel's plane."""
+    """The lowest point of a wheel: its centre plus r down, in the wheel's plane."""
     axle = rotation[:, 1]
     down = jnp.array([0.0, 0.0, 1.0])
     along = down - (down @ axle) * axle
@@ -104,8 +97,7 @@ def _front_on_ground(q, t, p):
 
 
 def _rolling(q, qd, t, p):
-    """The velocity of each wheel's material point at its contact, v + ω × (P − c):
-    zero when rolling without slipping (its x and y components)."""
+    """Each wheel's contact velocity v + ω × (P − c): x and y zero when rolling."""
     poses, rates = _motions(q, qd, p)
     rows = []
     for body in ("R", "F"):

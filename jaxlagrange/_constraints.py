@@ -128,8 +128,7 @@ def num_unilateral(system: LagrangianSystem, q: Array, t: Array) -> int:
 
 
 def _constraint_rows(system, q, qd, t, active, baumgarte):
-    """The rows of C (bilateral, then one-sided), the right-hand side of C q̈ and
-    the mask of the active rows (the one-sided ones in `active`; None: all)."""
+    """The rows of C (bilateral, then one-sided), C q̈'s right side, the active rows."""
     alpha, beta = (0.0, 0.0) if baumgarte is None else baumgarte
     stack = system.constraints
     rows, rhs, masks = [], [], []
@@ -154,13 +153,8 @@ def dynamics(
     baumgarte: tuple[ScalarLike, ScalarLike] | None = None,
     modes: Modes | None = None,
 ) -> Dynamics:
-    """q̈ and the multipliers with a given set of active unilateral constraints.
-
-    `active` is a boolean (u,) mask (None: all unilateral constraints active).
-    `baumgarte` is the pair of gains (α, β) or None for the exact dynamics.
-    `modes`: the friction modes of a system with `slip` (None: all sticking).
-    Never raises on values: singularities are returned as flags.
-    """
+    """q̈ and the multipliers; singularities are flags, never raised (traced values)."""
+    # active: (u,) bool, None: all; baumgarte: (α, β), None: exact; modes: None: stick.
     stack = system.constraints
     if not stack.kinds:
         qdd, singular = unconstrained(system, q, qd, t)
@@ -192,11 +186,7 @@ def _constrained_dynamics(system, q, qd, t, active, baumgarte) -> Dynamics:
 def velocity_rows(
     system: LagrangianSystem, q: Array, qd: Array, t: Array, one_sided: bool = True
 ):
-    """v ↦ C v for C = [G; A; H] at a state, by JVPs: no Jacobian is formed.
-
-    G = ∂g/∂q, A = ∂a/∂q̇ and (with `one_sided`) H = ∂h/∂q, for the constraints
-    the system has. Linear in v.
-    """
+    """v ↦ C v, C = [G; A; H] = [∂g/∂q; ∂a/∂q̇; ∂h/∂q], by JVPs: no Jacobian formed."""
     stack = system.constraints
     kinds = stack.kinds if one_sided else stack.bilateral
 
@@ -210,8 +200,7 @@ def velocity_rows(
 def velocity_rates(
     system: LagrangianSystem, q: Array, qd: Array, t: Array, one_sided: bool = True
 ) -> Array:
-    """The current rates [ġ; a; ḣ] (ḣ only with `one_sided`): C q̇ plus the
-    explicit-time terms, in the rows of `velocity_rows`."""
+    """The rates [ġ; a; ḣ] (ḣ with `one_sided`) in the rows of `velocity_rows`."""
     values = constraint_values(system, q, qd, t)
     rates = (values.gd, values.a, values.hd if one_sided else None)
     return jnp.concatenate([x for x in rates if x is not None])

@@ -59,11 +59,7 @@ from ._system import LagrangianSystem
 def stop_slips(
     system: LagrangianSystem, q: Array, qd: Array, t: Array, modes: Modes, keep: Array
 ) -> Modes:
-    """Slipping contacts whose slip velocity is ≈ 0 (|s| ≤ √eps) tried as sticking.
-
-    At an event every contact whose slip stopped at the same instant is settled
-    with it; `keep` (u,) marks the contacts whose mode the event itself set.
-    """
+    """Slipping contacts (not `keep`) whose slip stopped (|s| ≤ √eps), as sticking."""
     if system.constraints.friction is None:
         return modes
     stopped = ~modes.stick & slip_modes(system, q, qd, t).stick & ~keep
@@ -120,8 +116,7 @@ def friction_values(
 
 
 def initial_slip(system: LagrangianSystem, q: Array, qd: Array, t: Array, modes):
-    """The slipping event functions at the segment start (`_sliding`), at least
-    √eps (0 without friction)."""
+    """The slipping event functions at the segment start, at least √eps."""
     if system.constraints.friction is None:
         return jnp.zeros(modes.stick.shape, q.dtype)
     s = system.constraints.friction(q, qd, t)
@@ -134,8 +129,7 @@ def no_modes(u: int, dtype) -> Modes:
 
 
 def slip_modes(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Modes:
-    """The modes read from s: sticking where |s| ≤ √eps, else slipping along s
-    (sign s, or s/|s| for 3-D contacts)."""
+    """The modes read from s: sticking where |s| ≤ √eps, else slipping along s."""
     if system.constraints.friction is None:
         return no_modes(system.constraints.gaps(q, t).shape[0], q.dtype)
     s = system.constraints.friction(q, qd, t)
@@ -196,25 +190,24 @@ def settle(
 
 
 def switch(
-    system: LagrangianSystem, q, qd, t, active: Array, modes: Modes, onehot: Array
-) -> tuple[Array, Modes]:
-    """The contacts and modes after a friction event of contact `onehot`.
+    system: LagrangianSystem, q, qd, t, modes: Modes, onehot: Array, friction: Array
+) -> Modes:
+    """The modes to settle after a friction event of contact `onehot`, from the
+    friction forces before it.
 
     A sticking contact slips against its friction force; a slipping one whose slip
     stopped is tried as sticking (a 3-D one whose slip only turned a right angle
-    from its direction, |s| > √eps, slips on); then all are settled.
+    from its direction, |s| > √eps, slips on).
     """
-    friction = dynamics(system, q, qd, t, active=active, modes=modes).friction
     stopped = ~modes.stick
     if friction.ndim == 2:
         stopped = stopped & slip_modes(system, q, qd, t).stick
     slips = per_contact(onehot & modes.stick, friction)
     direction = jnp.where(per_contact(onehot & stopped, friction), 0.0, modes.direction)
-    trial = Modes(
+    return Modes(
         jnp.where(onehot, stopped, modes.stick),
         jnp.where(slips, _against(friction), direction),
     )
-    return settle(system, q, qd, t, active, trial)
 
 
 def contact_modes(system: LagrangianSystem, q: Array, qd: Array, t: Array):

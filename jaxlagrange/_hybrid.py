@@ -121,17 +121,16 @@ class _Context(NamedTuple):
     offset: int  # the number of bilateral multipliers before the unilateral ones
 
 
-def _landing(system, q, qd, t, active, modes, onehot, restitution, rest):
+def _landing(system, q, qd, t, qdd, active, onehot, restitution, rest):
     """The contacts an impact takes (the impacting row and every free row at
     h ≈ 0 moving inwards), their rebound rates −e ḣ⁻ (0 where plastic, as the
     module docstring says), and the rows near enough (h ≈ 0) to be taken if the
-    impulse drives them inwards."""
+    impulse drives them inwards. `qdd`: the accelerations before the impact."""
     one, tol = jnp.ones_like(t), contact_tolerance(q.dtype)
 
     def rate(q, qd, t):
         return jax.jvp(system.constraints.gaps, (q, t), (qd, one))
 
-    qdd = dynamics(system, q, qd, t, active=active, modes=modes).accelerations
     (h, hd), (_, hdd) = jax.jvp(rate, (q, qd, t), (qd, qdd, one))
     near = ~active & (h <= tol)
     landing = onehot | (near & (hd < 0))
@@ -148,46 +147,44 @@ def _penetrating(system, q, t, rest) -> BoolScalar:
 
 
 def _jump(system, q, qd, t, active, modes, index, restitution, rest):
-    """The state just after event `index` of `event_values`.
-
-    Returns the velocities, the contacts and their modes afterwards, the event's
-    constraint and kind, and whether an impulse failed.
-    """
+    """q̇, the contacts and modes after event `index`, its row and kind, and failure."""
     u = active.shape[0]
     row = index % u
     onehot = jnp.arange(u) == row
     # Other contacts whose slip stopped at this instant too are tried as sticking.
     modes = _friction.stop_slips(system, q, qd, t, modes, onehot)
+    # One evaluation of the dynamics before the jump serves the impact and the
+    # friction switch, and one `settle` the event's kind, chosen before it runs:
+    # each is a copy of the dynamics in the compiled program, and `settle` 2u.
+    dyn = dynamics(system, q, qd, t, active=active, modes=modes)
     # Release: the contact lets go, velocities unchanged.
-    released = _friction.settle(system, q, qd, t, active & ~onehot, modes)
+    is_release = active[row]
+    trial = (active & ~onehot, modes)
     # Impact: the landing rows rebound, the other contacts keep ḣ = 0. The
     # impulse is frictionless; the modes afterwards follow the slip velocities.
     landing, target, near = _landing(
-        system, q, qd, t, active, modes, onehot, restitution, rest
+        system, q, qd, t, dyn.accelerations, active, onehot, restitution, rest
     )
     impact = impulse_jump(
         system, q, qd, t, jnp.zeros_like(q), active | landing, target, near
     )
     bounced = landing & (target > 0)
     after = _friction.slip_modes(system, q, impact.velocities, t)
-    contacts = _friction.settle(
-        system, q, impact.velocities, t, impact.contact & ~bounced, after
-    )
-    is_release = active[row]
+    trial = select(is_release, trial, (impact.contact & ~bounced, after))
     qd_next = jnp.where(is_release, qd, impact.velocities)
-    state = select(is_release, released, contacts)
     kind = jnp.where(is_release, EVENT_RELEASE, EVENT_IMPACT)
     bad = ~is_release & (impact.singular_mass | impact.singular_constraints)
+    is_switch = index >= u
     if system.constraints.friction is not None:
         # A friction switch: stick to slip, or slip to stick (or slip on).
-        switched = _friction.switch(system, q, qd, t, active, modes, onehot)
-        sticks = switched[0][row] & switched[1].stick[row]
-        is_switch = index >= u
+        switched = _friction.switch(system, q, qd, t, modes, onehot, dyn.friction)
         qd_next = jnp.where(is_switch, qd, qd_next)
-        state = select(is_switch, switched, state)
-        kind = jnp.where(is_switch, jnp.where(sticks, EVENT_STICK, EVENT_SLIP), kind)
+        trial = select(is_switch, (active, switched), trial)
         bad = bad & ~is_switch
-    return qd_next, *state, row, kind, bad
+    active_next, modes_next = _friction.settle(system, q, qd_next, t, *trial)
+    sticks = active_next[row] & modes_next.stick[row]
+    kind = jnp.where(is_switch, jnp.where(sticks, EVENT_STICK, EVENT_SLIP), kind)
+    return qd_next, active_next, modes_next, row, kind, bad
 
 
 def _context(system, q0, qd0, t0, t1, ts, options: CheckedOptions) -> _Context:
@@ -285,16 +282,22 @@ def _record(events: _Events, record, t, row, kind, max_events: int) -> _Events:
 
 
 def _event(ctx: _Context, carry: _Carry, seg: Segment, args: VectorFieldArgs):
-    """The end of a segment as an event: its result, whether the event is
-    recorded, the state after the jump, and the event's constraint and kind."""
+    """A segment's end as an event: result, recorded, the state after, row, kind."""
     is_event = seg.result == RESULTS.event_occurred
     result = RESULTS.where(is_event, RESULTS.successful, seg.result)
     # The event is the one of the event functions that reached zero, not one
     # held at exactly 0 since the segment start (`event_condition`).
-    y_end = jnp.concatenate([seg.q_end, seg.qd_end])
-    values = event_values(seg.t_end, y_end, args, ctx.offset)
-    y0 = jnp.concatenate([carry.q, carry.qd])
-    held = (event_values(args.start, y0, args, ctx.offset) == 0) & (values == 0)
+    # Both ends in one loop: one copy of the dynamics in the program, not two.
+    ends = (
+        jnp.stack([seg.t_end, args.start]),
+        jnp.stack(
+            [jnp.concatenate(y) for y in ((seg.q_end, seg.qd_end), (carry.q, carry.qd))]
+        ),
+    )
+    values, at_start = jax.lax.map(
+        lambda end: event_values(*end, args, ctx.offset), ends
+    )
+    held = (at_start == 0) & (values == 0)
     index = jnp.argmin(jnp.where(held, jnp.inf, values))
     state = (seg.q_end, seg.qd_end, seg.t_end, carry.active, carry.modes)
     jump = _jump(ctx.system, *state, index, ctx.restitution, ctx.options.rest)
@@ -346,10 +349,7 @@ def _step(ctx: _Context, carry: _Carry) -> _Carry:
 def hybrid_solve(
     system, q0, qd0, t0, t1, ts, options: CheckedOptions
 ) -> tuple[Trajectory, Stop]:
-    """`simulate` for a system with unilateral constraints: segments between events.
-
-    Returns the trajectory and where its last segment stopped, as `smooth_solve`.
-    """
+    """`simulate` for a system with unilateral constraints: segments between events."""
     ctx = _context(system, q0, qd0, t0, t1, ts, options)
     finite, q0, qd0 = masked_start(q0, qd0)
     init = _initial_carry(ctx, q0, qd0, t0, ts.shape[0])

@@ -71,11 +71,8 @@ def solve_segment(
     options: CheckedOptions,
     event: diffrax.Event | None = None,
 ) -> Segment:
-    """Integrate from `y0` = (q, qd) at `start` to t1, or to the first event.
-
-    `ts` are the save times (None: t1 only, which avoids interpolating on every
-    step, a quarter of the run time of a small system).
-    """
+    """Integrate from `y0` = (q, qd) at `start` to t1, or to the first event."""
+    # ts None: t1 only, no interpolating on every step (a quarter of a small run).
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(_jit_vector_field),
         options.solver,
@@ -136,10 +133,7 @@ class SavedStates(NamedTuple):
 
 
 def masked_start(q0, qd0) -> tuple[Array, Array, Array]:
-    """Whether the initial state is finite, and the state to integrate from.
-
-    A non-finite initial state is integrated as zeros and reported afterwards.
-    """
+    """Whether the start is finite, and the state to integrate (else zeros)."""
     finite = all_finite((q0, qd0))
     return finite, jnp.where(finite, q0, 0.0), jnp.where(finite, qd0, 0.0)
 
@@ -177,10 +171,7 @@ def finish(
     baumgarte,
     events: dict[str, Array] | None = None,
 ) -> tuple[Trajectory, Stop]:
-    """The `Trajectory` of a solve, and where it stopped (for `diagnosed`).
-
-    `events`: the event record of a hybrid solve (None: a smooth one).
-    """
+    """The `Trajectory` of a solve (`events` None: smooth), and its `Stop`."""
     dtype = saved.q.dtype
     inf = jnp.array(jnp.inf, dtype)
     result = RESULTS.where(finite, result, RESULTS.non_finite_state)
@@ -208,11 +199,7 @@ def finish(
 def smooth_solve(
     system, q0, qd0, t0, t1, ts, options: CheckedOptions
 ) -> tuple[Trajectory, Stop]:
-    """`simulate` for a system without unilateral constraints: one segment.
-
-    Returns the trajectory (a stopped solve with its provisional code) and where
-    it stopped, for `diagnosed`.
-    """
+    """`simulate` for a system without unilateral constraints: one segment."""
     finite, q0, qd0 = masked_start(q0, qd0)
     args = VectorFieldArgs(system, options.baumgarte)
     seg = solve_segment(

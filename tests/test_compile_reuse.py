@@ -59,6 +59,31 @@ def test_a_second_simulate_linearize_and_equilibrium_trace_nothing():
         assert first and second == [] and len(traces) > 0
 
 
+def test_a_contact_model_traces_its_dynamics_few_times():
+    # Each trace of L is part of a copy of the dynamics that XLA compiles: a
+    # contact model with friction traces it 16 times, not 20 as when the impact,
+    # the friction switch, each kind of event's settle and each end's event
+    # values had a copy of their own (`_hybrid._jump`, `_hybrid._event`).
+    traces = []
+
+    def lagrangian(q, qd, t):
+        traces.append(1)
+        return 0.5 * (qd[0] ** 2 + qd[1] ** 2) + 0.02 * qd[2] ** 2 - 9.81 * q[1]
+
+    system = jl.LagrangianSystem(
+        lagrangian,
+        unilateral=lambda q, t: q[1:2] - 0.1,
+        slip=lambda q, qd, t: qd[:1] + 0.1 * qd[2:],
+        friction=0.3,
+    )
+
+    def run(q0, qd0):
+        return jl.simulate(system, q0, qd0, t1=1.0, max_events=8, throw=False).q
+
+    jax.jit(run).lower(jnp.array([0.0, 0.1, 0.0]), jnp.array([1.0, 0.0, 0.0]))
+    assert len(traces) <= 16
+
+
 def test_a_second_fit_traces_nothing():
     """The same fit with the same callback again: a fresh closure of the callback
     per call was a new static argument, which traced and compiled the solve

@@ -344,6 +344,26 @@ def test_optimistix_solvers(optimizer):
     assert result.converged
 
 
+def test_default_stops_once_the_step_is_within_the_noise():
+    # With noise the optimum is known to its standard errors: the default solve
+    # stops once a Gauss–Newton step would move the params by less than 1e-3 of
+    # them, where optimistix's tolerance alone (the same solver given
+    # explicitly) takes further steps that change nothing the data determine.
+    rng = np.random.default_rng(0)
+    noisy = jl.Observations(
+        TS, Q + 1e-3 * rng.standard_normal(Q.shape), QD, q0=Q[0], qd0=QD[0], sigma=1e-3
+    )
+    default = _length_fit(noisy)
+    tight = _length_fit(
+        noisy, optimizer=optx.LevenbergMarquardt(rtol=1e-10, atol=1e-10)
+    )
+    assert default.converged and default.solver_result == "successful"
+    assert default.steps < tight.steps, (default.steps, tight.steps)
+    for k in ("l", "c"):
+        moved = abs(float(default.params[k]) - float(tight.params[k]))
+        assert moved < 1e-2 * float(tight.stderr[k]), k
+
+
 def test_reverse_mode_jacobian_matches_forward():
     data = jl.Observations(TS, Q, QD)
     forward = _length_fit(data, jacobian="forward")

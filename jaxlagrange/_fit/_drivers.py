@@ -57,6 +57,7 @@ class LeastSquares(AbstractDriver):
     jacobian: str
     forward_adjoint: bool  # no `adjoint` given: forward mode where the Jacobian is
     callback: Any = None
+    near: bool = False  # the default solver: stop once within the noise (`_near`)
 
     def run(self, theta, problem, setup, trainable, hopeless) -> Solved:
         start = time.perf_counter()
@@ -88,6 +89,7 @@ class LeastSquares(AbstractDriver):
                 trainable,
                 self.callback,
                 np.asarray(hopeless, float),
+                self.near,
             )
         )
         count, code, name = int(count), int(code), type(self.solver).__name__
@@ -166,7 +168,8 @@ def driver_of(
         raise ValueError(
             f"`jacobian` must be 'auto', 'forward' or 'reverse', got {jacobian!r}."
         )
-    if optimizer is None:
+    near = optimizer is None
+    if near:
         optimizer = optx.LevenbergMarquardt(rtol=1e-10, atol=1e-10)
     if isinstance(optimizer, optax.GradientTransformation):
         return Optax(optimizer, steps, progress, callback)
@@ -185,7 +188,9 @@ def driver_of(
             f"{type(optimizer).__name__} needs reverse-mode derivatives: "
             "use jacobian='reverse' or 'auto'."
         )
-    return LeastSquares(optimizer, steps, progress, jacobian, adjoint is None, callback)
+    return LeastSquares(
+        optimizer, steps, progress, jacobian, adjoint is None, callback, near
+    )
 
 
 STALLED = (

@@ -77,9 +77,9 @@ class FitResult(eqx.Module):
         identifiable (JᵀJ singular); a single param that does not change the
         motion has variance inf (and NaN covariances) without spoiling the rest.
     - `converged`: the solver's own flag: whether it met its tolerance
-        (optimistix), or the gradient vanished to 1e-6 (optax, which has no
-        stopping rule). It says nothing of how well the model fits: see
-        `warning`.
+        (optimistix; the default's also within the noise: see `optimizer`), or
+        the gradient vanished to 1e-6 (optax, which has no stopping rule). It
+        says nothing of how well the model fits: see `warning`.
     - `steps`: how many solver steps ran.
     - `solver_result`: the optimistix solver's result in words ("successful",
         "The maximum number of steps was reached in the nonlinear solver", ...);
@@ -176,11 +176,13 @@ def fit(
     - `params`: a starting guess other than `system.params`, with its structure.
     - `optimizer`: the default, `optimistix.LevenbergMarquardt(rtol=1e-10,
         atol=1e-10)`, solves the least-squares problem on the residuals (a few
-        Gauss–Newton steps for a few physical params). Any optimistix
-        least-squares solver (`GaussNewton`, `Dogleg`, ...) or minimiser (`BFGS`,
-        on the loss) is used the same way, in one compiled solve; any optax
-        optimizer runs `steps` gradient steps (line-search optimizers such as
-        `optax.lbfgs()` get the loss function they need).
+        Gauss–Newton steps for a few physical params); it also stops, converged,
+        once a Gauss–Newton step would move the unknowns by less than 1e-3 of
+        their standard errors (that solver given explicitly does not). Any
+        optimistix least-squares solver (`GaussNewton`, `Dogleg`, ...) or
+        minimiser (`BFGS`, on the loss) is used the same way, in one compiled
+        solve; any optax optimizer runs `steps` gradient steps (line-search
+        optimizers such as `optax.lbfgs()` get the loss function they need).
     - `steps`: the most solver steps (optimistix), or the number of optimizer
         steps (optax).
     - `trainable`: which params to fit: None or True (all floating-point array

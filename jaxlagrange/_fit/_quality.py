@@ -138,10 +138,10 @@ def weak_directions(precision, names, dead) -> tuple[list[str], list[dict[str, f
     return single, out
 
 
-def warn_unidentifiable(dead: list[str], weak: list[dict[str, float]]) -> str | None:
+def warn_unidentifiable(dead: list[str], weak: list[dict[str, float]]) -> None:
     """Warn that `dead` params and `weak` combinations are undetermined."""
     if not dead and not weak:
-        return None
+        return
     parts = []
     if dead:
         parts.append(
@@ -165,10 +165,9 @@ def warn_unidentifiable(dead: list[str], weak: list[dict[str, float]]) -> str | 
         "directions are in `FitResult.unidentifiable`."
     )
     warnings.warn(text, UserWarning, stacklevel=4)
-    return text
 
 
-def warn_undetermined(stderr) -> str | None:
+def warn_undetermined(stderr) -> None:
     """Warn that params with a NaN standard error are not separately determined."""
     names = [
         jtu.keystr(path)
@@ -176,7 +175,7 @@ def warn_undetermined(stderr) -> str | None:
         if x is not None and np.any(np.isnan(np.asarray(x)))
     ]
     if not names:
-        return None
+        return
     shown = ", ".join(names[:5]) + (
         f" and {len(names) - 5} more" if len(names) > 5 else ""
     )
@@ -188,10 +187,9 @@ def warn_undetermined(stderr) -> str | None:
         "one of such a combination fixed (`trainable=`), or fit the combination."
     )
     warnings.warn(text, UserWarning, stacklevel=4)
-    return text
 
 
-def warn_not_converged(solver: str, result: str, steps: int) -> str:
+def warn_not_converged(solver: str, result: str, steps: int) -> None:
     """Warn that a least-squares solver stopped before its tolerance."""
     advice = "Raise `steps`, or start closer."
     if result.startswith("stalled"):
@@ -201,7 +199,6 @@ def warn_not_converged(solver: str, result: str, steps: int) -> str:
         f"{steps} steps): the params may not be at the optimum yet. {advice}"
     )
     warnings.warn(text, UserWarning, stacklevel=4)
-    return text
 
 
 def start_params(starts, params, trainable) -> list[Any]:

@@ -2,6 +2,8 @@
 uncertainties of its result: the optimistix loop with the Gauss–Newton
 covariance at its end, the optax step, and the covariance on its own."""
 
+from functools import partial
+
 import diffrax
 import equinox as eqx
 import jax
@@ -53,8 +55,8 @@ _STALL_STEPS = 25
 _STALL_DROP = 1e-3
 
 
-def _iterate(fn, solver, y0, steps: int, options: dict, on_step, hopeless):
-    """optimistix's solve loop, recording each step's loss; and whether it stalled."""
+def _iterate(fn, solver, y0, steps: int, options: dict, on_step, hopeless, near):
+    """optimistix's solve loop, recording each step's loss; stops stalled or `near`."""
     # Not closure-converted (as `optx.least_squares` does): the solver's JVP of a
     # converted `fn` would trace `_with_jacobian`'s solves a second time.
     f_struct, aux_struct = eqx.filter_eval_shape(fn, y0, None)
@@ -87,8 +89,13 @@ def _iterate(fn, solver, y0, steps: int, options: dict, on_step, hopeless):
         if on_step is not None:
             on_step(new_y)
         done, result = terminate(y, state)
+        loss = aux[1]  # the loss of the point accepted before this step
+        if near is not None:  # stopping at the point just accepted: its loss last
+            now = near(state)
+            loss = jnp.where(now, jnp.sum(state.f_info.residual**2), loss)
+            done = done | now
         dynamic = eqx.filter(state, eqx.is_array)
-        return new_y, dynamic, aux, losses.at[k].set(aux[1]), k + 1, done, result
+        return new_y, dynamic, aux, losses.at[k].set(loss), k + 1, done, result
 
     carry = (y0, dynamic, aux, losses, jnp.array(0), done, result)
     y, dynamic, aux, losses, count, done, result = jax.lax.while_loop(cond, body, carry)
@@ -105,7 +112,7 @@ def _iterate(fn, solver, y0, steps: int, options: dict, on_step, hopeless):
 
 @eqx.filter_jit
 def solve_and_decode(
-    theta, problem, optimizer, steps, mode, setup, trainable, callback, hopeless
+    theta, problem, optimizer, steps, mode, setup, trainable, callback, hopeless, near
 ):
     """The optimistix solve and `decode_result` of it, in one program."""
     arrays, static = eqx.partition(theta, eqx.is_array)
@@ -133,8 +140,10 @@ def solve_and_decode(
         fn, options = residuals, {"jac": mode}
     else:
         fn, options = loss, {}
+    near = near and reuse and setup is not None  # (no σ̂ past _COVARIANCE_MAX)
+    near = partial(_near, problem, setup[1], unknowns(theta)) if near else None
     value, losses, count, result, state, stalled = _iterate(
-        fn, optimizer, arrays, steps, options, on_step, hopeless
+        fn, optimizer, arrays, steps, options, on_step, hopeless, near
     )
     theta = eqx.combine(value, static)
     if reuse:
@@ -158,6 +167,22 @@ def solve_and_decode(
     if gauss_newton is None:
         return out, None
     return out, decode_result(theta, problem, gauss_newton, trainable)
+
+
+# The default solve also stops where a Gauss–Newton step would move the unknowns
+# by less than _NEAR of their standard errors: digits the data do not determine.
+# Not with continuity gaps: residuals without noise, closed to the solves' digits.
+_NEAR = 1e-3
+
+
+def _near(problem, sigma_given, size, state):
+    r, jac, chi = state.f_info.residual, state.aux[2], state.aux[3]
+    if r.shape[0] > _data_rows(problem):
+        return False
+    decrease = jnp.sum((jac @ jnp.linalg.lstsq(jac, r)[0]) ** 2)  # in χ²/W
+    dof = jnp.maximum(problem.count - size, 1.0)  # a residual's noise variance:
+    variance = jnp.where(sigma_given, 1.0 / problem.total, chi / dof)  # σ, or σ̂
+    return ~state.first_step & (decrease <= _NEAR**2 * variance)
 
 
 def _with_jacobian(problem, static):
@@ -255,10 +280,7 @@ def _covariance(jac, r, chi, raw, flat, problem, sigma_given: bool, logs: tuple)
     # The continuity gaps of multiple shooting are residuals without noise: the
     # estimate's covariance is the sandwich G⁻¹ G_d G⁻¹, G_d the normal matrix of
     # the data rows alone, which come first (G⁻¹ overstates the errors).
-    rows = sum(
-        int(np.prod(np.shape(layout.q))) * (1 if layout.qd is None else 2)
-        for layout in problem.layouts
-    )
+    rows = _data_rows(problem)
     if rows < jac.shape[0]:
         data = total * (jac[:rows].T @ jac[:rows])
         data = jnp.where(either, 0.0, data) + jnp.diag(jnp.where(dead, 1.0, 0.0))
@@ -279,6 +301,12 @@ def _covariance(jac, r, chi, raw, flat, problem, sigma_given: bool, logs: tuple)
         precision = precision - kept[:p, p:] @ coupling
     precision = precision / (variance * scale[:, None] * scale[None, :])
     return jnp.sum(r**2), chi, cov, raw, dead[:p], precision
+
+
+def _data_rows(problem) -> int:
+    """How many residuals are the data's (they come first; then the gaps)."""
+    shapes = [(np.shape(x.q), x.qd is None) for x in problem.layouts]
+    return sum(int(np.prod(shape)) * (1 if alone else 2) for shape, alone in shapes)
 
 
 def _data_norm(problem):

@@ -199,6 +199,26 @@ def test_a_param_that_does_not_enter_L_alone_is_named_too():
     assert np.isinf(float(result.stderr["m"]))
 
 
+def test_the_unidentifiable_warning_stays_short_for_a_neural_lagrangian():
+    # A neural Lagrangian's fit left dozens of directions over hundreds of
+    # params undetermined: the warning listed all (tens of kilobytes). It shows
+    # the largest terms of the first directions; `unidentifiable` keeps them all.
+    from jaxlagrange._fit._quality import warn_unidentifiable
+
+    names = [f"w[{i}]" for i in range(100)]
+    weak = [
+        {n: (-1) ** i / (1 + i + k) for i, n in enumerate(names)} for k in range(40)
+    ]
+    dead = [f"b[{i}]" for i in range(9)]
+    with pytest.warns(UserWarning) as record:
+        warn_unidentifiable(dead, weak)
+    (text,) = [str(w.message) for w in record]
+    assert len(text) < 1000
+    assert "param b[0], b[1], b[2], b[3], b[4] and 4 more does not change" in text
+    assert "+1·w[0] -0.5·w[1] +0.333·w[2] -0.25·w[3] and 96 more terms; " in text
+    assert "-0.167·w[3] and 96 more terms; and 37 more directions (a" in text
+
+
 def test_weights_are_relative(noisy_pendulum):
     # Scaling every weight by one factor changes no standard error (the degrees
     # of freedom count the observations; they were the summed weights).

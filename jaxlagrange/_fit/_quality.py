@@ -138,6 +138,12 @@ def weak_directions(precision, names, dead) -> tuple[list[str], list[dict[str, f
     return single, out
 
 
+def _first(items: list[str], most: int, sep: str = ", ", more: str = "") -> str:
+    """The first `most` items, joined, and how many `more` there are."""
+    rest = f"{sep if sep == '; ' else ' '}and {len(items) - most} more{more}"
+    return sep.join(items[:most]) + (rest if len(items) > most else "")
+
+
 def warn_unidentifiable(dead: list[str], weak: list[dict[str, float]]) -> None:
     """Warn that `dead` params and `weak` combinations are undetermined."""
     if not dead and not weak:
@@ -145,13 +151,19 @@ def warn_unidentifiable(dead: list[str], weak: list[dict[str, float]]) -> None:
     parts = []
     if dead:
         parts.append(
-            f"param {', '.join(dead)} does not change the fitted motion (its column "
+            f"param {_first(dead, 5)} does not change the fitted motion (its column "
             "of the residuals' Jacobian is zero)"
         )
     if weak:
-        combos = "; ".join(
-            " ".join(f"{c:+.3g}·{n}" for n, c in d.items()) for d in weak
-        )
+        # A neural Lagrangian's may be dozens of directions over hundreds of
+        # params: the warning shows the largest terms, `unidentifiable` all.
+        def terms(d):  # its four largest, in the params' order
+            largest = sorted(d, key=lambda n: -abs(d[n]))[:4]
+            shown = " ".join(f"{c:+.3g}·{n}" for n, c in d.items() if n in largest)
+            more = len(d) - len(largest)
+            return shown + (f" and {more} more terms" if more else "")
+
+        combos = _first([terms(d) for d in weak], 3, "; ", " directions")
         parts.append(
             "the data do not determine the combination"
             f"{'s' * (len(weak) > 1)} of params along {combos} (a direction in "
@@ -176,11 +188,8 @@ def warn_undetermined(stderr) -> None:
     ]
     if not names:
         return
-    shown = ", ".join(names[:5]) + (
-        f" and {len(names) - 5} more" if len(names) > 5 else ""
-    )
     text = (
-        f"jl.fit: the data do not determine params {shown} separately: the "
+        f"jl.fit: the data do not determine params {_first(names, 5)} separately: the "
         "residuals' Jacobian has dependent columns (they enter the motion only "
         "through a combination of them, a product say, or the Lagrangian has a "
         "symmetry such as L → cL), so their standard errors are NaN. Hold all but "

@@ -15,15 +15,25 @@ are written by JAX whole or not at all as far as a reader can tell: a reader
 that meets an entry another process is still writing fails to decompress it
 and compiles instead (JAX warns), so concurrent processes are safe. JAX opens
 its cache once per process, in the first directory it is given: a process
-that later names its own directory keeps using this one. JAX does not store a
-program that holds host callbacks (`jl.accelerations`' error checks): the
-simulate, linearize and fit programs are what a second process loads.
+that later names its own directory keeps using this one.
+
+JAX does not store a program that holds a host callback, which every traced
+`eqx.error_if` is. So the simulate (smooth and with contacts), fit, linearize
+and equilibrium programs check their inputs before they run and their results
+after (`checked_coefficients`, `_linearize`'s checks), and hold none. diffrax
+checks the save times and `dt0` again inside `diffeqsolve`: the library
+checked both already (`_options.check_times`), so while a library call traces,
+`trusted_diffrax_checks` gives those two checks (and no others) equinox's
+"nan" mode, which has no callback. `jl.accelerations` and `jl.mass_matrix`
+keep their checks inside (small programs, seconds to compile).
 """
 
+import contextlib
 import functools
 import os
 import stat
 import sys
+import threading
 import warnings
 from pathlib import Path
 
@@ -125,15 +135,56 @@ def cached(fn):
         config = jax.config
         user_chose = config.jax_compilation_cache_dir is not None
         path = None if user_chose else _directory()
-        if path is None or not config.jax_enable_compilation_cache:
-            return fn(*args, **kwargs)
-        with (
-            jax_config.compilation_cache_dir(str(path)),
-            jax_config.persistent_cache_min_compile_time_secs(MIN_COMPILE_SECONDS),
-        ):
-            return fn(*args, **kwargs)
+        with trusted_diffrax_checks():
+            if path is None or not config.jax_enable_compilation_cache:
+                return fn(*args, **kwargs)
+            with (
+                jax_config.compilation_cache_dir(str(path)),
+                jax_config.persistent_cache_min_compile_time_secs(MIN_COMPILE_SECONDS),
+            ):
+                return fn(*args, **kwargs)
 
     return wrapper
+
+
+# The messages of diffrax's checks that repeat the library's own.
+_REPEATED = ("saveat.ts must ", "Must have (t1 - t0) * dt0 >= 0")
+_trusting = threading.local()
+
+
+@contextlib.contextmanager
+def trusted_diffrax_checks():
+    """In this thread, diffrax's repeated checks (`_REPEATED`) traced without callbacks."""
+    _wrap_equinox_checks()
+    before = getattr(_trusting, "on", False)
+    _trusting.on = True
+    try:
+        yield
+    finally:
+        _trusting.on = before
+
+
+@functools.cache
+def _wrap_equinox_checks() -> None:
+    # Once per process. Elsewhere (another thread, another message, a user's own
+    # diffrax call) every check keeps its mode; were equinox to move this
+    # function, the checks would stay callbacks and only the cache would miss.
+    from equinox import _errors
+
+    impl = getattr(_errors, "branched_error_if_impl_jit", None)
+    if impl is None:
+        return
+
+    def checked(x, pred, index, msgs, *, on_error):
+        if (
+            on_error == "default"
+            and getattr(_trusting, "on", False)
+            and all(str(m).startswith(_REPEATED) for m in msgs)
+        ):
+            on_error = "nan"
+        return impl(x, pred, index, msgs, on_error=on_error)
+
+    _errors.branched_error_if_impl_jit = checked
 
 
 # From this many coordinates, a first call compiles for tens of seconds or more

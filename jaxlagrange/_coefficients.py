@@ -1,8 +1,9 @@
 """The checks of a system's coefficients: friction, static friction, restitution.
 
 At construction on known values (`check_friction`, from `__check_init__`), and
-on the value each solve reads (`coefficient`, also under `jax.jit`, `vmap` and
-`grad`): a batch, sweep or fit over a coefficient named as a param.
+where a call begins on the values it reads (`checked_values`,
+`checked_coefficients`, also under `jax.jit`, `vmap` and `grad`): a batch,
+sweep or fit over a coefficient named as a param.
 """
 
 from typing import Any
@@ -13,7 +14,7 @@ import numpy as np
 
 from ._custom_types import Array
 from ._errors import first_error, known, traced
-from ._validate import param_flags
+from ._validate import array_module, param_flags
 
 
 def check_friction(system: Any) -> None:
@@ -84,35 +85,60 @@ def _read(system: Any, name: str, u: int, dtype) -> Array:
     return jnp.broadcast_to(value, (u,))
 
 
-def _range_check(name: str, value: Array) -> tuple[Array, str]:
-    """Where `value` is out of the coefficient's range, and the message."""
-    good = jnp.isfinite(value) & (value >= 0)
-    if name == "restitution":
-        return ~(good & (value <= 1)), (
-            "`restitution` must lie in [0, 1] (0: plastic, 1: elastic), got a value "
-            "that does not."
-        )
-    return ~good, f"`{name}` must be finite and non-negative, got a value that is not."
-
-
 def coefficient(system: Any, name: str, u: int, dtype) -> Array:
-    """The coefficient `name`, one per unilateral constraint, checked for its range."""
-    # Also under `jax.jit`: the value a member of a batch, sweep or fit uses, not
-    # only the system's default checked at construction.
-    value = _read(system, name, u, dtype)
-    return first_error(value, [_range_check(name, value)])
+    """The coefficient `name`, one per unilateral constraint (checked: `checked_values`)."""
+    return _read(system, name, u, dtype)
 
 
 def friction_coefficients(system: Any, u: int, dtype) -> tuple[Array, Array]:
-    """μ_k and μ_s, shape (u,) each, checked as `coefficient`, and μ_s ≥ μ_k."""
-    names = ("friction", "static_friction")
-    kinetic, static = (_read(system, name, u, dtype) for name in names)
-    below = (
-        "`static_friction` must be at least `friction` (μ_s ≥ μ_k), got a value "
-        "below it."
-    )
-    checks = [_range_check(names[0], kinetic), _range_check(names[1], static)]
-    return first_error((kinetic, static), [*checks, (static < kinetic, below)])
+    """μ_k and μ_s, shape (u,) each (checked: `checked_values`)."""
+    kinetic, static = (_read(system, name, u, dtype) for name in _FRICTION)
+    return kinetic, static
+
+
+_FRICTION = ("friction", "static_friction")
+_GOT = ", got a value that is not."
+_RESTITUTION = "`restitution` must lie in [0, 1] (0: plastic, 1: elastic)" + _GOT
+
+
+def _coefficient_checks(system: Any) -> list:
+    """The ranges of the coefficients a solve reads, as (condition, message) pairs."""
+    if not system.constraints.one_sided:
+        return []
+    names = ["restitution"]
+    if system.constraints.friction is not None:
+        names += _FRICTION
+    values = {name: system.coefficient(name) for name in names}
+    checks = []
+    for name, value in values.items():
+        xp = array_module(value)
+        value = xp.asarray(value)
+        bad = ~(xp.isfinite(value) & (value >= 0))
+        if name == "restitution":
+            checks.append((bad | (value > 1), _RESTITUTION))
+        else:
+            checks.append((bad, f"`{name}` must be finite and non-negative{_GOT}"))
+    if "friction" in values:
+        below = (
+            "`static_friction` must be at least `friction` (μ_s ≥ μ_k), got a value "
+            "below it."
+        )
+        checks.append((values["static_friction"] < values["friction"], below))
+    return checks
+
+
+def checked_coefficients(system: Any) -> Any:
+    """The system with its coefficients' range checks (also under `jax.jit`) tied on."""
+    # Once where a call begins, not in each evaluation of the dynamics: a check
+    # inside the solve is a host callback, and JAX caches no program that holds one.
+    return _tied(system, _coefficient_checks(system))
+
+
+def _tied(system: Any, checks: list) -> Any:
+    if not checks:
+        return system
+    dynamic, static = eqx.partition(system, eqx.is_array)
+    return eqx.combine(first_error(dynamic, checks), static)
 
 
 def checked_values(system: Any) -> Any:
@@ -126,7 +152,5 @@ def checked_values(system: Any) -> Any:
     # A non-finite param is named: it would otherwise surface as a singular mass
     # matrix or a non-finite q̈.
     flags, messages = param_flags(system.params)
-    if not flags:
-        return system
-    dynamic, static = eqx.partition(system, eqx.is_array)
-    return eqx.combine(first_error(dynamic, zip(flags, messages, strict=True)), static)
+    checks = [*zip(flags, messages, strict=True), *_coefficient_checks(system)]
+    return _tied(system, checks)

@@ -22,7 +22,7 @@ from ._errors import first_error
 from ._guard import no_gradient
 from ._options import check_tolerance
 from ._system import LagrangianSystem, as_state, check_system
-from ._validate import check_finite, check_finite_params, positive_int
+from ._validate import check_finite, param_flags, positive_int
 
 
 _NOT_CONVERGED = (
@@ -104,7 +104,7 @@ def _active_set(system, q_guess, t, rtol, atol, max_steps):
 
 @eqx.filter_jit
 def _equilibrium(system, q_guess, t, rtol, atol, max_steps):
-    q_guess = check_finite_params(system.params, q_guess)  # named before the solve
+    """The equilibrium and its checks, applied by the caller (not host callbacks)."""
     active, checks = None, []
     contacts = bool(system.constraints.one_sided)
     if contacts:
@@ -115,7 +115,7 @@ def _equilibrium(system, q_guess, t, rtol, atol, max_steps):
         checks = [(jnp.any(release | engage), _NO_CONTACT_SET)]
     # q̈ must be defined at (q, 0, t), else the residual's q̈ row means nothing.
     point = dynamics(system, q, jnp.zeros_like(q), t, active=active)
-    return first_error(q, [*point.undefined(), (~ok, _NOT_CONVERGED), *checks])
+    return q, [*point.undefined(), (~ok, _NOT_CONVERGED), *checks]
 
 
 @cached
@@ -170,5 +170,7 @@ def equilibrium(
     max_steps = positive_int("max_steps", max_steps)
     inputs = {"q_guess": q_guess, "t": t}
     q_guess = check_finite(inputs, q_guess)
-    q = _equilibrium(system, q_guess, t, rtol, atol, max_steps)
-    return check_finite_params(system.params, check_finite(inputs, q))
+    q, checks = _equilibrium(system, q_guess, t, rtol, atol, max_steps)
+    # A non-finite param is named first: it would fail the solve.
+    q = first_error(q, [*zip(*param_flags(system.params), strict=True), *checks])
+    return check_finite(inputs, q)

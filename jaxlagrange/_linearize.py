@@ -185,7 +185,7 @@ def _linearize(system, q, qd, t, coordinates, velocities, mask):
     # or the constraints are redundant: its derivatives would be finite and
     # meaningless.
     point = dynamics(system, q, qd, t, active=active)
-    return first_error(Linearization(a, b), point.undefined())
+    return Linearization(a, b), point.undefined()
 
 
 @eqx.filter_jit
@@ -262,7 +262,9 @@ def linearize(
     residual, off = _manifold_residual(system, q, qd, t)
     residual_text = lambda: f" Residual: {float(residual):.3g}."  # noqa: E731
     q = first_error(q, [(off, (_OFF_MANIFOLD + "{}", residual_text))], error=ValueError)
-    lin = _linearize(system, q, qd, t, coordinates, velocities, mask)
+    # The checks after the program, not in it: there they would be host callbacks.
+    lin, undefined = _linearize(system, q, qd, t, coordinates, velocities, mask)
+    lin = first_error(lin, undefined)
     return check_finite_params(system.params, check_finite(point, lin))
 
 

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._custom_types import Array
-from ._errors import first_error
+from ._errors import first_error, known
 from ._hold import switch_times
 from ._integrators import AbstractLagrangianSolver
 from ._projection import ProjectedSolver
@@ -68,10 +68,11 @@ class GivenOptions(eqx.Module):
         first_error(None, checks, error=ValueError)
 
     def checked(
-        self, system: LagrangianSystem, dtype
+        self, system: LagrangianSystem, dtype, *, trusted_times: bool = False
     ) -> tuple[tuple[Array, Array, Array], "CheckedOptions"]:
         """t0, t1, the save times in `dtype`, and the options checked for `system`."""
-        times = check_times(self.t0, self.t1, self.saveat, dtype)
+        # `trusted_times`: the caller checked their values (a fit's observations).
+        times = check_times(self.t0, self.t1, self.saveat, dtype, trusted_times)
         rtol, atol = tolerances(self, dtype)
         if times[2].shape[0] >= 2**31:  # (memory is the caller's: the CLI checks it)
             raise ValueError(
@@ -145,7 +146,9 @@ def checked_options(where: str, given: Mapping[str, Any]) -> GivenOptions:
     return options
 
 
-def check_times(t0, t1, saveat, dtype) -> tuple[Array, Array, Array]:
+def check_times(
+    t0, t1, saveat, dtype, trusted: bool = False
+) -> tuple[Array, Array, Array]:
     """`t0`, `t1` and the save times (t1 alone without `saveat`) in `dtype`, checked."""
     t0, t1 = as_real("t0", t0), as_real("t1", t1)
     ts = None if saveat is None else as_real("saveat", saveat)
@@ -163,6 +166,8 @@ def check_times(t0, t1, saveat, dtype) -> tuple[Array, Array, Array]:
     first_error(None, shapes, error=ValueError)
     t0, t1 = t0.astype(dtype), t1.astype(dtype)
     ts = t1[None] if ts is None else ts.astype(dtype)
+    if trusted:  # (checked in the program, they would be its host callbacks)
+        return t0, t1, ts
 
     # NumPy where the times are known (no small eager compiles); `first_error`
     # raises at once then, with the offending values in the message.
@@ -190,17 +195,20 @@ def check_times(t0, t1, saveat, dtype) -> tuple[Array, Array, Array]:
     return t0, t1, ts
 
 
-def check_tolerance(name: str, value) -> Array:
+def check_tolerance(name: str, given) -> Array:
     """A solver tolerance (or step), checked: a positive finite scalar."""
-    value = as_real(name, value)
+    value = as_real(name, given)
     if value.shape != ():  # (`as_real` refused any other dtype)
         raise ValueError(
             f"`{name}` must be a positive scalar, got shape {value.shape} and "
             f"dtype {value.dtype}."
         )
-    xp = array_module(value)
-    bad = ~(xp.isfinite(xp.asarray(value)) & (xp.asarray(value) > 0))
-    got = lambda: f", got {float(value)}"  # noqa: E731
+    # NumPy where the value is known, also inside a program (a fit's): a check
+    # traced there would be its host callback.
+    v = value if (plain := known(given)) is None else plain
+    xp = array_module(v)
+    bad = ~(xp.isfinite(xp.asarray(v)) & (xp.asarray(v) > 0))
+    got = lambda: f", got {float(v)}"  # noqa: E731
     message = (f"`{name}` must be positive and finite{{}}.", got)
     return first_error(value, [(bad, message)], error=ValueError)
 

@@ -5,7 +5,7 @@ import diffrax
 import equinox as eqx
 
 from ._cache import cached
-from ._coefficients import checked_values
+from ._coefficients import checked_coefficients, checked_values
 from ._custom_types import ArrayLike, Float, ScalarLike, VectorLike
 from ._eom import unread_velocities
 from ._errors import first_error, forward_mode_hint, known
@@ -191,21 +191,25 @@ def simulate(
 
 
 def simulate_checked(
-    system, q0, qd0, options: GivenOptions, *, throw: bool = True
+    system, q0, qd0, options: GivenOptions, *, throw: bool = True, trusted_times=False
 ) -> tuple[Trajectory, Failure | None, int | None]:
     """`simulate` without naming the cause of a stopped solve (`_guard` does, later)."""
     # Batches and the command line compile this and diagnose a failure
     # afterwards, on demand.
     check_system(system)
     q0, qd0 = as_coordinates(q0, qd0, where="q0")
-    (t0, t1, ts), checked = options.checked(system, q0.dtype)
+    (t0, t1, ts), checked = options.checked(
+        system, q0.dtype, trusted_times=trusted_times
+    )
     if throw:
         xp = array_module(q0, qd0)  # NumPy where known: no small eager compile
         bad = ~(xp.all(xp.isfinite(q0)) & xp.all(xp.isfinite(qd0)))
         q0 = first_error(q0, [(bad, _NON_FINITE_INITIAL)], error=ValueError)
         # Finite params, friction and restitution in range (with throw=False a
-        # member of a batch with bad params fails on its own, by its result).
+        # member of a batch with non-finite params fails on its own, by its result).
         system = checked_values(system)
+    else:
+        system = checked_coefficients(system)
     if isinstance(checked.solver, AbstractLagrangianSolver):
         traj = checked.solver.simulate(
             system,

@@ -180,6 +180,61 @@ def test_a_second_process_loads_the_compiled_programs(tmp_path):
     assert run() > 0
 
 
+_SOLVES = textwrap.dedent(
+    """
+    import logging
+    import jax, jax.numpy as jnp
+    jax.config.update("jax_enable_x64", True)
+    import jaxlagrange as jl
+
+    hits = []
+
+    class Hits(logging.Handler):
+        def emit(self, record):
+            if "cache hit for" in (message := record.getMessage()):
+                hits.append(message.split("'")[1])
+
+    logger = logging.getLogger("jax._src.compiler")
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(Hits())
+    ts = jnp.linspace(0.0, 0.5, 6)
+    system, q0, qd0 = jl.systems.double_pendulum()
+    jl.simulate(system, q0, qd0, t1=0.5, saveat=ts)
+    box = jl.LagrangianSystem(
+        lambda q, qd, t: 0.5 * (qd[0] ** 2 + qd[1] ** 2) + 0.02 * qd[2] ** 2 - 9.81 * q[1],
+        unilateral=lambda q, t: q[1:2],
+        slip=lambda q, qd, t: qd[:1] + 0.1 * qd[2:],
+        friction=0.3,
+        restitution=0.5,
+    )
+    q0, qd0 = jnp.array([0.0, 0.2, 0.0]), jnp.array([1.0, 0.0, 0.0])
+    jl.simulate(box, q0, qd0, t1=0.5, saveat=ts, max_events=8)
+    print(" ".join(sorted(name for name in hits if name.endswith("_solve"))))
+    """
+)
+
+
+def test_a_second_process_loads_the_saving_and_contact_solves(tmp_path):
+    # diffrax's checks of the save times and the contact coefficients' checks were
+    # host callbacks inside these programs, which JAX's cache does not store: each
+    # process compiled a contact model again (minutes for a loaded robot).
+    env = dict(os.environ, JAXLAGRANGE_CACHE_DIR=str(tmp_path / "xla"))
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [os.path.dirname(os.path.dirname(jl.__file__)), env.get("PYTHONPATH", "")]
+    )
+
+    def run():
+        out = subprocess.run(
+            [sys.executable, "-c", _SOLVES], env=env, capture_output=True, text=True
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip().splitlines()[-1:]
+
+    assert run() == []
+    assert run() == ["jit_hybrid_solve jit_smooth_solve"]
+
+
 def test_a_reloaded_model_traces_nothing_again():
     """Loading the same model again gives equal functions: its simulate (and a
     fit's solve) is not traced and compiled anew; other params are its own."""

@@ -256,31 +256,29 @@ class Timing(NamedTuple):
         }
 
 
-_HITS: list[list[int]] = []  # the counter of each open `cache_hits`
-
-
-def _count_hit(event: str, **kwargs) -> None:
-    if event == "/jax/compilation_cache/cache_hits" and _HITS:
-        _HITS[-1][0] += 1
+_HITS = [0]  # the programs this process loaded from JAX's persistent cache
 
 
 @functools.cache
 def _listen_for_hits() -> None:
     import jax.monitoring
 
-    jax.monitoring.register_event_listener(_count_hit)
+    def count(event: str, **kwargs) -> None:
+        if event == "/jax/compilation_cache/cache_hits":
+            _HITS[0] += 1
+
+    jax.monitoring.register_event_listener(count)
 
 
 @contextlib.contextmanager
 def cache_hits() -> Iterator[list[int]]:
     """Count the programs loaded from JAX's persistent cache inside the block."""
     _listen_for_hits()
-    counter = [0]
-    _HITS.append(counter)
+    counter, before = [0], _HITS[0]
     try:
         yield counter
     finally:
-        _HITS.pop()
+        counter[0] = _HITS[0] - before
 
 
 def _available(platform: str) -> list:

@@ -84,7 +84,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _energy_along(system, ts, q, qd):
     """The Jacobi integral along (ts, q, qd); whether L and constraints are t-free."""
-    import jax
     import jax.numpy as jnp
 
     from .._eom import energy_unchecked as energy
@@ -182,17 +181,11 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool, config):
 
 def _events(traj, arrays) -> list[dict[str, Any]]:
     """The events on `traj`, for JSON; their arrays go into `arrays`."""
-    used = int(traj.num_events)
-    for key in ("event_ts", "event_constraint", "event_kind"):
-        arrays[key] = getattr(traj, key)[:used]
+    keys = ("event_ts", "event_constraint", "event_kind")
+    arrays.update({k: getattr(traj, k)[: int(traj.num_events)] for k in keys})
     return [
         {"t": float(t), "constraint": int(i), "kind": EVENT_NAMES[int(k)]}
-        for t, i, k in zip(
-            arrays["event_ts"],
-            arrays["event_constraint"],
-            arrays["event_kind"],
-            strict=True,
-        )
+        for t, i, k in zip(*(arrays[k] for k in keys), strict=True)
     ]
 
 
@@ -297,80 +290,76 @@ def _command(args: argparse.Namespace, config, devices) -> int:
         # lock, which the main thread, holding the GIL, then waits for).
         worker = GifWorker()
     try:
-        _run(args, config, devices[0], ready, kwargs, out, plots, worker)
+        say(
+            args,
+            f"jaxlagrange run: {ready.name}, t = {kwargs['t0']} .. {kwargs['t1']} on "
+            f"{devices[0].platform}",
+        )
+        progress = args.progress and not args.quiet
+        traj, timing, (energies, autonomous) = solve(
+            ready, kwargs, progress=progress, config=config
+        )
+        conserved = _conserved(ready.system, autonomous, traj)
+        energies = np.asarray(energies)
+        e0 = float(energies[0])
+        drift = float(np.max(np.abs(energies - e0)))
+        relative = drift / abs(e0) if e0 != 0 else None
+
+        arrays = {"ts": traj.ts, "q": traj.q, "qd": traj.qd, "energy": energies}
+        if ready.system.has_constraints:
+            arrays["multipliers"] = traj.multipliers
+        events = {}
+        if ready.system.constraints.one_sided:
+            events["events"] = _events(traj, arrays)
+        files = {"trajectory.npz": npz_bytes(**arrays)}
+        summary = {
+            "command": "run",
+            "system": ready.name,
+            "coordinates": list(ready.coordinates),
+            "params": ready.system.params,
+            "options": config["system"]["options"],
+            "initial": {"q": ready.q0, "qd": ready.qd0},
+            "simulate": dict(config["simulate"]),
+            "result": result_line(traj.result),
+            "not_imported": list(ready.system.not_imported),
+            "t_final": float(traj.t_final),
+            "energy": {
+                "conserved": conserved,
+                "initial": e0,
+                "final": float(energies[-1]),
+                "max_abs_drift": drift,
+                "max_rel_drift": relative,
+            },
+            "stats": {k: int(np.asarray(v)) for k, v in traj.stats.items()},
+            **events,
+            "device": devices[0].platform,
+            "wall_time_s": timing.summary(),
+            "config": config["source"],
+            "run": run_id(),
+            "versions": {"jaxlagrange": __version__, "jax": jax.__version__},
+        }
+        # The result first: the data and the summary as one set, then the line.
+        write_with_summary(out, files, summary)
+        if conserved and relative is not None:
+            drift_text = f"relative energy drift {relative:.2e}"
+        else:
+            drift_text = f"energy change {drift:.2e}"
+        say(
+            args,
+            f"{summary['stats']['num_steps']} steps in {timing.run:.2f} s "
+            f"({timing.line()}), {drift_text}; wrote {out}/",
+        )
+        if plots:
+            # The figures then join the set: a second, whole set with them in it.
+            start = time.perf_counter()
+            figures = _figures(ready, traj, energies, conserved, worker)
+            summary["wall_time_s"]["figures"] = time.perf_counter() - start
+            write_with_summary(out, {**files, **figures}, summary)
+            say(
+                args,
+                f"{len(figures)} figures in {summary['wall_time_s']['figures']:.2f} s",
+            )
     finally:
         if worker is not None:
             worker.close()
     return 0
-
-
-def _run(args, config, device, ready, kwargs, out, plots, worker) -> None:
-    say(
-        args,
-        f"jaxlagrange run: {ready.name}, t = {kwargs['t0']} .. {kwargs['t1']} on "
-        f"{device.platform}",
-    )
-    progress = args.progress and not args.quiet
-    traj, timing, (energies, autonomous) = solve(
-        ready, kwargs, progress=progress, config=config
-    )
-    conserved = _conserved(ready.system, autonomous, traj)
-    energies = np.asarray(energies)
-    e0 = float(energies[0])
-    drift = float(np.max(np.abs(energies - e0)))
-    relative = drift / abs(e0) if e0 != 0 else None
-
-    arrays = {"ts": traj.ts, "q": traj.q, "qd": traj.qd, "energy": energies}
-    if ready.system.has_constraints:
-        arrays["multipliers"] = traj.multipliers
-    events = {}
-    if ready.system.constraints.one_sided:
-        events["events"] = _events(traj, arrays)
-    files = {"trajectory.npz": npz_bytes(**arrays)}
-    summary = {
-        "command": "run",
-        "system": ready.name,
-        "coordinates": list(ready.coordinates),
-        "params": ready.system.params,
-        "options": config["system"]["options"],
-        "initial": {"q": ready.q0, "qd": ready.qd0},
-        "simulate": dict(config["simulate"]),
-        "result": result_line(traj.result),
-        "not_imported": list(ready.system.not_imported),
-        "t_final": float(traj.t_final),
-        "energy": {
-            "conserved": conserved,
-            "initial": e0,
-            "final": float(energies[-1]),
-            "max_abs_drift": drift,
-            "max_rel_drift": relative,
-        },
-        "stats": {k: int(np.asarray(v)) for k, v in traj.stats.items()},
-        **events,
-        "device": device.platform,
-        "wall_time_s": timing.summary(),
-        "config": config["source"],
-        "run": run_id(),
-        "versions": {"jaxlagrange": __version__, "jax": jax.__version__},
-    }
-    # The result first: the data and the summary as one set, then the line.
-    write_with_summary(out, files, summary)
-    if conserved and relative is not None:
-        drift_text = f"relative energy drift {relative:.2e}"
-    else:
-        drift_text = f"energy change {drift:.2e}"
-    say(
-        args,
-        f"{summary['stats']['num_steps']} steps in {timing.run:.2f} s "
-        f"({timing.line()}), {drift_text}; wrote {out}/",
-    )
-    if plots:
-        # The figures then join the set: a second, whole set with them in it.
-        start = time.perf_counter()
-        figures = _figures(ready, traj, energies, conserved, worker)
-        summary["wall_time_s"]["figures"] = time.perf_counter() - start
-        write_with_summary(out, {**files, **figures}, summary)
-        say(
-            args,
-            f"{len(figures)} figures in {summary['wall_time_s']['figures']:.2f} s",
-        )

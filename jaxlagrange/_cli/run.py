@@ -6,12 +6,18 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
+import diffrax
+import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from .. import __version__, _config
+from .. import __version__, _config, plotting
+from .._eom import energy_unchecked
 from .._errors import one_line
-from .._trajectory import EVENT_NAMES
+from .._initial_state import PROJECT_HINT, check_initial_state
+from .._programs import lower
+from .._trajectory import EVENT_IMPACT, EVENT_NAMES, result_name
 from ._common import (
     Timing,
     add_command_arguments,
@@ -84,24 +90,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _energy_along(system, ts, q, qd):
     """The Jacobi integral along (ts, q, qd); whether L and constraints are t-free."""
-    import jax.numpy as jnp
-
-    from .._eom import energy_unchecked as energy
 
     def time_derivatives(q, qd, t):
         parts = [jax.grad(system.L, argnums=2)(q, qd, t)[None]]
         parts += system.constraints.time_derivatives(q, qd, t)
         return jnp.concatenate(parts)
 
-    energies = jax.vmap(energy, in_axes=(None, 0, 0, 0))(system, q, qd, ts)
+    energies = jax.vmap(energy_unchecked, in_axes=(None, 0, 0, 0))(system, q, qd, ts)
     rates = jax.vmap(time_derivatives)(q, qd, ts)
     return energies, jnp.all(rates == 0)
 
 
 def _conserved(system, autonomous, traj) -> bool:
     """Whether the Jacobi integral is conserved along `traj`."""
-    from .._trajectory import EVENT_IMPACT
-
     forced = (
         system.force is not None
         or system.dissipation is not None
@@ -116,16 +117,8 @@ def _conserved(system, autonomous, traj) -> bool:
 
 def solve(ready, kwargs: Mapping[str, Any], *, progress: bool, config):
     """`jl.simulate(*ready, **kwargs)`, compiled ahead of time and timed."""
-    import diffrax
-    import equinox as eqx
-    import jax.numpy as jnp
-
-    from .._programs import lower
-    from .._trajectory import result_name
-
     if ready.system.has_constraints:
         # Eagerly, for a one-line error (under the compiled run it is a runtime one).
-        from .._initial_state import PROJECT_HINT, check_initial_state
 
         t0 = jnp.asarray(kwargs.get("t0", 0.0), ready.q0.dtype)
         try:
@@ -191,8 +184,6 @@ def _events(traj, arrays) -> list[dict[str, Any]]:
 
 def _figures(ready, traj, energies, conserved: bool, worker):
     """The PNGs (and motion.gif, drawn by `worker` if any) of `jaxlagrange run`."""
-    from .. import plotting
-
     title, labels, units = f"{ready.name}: ", ready.coordinates, ready.units
     figures = {
         "coordinates.png": plotting.coordinates(
@@ -243,8 +234,6 @@ def _figures(ready, traj, energies, conserved: bool, worker):
 
 def _positions(ready, traj) -> np.ndarray:
     """The system's points along the trajectory, (T, k, d), checked."""
-    import equinox as eqx
-
     try:
         # One compiled program: run eagerly, each of its operations was one
         # small compile (0.35 s against 0.06 s for the double pendulum).

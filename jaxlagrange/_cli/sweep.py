@@ -5,13 +5,22 @@ import hashlib
 import time
 from pathlib import Path
 
+import jax
 import numpy as np
 
-from .. import _config
+from .. import __version__, _config, plotting
 from .._config import ConfigError
-from .._ensemble._identity import describe
+from .._ensemble._batch import bad_starts
+from .._ensemble._identity import describe, physics_digest
+from .._ensemble._member import Rows
 from .._ensemble._store import changed_entries, stored_attributes
 from .._ensemble._store_verify import StoreRefused
+from .._ensemble._sweep import stream
+from .._ensemble._sweep_simulate import SweepMember
+from .._kernel._ensemble import KernelUnsupported
+from .._lanes import UnsupportedPrimitiveError
+from .._options import GivenOptions
+from .._results import NAMES
 from ._common import (
     add_command_arguments,
     configured,
@@ -36,16 +45,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @configured(_config.SWEEP_SCHEMA, "sweep", batched=True)
 def command(args: argparse.Namespace, config, devices) -> int:
-    import jax
-
-    from .. import __version__
-    from .._ensemble._identity import physics_digest
-    from .._ensemble._sweep import stream
-    from .._ensemble._sweep_simulate import SweepMember
-    from .._kernel._ensemble import KernelUnsupported
-    from .._lanes import UnsupportedPrimitiveError
-    from .._options import GivenOptions
-
     ready = _config.ready_system(config)
     kwargs = _config.simulate_kwargs(config)
     values, grid_shape = _config.sweep_axes(config, ready)
@@ -183,8 +182,6 @@ def _identity(config, ready, grid_shape, values, stored, physics: str) -> dict:
 
 def _maps(group, ready, t1, lyapunov: bool) -> dict:
     """`{name: (value of each member, label)}`: Lyapunov exponent, final coordinates."""
-    from .. import plotting
-
     maps = {}
     if lyapunov:
         maps["lyapunov"] = (
@@ -202,8 +199,6 @@ def _maps(group, ready, t1, lyapunov: bool) -> dict:
 
 def _figures(maps, failed, values, grid_shape, ready, section) -> dict[str, bytes]:
     """The PNG of each map, its failed members blank."""
-    from .. import plotting
-
     files = {}
     for name, (v, label) in maps.items():
         fig = plotting.sweep_map(
@@ -295,8 +290,6 @@ def _check_physics(store: Path, attrs: dict | None, current: dict) -> None:
 
 def _failed_by_result(result: np.ndarray) -> dict[str, int]:
     """How many members failed, by the name of their `jl.RESULTS` code."""
-    from .._results import NAMES
-
     codes, counts = np.unique(result[result != 0], return_counts=True)
     return {
         NAMES[code] if 0 <= code < len(NAMES) else f"code {code}": int(count)
@@ -306,9 +299,6 @@ def _failed_by_result(result: np.ndarray) -> dict[str, int]:
 
 def _check_starts(member, inputs, name: str, values) -> None:
     """Refuse a grid whose members cannot start, naming the first."""
-    from .._ensemble._batch import bad_starts
-    from .._ensemble._member import Rows
-
     off, message = bad_starts(member, Rows.of(inputs))
     if message:
         i = int(np.argmax(off))

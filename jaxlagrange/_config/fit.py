@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import diffrax
+import optax
+import optimistix as optx
 
 from .._errors import first_error
 from ._schema import (
@@ -81,9 +83,6 @@ FIT_SCHEMA: dict[str, dict[str, Key]] = {
 def _optimizer(name: str, rate: float | None):
     # One object per setting: `jl.fit` compiles its step once per optimizer, so
     # fits with the same settings in one process reuse the compiled step.
-    import optax
-    import optimistix as optx
-
     tol = dict(rtol=1e-10, atol=1e-10)
     solvers = {
         "lm": lambda: optx.LevenbergMarquardt(**tol),

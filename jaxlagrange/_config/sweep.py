@@ -8,6 +8,8 @@ import numpy as np
 
 from .._ensemble._backend import BACKENDS
 from .._errors import first_error
+from .._validate import over_memory
+from ..systems._registry import check_physical
 from ._schema import ConfigError, Key, at_least, check_table, one_of, reasons
 from .run import RUN_SCHEMA
 
@@ -64,8 +66,6 @@ def axis_input(name: str) -> tuple[str, tuple[int, ...]]:
 
 def _check_domain(config, ready, name: str, axis, where: str) -> None:
     """Apply `run`'s checks of a ready system's param at both ends of an axis."""
-    from ..systems._registry import check_physical
-
     check = getattr(ready, "check_params", None)  # a loaded MuJoCo model's rules
     if config["system"]["name"] is None and check is None:
         return  # a user's system: its params' valid values are its own affair
@@ -84,8 +84,6 @@ def _check_domain(config, ready, name: str, axis, where: str) -> None:
 
 def _check_members(source: str, size: int, ready) -> None:
     """Refuse a sweep whose members' initial states alone cannot fit in memory."""
-    from .._validate import over_memory
-
     # Per member: q0, qd0, and a value per axis (at most one per coordinate and
     # param), 8 bytes each; twice, for the copies made on the way.
     needed = 2 * size * 8 * (4 * ready.q0.shape[0] + 8)

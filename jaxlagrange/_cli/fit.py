@@ -8,11 +8,10 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import __version__, _config, plotting
+from .. import _config, plotting
 from .._config import ConfigError
 from .._errors import one_line
 from .._fit._loss import Observations
@@ -269,7 +268,6 @@ def command(args: argparse.Namespace, config, devices) -> int:
         "wall_time_s": fit_s,
         "config": config["source"],
         "run": run_id(),
-        "versions": {"jaxlagrange": __version__, "jax": jax.__version__},
     }
     # The result first: the data and the summary as one set, then the line.
     write_with_summary(out, files, summary)

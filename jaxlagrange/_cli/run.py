@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import __version__, _config, plotting
+from .. import _config, plotting
 from .._eom import energy_unchecked
 from .._errors import one_line
 from .._initial_state import PROJECT_HINT, check_initial_state
@@ -205,14 +205,8 @@ def _figures(ready, traj, energies, conserved: bool, worker):
             traj.ts, energies, conserved=conserved, unit=units and "J"
         ),
     }
-    positions = None
-    if ready.points is not None:
-        try:
-            positions = _positions(ready, traj)
-        except CLIError as e:
-            message = f"{e}; motion.png and motion.gif are not drawn"
-            warnings.warn(message, stacklevel=1)  # one line, by `main`
-    elif ready.q0.shape[0] >= 2:
+    positions = None if ready.points is None else _positions(ready, traj)
+    if ready.points is None and ready.q0.shape[0] >= 2:
         figures["configuration.png"] = plotting.configuration(
             traj.q, labels, units=units, ts=traj.ts
         )
@@ -232,8 +226,8 @@ def _figures(ready, traj, energies, conserved: bool, worker):
     return files
 
 
-def _positions(ready, traj) -> np.ndarray:
-    """The system's points along the trajectory, (T, k, d), checked."""
+def _positions(ready, traj) -> np.ndarray | None:
+    """The system's points along the trajectory, (T, k, d); None (a warning) if bad."""
     try:
         # One compiled program: run eagerly, each of its operations was one
         # small compile (0.35 s against 0.06 s for the double pendulum).
@@ -252,7 +246,11 @@ def _positions(ready, traj) -> np.ndarray:
             why = f"returned a non-finite value (NaN or inf) at t = {t:.6g}"
         else:
             return positions
-    raise CLIError(f"positions of {ready.name!r} {why}")
+    message = (
+        f"positions of {ready.name!r} {why}; motion.png and motion.gif are not drawn"
+    )
+    warnings.warn(message, stacklevel=1)  # one line, by `main`
+    return None
 
 
 def command(args: argparse.Namespace) -> int:
@@ -325,7 +323,6 @@ def _command(args: argparse.Namespace, config, devices) -> int:
             "wall_time_s": timing.summary(),
             "config": config["source"],
             "run": run_id(),
-            "versions": {"jaxlagrange": __version__, "jax": jax.__version__},
         }
         # The result first: the data and the summary as one set, then the line.
         write_with_summary(out, files, summary)

@@ -5,10 +5,9 @@ import hashlib
 import time
 from pathlib import Path
 
-import jax
 import numpy as np
 
-from .. import __version__, _config, plotting
+from .. import _config, plotting
 from .._config import ConfigError
 from .._ensemble._batch import bad_starts
 from .._ensemble._identity import describe, physics_digest
@@ -50,7 +49,7 @@ def command(args: argparse.Namespace, config, devices) -> int:
     values, grid_shape = _config.sweep_axes(config, ready)
     section = config["sweep"]
     out = output_directory(args, config, f"sweep_{ready.name}")
-    size, n = int(np.prod(grid_shape)), ready.q0.shape[0]
+    size = int(np.prod(grid_shape))
     inputs = {
         key: np.tile(np.asarray(x), (size, 1))
         for key, x in (("q0", ready.q0), ("qd0", ready.qd0))
@@ -67,8 +66,7 @@ def command(args: argparse.Namespace, config, devices) -> int:
         _check_starts(member, inputs, ready.name, values)
     store = out / "sweep.zarr"
     stored = stored_attributes(store)
-    digest = physics_digest(ready.system, n, ready.q0.dtype)
-    attrs = _identity(config, ready, grid_shape, values, stored, digest)
+    attrs = _identity(config, ready, grid_shape, values, stored)
     _check_physics(store, stored, attrs)
     say(
         args,
@@ -126,7 +124,6 @@ def command(args: argparse.Namespace, config, devices) -> int:
         "devices": len(devices),
         "device": devices[0].platform,
         "config": config["source"],
-        "versions": {"jaxlagrange": __version__, "jax": jax.__version__},
     }
     if section["lyapunov"]:
         summary["lyapunov"] = _stats(maps["lyapunov"][0][~failed])
@@ -139,7 +136,7 @@ def command(args: argparse.Namespace, config, devices) -> int:
     return 0
 
 
-def _identity(config, ready, grid_shape, values, stored, physics: str) -> dict:
+def _identity(config, ready, grid_shape, values, stored) -> dict:
     """The attributes that identify the sweep in its store; a resume must match them."""
     # A store written before the params were recorded by name holds them as
     # one text: kept so, it still resumes.
@@ -163,7 +160,7 @@ def _identity(config, ready, grid_shape, values, stored, physics: str) -> dict:
         "axes": list(values),
         # What the system computes, however its functions get their values (a
         # module the system file imports, a data file `make()` reads).
-        "physics": physics,
+        "physics": physics_digest(ready.system, ready.q0.shape[0], ready.q0.dtype),
         # The values of its params, the config's and those `make()` chose.
         "params": describe(ready.system.params)
         if legacy

@@ -67,8 +67,10 @@ def axis_input(name: str) -> tuple[str, tuple[int, ...]]:
 def _check_domain(config, ready, name: str, axis, where: str) -> None:
     """Apply `run`'s checks of a ready system's param at both ends of an axis."""
     check = getattr(ready, "check_params", None)  # a loaded MuJoCo model's rules
-    if config["system"]["name"] is None and check is None:
-        return  # a user's system: its params' valid values are its own affair
+    user = config["system"]["name"] is None
+    if check is None and (user or name not in (ready.system.params or {})):
+        # Coordinates; a user's system's params: their valid values are its affair.
+        return
     # Both ends suffice: the valid values of every param are an interval.
     key, entry = axis_input(name)
     for end in ("min", "max"):
@@ -104,7 +106,6 @@ def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]
     if not axes:
         raise ConfigError(f"{where} is empty; give at least one axis")
     targets, listed = _axis_targets(ready)
-    params = ready.system.params or {}
     keys = _AXIS_KEYS[sampling]
     named = {}  # each axis by its name without white space, as the rest reads it
     checked = {}
@@ -128,8 +129,7 @@ def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]
                 f"{where} {name}: max must be >= min, got min = {axis['min']!r} and "
                 f"max = {axis['max']!r}"
             )
-        if name in params or getattr(ready, "check_params", None):
-            _check_domain(config, ready, name, axis, f"{where} {name}")
+        _check_domain(config, ready, name, axis, f"{where} {name}")
     axes, size, grid = checked, section["size"], sampling == "grid"
     refusals = [
         (

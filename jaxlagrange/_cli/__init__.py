@@ -18,6 +18,7 @@ rendered in memory, then written into the output directory as one set
 
 import argparse
 import sys
+import traceback
 import warnings
 from typing import Any, NoReturn
 
@@ -118,13 +119,11 @@ def _warning_line(command: str):
 def _raised_by(error: BaseException) -> str:
     """`error` and where it was raised: the file, function and line."""
     what = one_line(error, typed=True)
-    tb = error.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    if tb is None:
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames:
         return what
-    code = tb.tb_frame.f_code
+    last = frames[-1]
     return (
-        f"{what} raised in {code.co_filename!r}, function {code.co_name!r} "
-        f"(line {tb.tb_lineno})"
+        f"{what} raised in {last.filename!r}, function {last.name!r} "
+        f"(line {last.lineno})"
     )

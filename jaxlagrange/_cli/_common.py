@@ -1,15 +1,27 @@
 """Helpers shared by the subcommands."""
 
 import contextlib
+import dataclasses
 import functools
+import hashlib
+import json
 import os
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .. import _config
+import diffrax
+import jax
+
+from .. import _config, _programs
 from .._cache import cache_directory as cache_directory
+from .._ensemble._identity import physics_digest
+from .._guard import Failure, diagnosed
+from .._options import GivenOptions
+from .._results import code_of, item_of
+from .._simulate import simulate_checked
+from .._trajectory import Trajectory, result_message
 from ._output import CLIError, file_name, output_dir
 
 
@@ -43,8 +55,6 @@ def configured(schema, section: str, *, batched: bool):
     def decorate(body):
         @functools.wraps(body)
         def command(args) -> int:
-            import jax
-
             jax.config.update("jax_enable_x64", True)
             config = _config.load(args.config, schema)
             requested = args.device or config[section]["device"]
@@ -74,8 +84,6 @@ def show_progress(args) -> bool:
 
 def compilation_cache() -> Path | None:
     """Turn on JAX's persistent compilation cache; its directory, or None (off)."""
-    import jax
-
     path = cache_directory()
     if path is None:
         # JAX may have taken JAX_COMPILATION_CACHE_DIR from the environment.
@@ -92,15 +100,9 @@ def compilation_cache() -> Path | None:
 
 def kept_programs(config: Mapping[str, Any] | None, ready=None):
     """`_programs.kept_programs` keyed by all the program depends on; else a no-op."""
-    import json
-
-    import jax
-
-    from .._programs import kept_programs as keep
-
     directory = jax.config.jax_compilation_cache_dir
     if config is None or not directory or not jax.config.jax_enable_compilation_cache:
-        return keep(None, "")
+        return _programs.kept_programs(None, "")
     try:
         # A change to the config, a local source or the physics traces anew. Call this
         # once the user's modules are imported: only imported ones are read.
@@ -109,18 +111,14 @@ def kept_programs(config: Mapping[str, Any] | None, ready=None):
         if path is not None:
             context += path.read_text()
         if ready is not None:
-            from .._ensemble._identity import physics_digest
-
             context += physics_digest(ready.system, ready.q0.shape[0], ready.q0.dtype)
     except Exception:  # a source or a system that cannot be read: trace as usual
-        return keep(None, "")
-    return keep(Path(directory), context)
+        return _programs.kept_programs(None, "")
+    return _programs.kept_programs(Path(directory), context)
 
 
 def _local_sources() -> str:
     """The paths and contents of the imported modules outside the Python install."""
-    import hashlib
-
     prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix}
     installed = tuple(
         os.path.join(p, "") for p in prefixes | {os.path.realpath(p) for p in prefixes}
@@ -140,14 +138,6 @@ def _local_sources() -> str:
 
 def simulate_program(**kwargs):
     """`simulate_checked`, plain containers out: `_programs` cannot store Modules."""
-    import dataclasses
-
-    import diffrax
-
-    from .._options import GivenOptions
-    from .._results import code_of
-    from .._simulate import simulate_checked
-
     # Nothing here is differentiated: diffrax's forward-mode adjoint is one plain
     # loop, traced in 0.15 s less than the checkpointed one.
     kwargs = {"adjoint": diffrax.ForwardMode(), **kwargs}
@@ -174,10 +164,6 @@ def simulate_program(**kwargs):
 
 def trajectory_from(system, out):
     """The `Trajectory` of a `simulate_program`'s output, its failure named."""
-    from .._guard import Failure, diagnosed
-    from .._results import item_of
-    from .._trajectory import Trajectory
-
     fields, failure = out
     traj = Trajectory(**{**fields, "result": item_of(fields["result"])})
     traj = traj.recording(system)
@@ -190,7 +176,6 @@ def trajectory_from(system, out):
 def errors_as_values() -> Iterator[None]:
     """Trace equinox's runtime checks as NaN outputs instead of host callbacks."""
     import equinox._errors as errors
-    import jax
 
     # A program with a host callback (in its cache key, different in each process)
     # is never loaded from JAX's persistent cache. The CLI checks its inputs
@@ -223,8 +208,6 @@ def stdout_to_devnull() -> None:
 
 
 def result_line(result) -> str:
-    from .._trajectory import result_message
-
     # In NumPy: an eager JAX comparison is one more small program to compile.
     return result_message(result) or "successful"
 
@@ -256,36 +239,30 @@ class Timing(NamedTuple):
         }
 
 
-_HITS: list[list[int]] = []  # the counter of each open `cache_hits`
-
-
-def _count_hit(event: str, **kwargs) -> None:
-    if event == "/jax/compilation_cache/cache_hits" and _HITS:
-        _HITS[-1][0] += 1
+_HITS = [0]  # the programs this process loaded from JAX's persistent cache
 
 
 @functools.cache
 def _listen_for_hits() -> None:
-    import jax.monitoring
+    def count(event: str, **kwargs) -> None:
+        if event == "/jax/compilation_cache/cache_hits":
+            _HITS[0] += 1
 
-    jax.monitoring.register_event_listener(_count_hit)
+    jax.monitoring.register_event_listener(count)
 
 
 @contextlib.contextmanager
 def cache_hits() -> Iterator[list[int]]:
     """Count the programs loaded from JAX's persistent cache inside the block."""
     _listen_for_hits()
-    counter = [0]
-    _HITS.append(counter)
+    counter, before = [0], _HITS[0]
     try:
         yield counter
     finally:
-        _HITS.pop()
+        counter[0] = _HITS[0] - before
 
 
 def _available(platform: str) -> list:
-    import jax
-
     try:
         return list(jax.devices(platform))
     except RuntimeError:  # no such backend (no GPU, or JAX_PLATFORMS excludes it)
@@ -294,8 +271,6 @@ def _available(platform: str) -> list:
 
 def check_backends() -> None:
     """Raise a `CLIError` naming `JAX_PLATFORMS` when JAX cannot start its platforms."""
-    import jax
-
     try:
         # JAX's own error is a bare AssertionError (`JAX_PLATFORMS=cuda` without CUDA).
         jax.devices()
@@ -341,8 +316,6 @@ def on_the_cpu(requested: str, *, batched: bool) -> bool:
 
 def start_only_the_cpu() -> bool:
     """Start only JAX's CPU backend unless started or chosen (`JAX_PLATFORMS`)."""
-    import jax
-
     try:
         from jax._src.xla_bridge import backends_are_initialized
 

@@ -18,7 +18,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import jax
 import numpy as np
+
+from .. import __version__
 
 
 class CLIError(Exception):
@@ -290,6 +293,7 @@ def write_with_summary(
     out, files: Mapping[str, bytes], summary: dict[str, Any], also=()
 ) -> None:
     """`write_output_set` of `files` and a `summary.json` listing them and `also`."""
+    summary["versions"] = {"jaxlagrange": __version__, "jax": jax.__version__}
     summary["files"] = sorted([*files, "summary.json", *also])
     files = {**files, "summary.json": json_bytes(summary)}
     write_output_set(out, files, outputs=OUTPUTS[summary["command"]])

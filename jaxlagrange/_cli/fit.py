@@ -8,13 +8,15 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import __version__, _config
+from .. import _config, plotting
 from .._config import ConfigError
 from .._errors import one_line
+from .._fit._loss import Observations
+from .._fit._main import fit
+from .._programs import call
 from .._trajectory import failed, result_message, result_name
 from ._common import (
     add_command_arguments,
@@ -87,8 +89,6 @@ def load_observations(
     coordinates: Any = None,
 ):
     """A `jl.Observations` from an `.npz` or `.csv` file of `n` coordinates."""
-    from .._fit._loss import Observations
-
     name = str(path)
     if not path.is_file():
         why = "no such data file"
@@ -268,7 +268,6 @@ def command(args: argparse.Namespace, config, devices) -> int:
         "wall_time_s": fit_s,
         "config": config["source"],
         "run": run_id(),
-        "versions": {"jaxlagrange": __version__, "jax": jax.__version__},
     }
     # The result first: the data and the summary as one set, then the line.
     write_with_summary(out, files, summary)
@@ -282,8 +281,8 @@ def command(args: argparse.Namespace, config, devices) -> int:
     )
     if config["output"]["plots"] and not args.no_plots:
         # The figures then join the set: a second, whole set with them in it.
-        # (matplotlib is imported here, on the main thread: see `run.command`.)
-        from .. import plotting
+        # (matplotlib is imported by the first figure, on the main thread: see
+        # `run._command`.)
 
         figures = {
             "fit.png": plotting.fit_comparison(
@@ -305,8 +304,6 @@ def command(args: argparse.Namespace, config, devices) -> int:
 
 def _fitted(args, config, ready, data, kwargs):
     """`jl.fit` of the config, its errors in the config's words, and its warnings."""
-    from .._fit._main import fit
-
     try:
         # Runtime checks as values, so that the compiled fit can come from the
         # persistent cache; a failure shows as a non-finite loss, which `fit`
@@ -340,8 +337,6 @@ def _fitted(args, config, ready, data, kwargs):
 
 def _fitted_motions(args, config, ready, data, result, kwargs, notes):
     """The arrays of fit.npz: each data file's observed and fitted motion."""
-    from .._programs import call
-
     settings = ("solver", "rtol", "atol", "max_steps")
     program = simulate_program(**{key: kwargs[key] for key in settings})
 

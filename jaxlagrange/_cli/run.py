@@ -6,12 +6,18 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
+import diffrax
+import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from .. import __version__, _config
+from .. import _config, plotting
+from .._eom import energy_unchecked
 from .._errors import one_line
-from .._trajectory import EVENT_NAMES
+from .._initial_state import PROJECT_HINT, check_initial_state
+from .._programs import lower
+from .._trajectory import EVENT_IMPACT, EVENT_NAMES, result_name
 from ._common import (
     Timing,
     add_command_arguments,
@@ -84,25 +90,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _energy_along(system, ts, q, qd):
     """The Jacobi integral along (ts, q, qd); whether L and constraints are t-free."""
-    import jax
-    import jax.numpy as jnp
-
-    from .._eom import energy_unchecked as energy
 
     def time_derivatives(q, qd, t):
         parts = [jax.grad(system.L, argnums=2)(q, qd, t)[None]]
         parts += system.constraints.time_derivatives(q, qd, t)
         return jnp.concatenate(parts)
 
-    energies = jax.vmap(energy, in_axes=(None, 0, 0, 0))(system, q, qd, ts)
+    energies = jax.vmap(energy_unchecked, in_axes=(None, 0, 0, 0))(system, q, qd, ts)
     rates = jax.vmap(time_derivatives)(q, qd, ts)
     return energies, jnp.all(rates == 0)
 
 
 def _conserved(system, autonomous, traj) -> bool:
     """Whether the Jacobi integral is conserved along `traj`."""
-    from .._trajectory import EVENT_IMPACT
-
     forced = (
         system.force is not None
         or system.dissipation is not None
@@ -117,16 +117,8 @@ def _conserved(system, autonomous, traj) -> bool:
 
 def solve(ready, kwargs: Mapping[str, Any], *, progress: bool, config):
     """`jl.simulate(*ready, **kwargs)`, compiled ahead of time and timed."""
-    import diffrax
-    import equinox as eqx
-    import jax.numpy as jnp
-
-    from .._programs import lower
-    from .._trajectory import result_name
-
     if ready.system.has_constraints:
         # Eagerly, for a one-line error (under the compiled run it is a runtime one).
-        from .._initial_state import PROJECT_HINT, check_initial_state
 
         t0 = jnp.asarray(kwargs.get("t0", 0.0), ready.q0.dtype)
         try:
@@ -182,24 +174,16 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool, config):
 
 def _events(traj, arrays) -> list[dict[str, Any]]:
     """The events on `traj`, for JSON; their arrays go into `arrays`."""
-    used = int(traj.num_events)
-    for key in ("event_ts", "event_constraint", "event_kind"):
-        arrays[key] = getattr(traj, key)[:used]
+    keys = ("event_ts", "event_constraint", "event_kind")
+    arrays.update({k: getattr(traj, k)[: int(traj.num_events)] for k in keys})
     return [
         {"t": float(t), "constraint": int(i), "kind": EVENT_NAMES[int(k)]}
-        for t, i, k in zip(
-            arrays["event_ts"],
-            arrays["event_constraint"],
-            arrays["event_kind"],
-            strict=True,
-        )
+        for t, i, k in zip(*(arrays[k] for k in keys), strict=True)
     ]
 
 
 def _figures(ready, traj, energies, conserved: bool, worker):
     """The PNGs (and motion.gif, drawn by `worker` if any) of `jaxlagrange run`."""
-    from .. import plotting
-
     title, labels, units = f"{ready.name}: ", ready.coordinates, ready.units
     figures = {
         "coordinates.png": plotting.coordinates(
@@ -221,14 +205,8 @@ def _figures(ready, traj, energies, conserved: bool, worker):
             traj.ts, energies, conserved=conserved, unit=units and "J"
         ),
     }
-    positions = None
-    if ready.points is not None:
-        try:
-            positions = _positions(ready, traj)
-        except CLIError as e:
-            message = f"{e}; motion.png and motion.gif are not drawn"
-            warnings.warn(message, stacklevel=1)  # one line, by `main`
-    elif ready.q0.shape[0] >= 2:
+    positions = None if ready.points is None else _positions(ready, traj)
+    if ready.points is None and ready.q0.shape[0] >= 2:
         figures["configuration.png"] = plotting.configuration(
             traj.q, labels, units=units, ts=traj.ts
         )
@@ -248,10 +226,8 @@ def _figures(ready, traj, energies, conserved: bool, worker):
     return files
 
 
-def _positions(ready, traj) -> np.ndarray:
-    """The system's points along the trajectory, (T, k, d), checked."""
-    import equinox as eqx
-
+def _positions(ready, traj) -> np.ndarray | None:
+    """The system's points along the trajectory, (T, k, d); None (a warning) if bad."""
     try:
         # One compiled program: run eagerly, each of its operations was one
         # small compile (0.35 s against 0.06 s for the double pendulum).
@@ -270,7 +246,11 @@ def _positions(ready, traj) -> np.ndarray:
             why = f"returned a non-finite value (NaN or inf) at t = {t:.6g}"
         else:
             return positions
-    raise CLIError(f"positions of {ready.name!r} {why}")
+    message = (
+        f"positions of {ready.name!r} {why}; motion.png and motion.gif are not drawn"
+    )
+    warnings.warn(message, stacklevel=1)  # one line, by `main`
+    return None
 
 
 def command(args: argparse.Namespace) -> int:
@@ -297,80 +277,75 @@ def _command(args: argparse.Namespace, config, devices) -> int:
         # lock, which the main thread, holding the GIL, then waits for).
         worker = GifWorker()
     try:
-        _run(args, config, devices[0], ready, kwargs, out, plots, worker)
+        say(
+            args,
+            f"jaxlagrange run: {ready.name}, t = {kwargs['t0']} .. {kwargs['t1']} on "
+            f"{devices[0].platform}",
+        )
+        progress = args.progress and not args.quiet
+        traj, timing, (energies, autonomous) = solve(
+            ready, kwargs, progress=progress, config=config
+        )
+        conserved = _conserved(ready.system, autonomous, traj)
+        energies = np.asarray(energies)
+        e0 = float(energies[0])
+        drift = float(np.max(np.abs(energies - e0)))
+        relative = drift / abs(e0) if e0 != 0 else None
+
+        arrays = {"ts": traj.ts, "q": traj.q, "qd": traj.qd, "energy": energies}
+        if ready.system.has_constraints:
+            arrays["multipliers"] = traj.multipliers
+        events = {}
+        if ready.system.constraints.one_sided:
+            events["events"] = _events(traj, arrays)
+        files = {"trajectory.npz": npz_bytes(**arrays)}
+        summary = {
+            "command": "run",
+            "system": ready.name,
+            "coordinates": list(ready.coordinates),
+            "params": ready.system.params,
+            "options": config["system"]["options"],
+            "initial": {"q": ready.q0, "qd": ready.qd0},
+            "simulate": dict(config["simulate"]),
+            "result": result_line(traj.result),
+            "not_imported": list(ready.system.not_imported),
+            "t_final": float(traj.t_final),
+            "energy": {
+                "conserved": conserved,
+                "initial": e0,
+                "final": float(energies[-1]),
+                "max_abs_drift": drift,
+                "max_rel_drift": relative,
+            },
+            "stats": {k: int(np.asarray(v)) for k, v in traj.stats.items()},
+            **events,
+            "device": devices[0].platform,
+            "wall_time_s": timing.summary(),
+            "config": config["source"],
+            "run": run_id(),
+        }
+        # The result first: the data and the summary as one set, then the line.
+        write_with_summary(out, files, summary)
+        if conserved and relative is not None:
+            drift_text = f"relative energy drift {relative:.2e}"
+        else:
+            drift_text = f"energy change {drift:.2e}"
+        say(
+            args,
+            f"{summary['stats']['num_steps']} steps in {timing.run:.2f} s "
+            f"({timing.line()}), {drift_text}; wrote {out}/",
+        )
+        if plots:
+            # The figures then join the set: a second, whole set with them in it.
+            start = time.perf_counter()
+            figures = _figures(ready, traj, energies, conserved, worker)
+            summary["wall_time_s"]["figures"] = time.perf_counter() - start
+            write_with_summary(out, {**files, **figures}, summary)
+            say(
+                args,
+                f"{len(figures)} figures in {summary['wall_time_s']['figures']:.2f} s",
+            )
     finally:
         if worker is not None:
             worker.close()
     return 0
-
-
-def _run(args, config, device, ready, kwargs, out, plots, worker) -> None:
-    say(
-        args,
-        f"jaxlagrange run: {ready.name}, t = {kwargs['t0']} .. {kwargs['t1']} on "
-        f"{device.platform}",
-    )
-    progress = args.progress and not args.quiet
-    traj, timing, (energies, autonomous) = solve(
-        ready, kwargs, progress=progress, config=config
-    )
-    conserved = _conserved(ready.system, autonomous, traj)
-    energies = np.asarray(energies)
-    e0 = float(energies[0])
-    drift = float(np.max(np.abs(energies - e0)))
-    relative = drift / abs(e0) if e0 != 0 else None
-
-    arrays = {"ts": traj.ts, "q": traj.q, "qd": traj.qd, "energy": energies}
-    if ready.system.has_constraints:
-        arrays["multipliers"] = traj.multipliers
-    events = {}
-    if ready.system.constraints.one_sided:
-        events["events"] = _events(traj, arrays)
-    files = {"trajectory.npz": npz_bytes(**arrays)}
-    summary = {
-        "command": "run",
-        "system": ready.name,
-        "coordinates": list(ready.coordinates),
-        "params": ready.system.params,
-        "options": config["system"]["options"],
-        "initial": {"q": ready.q0, "qd": ready.qd0},
-        "simulate": dict(config["simulate"]),
-        "result": result_line(traj.result),
-        "not_imported": list(ready.system.not_imported),
-        "t_final": float(traj.t_final),
-        "energy": {
-            "conserved": conserved,
-            "initial": e0,
-            "final": float(energies[-1]),
-            "max_abs_drift": drift,
-            "max_rel_drift": relative,
-        },
-        "stats": {k: int(np.asarray(v)) for k, v in traj.stats.items()},
-        **events,
-        "device": device.platform,
-        "wall_time_s": timing.summary(),
-        "config": config["source"],
-        "run": run_id(),
-        "versions": {"jaxlagrange": __version__, "jax": jax.__version__},
-    }
-    # The result first: the data and the summary as one set, then the line.
-    write_with_summary(out, files, summary)
-    if conserved and relative is not None:
-        drift_text = f"relative energy drift {relative:.2e}"
-    else:
-        drift_text = f"energy change {drift:.2e}"
-    say(
-        args,
-        f"{summary['stats']['num_steps']} steps in {timing.run:.2f} s "
-        f"({timing.line()}), {drift_text}; wrote {out}/",
-    )
-    if plots:
-        # The figures then join the set: a second, whole set with them in it.
-        start = time.perf_counter()
-        figures = _figures(ready, traj, energies, conserved, worker)
-        summary["wall_time_s"]["figures"] = time.perf_counter() - start
-        write_with_summary(out, {**files, **figures}, summary)
-        say(
-            args,
-            f"{len(figures)} figures in {summary['wall_time_s']['figures']:.2f} s",
-        )

@@ -7,11 +7,19 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import _config
+from .. import _config, plotting
 from .._config import ConfigError
-from .._ensemble._identity import describe
+from .._ensemble._batch import bad_starts
+from .._ensemble._identity import describe, physics_digest
+from .._ensemble._member import Rows
 from .._ensemble._store import changed_entries, stored_attributes
 from .._ensemble._store_verify import StoreRefused
+from .._ensemble._sweep import stream
+from .._ensemble._sweep_simulate import SweepMember
+from .._kernel._ensemble import KernelUnsupported
+from .._lanes import UnsupportedPrimitiveError
+from .._options import GivenOptions
+from .._results import NAMES
 from ._common import (
     add_command_arguments,
     configured,
@@ -36,22 +44,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @configured(_config.SWEEP_SCHEMA, "sweep", batched=True)
 def command(args: argparse.Namespace, config, devices) -> int:
-    import jax
-
-    from .. import __version__
-    from .._ensemble._identity import physics_digest
-    from .._ensemble._sweep import stream
-    from .._ensemble._sweep_simulate import SweepMember
-    from .._kernel._ensemble import KernelUnsupported
-    from .._lanes import UnsupportedPrimitiveError
-    from .._options import GivenOptions
-
     ready = _config.ready_system(config)
     kwargs = _config.simulate_kwargs(config)
     values, grid_shape = _config.sweep_axes(config, ready)
     section = config["sweep"]
     out = output_directory(args, config, f"sweep_{ready.name}")
-    size, n = int(np.prod(grid_shape)), ready.q0.shape[0]
+    size = int(np.prod(grid_shape))
     inputs = {
         key: np.tile(np.asarray(x), (size, 1))
         for key, x in (("q0", ready.q0), ("qd0", ready.qd0))
@@ -68,8 +66,7 @@ def command(args: argparse.Namespace, config, devices) -> int:
         _check_starts(member, inputs, ready.name, values)
     store = out / "sweep.zarr"
     stored = stored_attributes(store)
-    digest = physics_digest(ready.system, n, ready.q0.dtype)
-    attrs = _identity(config, ready, grid_shape, values, stored, digest)
+    attrs = _identity(config, ready, grid_shape, values, stored)
     _check_physics(store, stored, attrs)
     say(
         args,
@@ -127,7 +124,6 @@ def command(args: argparse.Namespace, config, devices) -> int:
         "devices": len(devices),
         "device": devices[0].platform,
         "config": config["source"],
-        "versions": {"jaxlagrange": __version__, "jax": jax.__version__},
     }
     if section["lyapunov"]:
         summary["lyapunov"] = _stats(maps["lyapunov"][0][~failed])
@@ -140,7 +136,7 @@ def command(args: argparse.Namespace, config, devices) -> int:
     return 0
 
 
-def _identity(config, ready, grid_shape, values, stored, physics: str) -> dict:
+def _identity(config, ready, grid_shape, values, stored) -> dict:
     """The attributes that identify the sweep in its store; a resume must match them."""
     # A store written before the params were recorded by name holds them as
     # one text: kept so, it still resumes.
@@ -164,7 +160,7 @@ def _identity(config, ready, grid_shape, values, stored, physics: str) -> dict:
         "axes": list(values),
         # What the system computes, however its functions get their values (a
         # module the system file imports, a data file `make()` reads).
-        "physics": physics,
+        "physics": physics_digest(ready.system, ready.q0.shape[0], ready.q0.dtype),
         # The values of its params, the config's and those `make()` chose.
         "params": describe(ready.system.params)
         if legacy
@@ -183,8 +179,6 @@ def _identity(config, ready, grid_shape, values, stored, physics: str) -> dict:
 
 def _maps(group, ready, t1, lyapunov: bool) -> dict:
     """`{name: (value of each member, label)}`: Lyapunov exponent, final coordinates."""
-    from .. import plotting
-
     maps = {}
     if lyapunov:
         maps["lyapunov"] = (
@@ -202,8 +196,6 @@ def _maps(group, ready, t1, lyapunov: bool) -> dict:
 
 def _figures(maps, failed, values, grid_shape, ready, section) -> dict[str, bytes]:
     """The PNG of each map, its failed members blank."""
-    from .. import plotting
-
     files = {}
     for name, (v, label) in maps.items():
         fig = plotting.sweep_map(
@@ -295,8 +287,6 @@ def _check_physics(store: Path, attrs: dict | None, current: dict) -> None:
 
 def _failed_by_result(result: np.ndarray) -> dict[str, int]:
     """How many members failed, by the name of their `jl.RESULTS` code."""
-    from .._results import NAMES
-
     codes, counts = np.unique(result[result != 0], return_counts=True)
     return {
         NAMES[code] if 0 <= code < len(NAMES) else f"code {code}": int(count)
@@ -306,9 +296,6 @@ def _failed_by_result(result: np.ndarray) -> dict[str, int]:
 
 def _check_starts(member, inputs, name: str, values) -> None:
     """Refuse a grid whose members cannot start, naming the first."""
-    from .._ensemble._batch import bad_starts
-    from .._ensemble._member import Rows
-
     off, message = bad_starts(member, Rows.of(inputs))
     if message:
         i = int(np.argmax(off))

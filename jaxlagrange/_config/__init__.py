@@ -26,7 +26,6 @@ from .run import (
     load as load,
     ready_system as ready_system,
     simulate_kwargs as simulate_kwargs,
-    solver as solver,
 )
 from .sweep import (
     SWEEP_SCHEMA as SWEEP_SCHEMA,

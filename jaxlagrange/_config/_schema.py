@@ -132,18 +132,16 @@ def check(
     source: str = "config",
 ) -> dict[str, dict[str, Any]]:
     """Check a parsed TOML document against `schema`; returns it with defaults."""
-    out = {}
     for section in document:
         if section not in schema:
             raise ConfigError(
                 f"{source}: unknown section [{section}]; valid sections: "
                 f"{valid_names(f'[{s}]' for s in schema)}"
             )
-    for section, keys in schema.items():
-        out[section] = check_table(
-            document.get(section, {}), keys, source, f"[{section}]"
-        )
-    return out
+    return {
+        section: check_table(document.get(section, {}), keys, source, f"[{section}]")
+        for section, keys in schema.items()
+    }
 
 
 def check_table(

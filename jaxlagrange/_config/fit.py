@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import diffrax
+import optax
+import optimistix as optx
 
 from .._errors import first_error
 from ._schema import (
@@ -18,7 +20,8 @@ from ._schema import (
     toml_type,
     valid_names,
 )
-from .run import RUN_SCHEMA, solver
+from .run import RUN_SCHEMA, solver_settings
+from .user import beside
 
 
 FIT_OPTIMIZERS = ("lm", "gauss_newton", "dogleg", "bfgs", "lbfgs", "adam")
@@ -81,9 +84,6 @@ FIT_SCHEMA: dict[str, dict[str, Key]] = {
 def _optimizer(name: str, rate: float | None):
     # One object per setting: `jl.fit` compiles its step once per optimizer, so
     # fits with the same settings in one process reuse the compiled step.
-    import optax
-    import optimistix as optx
-
     tol = dict(rtol=1e-10, atol=1e-10)
     solvers = {
         "lm": lambda: optx.LevenbergMarquardt(**tol),
@@ -152,19 +152,16 @@ def fit_kwargs(config: Mapping[str, Any], ready) -> dict[str, Any]:
     first_error(
         None, [(bad, f"{source}: [fit] {m}") for bad, m in refusals], error=ConfigError
     )
-    optimizer = _optimizer(section["optimizer"], rate)
-    simulate = config["simulate"]
     # "recursive_checkpoint" is jl.fit's default (None).
     adjoint = diffrax.BacksolveAdjoint() if section["adjoint"] == "backsolve" else None
-    as_given = ("jacobian", "steps", "fit_initial_state", "segments")
+    given = ("jacobian", "steps", "fit_initial_state", "segments", "continuity_weight")
     return dict(
-        **{key: section[key] for key in (*as_given, "continuity_weight")},
-        **{key: simulate[key] for key in ("rtol", "atol", "max_steps")},
-        optimizer=optimizer,
+        **{key: section[key] for key in given},
+        **solver_settings(config["simulate"]),
+        optimizer=_optimizer(optimizer, rate),
         trainable=None if trainable is None else set(trainable),
-        positive=set(section["positive"]),
+        positive=set(positive),
         adjoint=adjoint,
-        solver=solver(simulate["solver"]),
         starts={k: [float(x) for x in v] for k, v in starts.items()} or None,
     )
 
@@ -172,8 +169,7 @@ def fit_kwargs(config: Mapping[str, Any], ready) -> dict[str, Any]:
 def data_paths(config: Mapping[str, Any]) -> list[Path]:
     """The data files of a checked fit config, relative to the config's directory."""
     data = config["fit"]["data"]
-    base = Path(config["source"]).parent
-    paths = [base / p for p in ([data] if isinstance(data, str) else data)]
+    paths = [beside(config, p) for p in ([data] if isinstance(data, str) else data)]
     initial = config["initial"]
     if len(paths) > 1 and (initial["q"] is not None or initial["qd"] is not None):
         raise ConfigError(

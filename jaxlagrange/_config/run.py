@@ -26,7 +26,7 @@ from ._schema import (
     positive_or_reason,
     reasons,
 )
-from .user import user_system
+from .user import beside, user_system
 
 
 SOLVERS = (
@@ -169,13 +169,11 @@ def _mujoco_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
     from .. import mujoco
 
     source, section = config["source"], config["system"]
-    base = Path.cwd() if source == "default config" else Path(source).parent
     where = f"{source}: [system] mujoco {section['mujoco']!r}"
     try:
         with reasons(where):
-            ready = mujoco.load(
-                base / section["mujoco"], params=section["params"] or None
-            )
+            path = beside(config, section["mujoco"])
+            ready = mujoco.load(path, params=section["params"] or None)
     except ImportError:
         raise ConfigError(f"{where}: needs `pip install jaxlagrange[mujoco]`") from None
     _check_initial(config, ready, repr(section["mujoco"]))
@@ -199,9 +197,10 @@ def _check_initial(config: Mapping[str, Any], ready, system: str) -> None:
             )
 
 
-def solver(name: str) -> diffrax.AbstractSolver:
-    """The diffrax solver called `name` (checked by the schema), with its defaults."""
-    return getattr(diffrax, name)()
+def solver_settings(section: Mapping[str, Any]) -> dict[str, Any]:
+    """`solver` (the diffrax solver it names), `rtol`, `atol`, `max_steps`."""
+    settings = {key: section[key] for key in ("rtol", "atol", "max_steps")}
+    return {"solver": getattr(diffrax, section["solver"])(), **settings}
 
 
 def simulate_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -222,6 +221,5 @@ def simulate_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
         t0=t0,
         t1=t1,
         saveat=jax.device_put(np.linspace(t0, t1, saves, dtype=jnp.result_type(float))),
-        solver=solver(section["solver"]),
-        **{key: section[key] for key in ("rtol", "atol", "max_steps")},
+        **solver_settings(section),
     )

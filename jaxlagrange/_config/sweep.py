@@ -8,6 +8,8 @@ import numpy as np
 
 from .._ensemble._backend import BACKENDS
 from .._errors import first_error
+from .._validate import over_memory
+from ..systems._registry import check_physical
 from ._schema import ConfigError, Key, at_least, check_table, one_of, reasons
 from .run import RUN_SCHEMA
 
@@ -64,11 +66,11 @@ def axis_input(name: str) -> tuple[str, tuple[int, ...]]:
 
 def _check_domain(config, ready, name: str, axis, where: str) -> None:
     """Apply `run`'s checks of a ready system's param at both ends of an axis."""
-    from ..systems._registry import check_physical
-
     check = getattr(ready, "check_params", None)  # a loaded MuJoCo model's rules
-    if config["system"]["name"] is None and check is None:
-        return  # a user's system: its params' valid values are its own affair
+    user = config["system"]["name"] is None
+    if check is None and (user or name not in (ready.system.params or {})):
+        # Coordinates; a user's system's params: their valid values are its affair.
+        return
     # Both ends suffice: the valid values of every param are an interval.
     key, entry = axis_input(name)
     for end in ("min", "max"):
@@ -84,8 +86,6 @@ def _check_domain(config, ready, name: str, axis, where: str) -> None:
 
 def _check_members(source: str, size: int, ready) -> None:
     """Refuse a sweep whose members' initial states alone cannot fit in memory."""
-    from .._validate import over_memory
-
     # Per member: q0, qd0, and a value per axis (at most one per coordinate and
     # param), 8 bytes each; twice, for the copies made on the way.
     needed = 2 * size * 8 * (4 * ready.q0.shape[0] + 8)
@@ -106,7 +106,6 @@ def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]
     if not axes:
         raise ConfigError(f"{where} is empty; give at least one axis")
     targets, listed = _axis_targets(ready)
-    params = ready.system.params or {}
     keys = _AXIS_KEYS[sampling]
     named = {}  # each axis by its name without white space, as the rest reads it
     checked = {}
@@ -130,8 +129,7 @@ def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]
                 f"{where} {name}: max must be >= min, got min = {axis['min']!r} and "
                 f"max = {axis['max']!r}"
             )
-        if name in params or getattr(ready, "check_params", None):
-            _check_domain(config, ready, name, axis, f"{where} {name}")
+        _check_domain(config, ready, name, axis, f"{where} {name}")
     axes, size, grid = checked, section["size"], sampling == "grid"
     refusals = [
         (

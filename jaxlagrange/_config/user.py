@@ -63,13 +63,16 @@ def _raising(what: str):
         raise ConfigError(f"{what} raised {one_line(e, typed=True)}") from None
 
 
+def beside(config: Mapping[str, Any], name: str) -> Path:
+    """The file `name` relative to the config's directory (the default's: here)."""
+    source = config["source"]
+    return (Path.cwd() if source == "default config" else Path(source).parent) / name
+
+
 def system_file(config: Mapping[str, Any]) -> Path | None:
     """The path of the Python file a config's `[system] file` names, or None."""
-    source, section = config["source"], config["system"]
-    if section["file"] is None:
-        return None
-    base = Path.cwd() if source == "default config" else Path(source).parent
-    return base / section["file"]
+    name = config["system"]["file"]
+    return None if name is None else beside(config, name)
 
 
 def _read_past(fn, args, fits: str, who: str, advice: str, own=lambda error: None):

@@ -201,20 +201,17 @@ class ChunkedStore:
         group = zarr.open_group(
             staging, mode="w", zarr_format=3, attributes=dict(attrs)
         )
-        for name, x in inputs.items():
+        arrays = {
+            f"inputs/{k}": (x.shape[1:], x.dtype, None) for k, x in inputs.items()
+        }
+        arrays |= {f"outputs/{k}": (s, d, _fill(d)) for k, (s, d) in outputs.items()}
+        for path, (shape, dtype, fill) in arrays.items():
             group.create_array(
-                f"inputs/{name}",
-                shape=tuple(x.shape),
-                chunks=(chunk_size, *x.shape[1:]),
-                dtype=np.dtype(x.dtype),
-            )
-        for name, (shape, dtype) in outputs.items():
-            group.create_array(
-                f"outputs/{name}",
+                path,
                 shape=(size, *shape),
                 chunks=(chunk_size, *shape),
                 dtype=np.dtype(dtype),
-                fill_value=_fill(dtype),
+                fill_value=fill,  # None: zarr's default
             )
         self.group = group
         for chunk in range(self.num_chunks):
@@ -289,12 +286,9 @@ class ChunkedStore:
 
 
 def _fill(dtype) -> Any:
-    dtype = np.dtype(dtype)
     if np.issubdtype(dtype, np.inexact):
         return np.nan
-    if np.issubdtype(dtype, np.integer):
-        return -1
-    return 0
+    return -1 if np.issubdtype(dtype, np.integer) else 0
 
 
 def _every_chunk():

@@ -120,19 +120,10 @@ def simulate_sweep(
     options = checked_options("simulate_sweep", simulate_options)
     block_size = check_backend(backend, block_size)
     # Arrays (memmaps, Zarr arrays) stay as they are, read chunk by chunk.
-    q0, qd0 = (
-        np.asarray(q0) if np.ndim(q0) < 2 or not hasattr(q0, "shape") else q0,
-        np.asarray(qd0) if np.ndim(qd0) < 2 or not hasattr(qd0, "shape") else qd0,
-    )
+    q0, qd0 = (x if hasattr(x, "shape") else np.asarray(x) for x in (q0, qd0))
     flat = {} if params is None else _flatten_params(params)
     flat = {k: v if hasattr(v, "shape") else np.asarray(v) for k, v in flat.items()}
-    shapes = {k: jax.ShapeDtypeStruct(np.shape(v), v.dtype) for k, v in flat.items()}
-    size = batch_size(
-        system,
-        jax.ShapeDtypeStruct(q0.shape, q0.dtype),
-        jax.ShapeDtypeStruct(qd0.shape, qd0.dtype),
-        None if params is None else shapes,
-    )
+    size = batch_size(system, q0, qd0, None if params is None else flat)
     if params is not None:
         # Shapes and keys only: checked on the first member.
         first = {f"params/{k}": np.asarray(v[:1]) for k, v in flat.items()}

@@ -37,13 +37,6 @@ def apply(row, fn):
     return fn(row)
 
 
-def named(member: AbstractMember, out, failures, rows: Rows):
-    """The outputs of a deferring member's batch, its stopped members' causes named."""
-    system_of = type(member).system_for
-    codes = name_causes(member.codes(out), failures, system_of, member, rows)
-    return member.with_codes(out, codes)
-
-
 class AbstractBackend(eqx.Module):
     """Solves every member of a batch (`run`); `name` is what a store records."""
 
@@ -61,7 +54,9 @@ class VmapBackend(AbstractBackend):
 
     def run(self, member, rows, size, devices):
         out, failures = sharded_map(apply, rows, member.deferring(), size, devices)
-        return named(member, out, failures, rows)
+        system_of = type(member).system_for  # the stopped members' causes named
+        codes = name_causes(member.codes(out), failures, system_of, member, rows)
+        return member.with_codes(out, codes)
 
 
 class KernelBackend(AbstractBackend):

@@ -14,7 +14,6 @@ from .._options import GivenOptions, checked_options
 from .._results import code_of
 from .._system import USER_FUNCTIONS, LagrangianSystem
 from .._trajectory import Trajectory
-from ._backend import check_backend
 from ._identity import code_digest, describe, physics_digest
 from ._inputs import batch_size, override
 from ._member import AbstractMember, swept_params
@@ -118,7 +117,6 @@ def simulate_sweep(
     ```
     """
     options = checked_options("simulate_sweep", simulate_options)
-    block_size = check_backend(backend, block_size)
     # Arrays (memmaps, Zarr arrays) stay as they are, read chunk by chunk.
     q0, qd0 = (x if hasattr(x, "shape") else np.asarray(x) for x in (q0, qd0))
     flat = {} if params is None else _flatten_params(params)

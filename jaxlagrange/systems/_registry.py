@@ -157,6 +157,12 @@ def make(name: str, **kwargs) -> ReadySystem:
     return get(name)(**kwargs)
 
 
+def origin_and_q(q, t, params):
+    """The points of a system whose coordinates are a point's: the origin (a pivot,
+    an axis, a centre of attraction) and the point q."""
+    return jnp.stack([jnp.zeros_like(q), q])
+
+
 # Params that are physical only when positive (masses, lengths, radii, stiffnesses,
 # the gravitational parameter, principal moments), and restitution coefficients.
 _POSITIVE = frozenset(

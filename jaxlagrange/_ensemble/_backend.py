@@ -100,10 +100,9 @@ class _KernelShare(eqx.Module):
 
     def __call__(self, rows: Rows, member: AbstractMember):
         system = member.system
-        size = rows.q0.shape[0]
         params = None
         if system.has_params:
-            params = broadcast_params(system.params, rows.params, size)
+            params = broadcast_params(system.params, rows.params, rows.q0.shape[0])
         traj = simulate_kernel(
             system,
             rows.q0,
@@ -112,7 +111,11 @@ class _KernelShare(eqx.Module):
             member.options,
             block_size=self.block_size,
         )
-        return member.batched_outputs(traj, rows)
+
+        def outputs(traj, row):
+            return member.outputs(traj, member.system_for(row), row)
+
+        return jax.vmap(outputs)(traj, rows)
 
 
 def broadcast_params(base: Params, new: Params, size: int) -> Params:

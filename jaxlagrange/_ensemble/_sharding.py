@@ -53,23 +53,21 @@ def sharded_map(
 ) -> Any:
     """`vmap(fn, in_axes=(0, None))(batched, shared)`, split over `devices`."""
     devices = devices_of(devices)
-    count = len(devices)
-    pad = (-size) % count
+    pad = (-size) % len(devices)
     multiprocess = len({d.process_index for d in devices}) > 1
     mesh = Mesh(np.asarray(devices), (_AXIS,))
     if multiprocess:
         replicated = NamedSharding(mesh, PartitionSpec())
-        batched = jax.tree.map(lambda x: _global(x, replicated), batched)
-        shared = jax.tree.map(lambda x: _global(x, replicated), shared)
-    batched_dyn, batched_static = eqx.partition(batched, eqx.is_array)
-    shared_dyn, shared_static = eqx.partition(shared, eqx.is_array)
+        batched, shared = jax.tree.map(
+            lambda x: _global(x, replicated), (batched, shared)
+        )
+    dyn, static = eqx.partition((batched, shared), eqx.is_array)
     # `kernel`, if given, computes each device's share in one call; gradients still
     # go through the vmapped `fn` (in forward mode through `kernel.forward`).
     out = _run(
-        batched_dyn,
-        shared_dyn,
+        dyn,
         fn=fn,
-        static=(batched_static, shared_static),
+        static=static,
         mesh=mesh,
         pad=pad,
         gather=multiprocess,
@@ -83,9 +81,8 @@ def sharded_map(
 
 
 @eqx.filter_jit
-def _run(batched_dyn, shared_dyn, *, fn, static, mesh, pad, gather, kernel=None):
-    batched_dyn = jax.tree.map(lambda x: pad_rows(x, pad), batched_dyn)
-    dyn = (batched_dyn, shared_dyn)
+def _run(dyn, *, fn, static, mesh, pad, gather, kernel=None):
+    dyn = (jax.tree.map(lambda x: pad_rows(x, pad), dyn[0]), dyn[1])
     if mesh.size == 1 and (kernel is None or kernel.forward):
         out = _local(dyn, fn, static, kernel, _chunk(mesh))
     else:

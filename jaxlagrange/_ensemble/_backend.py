@@ -136,25 +136,6 @@ def _kernel_is_faster(devices: Sequence[jax.Device]) -> bool:
     return {d.platform for d in devices} <= {"gpu", "cuda", "rocm"}
 
 
-def check_backend(backend: str, block_size: int | None) -> int:
-    """A `ValueError` for an unknown `backend`; `block_size` as checked."""
-    if not isinstance(backend, str) or backend not in BACKENDS:
-        raise ValueError(
-            f"`backend` must be one of {', '.join(map(repr, BACKENDS))}, got "
-            f"{backend!r}."
-        )
-    if block_size is None:
-        return DEFAULT_BLOCK_SIZE
-    valid = isinstance(block_size, (int, np.integer)) and not isinstance(
-        block_size, bool
-    )
-    if not valid or block_size < 1 or block_size & (block_size - 1):
-        raise ValueError(
-            f"`block_size` must be a positive power of two, got {block_size!r}."
-        )
-    return int(block_size)
-
-
 def backend_for(
     backend: str,
     block_size: int | None,
@@ -165,10 +146,25 @@ def backend_for(
     follow: str | None = None,
 ) -> AbstractBackend:
     """The backend that the name `backend` gives for `member` on `devices`."""
-    block_size = check_backend(backend, block_size)
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise ValueError(
+            f"`backend` must be one of {', '.join(map(repr, BACKENDS))}, got "
+            f"{backend!r}."
+        )
+    if block_size is None:
+        block_size = DEFAULT_BLOCK_SIZE
+    elif (
+        isinstance(block_size, bool)
+        or not isinstance(block_size, (int, np.integer))
+        or block_size < 1
+        or block_size & (block_size - 1)
+    ):
+        raise ValueError(
+            f"`block_size` must be a positive power of two, got {block_size!r}."
+        )
     if backend == "vmap":
         return VmapBackend()
-    kernel = KernelBackend(block_size)
+    kernel = KernelBackend(int(block_size))
     if backend == "kernel":
         refusal = member.kernel_refusal()
         if refusal is not None:

@@ -76,11 +76,6 @@ def _rods(q, t, params):
     )
 
 
-def _double_points(q, t, params):
-    """The pivot and the two bobs."""
-    return jnp.concatenate([jnp.zeros((1, 2), q.dtype), q.reshape(2, 2)])
-
-
 @register(
     "cartesian_double_pendulum",
     units=("m",) * 4,
@@ -122,5 +117,5 @@ def cartesian_double_pendulum(params=None, *, q0=None, qd0=None) -> ReadySystem:
         qd0,
         "cartesian_double_pendulum",
         ("x₁", "y₁", "x₂", "y₂"),
-        points=_double_points,
+        points=origin_and_q,
     )

@@ -158,9 +158,9 @@ def make(name: str, **kwargs) -> ReadySystem:
 
 
 def origin_and_q(q, t, params):
-    """The points of a system whose coordinates are a point's: the origin (a pivot,
-    an axis, a centre of attraction) and the point q."""
-    return jnp.stack([jnp.zeros_like(q), q])
+    """The points of a system whose coordinates are points' in the plane, (x₁, y₁,
+    x₂, y₂, ...): the origin (a pivot, an axis, a centre of attraction), then them."""
+    return jnp.concatenate([jnp.zeros((1, 2), q.dtype), q.reshape(-1, 2)])
 
 
 # Params that are physical only when positive (masses, lengths, radii, stiffnesses,

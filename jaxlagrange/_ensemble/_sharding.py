@@ -21,11 +21,11 @@ def devices_of(devices: Sequence[jax.Device] | None) -> tuple[jax.Device, ...]:
     devices = tuple(jax.devices() if devices is None else devices)
     if not devices:
         raise ValueError("`devices` is empty.")
-    for d in devices:
-        if not isinstance(d, jax.Device):
-            raise ValueError(f"`devices` must be JAX devices, got {d!r}.")
-    if len(set(devices)) != len(devices):
-        raise ValueError(f"`devices` lists a device twice: {list(devices)}.")
+    devices_only = all(isinstance(d, jax.Device) for d in devices)
+    if not devices_only or len(set(devices)) < len(devices):
+        raise ValueError(
+            f"`devices` must be distinct JAX devices, got {list(devices)}."
+        )
     return devices
 
 

@@ -52,16 +52,12 @@ class SimulateSweepMember(AbstractMember):
         out = (
             {"q": traj.q, "qd": traj.qd} if self.observe is None else self.observe(traj)
         )
-        if not isinstance(out, Mapping):
+        if not isinstance(out, Mapping) or not {"result", "t_final"}.isdisjoint(out):
+            got = list(out) if isinstance(out, Mapping) else type(out)
             raise ValueError(
-                "`observe` must return a dict of arrays keyed by name, got "
-                f"{type(out)}."
+                "`observe` must return a dict of arrays keyed by name, without the "
+                f"reserved keys 'result' and 't_final', got {got}."
             )
-        for reserved in ("result", "t_final"):
-            if reserved in out:
-                raise ValueError(
-                    f"`observe` may not return the reserved key {reserved!r}."
-                )
         return {**out, "result": code_of(traj.result), "t_final": traj.t_final}
 
 

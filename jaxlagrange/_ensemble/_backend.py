@@ -37,13 +37,6 @@ def apply(row, fn):
     return fn(row)
 
 
-def named(member: AbstractMember, out, failures, rows: Rows):
-    """The outputs of a deferring member's batch, its stopped members' causes named."""
-    system_of = type(member).system_for
-    codes = name_causes(member.codes(out), failures, system_of, member, rows)
-    return member.with_codes(out, codes)
-
-
 class AbstractBackend(eqx.Module):
     """Solves every member of a batch (`run`); `name` is what a store records."""
 
@@ -61,7 +54,9 @@ class VmapBackend(AbstractBackend):
 
     def run(self, member, rows, size, devices):
         out, failures = sharded_map(apply, rows, member.deferring(), size, devices)
-        return named(member, out, failures, rows)
+        system_of = type(member).system_for  # the stopped members' causes named
+        codes = name_causes(member.codes(out), failures, system_of, member, rows)
+        return member.with_codes(out, codes)
 
 
 class KernelBackend(AbstractBackend):
@@ -105,10 +100,9 @@ class _KernelShare(eqx.Module):
 
     def __call__(self, rows: Rows, member: AbstractMember):
         system = member.system
-        size = rows.q0.shape[0]
         params = None
         if system.has_params:
-            params = broadcast_params(system.params, rows.params, size)
+            params = broadcast_params(system.params, rows.params, rows.q0.shape[0])
         traj = simulate_kernel(
             system,
             rows.q0,
@@ -117,7 +111,11 @@ class _KernelShare(eqx.Module):
             member.options,
             block_size=self.block_size,
         )
-        return member.batched_outputs(traj, rows)
+
+        def outputs(traj, row):
+            return member.outputs(traj, member.system_for(row), row)
+
+        return jax.vmap(outputs)(traj, rows)
 
 
 def broadcast_params(base: Params, new: Params, size: int) -> Params:
@@ -138,25 +136,6 @@ def _kernel_is_faster(devices: Sequence[jax.Device]) -> bool:
     return {d.platform for d in devices} <= {"gpu", "cuda", "rocm"}
 
 
-def check_backend(backend: str, block_size: int | None) -> int:
-    """A `ValueError` for an unknown `backend`; `block_size` as checked."""
-    if not isinstance(backend, str) or backend not in BACKENDS:
-        raise ValueError(
-            f"`backend` must be one of {', '.join(map(repr, BACKENDS))}, got "
-            f"{backend!r}."
-        )
-    if block_size is None:
-        return DEFAULT_BLOCK_SIZE
-    valid = isinstance(block_size, (int, np.integer)) and not isinstance(
-        block_size, bool
-    )
-    if not valid or block_size < 1 or block_size & (block_size - 1):
-        raise ValueError(
-            f"`block_size` must be a positive power of two, got {block_size!r}."
-        )
-    return int(block_size)
-
-
 def backend_for(
     backend: str,
     block_size: int | None,
@@ -167,10 +146,25 @@ def backend_for(
     follow: str | None = None,
 ) -> AbstractBackend:
     """The backend that the name `backend` gives for `member` on `devices`."""
-    block_size = check_backend(backend, block_size)
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise ValueError(
+            f"`backend` must be one of {', '.join(map(repr, BACKENDS))}, got "
+            f"{backend!r}."
+        )
+    if block_size is None:
+        block_size = DEFAULT_BLOCK_SIZE
+    elif (
+        isinstance(block_size, bool)
+        or not isinstance(block_size, (int, np.integer))
+        or block_size < 1
+        or block_size & (block_size - 1)
+    ):
+        raise ValueError(
+            f"`block_size` must be a positive power of two, got {block_size!r}."
+        )
     if backend == "vmap":
         return VmapBackend()
-    kernel = KernelBackend(block_size)
+    kernel = KernelBackend(int(block_size))
     if backend == "kernel":
         refusal = member.kernel_refusal()
         if refusal is not None:

@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import equinox as eqx
-import jax
 
 from .._guard import diagnosed, without_system
 from .._options import GivenOptions
@@ -83,9 +82,3 @@ class AbstractMember(eqx.Module):
         if self.defer:
             return self.outputs(traj, system, row), without_system(failure)
         return self.outputs(diagnosed(traj, failure), system, row)
-
-    def batched_outputs(self, traj: Trajectory, rows: Rows) -> Any:
-        """`outputs` of a batch's trajectory (the fused kernel's)."""
-        return jax.vmap(lambda tr, row: self.outputs(tr, self.system_for(row), row))(
-            traj, rows
-        )

@@ -21,11 +21,11 @@ def devices_of(devices: Sequence[jax.Device] | None) -> tuple[jax.Device, ...]:
     devices = tuple(jax.devices() if devices is None else devices)
     if not devices:
         raise ValueError("`devices` is empty.")
-    for d in devices:
-        if not isinstance(d, jax.Device):
-            raise ValueError(f"`devices` must be JAX devices, got {d!r}.")
-    if len(set(devices)) != len(devices):
-        raise ValueError(f"`devices` lists a device twice: {list(devices)}.")
+    devices_only = all(isinstance(d, jax.Device) for d in devices)
+    if not devices_only or len(set(devices)) < len(devices):
+        raise ValueError(
+            f"`devices` must be distinct JAX devices, got {list(devices)}."
+        )
     return devices
 
 
@@ -53,23 +53,21 @@ def sharded_map(
 ) -> Any:
     """`vmap(fn, in_axes=(0, None))(batched, shared)`, split over `devices`."""
     devices = devices_of(devices)
-    count = len(devices)
-    pad = (-size) % count
+    pad = (-size) % len(devices)
     multiprocess = len({d.process_index for d in devices}) > 1
     mesh = Mesh(np.asarray(devices), (_AXIS,))
     if multiprocess:
         replicated = NamedSharding(mesh, PartitionSpec())
-        batched = jax.tree.map(lambda x: _global(x, replicated), batched)
-        shared = jax.tree.map(lambda x: _global(x, replicated), shared)
-    batched_dyn, batched_static = eqx.partition(batched, eqx.is_array)
-    shared_dyn, shared_static = eqx.partition(shared, eqx.is_array)
+        batched, shared = jax.tree.map(
+            lambda x: _global(x, replicated), (batched, shared)
+        )
+    dyn, static = eqx.partition((batched, shared), eqx.is_array)
     # `kernel`, if given, computes each device's share in one call; gradients still
     # go through the vmapped `fn` (in forward mode through `kernel.forward`).
     out = _run(
-        batched_dyn,
-        shared_dyn,
+        dyn,
         fn=fn,
-        static=(batched_static, shared_static),
+        static=static,
         mesh=mesh,
         pad=pad,
         gather=multiprocess,
@@ -83,9 +81,8 @@ def sharded_map(
 
 
 @eqx.filter_jit
-def _run(batched_dyn, shared_dyn, *, fn, static, mesh, pad, gather, kernel=None):
-    batched_dyn = jax.tree.map(lambda x: pad_rows(x, pad), batched_dyn)
-    dyn = (batched_dyn, shared_dyn)
+def _run(dyn, *, fn, static, mesh, pad, gather, kernel=None):
+    dyn = (jax.tree.map(lambda x: pad_rows(x, pad), dyn[0]), dyn[1])
     if mesh.size == 1 and (kernel is None or kernel.forward):
         out = _local(dyn, fn, static, kernel, _chunk(mesh))
     else:
@@ -154,25 +151,6 @@ def _kernel_forward_jvp(primals, tangents, *, fn, static, kernel):
     return out, out_tangent
 
 
-def _local_vjp(dyn, cotangents, fn, static):
-    """Per-member gradients on one device's share (the caller sums the shared ones')."""
-    batched_dyn, shared_dyn = dyn
-
-    def member(batched_dyn, cotangent):
-        def f(dyn):
-            return fn(*_joined(dyn, static))
-
-        _, vjp = eqx.filter_vjp(f, (batched_dyn, shared_dyn))
-        (grad,) = vjp(cotangent)
-        return grad
-
-    return jax.vmap(member)(batched_dyn, cotangents)
-
-
-def _specs(tree, spec):
-    return jax.tree.map(lambda _: spec, tree)
-
-
 # JAX cannot differentiate diffrax's checkpointed while loop inside `shard_map`
 # (equinox's closure conversion sees the per-device shapes), nor the kernel, so
 # the reverse pass recomputes each member's solve on the vmap path and pulls its
@@ -182,8 +160,11 @@ def _specs(tree, spec):
 def _mapped(dyn, fn, static, mesh, kernel=None):
     if mesh.size == 1:
         return _local(dyn, fn, static, kernel, _chunk(mesh))
-    batch, shared = PartitionSpec(_AXIS), PartitionSpec()
-    in_specs = (_specs(dyn[0], batch), _specs(dyn[1], shared))
+    batch = PartitionSpec(_AXIS)
+    in_specs = (
+        jax.tree.map(lambda _: batch, dyn[0]),
+        jax.tree.map(lambda _: PartitionSpec(), dyn[1]),
+    )
     return jax.shard_map(
         lambda dyn: _local(dyn, fn, static, kernel, _chunk(mesh)),
         mesh=mesh,
@@ -201,19 +182,16 @@ def _mapped_fwd(perturbed, dyn, fn, static, mesh, kernel=None):
 
 @_mapped.def_bwd
 def _mapped_bwd(residuals, cotangents, perturbed, dyn, fn, static, mesh, kernel):
+    """The gradients of the batched solve, member by member on the vmap path."""
     del residuals, perturbed
     out = jax.eval_shape(lambda: _mapped.fn(dyn, fn, static, mesh, kernel))
     batch = NamedSharding(mesh, PartitionSpec(_AXIS))
-    constrain = lambda tree: (  # noqa: E731
-        tree
-        if mesh.size == 1
-        else jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, batch), tree)
-    )
-    return _member_vjp(out, cotangents, dyn, fn, static, constrain)
 
+    def constrain(tree):
+        if mesh.size == 1:
+            return tree
+        return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, batch), tree)
 
-def _member_vjp(out, cotangents, dyn, fn, static, constrain):
-    """The gradients of the batched solve, member by member on the vmap path."""
     # Symbolic zeros (None) of inexact outputs become zeros; others stay None
     # (also those of outputs that are None, such as a member's unused `Stop` fields).
     cotangents = jax.tree.map(
@@ -227,10 +205,17 @@ def _member_vjp(out, cotangents, dyn, fn, static, constrain):
         is_leaf=lambda x: x is None,
     )
     batched_dyn, shared_dyn = dyn
-    grad_batched, grad_shared = constrain(
-        _local_vjp(
-            (constrain(batched_dyn), shared_dyn), constrain(cotangents), fn, static
-        )
-    )
+
+    def member(batched_dyn, cotangent):
+        def f(dyn):
+            return fn(*_joined(dyn, static))
+
+        _, vjp = eqx.filter_vjp(f, (batched_dyn, shared_dyn))
+        (grad,) = vjp(cotangent)
+        return grad
+
+    # Per member, so the shared inputs' gradients are summed over the batch.
+    grads = jax.vmap(member)(constrain(batched_dyn), constrain(cotangents))
+    grad_batched, grad_shared = constrain(grads)
     grad_shared = jax.tree.map(lambda g: jnp.sum(g, axis=0), grad_shared)
     return grad_batched, grad_shared

@@ -124,10 +124,8 @@ def _files_missing(group, kind: str, name: str, chunk: int) -> bool:
     return root is not None and not (Path(root) / kind / name / key).is_file()
 
 
-def bad_chunks(
-    group, manifest: Mapping[str, Any], bounds, *, inputs: bool = True
-) -> list[int]:
-    """The completed chunks failing their checksums (outputs; with `inputs`, inputs)."""
+def bad_chunks(group, manifest: Mapping[str, Any], bounds) -> list[int]:
+    """The chunks failing their checksums: a completed chunk's outputs, any inputs."""
     sums = manifest.get("checksums", {})
     canonical = manifest.get("checksum_form") == CHECKSUM_FORM
     names = list(group["outputs"].array_keys())
@@ -148,7 +146,7 @@ def bad_chunks(
             ok = False
         if not ok:
             bad.add(chunk)
-    input_sums = manifest.get("input_checksums", {}) if inputs else {}
+    input_sums = manifest.get("input_checksums", {})
     if input_sums:
         input_names = array_names(group["inputs"])
         for chunk, expected in input_sums.items():

@@ -111,23 +111,15 @@ def stream(
         name: jax.ShapeDtypeStruct(x.shape[1:], dtype_of(x))
         for name, x in inputs.items()
     }
+    attrs = dict(attrs or {})
     if backend is None:
         shapes = jax.eval_shape(fn, member)
-    else:
-        shapes = jax.eval_shape(fn.deferring(), Rows.of(member))[0]
-    if not isinstance(shapes, Mapping) or not all(isinstance(k, str) for k in shapes):
-        raise ValueError(
-            f"`fn` must return a dict of arrays keyed by name, got {type(shapes)}."
-        )
-    outputs = {k: (tuple(v.shape), v.dtype) for k, v in shapes.items()}
-    attrs = dict(attrs or {})
-    attrs["outputs"] = {k: [list(s), np.dtype(d).str] for k, (s, d) in outputs.items()}
-    if backend is None:
 
         def compute(batched):
             return sharded_map(apply, batched, fn, chunk_size, devices)
 
     else:
+        shapes = jax.eval_shape(fn.deferring(), Rows.of(member))[0]
         # An option the kernel does not support (backend="kernel") is an error
         # before the store is touched.
         chosen = _backend_of(
@@ -137,6 +129,12 @@ def stream(
         def compute(batched):
             return chosen.run(fn, Rows.of(batched), chunk_size, devices)
 
+    if not isinstance(shapes, Mapping) or not all(isinstance(k, str) for k in shapes):
+        raise ValueError(
+            f"`fn` must return a dict of arrays keyed by name, got {type(shapes)}."
+        )
+    outputs = {k: (tuple(v.shape), v.dtype) for k, v in shapes.items()}
+    attrs["outputs"] = {k: [list(s), np.dtype(d).str] for k, (s, d) in outputs.items()}
     writer = jax.process_index() == 0
     kwargs = dict(
         size=size, chunk_size=chunk_size, inputs=inputs, outputs=outputs, attrs=attrs

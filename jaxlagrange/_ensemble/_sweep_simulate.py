@@ -14,7 +14,6 @@ from .._options import GivenOptions, checked_options
 from .._results import code_of
 from .._system import USER_FUNCTIONS, LagrangianSystem
 from .._trajectory import Trajectory
-from ._backend import check_backend
 from ._identity import code_digest, describe, physics_digest
 from ._inputs import batch_size, override
 from ._member import AbstractMember, swept_params
@@ -53,16 +52,12 @@ class SimulateSweepMember(AbstractMember):
         out = (
             {"q": traj.q, "qd": traj.qd} if self.observe is None else self.observe(traj)
         )
-        if not isinstance(out, Mapping):
+        if not isinstance(out, Mapping) or not {"result", "t_final"}.isdisjoint(out):
+            got = list(out) if isinstance(out, Mapping) else type(out)
             raise ValueError(
-                "`observe` must return a dict of arrays keyed by name, got "
-                f"{type(out)}."
+                "`observe` must return a dict of arrays keyed by name, without the "
+                f"reserved keys 'result' and 't_final', got {got}."
             )
-        for reserved in ("result", "t_final"):
-            if reserved in out:
-                raise ValueError(
-                    f"`observe` may not return the reserved key {reserved!r}."
-                )
         return {**out, "result": code_of(traj.result), "t_final": traj.t_final}
 
 
@@ -118,21 +113,11 @@ def simulate_sweep(
     ```
     """
     options = checked_options("simulate_sweep", simulate_options)
-    block_size = check_backend(backend, block_size)
     # Arrays (memmaps, Zarr arrays) stay as they are, read chunk by chunk.
-    q0, qd0 = (
-        np.asarray(q0) if np.ndim(q0) < 2 or not hasattr(q0, "shape") else q0,
-        np.asarray(qd0) if np.ndim(qd0) < 2 or not hasattr(qd0, "shape") else qd0,
-    )
+    q0, qd0 = (x if hasattr(x, "shape") else np.asarray(x) for x in (q0, qd0))
     flat = {} if params is None else _flatten_params(params)
     flat = {k: v if hasattr(v, "shape") else np.asarray(v) for k, v in flat.items()}
-    shapes = {k: jax.ShapeDtypeStruct(np.shape(v), v.dtype) for k, v in flat.items()}
-    size = batch_size(
-        system,
-        jax.ShapeDtypeStruct(q0.shape, q0.dtype),
-        jax.ShapeDtypeStruct(qd0.shape, qd0.dtype),
-        None if params is None else shapes,
-    )
+    size = batch_size(system, q0, qd0, None if params is None else flat)
     if params is not None:
         # Shapes and keys only: checked on the first member.
         first = {f"params/{k}": np.asarray(v[:1]) for k, v in flat.items()}

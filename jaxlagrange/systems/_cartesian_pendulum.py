@@ -4,7 +4,7 @@ import jax.numpy as jnp
 
 from .._system import LagrangianSystem
 from ._double_pendulum import bobs
-from ._registry import ReadySystem, initial_state, merge_params, register
+from ._registry import ReadySystem, initial_state, merge_params, origin_and_q, register
 
 
 _DEFAULTS = {"m": 1.0, "l": 1.0, "g": 9.81}
@@ -20,11 +20,6 @@ def _rod(q, t, params):
     # Polynomial, so differentiable everywhere (no norm); divided by 2l so that
     # |∇g| = 1 on the circle and λ is the force of the rod along q/l.
     return jnp.stack([(q[0] ** 2 + q[1] ** 2 - length**2) / (2 * length)])
-
-
-def _points(q, t, params):
-    """The pivot and the bob."""
-    return jnp.stack([jnp.zeros_like(q), q])
 
 
 @register("cartesian_pendulum", units=("m", "m"), point_names=("pivot", "bob"))
@@ -58,7 +53,7 @@ def cartesian_pendulum(params=None, *, q0=None, qd0=None) -> ReadySystem:
     q0, qd0 = initial_state("cartesian_pendulum", q0, qd0, default, [0.0, 0.0])
     system = LagrangianSystem(_lagrangian, params=params, holonomic=_rod)
     return ReadySystem(
-        system, q0, qd0, "cartesian_pendulum", ("x", "y"), points=_points
+        system, q0, qd0, "cartesian_pendulum", ("x", "y"), points=origin_and_q
     )
 
 
@@ -79,11 +74,6 @@ def _rods(q, t, params):
     return jnp.stack(
         [(q[0] ** 2 + q[1] ** 2 - l1**2) / (2 * l1), (dx**2 + dy**2 - l2**2) / (2 * l2)]
     )
-
-
-def _double_points(q, t, params):
-    """The pivot and the two bobs."""
-    return jnp.concatenate([jnp.zeros((1, 2), q.dtype), q.reshape(2, 2)])
 
 
 @register(
@@ -127,5 +117,5 @@ def cartesian_double_pendulum(params=None, *, q0=None, qd0=None) -> ReadySystem:
         qd0,
         "cartesian_double_pendulum",
         ("x₁", "y₁", "x₂", "y₂"),
-        points=_double_points,
+        points=origin_and_q,
     )

@@ -10,13 +10,9 @@ from ._registry import ReadySystem, initial_state, merge_params, register
 _DEFAULTS = {"I1": 1.0, "I2": 2.0, "I3": 3.0}
 
 
-def _rotation(p, t):
-    return rigid.quaternion_to_matrix(p)
-
-
 def _lagrangian(p, pd, t, params):
     inertia = jnp.stack([params["I1"], params["I2"], params["I3"]])
-    # ½ ωᵀ I ω, ω = `rigid.angular_velocity` of `_rotation` in closed form.
+    # ½ ωᵀ I ω, ω = `rigid.angular_velocity` of `quaternion_to_matrix` in closed form.
     omega = rigid.quaternion_angular_velocity(p, pd)
     kinetic = 0.5 * jnp.sum(inertia * omega**2)
     # The norm direction gets the mean moment: M = 4(GᵀIG + J ppᵀ) is then
@@ -27,7 +23,7 @@ def _lagrangian(p, pd, t, params):
 
 def _points(p, t, params):
     """The principal axes as a path: +e₁, centre, +e₂, centre, +e₃ (lengths ∝ I)."""
-    axes = _rotation(p, t)
+    axes = rigid.quaternion_to_matrix(p)
     moments = jnp.stack([params["I1"], params["I2"], params["I3"]])
     tips = (axes * (moments / jnp.max(moments))).T  # one tip per row
     centre = jnp.zeros(3, p.dtype)

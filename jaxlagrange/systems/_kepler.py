@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 
 from .._system import LagrangianSystem
-from ._registry import ReadySystem, initial_state, merge_params, register
+from ._registry import ReadySystem, initial_state, merge_params, origin_and_q, register
 
 
 _DEFAULTS = {"mu": 1.0, "m": 1.0, "eps": 0.0}
@@ -21,11 +21,6 @@ def _inverse_distance(q, eps):
 def _lagrangian(q, qd, t, params):
     mu, m = params["mu"], params["m"]
     return 0.5 * m * jnp.sum(qd**2) + m * mu * _inverse_distance(q, params["eps"])
-
-
-def _points(q, t, params):
-    """The centre of attraction and the orbiting mass."""
-    return jnp.stack([jnp.zeros_like(q), q])
 
 
 @register("kepler", units=("m", "m"), point_names=("centre", "body"))
@@ -58,4 +53,4 @@ def kepler(params=None, *, q0=None, qd0=None) -> ReadySystem:
     params = merge_params("kepler", _DEFAULTS, params)
     q0, qd0 = initial_state("kepler", q0, qd0, [1.0, 0.0], [0.0, 1.5**0.5])
     system = LagrangianSystem(_lagrangian, params=params)
-    return ReadySystem(system, q0, qd0, "kepler", ("x", "y"), points=_points)
+    return ReadySystem(system, q0, qd0, "kepler", ("x", "y"), points=origin_and_q)

@@ -157,6 +157,12 @@ def make(name: str, **kwargs) -> ReadySystem:
     return get(name)(**kwargs)
 
 
+def origin_and_q(q, t, params):
+    """The points of a system whose coordinates are points' in the plane, (x₁, y₁,
+    x₂, y₂, ...): the origin (a pivot, an axis, a centre of attraction), then them."""
+    return jnp.concatenate([jnp.zeros((1, 2), q.dtype), q.reshape(-1, 2)])
+
+
 # Params that are physical only when positive (masses, lengths, radii, stiffnesses,
 # the gravitational parameter, principal moments), and restitution coefficients.
 _POSITIVE = frozenset(

@@ -3,7 +3,7 @@
 import jax.numpy as jnp
 
 from .._system import LagrangianSystem
-from ._registry import ReadySystem, initial_state, merge_params, register
+from ._registry import ReadySystem, initial_state, merge_params, origin_and_q, register
 
 
 _DEFAULTS = {"m": 1.0, "omega": 1.0}
@@ -17,11 +17,6 @@ def _on_rod(q, t, params):
     angle = params["omega"] * t
     # The signed distance from the rod, which points along (cos ωt, sin ωt).
     return jnp.stack([q[1] * jnp.cos(angle) - q[0] * jnp.sin(angle)])
-
-
-def _points(q, t, params):
-    """The rod's axis at the origin and the bead."""
-    return jnp.stack([jnp.zeros_like(q), q])
 
 
 @register("rotating_rod", units=("m", "m"), point_names=("axis", "bead"))
@@ -57,4 +52,4 @@ def rotating_rod(params=None, *, q0=None, qd0=None) -> ReadySystem:
     params = merge_params("rotating_rod", _DEFAULTS, params)
     q0, qd0 = initial_state("rotating_rod", q0, qd0, [1.0, 0.0], [0.0, params["omega"]])
     system = LagrangianSystem(_lagrangian, params=params, holonomic=_on_rod)
-    return ReadySystem(system, q0, qd0, "rotating_rod", ("x", "y"), points=_points)
+    return ReadySystem(system, q0, qd0, "rotating_rod", ("x", "y"), points=origin_and_q)

@@ -216,8 +216,7 @@ def undetermined(names: list[str]) -> list[str]:
             out.append(name)
             continue
         b = index.rstrip("]")
-        fields = ["inertia"] + ["ipos"] * (head[0] == "m") + ["mass"] * (head == "m")
-        out += [f"body_mass[{b}]"] * (head == "m") + [
-            f"body_{f}[{b}, {k}]" for f in fields if f != "mass" for k in range(3)
-        ]
+        fields = ["inertia", "ipos"] if head[0] == "m" else ["inertia"]
+        out += [f"body_mass[{b}]"] * (head == "m")
+        out += [f"body_{f}[{b}, {k}]" for f in fields for k in range(3)]
     return out

@@ -6,6 +6,7 @@ arguments."""
 from collections.abc import Collection, Mapping
 from typing import Any
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -84,16 +85,6 @@ def _log(x):
     return jnp.log(x) if traced(x) else np.log(np.asarray(x))
 
 
-def _decode(unknowns, fixed, positive) -> Params:
-    values = jtu.tree_map(
-        lambda u, p: None if u is None else (jnp.exp(u) if p else u),
-        unknowns,
-        positive,
-        is_leaf=lambda x: x is None,
-    )
-    return eqx.combine(values, fixed)
-
-
 class Problem(eqx.Module):
     """Everything the loss needs besides the unknowns."""
 
@@ -105,47 +96,48 @@ class Problem(eqx.Module):
     fit_initial_state: bool = eqx.field(static=True)
     continuity_weight: Any
     options: dict
+    sigma_given: bool = eqx.field(static=True)  # every `Observations` has `sigma`
 
     @property
     def total(self):
         """The summed weights of all observed quantities."""
-        return sum(
-            layout.total * (1 if layout.qd is None else 2) for layout in self.layouts
-        )
+        return sum(layout.total * layout.kinds for layout in self.layouts)
 
     @property
     def count(self):
         """N, the number of observed quantities weighted > 0 (dof: N − P)."""
-        return sum(
-            layout.count * (1 if layout.qd is None else 2) for layout in self.layouts
-        )
+        return sum(layout.count * layout.kinds for layout in self.layouts)
 
     def decoded(self, theta):
         """The params, and the segment starts of each observed trajectory."""
         unknowns, starts = theta
-        params = _decode(unknowns, self.fixed, self.positive)
+        values = jtu.tree_map(
+            lambda u, p: None if u is None else (jnp.exp(u) if p else u),
+            unknowns,
+            self.positive,
+            is_leaf=lambda x: x is None,
+        )
         if not self.fit_initial_state:
             # The held initial state is not an unknown: only the later segments'.
             starts = [
                 (jnp.concatenate([q0[None], q]), jnp.concatenate([qd0[None], qd]))
                 for (q, qd), (q0, qd0) in zip(starts, self.initial, strict=True)
             ]
-        return params, starts
-
-    def unpack(self, theta):
-        """The system with the decoded params, and the segment starts."""
-        params, starts = self.decoded(theta)
-        return self.system.with_params(params), starts
+        return eqx.combine(values, self.fixed), starts
 
     def loss(self, theta):
         """The fit loss, and the result code of every solve."""
         r, _, codes, _ = self.residuals(theta)
         return jnp.sum(r**2), codes
 
+    def forward(self) -> "Problem":
+        """The problem with its solves differentiated in forward mode."""
+        return eqx.tree_at(lambda p: p.options["adjoint"], self, diffrax.ForwardMode())
+
     def residuals(self, theta, diagnose: bool = False):
-        system, starts = self.unpack(theta)
+        params, starts = self.decoded(theta)
         return residuals(
-            system,
+            self.system.with_params(params),
             self.layouts,
             starts,
             self.continuity_weight,
@@ -257,6 +249,7 @@ def prepare(
         fit_initial_state,
         weight * 1.0,
         options,
+        all(d.sigma is not None for d in data),
     )
     starts = [
         layout.starts if fit_initial_state else tuple(x[1:] for x in layout.starts)
@@ -289,21 +282,17 @@ def check_given_starts(system, params, trainable, data, layouts) -> None:
     """Refuse a held start off the constraints that no fitted param moves."""
     # No param reaches it, and the fit, from its projection, is biased by the
     # distance; where a fitted param moves the constraints, the distance fits it.
-    for i, obs in enumerate(data):
+    fitted, held = eqx.partition(params, trainable)
+    for i, (obs, layout) in enumerate(zip(data, layouts, strict=True)):
         # A first sample masked by a zero weight (an outlier) is still the held
         # start, q0 = q[0].
-        w = None if obs.weights is None else np.asarray(obs.weights)
-        if obs.q0 is None and w is not None and not np.all(w[0] > 0):
+        if obs.q0 is None and not np.all(layout.weight[0, 0] > 0):
             raise ValueError(
                 f"the first sample of data[{i}] has weight 0, but it is the held "
                 "initial state (q0 = q[0] when none is given): give `q0` (and "
                 "`qd0`), or fit it (`fit_initial_state`)."
             )
-    if not system.constraints.positional:
-        return
-    fitted, held = eqx.partition(params, trainable)
-    for i, (obs, layout) in enumerate(zip(data, layouts, strict=True)):
-        if obs.q0 is None:
+        if obs.q0 is None or not system.constraints.positional:
             continue
         q0, t0 = jnp.asarray(layout.starts[0][0]), jnp.asarray(layout.ts[0, 0])
 

@@ -56,19 +56,15 @@ def data_scale(data) -> float:
     return float(np.sqrt(np.mean(np.concatenate(spreads) ** 2)))
 
 
-def quality(data, layouts, chi, raw, total, count, unknowns: int) -> FitQuality:
+def quality(data, problem, chi, raw, unknowns: int) -> FitQuality:
     """A fit's misfit: χ²_red, RMS residual, data spread, and a warning when far off."""
-    sigma_given = all(d.sigma is not None for d in data)
-    chi2 = float(total) * float(chi)
-    dof = max(float(count) - unknowns, 1.0)
-    weights = sum(float(layout.total) for layout in layouts)
+    dof, weights = _counts(problem, unknowns)
     rms = math.sqrt(max(float(raw), 0.0) / weights)
     scale = data_scale(data)
-    chi2_red = chi2 / dof if sigma_given else None
+    chi2_red = float(problem.total) * float(chi) / dof if problem.sigma_given else None
     warning = None
     if chi2_red is not None:
-        limit = max(_CHI2_FACTOR, 1.0 + 5.0 * math.sqrt(2.0 / dof))
-        if not chi2_red <= limit:
+        if not chi2_red <= _limit(dof):
             warning = (
                 f"jl.fit: poor fit: the reduced χ² is {chi2_red:.4g}, far above 1 "
                 f"(the residuals are {math.sqrt(chi2_red):.3g} times the noise σ; "
@@ -86,13 +82,23 @@ def quality(data, layouts, chi, raw, total, count, unknowns: int) -> FitQuality:
     return FitQuality(chi2_red, rms, scale, warning)
 
 
-def hopeless_loss(data, layouts, total, count, unknowns: int) -> float:
+def hopeless_loss(data, problem, unknowns: int) -> float:
     """The loss above which a fit that no longer improves stops as stalled."""
-    dof = max(float(count) - unknowns, 1.0)
-    if all(d.sigma is not None for d in data):
-        return 10 * max(_CHI2_FACTOR, 1.0 + 5.0 * math.sqrt(2.0 / dof)) * dof / total
-    weights = sum(float(layout.total) for layout in layouts)
-    return (4 * _RELATIVE * data_scale(data)) ** 2 * weights / float(total)
+    dof, weights = _counts(problem, unknowns)
+    if problem.sigma_given:
+        return 10 * _limit(dof) * dof / problem.total
+    return (4 * _RELATIVE * data_scale(data)) ** 2 * weights / float(problem.total)
+
+
+def _counts(problem, unknowns: int) -> tuple[float, float]:
+    """The degrees of freedom N − P (at least 1), the coordinates' summed weights."""
+    weights = sum(float(layout.total) for layout in problem.layouts)
+    return max(float(problem.count) - unknowns, 1.0), weights
+
+
+def _limit(dof: float) -> float:
+    """The largest χ²_red of a fit that is not poor."""
+    return max(_CHI2_FACTOR, 1.0 + 5.0 * math.sqrt(2.0 / dof))
 
 
 def flat_names(trained) -> list[str]:

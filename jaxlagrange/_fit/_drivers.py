@@ -184,16 +184,14 @@ def driver_of(
     )
 
 
-STALLED = (
-    "stalled: the loss fell by less than 0.1% over 25 steps, far above a good fit's"
-)
-
-
 def solver_message(code: int) -> str:
     """The optimistix result `code` in one line ("successful" for 0)."""
     messages = messages_of(optx.RESULTS)
     if code == -1:
-        return STALLED
+        return (
+            "stalled: the loss fell by less than 0.1% over 25 steps, far above a "
+            "good fit's"
+        )
     if code == 0:
         return "successful"
     if 0 < code < len(messages):

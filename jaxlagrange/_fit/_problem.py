@@ -29,8 +29,13 @@ def _bool_leaf(x) -> bool:
     return bool(x)
 
 
-def check_names(names, params: Mapping, what: str) -> None:
-    """A `ValueError` for `names` that are not keys of the dict `params`."""
+def check_names(names, params, what: str, instead: str) -> None:
+    """Refuse param `names` unless `params` is a dict that has them all."""
+    if not isinstance(params, Mapping):
+        raise ValueError(
+            f"`{what}` given by name needs dict params, but system.params is a "
+            f"{type(params).__name__}: {instead}."
+        )
     unknown = sorted(set(names) - set(params))
     if unknown:
         raise ValueError(
@@ -49,12 +54,7 @@ def mask(spec, params, name: str) -> Params:
     ):
         if isinstance(spec, str):
             spec = [spec]
-        if not isinstance(params, Mapping):
-            raise ValueError(
-                f"`{name}` as a collection of names needs dict params, but "
-                f"system.params is a {type(params).__name__}: pass a pytree of bools."
-            )
-        check_names(spec, params, name)
+        check_names(spec, params, name, "pass a pytree of bools")
         return type(params)(
             {k: jtu.tree_map(lambda _, k=k: k in spec, v) for k, v in params.items()}
         )
@@ -92,7 +92,6 @@ class Problem(eqx.Module):
     fixed: Params  # the non-trainable params (None at trainable leaves)
     positive: Params = eqx.field(static=True)
     layouts: list
-    initial: list  # the data's initial state of each observed trajectory
     fit_initial_state: bool = eqx.field(static=True)
     continuity_weight: Any
     options: dict
@@ -119,9 +118,10 @@ class Problem(eqx.Module):
         )
         if not self.fit_initial_state:
             # The held initial state is not an unknown: only the later segments'.
+            held = [layout.starts for layout in self.layouts]
             starts = [
-                (jnp.concatenate([q0[None], q]), jnp.concatenate([qd0[None], qd]))
-                for (q, qd), (q0, qd0) in zip(starts, self.initial, strict=True)
+                (jnp.concatenate([q0[:1], q]), jnp.concatenate([qd0[:1], qd]))
+                for (q, qd), (q0, qd0) in zip(starts, held, strict=True)
             ]
         return eqx.combine(values, self.fixed), starts
 
@@ -238,14 +238,12 @@ def prepare(
     layouts = [layout_of(d, segments) for d in data]
     if not fit_initial_state:
         check_given_starts(system, params, trainable, data, layouts)
-    firsts = [(layout.starts[0][0], layout.starts[1][0]) for layout in layouts]
     fixed = eqx.filter(params, trainable, inverse=True)
     problem = Problem(
         system,
         fixed,
         positive,
         layouts,
-        firsts,
         fit_initial_state,
         weight * 1.0,
         options,

@@ -219,11 +219,6 @@ def warn_not_converged(solver: str, result: str, steps: int) -> None:
 def start_params(starts, params, trainable) -> list[Any]:
     """The starting params of `fit(..., starts=...)`, each shaped like `params`."""
     if isinstance(starts, Mapping):
-        if not isinstance(params, Mapping):
-            raise ValueError(
-                "`starts` as a dict of names needs dict params, but system.params "
-                f"is a {type(params).__name__}: pass a list of params."
-            )
         sizes = {k: np.shape(v)[0] if np.ndim(v) else None for k, v in starts.items()}
         if not starts or None in sizes.values() or len(set(sizes.values())) != 1:
             raise ValueError(
@@ -253,8 +248,8 @@ def start_params(starts, params, trainable) -> list[Any]:
         )
     out = []
     for i, start in enumerate(starts):
-        if isinstance(start, Mapping) and isinstance(params, Mapping):
-            check_names(start, params, f"starts[{i}]")
+        if isinstance(start, Mapping):
+            check_names(start, params, f"starts[{i}]", "pass a list of params")
             start = type(params)({**params, **start})
         out.append(start)
     return out

@@ -12,7 +12,6 @@ import numpy as np
 import optimistix as optx
 from jax.flatten_util import ravel_pytree
 
-from .._custom_types import Array
 from .._results import code_of
 
 
@@ -27,11 +26,6 @@ def strong(tree):
         ),
         tree,
     )
-
-
-def _all_finite(tree) -> Array:
-    leaves = [jnp.all(jnp.isfinite(x)) for x in jtu.tree_leaves(tree)]
-    return jnp.stack(leaves).all() if leaves else jnp.array(True)
 
 
 @eqx.filter_jit
@@ -66,7 +60,7 @@ def _iterate(fn, solver, y0, steps: int, options: dict, on_step, hopeless, near)
 
     def terminate(y, state):
         done, result = solver.terminate(fn, y, None, options, state, tags)
-        finite = _all_finite(eqx.filter(y, eqx.is_array))
+        finite = jnp.all(jnp.isfinite(ravel_pytree(y)[0]))
         return done, optx.RESULTS.where(finite, result, optx.RESULTS.nonfinite)
 
     done, result = terminate(y0, state)
@@ -217,10 +211,15 @@ def _with_jacobian(problem, static):
 
 
 def decode_result(theta, problem, gauss_newton, trainable):
-    """The fitted params, segment starts, initial states, standard errors."""
+    """The fitted params, segment starts, initial states, standard errors (0: held)."""
     fitted, starts = problem.decoded(theta)
     firsts = [(q[0], qd[0]) for q, qd in starts]
-    return fitted, starts, firsts, standard_errors(gauss_newton[2], fitted, trainable)
+    _, unflatten = ravel_pytree(eqx.filter(fitted, trainable))
+    stderr = unflatten(jnp.sqrt(jnp.clip(jnp.diagonal(gauss_newton[2]), 0.0)))
+    zero = jtu.tree_map(
+        lambda x: jnp.zeros_like(x) if eqx.is_array(x) else None, fitted
+    )
+    return fitted, starts, firsts, eqx.combine(stderr, zero)
 
 
 def _jacobian(problem, y, static):
@@ -318,20 +317,6 @@ def unknowns(theta) -> int:
     """The number of unknowns: the size of `ravel_pytree` of theta's arrays."""
     return sum(
         int(np.size(x)) for x in jtu.tree_leaves(eqx.filter(theta, eqx.is_array))
-    )
-
-
-def standard_errors(covariance, fitted, trainable):
-    """Each param's standard error from the trained ones' covariance (0: held)."""
-    trained = eqx.filter(fitted, trainable)
-    _, unflatten = ravel_pytree(trained)
-    stderr = unflatten(jnp.sqrt(jnp.clip(jnp.diagonal(covariance), 0.0)))
-    return eqx.combine(
-        stderr,
-        jtu.tree_map(
-            lambda x: jnp.zeros_like(x) if eqx.is_array(x) else None,
-            eqx.filter(fitted, trainable, inverse=True),
-        ),
     )
 
 

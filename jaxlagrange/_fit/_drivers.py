@@ -186,7 +186,6 @@ def driver_of(
 
 def solver_message(code: int) -> str:
     """The optimistix result `code` in one line ("successful" for 0)."""
-    messages = messages_of(optx.RESULTS)
     if code == -1:
         return (
             "stalled: the loss fell by less than 0.1% over 25 steps, far above a "
@@ -194,9 +193,7 @@ def solver_message(code: int) -> str:
         )
     if code == 0:
         return "successful"
-    if 0 < code < len(messages):
-        return messages[code].split(". ")[0].strip().rstrip(".")
-    return f"optimistix result {code}"
+    return messages_of(optx.RESULTS)[code].split(". ")[0].strip().rstrip(".")
 
 
 def _check_finite(problem, steps, losses, loss, grad_finite, theta, codes, k) -> None:

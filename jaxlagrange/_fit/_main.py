@@ -336,7 +336,7 @@ def _fit_from(system, data, params, *, driver, **settings) -> FitResult:
     if covariance is None:  # the optax path, or past _COVARIANCE_MAX
         covariance, decoded = covariance_of(theta, problem, setup, trainable)
     final, chi, covariance, raw, dead, precision = covariance
-    fitted, segment_starts, firsts, stderr = decoded
+    fitted, segment_starts, (q0, qd0), stderr = decoded
     consistent = isinstance(fitted, _consistent.Inertial)
     if consistent:
         fitted, trainable, stderr, covariance, precision, dead, names = (
@@ -350,7 +350,6 @@ def _fit_from(system, data, params, *, driver, **settings) -> FitResult:
     if consistent:
         weak_names = _consistent.undetermined(weak_names)
     stderr = _undetermined(stderr, trainable, weak_names)
-    q0, qd0 = (list(x) for x in zip(*firsts, strict=True))
     misfit = quality(data, problem, chi, raw, unknowns(theta))
     if misfit.warning is not None:
         warnings.warn(misfit.warning, UserWarning, stacklevel=3)

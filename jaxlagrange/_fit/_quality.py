@@ -45,11 +45,8 @@ def data_scale(data) -> float:
     spreads = []
     for d in data:
         q = np.asarray(d.q)
-        used = np.ones(q.shape, bool)
-        if d.weights is not None:
-            used = np.broadcast_to(
-                np.asarray(d.weights).reshape(q.shape[0], -1) > 0, q.shape
-            )
+        w = np.ones(q.shape[0]) if d.weights is None else np.asarray(d.weights)
+        used = np.broadcast_to(w.reshape(q.shape[0], -1) > 0, q.shape)
         for j in range(q.shape[1]):
             column = q[used[:, j], j]
             spreads.append(column - column.mean() if column.size else column)

@@ -213,7 +213,7 @@ def _with_jacobian(problem, static):
 def decode_result(theta, problem, gauss_newton, trainable):
     """The fitted params, segment starts, initial states, standard errors (0: held)."""
     fitted, starts = problem.decoded(theta)
-    firsts = [(q[0], qd[0]) for q, qd in starts]
+    firsts = [q[0] for q, _ in starts], [qd[0] for _, qd in starts]
     _, unflatten = ravel_pytree(eqx.filter(fitted, trainable))
     stderr = unflatten(jnp.sqrt(jnp.clip(jnp.diagonal(gauss_newton[2]), 0.0)))
     zero = jtu.tree_map(

@@ -195,10 +195,8 @@ def prepare(
     trainable = mask(True if trainable is None else trainable, params, "trainable")
     integers = [
         jtu.keystr(path)
-        for (path, x), t in zip(
-            jtu.tree_leaves_with_path(params), jtu.tree_leaves(trainable), strict=True
-        )
-        if t and eqx.is_array(x) and not eqx.is_inexact_array(x)
+        for path, x in jtu.tree_leaves_with_path(eqx.filter(params, trainable))
+        if eqx.is_array(x) and not eqx.is_inexact_array(x)
     ]
     if integers and explicit:
         raise ValueError(
@@ -210,13 +208,9 @@ def prepare(
     )
     trainable = _driven(params, trainable, data, explicit)
     positive = mask(False if positive is None else positive, params, "positive")
-    for (path, x), t, p in zip(
-        jtu.tree_leaves_with_path(params),
-        jtu.tree_leaves(trainable),
-        jtu.tree_leaves(positive),
-        strict=True,
-    ):
-        if t and p and not np.all(np.asarray(x) > 0):
+    both = jtu.tree_map(lambda t, p: t and p, trainable, positive)
+    for path, x in jtu.tree_leaves_with_path(eqx.filter(params, both)):
+        if not np.all(np.asarray(x) > 0):
             raise ValueError(
                 f"positive param {jtu.keystr(path)} must start > 0 (it is fitted "
                 f"as its logarithm), got {np.asarray(x)}."

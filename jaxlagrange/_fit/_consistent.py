@@ -172,11 +172,8 @@ def reported(fitted: Inertial, trainable, stderr, covariance, precision, dead):
     keep = ~np.asarray(dead)
     precision = inverse.T @ (precision * keep[:, None] * keep[None, :]) @ inverse
     dead = np.concatenate([np.zeros(size, bool), np.asarray(dead)[size:]])
-    bodies = range(1, nb + 1)
-    if theta.ndim == 1:
-        names = [f"body_mass[{b}]" for b in bodies]
-    else:
-        names = [f"{n}[{b}]" for b in bodies for n in _STANDARD]
+    standard = ("body_mass",) if theta.ndim == 1 else _STANDARD
+    names = [f"{n}[{b}]" for b in range(1, nb + 1) for n in standard]
     names += flat_names(eqx.filter(rest, trainable.rest))
 
     def observed(x):  # the mass, centre and principal moments of each body
@@ -216,8 +213,7 @@ def undetermined(names: list[str]) -> list[str]:
             out.append(name)
             continue
         b = index.rstrip("]")
-        fields = ["inertia"] + ["ipos"] * (head[0] == "m") + ["mass"] * (head == "m")
-        out += [f"body_mass[{b}]"] * (head == "m") + [
-            f"body_{f}[{b}, {k}]" for f in fields if f != "mass" for k in range(3)
-        ]
+        fields = ["inertia", "ipos"] if head[0] == "m" else ["inertia"]
+        out += [f"body_mass[{b}]"] * (head == "m")
+        out += [f"body_{f}[{b}, {k}]" for f in fields for k in range(3)]
     return out

@@ -12,7 +12,6 @@ import time
 from functools import partial
 from typing import Any, NamedTuple
 
-import diffrax
 import equinox as eqx
 import numpy as np
 import optax
@@ -62,18 +61,12 @@ class LeastSquares(AbstractDriver):
     def run(self, theta, problem, setup, trainable, hopeless) -> Solved:
         start = time.perf_counter()
         # Forward mode costs one tangent per unknown, reverse one cotangent per
-        # residual: few unknowns (physical params, segment starts) go forward. A
-        # minimiser takes the gradient of the scalar loss, and Dogleg the
-        # gradient Jᵀr: both transpose the Jacobian, which needs reverse mode.
+        # residual: few unknowns (physical params, segment starts) go forward.
         mode = {"forward": "fwd", "reverse": "bwd"}.get(self.jacobian)
-        if isinstance(self.solver, (optx.AbstractMinimiser, optx.Dogleg)):
-            mode = "bwd"
-        elif mode is None:
+        if mode is None:
             mode = "fwd" if unknowns(theta) <= _FORWARD_MAX else "bwd"
         if mode == "fwd" and self.forward_adjoint:
-            problem = eqx.tree_at(
-                lambda p: p.options["adjoint"], problem, diffrax.ForwardMode()
-            )
+            problem = problem.forward()
         # One traced program, the decoding of its result in it: no eager steps
         # (each a small compile) after it.
         (theta, losses, last, codes, code, count, gauss_newton), decoded = (
@@ -100,9 +93,7 @@ class LeastSquares(AbstractDriver):
                 f"{time.perf_counter() - start:.1f} s (compile included)",
                 flush=True,
             )
-        named = partial(problem.named_codes, theta, codes)
-        max_steps = problem.options["max_steps"]
-        _check_finite(float(last), True, named, count, count, losses, max_steps)
+        _check_finite(problem, count, losses, float(last), True, theta, codes, count)
         result = solver_message(code)
         return Solved(
             theta, losses, count, code == 0, result, gauss_newton, decoded, code != 0
@@ -123,14 +114,13 @@ class Optax(AbstractDriver):
     def run(self, theta, problem, setup, trainable, hopeless) -> Solved:
         # No `hopeless` stop: an optax fit may cross a plateau.
         start, steps, losses = time.perf_counter(), self.steps, np.empty(self.steps)
-        max_steps = problem.options["max_steps"]
-        check = partial(_check_finite, steps=steps, losses=losses, max_steps=max_steps)
+        check = partial(_check_finite, problem, steps, losses)
         optimizer = optax.with_extra_args_support(self.optimizer)
         opt_state = strong(optimizer.init(eqx.filter(theta, eqx.is_array)))
         bar = progress_bar(steps, enabled=self.progress, unit="step")
         try:
             for k in range(steps):
-                new_theta, new_state, loss, codes, grad_finite, _ = optax_step(
+                new_theta, new_state, loss, codes, gradient = optax_step(
                     theta, opt_state, problem, optimizer
                 )
                 loss = float(loss)
@@ -140,8 +130,7 @@ class Optax(AbstractDriver):
                         f"{time.perf_counter() - start:.1f} s",
                         file=sys.stderr,
                     )
-                named = partial(problem.named_codes, theta, codes)
-                check(loss, bool(grad_finite), named, k)
+                check(loss, bool(np.isfinite(gradient)), theta, codes, k)
                 losses[k] = loss
                 theta, opt_state = new_theta, new_state
                 if self.callback is not None:
@@ -150,8 +139,8 @@ class Optax(AbstractDriver):
                 bar.update()
         finally:
             bar.close()
-        final, codes, _, gradient = optax_step(theta, opt_state, problem, optimizer)[2:]
-        check(float(final), True, partial(problem.named_codes, theta, codes), steps)
+        final, codes, gradient = optax_step(theta, opt_state, problem, optimizer)[2:]
+        check(float(final), True, theta, codes, steps)
         # optax has no stopping rule: converged means the gradient vanished.
         converged = bool(gradient <= 1e-6)
         result = "converged" if converged else "ran all steps"
@@ -181,47 +170,42 @@ def driver_of(
             "solver (e.g. optimistix.LevenbergMarquardt) or an optimistix minimiser "
             f"(e.g. optimistix.BFGS), got {type(optimizer).__name__}."
         )
-    if jacobian == "forward" and isinstance(
-        optimizer, (optx.AbstractMinimiser, optx.Dogleg)
-    ):
-        raise ValueError(
-            f"{type(optimizer).__name__} needs reverse-mode derivatives: "
-            "use jacobian='reverse' or 'auto'."
-        )
+    # A minimiser takes the gradient of the scalar loss, and Dogleg the
+    # gradient Jᵀr: both transpose the Jacobian, which needs reverse mode.
+    if isinstance(optimizer, (optx.AbstractMinimiser, optx.Dogleg)):
+        if jacobian == "forward":
+            raise ValueError(
+                f"{type(optimizer).__name__} needs reverse-mode derivatives: "
+                "use jacobian='reverse' or 'auto'."
+            )
+        jacobian = "reverse"
     return LeastSquares(
         optimizer, steps, progress, jacobian, adjoint is None, callback, near
     )
 
 
-STALLED = (
-    "stalled: the loss fell by less than 0.1% over 25 steps, far above a good fit's"
-)
-
-
 def solver_message(code: int) -> str:
     """The optimistix result `code` in one line ("successful" for 0)."""
-    messages = messages_of(optx.RESULTS)
     if code == -1:
-        return STALLED
+        return (
+            "stalled: the loss fell by less than 0.1% over 25 steps, far above a "
+            "good fit's"
+        )
     if code == 0:
         return "successful"
-    if 0 < code < len(messages):
-        return messages[code].split(". ")[0].strip().rstrip(".")
-    return f"optimistix result {code}"
+    return messages_of(optx.RESULTS)[code].split(". ")[0].strip().rstrip(".")
 
 
-def _check_finite(loss, grad_finite, codes, k, steps, losses, max_steps) -> None:
-    """Raise if the loss or its gradient is not finite, naming the solves' codes."""
+def _check_finite(problem, steps, losses, loss, grad_finite, theta, codes, k) -> None:
+    """Raise if the loss or its gradient at `theta` is not finite, naming the solves'."""
     if np.isfinite(loss) and grad_finite:
         return
-    if callable(codes):
-        codes = codes()
     what = "loss" if not np.isfinite(loss) else "gradient of the loss"
     where = f"at step {k}" if k < steps else "after the last step"
-    codes = np.asarray(codes)
+    codes = problem.named_codes(theta, codes)
     failed = codes != 0
     if failed.any():
-        message = result_messages(max_steps)[int(codes[failed][0])]
+        message = result_messages(problem.options["max_steps"])[int(codes[failed][0])]
         # (The segments' solves take fit's `max_steps`.)
         message = message.replace(
             "jl.simulate(..., max_steps=", "jl.fit(..., max_steps="

@@ -14,6 +14,7 @@ of save times (the padding is masked out of the loss).
 """
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import diffrax
@@ -132,8 +133,7 @@ class Observations(eqx.Module):
             x = getattr(self, name)
             if x is not None and not right(x.shape):
                 raise ValueError(f"`{name}` {what}, got {x.shape}.")
-        w, s = self.weights, self.sigma
-        if self.sigma_qd is not None and (self.qd is None or s is None):
+        if self.sigma_qd is not None and (self.qd is None or self.sigma is None):
             raise ValueError(
                 "`sigma_qd` is the noise of the observed velocities `qd` beside that "
                 "of `q`: it needs `qd` and `sigma`."
@@ -157,9 +157,8 @@ class Observations(eqx.Module):
                 f"`ts` must be strictly increasing, but ts[{i}] = {known['ts'][i]} "
                 f"and ts[{i + 1}] = {known['ts'][i + 1]}."
             )
-        if w is not None and (
-            np.any(known["weights"] < 0) or not known["weights"].any()
-        ):
+        w = known["weights"]
+        if w is not None and (np.any(w < 0) or not w.any()):
             raise ValueError("`weights` must be >= 0 and not all zero.")
         for name in ("sigma", "sigma_qd"):
             if given[name] is None:
@@ -197,6 +196,11 @@ class _Layout(eqx.Module):
     starts: tuple[np.ndarray, np.ndarray]  # (K, n) each: the data's segment starts
     scale_qd: np.ndarray  # (n,): 1 / sigma_qd², of the velocities' residuals
     hold: tuple[np.ndarray, np.ndarray] | None  # (ts, ctrl) of a driven experiment
+
+    @property
+    def kinds(self) -> int:
+        """The observed quantities per weight: q, and qd where observed."""
+        return 1 if self.qd is None else 2
 
 
 def layout_of(obs: Observations, segments: int) -> _Layout:
@@ -288,12 +292,10 @@ def _pieces(system, layout: _Layout, starts, options, diagnose: bool):
     residuals = [(root * (traj.q - layout.q)).ravel()]
     # Σ w (q̂ − q)²: the coordinates' misfit in the data's units.
     raw = jnp.sum(layout.weight / layout.scale * (traj.q - layout.q) ** 2)
-    total = layout.total
     # The velocities' residuals and gaps in units of their own noise, σ_qd.
     to_qd = jnp.sqrt(layout.scale_qd / layout.scale)
     if layout.qd is not None:
         residuals.append((root * to_qd * (traj.qd - layout.qd)).ravel())
-        total = 2 * total
     rows = jnp.arange(q0s.shape[0])
     q_end, qd_end = traj.q[rows, layout.ends], traj.qd[rows, layout.ends]
     scale, scale_qd = jnp.sqrt(layout.scale), jnp.sqrt(layout.scale_qd)
@@ -310,35 +312,34 @@ def _pieces(system, layout: _Layout, starts, options, diagnose: bool):
             (scale_qd * (begins[1][0] - qd0s[0])).ravel(),
         ]
     code = code_of(traj.result)
-    return residuals, gaps, total, code, raw
+    return residuals, gaps, code, raw
 
 
 def residuals(system, layouts, starts, continuity_weight, options, diagnose=False):
     """The residuals r (Σ r² the fit loss), data share, result codes and raw misfit."""
     data, gaps, codes = [], [], []
-    total, count, raw = 0.0, 0, 0.0
+    count, raw = 0, 0.0
     # Experiments of one shape are solved as one batch (vmap): one trace, one
     # compiled solve, however many there are.
     groups: dict[Any, list[int]] = {}
     for i, layout in enumerate(layouts):
         shapes = jtu.tree_map(np.shape, (layout, starts[i]))
         groups.setdefault(str(shapes), []).append(i)
+    pieces = jax.vmap(partial(_pieces, system, options=options, diagnose=diagnose))
+    stack = lambda *x: jnp.stack(x)  # noqa: E731
     for group in groups.values():
-        stack = lambda *x: jnp.stack(x)  # noqa: E731
         layout = jtu.tree_map(stack, *[layouts[i] for i in group])
         start = jtu.tree_map(stack, *[starts[i] for i in group])
-        pieces = lambda layout, start: _pieces(  # noqa: E731
-            system, layout, start, options, diagnose
-        )
-        r, g, t, code, misfit = jax.vmap(pieces)(layout, start)
+        r, g, code, misfit = pieces(layout, start)
         data += [x.ravel() for x in r]
         gaps += [x.ravel() for x in g]
-        total, raw = total + jnp.sum(t), raw + jnp.sum(misfit)
+        raw = raw + jnp.sum(misfit)
         _, segments, n = start[0].shape  # 2n gaps per later segment's start
         count += (
             2 * n * len(group) * (segments - 1 + bool(system.constraints.bilateral))
         )
         codes.append(code.ravel())
+    total = sum(layout.total * layout.kinds for layout in layouts)
     data = jnp.concatenate(data) / jnp.sqrt(total)
     parts = [data]
     if count:

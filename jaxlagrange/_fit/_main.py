@@ -38,7 +38,7 @@ from ._quality import (
     warn_unidentifiable,
     weak_directions,
 )
-from ._solvers import covariance_of, covariance_setup, decode_result, unknowns
+from ._solvers import covariance_of, covariance_setup, unknowns
 
 
 class FitResult(eqx.Module):
@@ -329,17 +329,14 @@ def _fit_from(system, data, params, *, driver, **settings) -> FitResult:
     """One fit, from the starting `params`."""
     single = isinstance(data, Observations)
     problem, theta, trainable, data = prepare(system, data, params, **settings)
-    setup = covariance_setup(theta, problem, trainable, data)
-    hopeless = hopeless_loss(
-        data, problem.layouts, problem.total, problem.count, unknowns(theta)
-    )
+    setup = covariance_setup(theta, problem, trainable)
+    hopeless = hopeless_loss(data, problem, unknowns(theta))
     solved = driver.run(theta, problem, setup, trainable, hopeless)
     theta, covariance, decoded = solved.theta, solved.gauss_newton, solved.decoded
     if covariance is None:  # the optax path, or past _COVARIANCE_MAX
-        covariance = covariance_of(theta, problem, setup)
-        decoded = decode_result(theta, problem, covariance, trainable)
+        covariance, decoded = covariance_of(theta, problem, setup, trainable)
     final, chi, covariance, raw, dead, precision = covariance
-    fitted, segment_starts, firsts, stderr = decoded
+    fitted, segment_starts, (q0, qd0), stderr = decoded
     consistent = isinstance(fitted, _consistent.Inertial)
     if consistent:
         fitted, trainable, stderr, covariance, precision, dead, names = (
@@ -353,10 +350,7 @@ def _fit_from(system, data, params, *, driver, **settings) -> FitResult:
     if consistent:
         weak_names = _consistent.undetermined(weak_names)
     stderr = _undetermined(stderr, trainable, weak_names)
-    q0, qd0 = (list(x) for x in zip(*firsts, strict=True))
-    misfit = quality(
-        data, problem.layouts, chi, raw, problem.total, problem.count, unknowns(theta)
-    )
+    misfit = quality(data, problem, chi, raw, unknowns(theta))
     if misfit.warning is not None:
         warnings.warn(misfit.warning, UserWarning, stacklevel=3)
     warn_unidentifiable(dead, weak)
@@ -378,10 +372,7 @@ def _fit_from(system, data, params, *, driver, **settings) -> FitResult:
         solved.converged,
         solved.count,
         solved.solver_result,
-        misfit.chi2_red,
-        misfit.rms,
-        misfit.data_scale,
-        misfit.warning,
+        **misfit._asdict(),
         unidentifiable=[{n: 1.0} for n in dead] + weak,
     )
 
@@ -409,10 +400,9 @@ def _consistent_of(system, params, trainable, positive, consistent, starts):
         )
     params, trainable = wrapped
     fixed = mask(False if positive is None else positive, params.rest, "positive")
-    positive = eqx.tree_at(lambda p: p.rest, trainable, fixed)
-    positive = eqx.tree_at(lambda p: p.theta, positive, False)
-    for k in _consistent.INERTIAL:  # consistency holds them positive
-        positive = eqx.tree_at(lambda p, k=k: p.rest[k], positive, False)
+    inertial = _consistent.INERTIAL  # consistency holds them positive
+    positive = {k: k not in inertial and v for k, v in fixed.items()}
+    positive = _consistent.Inertial(False, positive)
     return system.with_params(params), params, trainable, positive
 
 

@@ -6,6 +6,7 @@ arguments."""
 from collections.abc import Collection, Mapping
 from typing import Any
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -28,8 +29,13 @@ def _bool_leaf(x) -> bool:
     return bool(x)
 
 
-def check_names(names, params: Mapping, what: str) -> None:
-    """A `ValueError` for `names` that are not keys of the dict `params`."""
+def check_names(names, params, what: str, instead: str) -> None:
+    """Refuse param `names` unless `params` is a dict that has them all."""
+    if not isinstance(params, Mapping):
+        raise ValueError(
+            f"`{what}` given by name needs dict params, but system.params is a "
+            f"{type(params).__name__}: {instead}."
+        )
     unknown = sorted(set(names) - set(params))
     if unknown:
         raise ValueError(
@@ -48,12 +54,7 @@ def mask(spec, params, name: str) -> Params:
     ):
         if isinstance(spec, str):
             spec = [spec]
-        if not isinstance(params, Mapping):
-            raise ValueError(
-                f"`{name}` as a collection of names needs dict params, but "
-                f"system.params is a {type(params).__name__}: pass a pytree of bools."
-            )
-        check_names(spec, params, name)
+        check_names(spec, params, name, "pass a pytree of bools")
         return type(params)(
             {k: jtu.tree_map(lambda _, k=k: k in spec, v) for k, v in params.items()}
         )
@@ -84,16 +85,6 @@ def _log(x):
     return jnp.log(x) if traced(x) else np.log(np.asarray(x))
 
 
-def _decode(unknowns, fixed, positive) -> Params:
-    values = jtu.tree_map(
-        lambda u, p: None if u is None else (jnp.exp(u) if p else u),
-        unknowns,
-        positive,
-        is_leaf=lambda x: x is None,
-    )
-    return eqx.combine(values, fixed)
-
-
 class Problem(eqx.Module):
     """Everything the loss needs besides the unknowns."""
 
@@ -101,51 +92,52 @@ class Problem(eqx.Module):
     fixed: Params  # the non-trainable params (None at trainable leaves)
     positive: Params = eqx.field(static=True)
     layouts: list
-    initial: list  # the data's initial state of each observed trajectory
     fit_initial_state: bool = eqx.field(static=True)
     continuity_weight: Any
     options: dict
+    sigma_given: bool = eqx.field(static=True)  # every `Observations` has `sigma`
 
     @property
     def total(self):
         """The summed weights of all observed quantities."""
-        return sum(
-            layout.total * (1 if layout.qd is None else 2) for layout in self.layouts
-        )
+        return sum(layout.total * layout.kinds for layout in self.layouts)
 
     @property
     def count(self):
         """N, the number of observed quantities weighted > 0 (dof: N − P)."""
-        return sum(
-            layout.count * (1 if layout.qd is None else 2) for layout in self.layouts
-        )
+        return sum(layout.count * layout.kinds for layout in self.layouts)
 
     def decoded(self, theta):
         """The params, and the segment starts of each observed trajectory."""
         unknowns, starts = theta
-        params = _decode(unknowns, self.fixed, self.positive)
+        values = jtu.tree_map(
+            lambda u, p: None if u is None else (jnp.exp(u) if p else u),
+            unknowns,
+            self.positive,
+            is_leaf=lambda x: x is None,
+        )
         if not self.fit_initial_state:
             # The held initial state is not an unknown: only the later segments'.
+            held = [layout.starts for layout in self.layouts]
             starts = [
-                (jnp.concatenate([q0[None], q]), jnp.concatenate([qd0[None], qd]))
-                for (q, qd), (q0, qd0) in zip(starts, self.initial, strict=True)
+                (jnp.concatenate([q0[:1], q]), jnp.concatenate([qd0[:1], qd]))
+                for (q, qd), (q0, qd0) in zip(starts, held, strict=True)
             ]
-        return params, starts
-
-    def unpack(self, theta):
-        """The system with the decoded params, and the segment starts."""
-        params, starts = self.decoded(theta)
-        return self.system.with_params(params), starts
+        return eqx.combine(values, self.fixed), starts
 
     def loss(self, theta):
         """The fit loss, and the result code of every solve."""
         r, _, codes, _ = self.residuals(theta)
         return jnp.sum(r**2), codes
 
+    def forward(self) -> "Problem":
+        """The problem with its solves differentiated in forward mode."""
+        return eqx.tree_at(lambda p: p.options["adjoint"], self, diffrax.ForwardMode())
+
     def residuals(self, theta, diagnose: bool = False):
-        system, starts = self.unpack(theta)
+        params, starts = self.decoded(theta)
         return residuals(
-            system,
+            self.system.with_params(params),
             self.layouts,
             starts,
             self.continuity_weight,
@@ -203,10 +195,8 @@ def prepare(
     trainable = mask(True if trainable is None else trainable, params, "trainable")
     integers = [
         jtu.keystr(path)
-        for (path, x), t in zip(
-            jtu.tree_leaves_with_path(params), jtu.tree_leaves(trainable), strict=True
-        )
-        if t and eqx.is_array(x) and not eqx.is_inexact_array(x)
+        for path, x in jtu.tree_leaves_with_path(eqx.filter(params, trainable))
+        if eqx.is_array(x) and not eqx.is_inexact_array(x)
     ]
     if integers and explicit:
         raise ValueError(
@@ -218,13 +208,9 @@ def prepare(
     )
     trainable = _driven(params, trainable, data, explicit)
     positive = mask(False if positive is None else positive, params, "positive")
-    for (path, x), t, p in zip(
-        jtu.tree_leaves_with_path(params),
-        jtu.tree_leaves(trainable),
-        jtu.tree_leaves(positive),
-        strict=True,
-    ):
-        if t and p and not np.all(np.asarray(x) > 0):
+    both = jtu.tree_map(lambda t, p: t and p, trainable, positive)
+    for path, x in jtu.tree_leaves_with_path(eqx.filter(params, both)):
+        if not np.all(np.asarray(x) > 0):
             raise ValueError(
                 f"positive param {jtu.keystr(path)} must start > 0 (it is fitted "
                 f"as its logarithm), got {np.asarray(x)}."
@@ -246,17 +232,16 @@ def prepare(
     layouts = [layout_of(d, segments) for d in data]
     if not fit_initial_state:
         check_given_starts(system, params, trainable, data, layouts)
-    firsts = [(layout.starts[0][0], layout.starts[1][0]) for layout in layouts]
     fixed = eqx.filter(params, trainable, inverse=True)
     problem = Problem(
         system,
         fixed,
         positive,
         layouts,
-        firsts,
         fit_initial_state,
         weight * 1.0,
         options,
+        all(d.sigma is not None for d in data),
     )
     starts = [
         layout.starts if fit_initial_state else tuple(x[1:] for x in layout.starts)
@@ -289,21 +274,17 @@ def check_given_starts(system, params, trainable, data, layouts) -> None:
     """Refuse a held start off the constraints that no fitted param moves."""
     # No param reaches it, and the fit, from its projection, is biased by the
     # distance; where a fitted param moves the constraints, the distance fits it.
-    for i, obs in enumerate(data):
+    fitted, held = eqx.partition(params, trainable)
+    for i, (obs, layout) in enumerate(zip(data, layouts, strict=True)):
         # A first sample masked by a zero weight (an outlier) is still the held
         # start, q0 = q[0].
-        w = None if obs.weights is None else np.asarray(obs.weights)
-        if obs.q0 is None and w is not None and not np.all(w[0] > 0):
+        if obs.q0 is None and not np.all(layout.weight[0, 0] > 0):
             raise ValueError(
                 f"the first sample of data[{i}] has weight 0, but it is the held "
                 "initial state (q0 = q[0] when none is given): give `q0` (and "
                 "`qd0`), or fit it (`fit_initial_state`)."
             )
-    if not system.constraints.positional:
-        return
-    fitted, held = eqx.partition(params, trainable)
-    for i, (obs, layout) in enumerate(zip(data, layouts, strict=True)):
-        if obs.q0 is None:
+        if obs.q0 is None or not system.constraints.positional:
             continue
         q0, t0 = jnp.asarray(layout.starts[0][0]), jnp.asarray(layout.ts[0, 0])
 

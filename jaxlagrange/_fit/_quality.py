@@ -45,30 +45,23 @@ def data_scale(data) -> float:
     spreads = []
     for d in data:
         q = np.asarray(d.q)
-        used = np.ones(q.shape, bool)
-        if d.weights is not None:
-            used = np.broadcast_to(
-                np.asarray(d.weights).reshape(q.shape[0], -1) > 0, q.shape
-            )
+        w = np.ones(q.shape[0]) if d.weights is None else np.asarray(d.weights)
+        used = np.broadcast_to(w.reshape(q.shape[0], -1) > 0, q.shape)
         for j in range(q.shape[1]):
             column = q[used[:, j], j]
             spreads.append(column - column.mean() if column.size else column)
     return float(np.sqrt(np.mean(np.concatenate(spreads) ** 2)))
 
 
-def quality(data, layouts, chi, raw, total, count, unknowns: int) -> FitQuality:
+def quality(data, problem, chi, raw, unknowns: int) -> FitQuality:
     """A fit's misfit: χ²_red, RMS residual, data spread, and a warning when far off."""
-    sigma_given = all(d.sigma is not None for d in data)
-    chi2 = float(total) * float(chi)
-    dof = max(float(count) - unknowns, 1.0)
-    weights = sum(float(layout.total) for layout in layouts)
+    dof, weights = _counts(problem, unknowns)
     rms = math.sqrt(max(float(raw), 0.0) / weights)
     scale = data_scale(data)
-    chi2_red = chi2 / dof if sigma_given else None
+    chi2_red = float(problem.total) * float(chi) / dof if problem.sigma_given else None
     warning = None
     if chi2_red is not None:
-        limit = max(_CHI2_FACTOR, 1.0 + 5.0 * math.sqrt(2.0 / dof))
-        if not chi2_red <= limit:
+        if not chi2_red <= _limit(dof):
             warning = (
                 f"jl.fit: poor fit: the reduced χ² is {chi2_red:.4g}, far above 1 "
                 f"(the residuals are {math.sqrt(chi2_red):.3g} times the noise σ; "
@@ -86,13 +79,23 @@ def quality(data, layouts, chi, raw, total, count, unknowns: int) -> FitQuality:
     return FitQuality(chi2_red, rms, scale, warning)
 
 
-def hopeless_loss(data, layouts, total, count, unknowns: int) -> float:
+def hopeless_loss(data, problem, unknowns: int) -> float:
     """The loss above which a fit that no longer improves stops as stalled."""
-    dof = max(float(count) - unknowns, 1.0)
-    if all(d.sigma is not None for d in data):
-        return 10 * max(_CHI2_FACTOR, 1.0 + 5.0 * math.sqrt(2.0 / dof)) * dof / total
-    weights = sum(float(layout.total) for layout in layouts)
-    return (4 * _RELATIVE * data_scale(data)) ** 2 * weights / float(total)
+    dof, weights = _counts(problem, unknowns)
+    if problem.sigma_given:
+        return 10 * _limit(dof) * dof / problem.total
+    return (4 * _RELATIVE * data_scale(data)) ** 2 * weights / float(problem.total)
+
+
+def _counts(problem, unknowns: int) -> tuple[float, float]:
+    """The degrees of freedom N − P (at least 1), the coordinates' summed weights."""
+    weights = sum(float(layout.total) for layout in problem.layouts)
+    return max(float(problem.count) - unknowns, 1.0), weights
+
+
+def _limit(dof: float) -> float:
+    """The largest χ²_red of a fit that is not poor."""
+    return max(_CHI2_FACTOR, 1.0 + 5.0 * math.sqrt(2.0 / dof))
 
 
 def flat_names(trained) -> list[str]:
@@ -213,11 +216,6 @@ def warn_not_converged(solver: str, result: str, steps: int) -> None:
 def start_params(starts, params, trainable) -> list[Any]:
     """The starting params of `fit(..., starts=...)`, each shaped like `params`."""
     if isinstance(starts, Mapping):
-        if not isinstance(params, Mapping):
-            raise ValueError(
-                "`starts` as a dict of names needs dict params, but system.params "
-                f"is a {type(params).__name__}: pass a list of params."
-            )
         sizes = {k: np.shape(v)[0] if np.ndim(v) else None for k, v in starts.items()}
         if not starts or None in sizes.values() or len(set(sizes.values())) != 1:
             raise ValueError(
@@ -247,8 +245,8 @@ def start_params(starts, params, trainable) -> list[Any]:
         )
     out = []
     for i, start in enumerate(starts):
-        if isinstance(start, Mapping) and isinstance(params, Mapping):
-            check_names(start, params, f"starts[{i}]")
+        if isinstance(start, Mapping):
+            check_names(start, params, f"starts[{i}]", "pass a list of params")
             start = type(params)({**params, **start})
         out.append(start)
     return out

@@ -4,7 +4,6 @@ covariance at its end, the optax step, and the covariance on its own."""
 
 from functools import partial
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -13,7 +12,6 @@ import numpy as np
 import optimistix as optx
 from jax.flatten_util import ravel_pytree
 
-from .._custom_types import Array
 from .._results import code_of
 
 
@@ -30,11 +28,6 @@ def strong(tree):
     )
 
 
-def _all_finite(tree) -> Array:
-    leaves = [jnp.all(jnp.isfinite(x)) for x in jtu.tree_leaves(tree)]
-    return jnp.stack(leaves).all() if leaves else jnp.array(True)
-
-
 @eqx.filter_jit
 def optax_step(theta, opt_state, problem, optimizer):
     value_fn = lambda theta: problem.loss(theta)[0]  # noqa: E731
@@ -43,9 +36,9 @@ def optax_step(theta, opt_state, problem, optimizer):
         grads, opt_state, theta, value=loss, grad=grads, value_fn=value_fn
     )
     theta = eqx.apply_updates(theta, updates)
-    leaves = [jnp.max(jnp.abs(g), initial=0.0) for g in jtu.tree_leaves(grads)]
-    largest = jnp.max(jnp.stack(leaves)) if leaves else jnp.zeros(())
-    return theta, opt_state, loss, codes, _all_finite(grads), largest
+    # The largest |gradient| component: NaN or inf where the gradient is not finite.
+    largest = jnp.max(jnp.abs(ravel_pytree(grads)[0]), initial=0.0)
+    return theta, opt_state, loss, codes, largest
 
 
 # A fit is hopeless, and stops ("stalled"), when its lowest loss fell by less
@@ -67,7 +60,7 @@ def _iterate(fn, solver, y0, steps: int, options: dict, on_step, hopeless, near)
 
     def terminate(y, state):
         done, result = solver.terminate(fn, y, None, options, state, tags)
-        finite = _all_finite(eqx.filter(y, eqx.is_array))
+        finite = jnp.all(jnp.isfinite(ravel_pytree(y)[0]))
         return done, optx.RESULTS.where(finite, result, optx.RESULTS.nonfinite)
 
     done, result = terminate(y0, state)
@@ -141,7 +134,7 @@ def solve_and_decode(
     else:
         fn, options = loss, {}
     near = near and reuse and setup is not None  # (no σ̂ past _COVARIANCE_MAX)
-    near = partial(_near, problem, setup[1], unknowns(theta)) if near else None
+    near = partial(_near, problem, unknowns(theta)) if near else None
     value, losses, count, result, state, stalled = _iterate(
         fn, optimizer, arrays, steps, options, on_step, hopeless, near
     )
@@ -153,11 +146,8 @@ def solve_and_decode(
         codes, final = codes.astype(jnp.int32), jnp.sum(r**2)
         gauss_newton = None
         if setup is not None:
-            _, sigma_given, logs = setup
             flat = ravel_pytree(value)[0]
-            gauss_newton = _covariance(
-                jac, r, chi, raw, flat, problem, sigma_given, logs
-            )
+            gauss_newton = _covariance(jac, r, chi, raw, flat, problem, setup[1])
     else:
         final, (codes, _) = loss(value, None)
         # The covariance in the same program: one compilation instead of two.
@@ -175,13 +165,14 @@ def solve_and_decode(
 _NEAR = 1e-3
 
 
-def _near(problem, sigma_given, size, state):
+def _near(problem, size, state):
     r, jac, chi = state.f_info.residual, state.aux[2], state.aux[3]
     if r.shape[0] > _data_rows(problem):
         return False
     decrease = jnp.sum((jac @ jnp.linalg.lstsq(jac, r)[0]) ** 2)  # in χ²/W
-    dof = jnp.maximum(problem.count - size, 1.0)  # a residual's noise variance:
-    variance = jnp.where(sigma_given, 1.0 / problem.total, chi / dof)  # σ, or σ̂
+    dof = jnp.maximum(problem.count - size, 1.0)
+    # A residual's noise variance: from σ, or σ̂.
+    variance = jnp.where(problem.sigma_given, 1.0 / problem.total, chi / dof)
     return ~state.first_step & (decrease <= _NEAR**2 * variance)
 
 
@@ -196,16 +187,7 @@ def _with_jacobian(problem, static):
     # Jitted: one trace for every use (the primal, the solver's init and step).
     @jax.jit
     def evaluate(y, arrays):
-        problem = eqx.combine(arrays, rest)
-        flat, unravel = ravel_pytree(y)
-
-        def pieces(x):
-            r, chi, codes, raw = problem.residuals(eqx.combine(unravel(x), static))
-            # Codes as floats: a custom JVP's integer outputs need float0 tangents.
-            return r, (r, codes.astype(r.dtype), chi, raw)
-
-        jac, (r, codes, chi, raw) = jax.jacfwd(pieces, has_aux=True)(flat)
-        return r, codes, jac, chi, raw
+        return _jacobian(eqx.combine(arrays, rest), y, static)
 
     # J by `jax.jacfwd` beside r answers a tangent t with J t: the solver's
     # linearization is J itself (the one it would form from the solves' own JVP),
@@ -229,27 +211,39 @@ def _with_jacobian(problem, static):
 
 
 def decode_result(theta, problem, gauss_newton, trainable):
-    """The fitted params, segment starts, initial states, standard errors."""
+    """The fitted params, segment starts, initial states, standard errors (0: held)."""
     fitted, starts = problem.decoded(theta)
-    firsts = [(q[0], qd[0]) for q, qd in starts]
-    return fitted, starts, firsts, standard_errors(gauss_newton[2], fitted, trainable)
+    firsts = [q[0] for q, _ in starts], [qd[0] for _, qd in starts]
+    _, unflatten = ravel_pytree(eqx.filter(fitted, trainable))
+    stderr = unflatten(jnp.sqrt(jnp.clip(jnp.diagonal(gauss_newton[2]), 0.0)))
+    zero = jtu.tree_map(
+        lambda x: jnp.zeros_like(x) if eqx.is_array(x) else None, fitted
+    )
+    return fitted, starts, firsts, eqx.combine(stderr, zero)
 
 
-def _gauss_newton(theta, problem, sigma_given: bool, logs: tuple):
-    """At `theta`: loss, χ²/N, covariance, raw misfit, unidentifiable params."""
-    arrays, static = eqx.partition(theta, eqx.is_array)
-    flat, unravel = ravel_pytree(arrays)
+def _jacobian(problem, y, static):
+    """The residuals at the unknowns' arrays `y`, result codes, Jacobian, χ²/N, misfit."""
+    flat, unravel = ravel_pytree(y)
 
-    def residuals(x):
-        r, chi, _, raw = problem.residuals(eqx.combine(unravel(x), static))
-        return r, (r, chi, raw)
+    def pieces(x):
+        r, chi, codes, raw = problem.residuals(eqx.combine(unravel(x), static))
+        # Codes as floats: a custom JVP's integer outputs need float0 tangents.
+        return r, (r, codes.astype(r.dtype), chi, raw)
 
     # `problem` must differentiate in forward mode.
-    jac, (r, chi, raw) = jax.jacfwd(residuals, has_aux=True)(flat)
-    return _covariance(jac, r, chi, raw, flat, problem, sigma_given, logs)
+    jac, (r, codes, chi, raw) = jax.jacfwd(pieces, has_aux=True)(flat)
+    return r, codes, jac, chi, raw
 
 
-def _covariance(jac, r, chi, raw, flat, problem, sigma_given: bool, logs: tuple):
+def _gauss_newton(theta, problem, logs: tuple):
+    """At `theta`: loss, χ²/N, covariance, raw misfit, unidentifiable params."""
+    arrays, static = eqx.partition(theta, eqx.is_array)
+    r, _, jac, chi, raw = _jacobian(problem, arrays, static)
+    return _covariance(jac, r, chi, raw, ravel_pytree(arrays)[0], problem, logs)
+
+
+def _covariance(jac, r, chi, raw, flat, problem, logs: tuple):
     """`_gauss_newton`'s outputs from the residuals' Jacobian in the unknowns."""
     size = flat.shape[0]
     total = problem.total
@@ -259,7 +253,7 @@ def _covariance(jac, r, chi, raw, flat, problem, sigma_given: bool, logs: tuple)
     # standard error).
     gram = total * (jac.T @ jac)
     dof = jnp.maximum(problem.count - size, 1.0)
-    variance = jnp.where(sigma_given, 1.0, total * chi / dof)
+    variance = jnp.where(problem.sigma_given, 1.0, total * chi / dof)
     # An unknown whose column of J vanishes (a param that does not enter the
     # motion) has an infinite variance; the others' covariance is that of the
     # rest, so one such param does not turn every standard error NaN.
@@ -305,8 +299,7 @@ def _covariance(jac, r, chi, raw, flat, problem, sigma_given: bool, logs: tuple)
 
 def _data_rows(problem) -> int:
     """How many residuals are the data's (they come first; then the gaps)."""
-    shapes = [(np.shape(x.q), x.qd is None) for x in problem.layouts]
-    return sum(int(np.prod(shape)) * (1 if alone else 2) for shape, alone in shapes)
+    return sum(x.q.size * x.kinds for x in problem.layouts)
 
 
 def _data_norm(problem):
@@ -320,9 +313,6 @@ def _data_norm(problem):
     return jnp.sqrt(total)
 
 
-_covariance_jit = eqx.filter_jit(_gauss_newton)
-
-
 def unknowns(theta) -> int:
     """The number of unknowns: the size of `ravel_pytree` of theta's arrays."""
     return sum(
@@ -330,21 +320,7 @@ def unknowns(theta) -> int:
     )
 
 
-def standard_errors(covariance, fitted, trainable):
-    """Each param's standard error from the trained ones' covariance (0: held)."""
-    trained = eqx.filter(fitted, trainable)
-    _, unflatten = ravel_pytree(trained)
-    stderr = unflatten(jnp.sqrt(jnp.clip(jnp.diagonal(covariance), 0.0)))
-    return eqx.combine(
-        stderr,
-        jtu.tree_map(
-            lambda x: jnp.zeros_like(x) if eqx.is_array(x) else None,
-            eqx.filter(fitted, trainable, inverse=True),
-        ),
-    )
-
-
-def covariance_setup(theta, problem, trainable, data):
+def covariance_setup(theta, problem, trainable):
     """What `_gauss_newton` needs besides theta, or None past `_COVARIANCE_MAX`."""
     if unknowns(theta) > _COVARIANCE_MAX:
         return None
@@ -360,27 +336,24 @@ def covariance_setup(theta, problem, trainable, data):
         if t
         for _ in range(np.size(x))
     )
-    sigma_given = all(d.sigma is not None for d in data)
     # The Jacobian is taken in forward mode, whatever the fit's adjoint.
-    forward = eqx.tree_at(
-        lambda q: q.options["adjoint"], problem, diffrax.ForwardMode()
-    )
-    return forward, sigma_given, logs
+    return problem.forward(), logs
 
 
-def covariance_of(theta, problem, setup):
-    """`_gauss_newton` at `theta`; past `_COVARIANCE_MAX` the covariance is NaN."""
+@eqx.filter_jit
+def covariance_of(theta, problem, setup, trainable):
+    """`_gauss_newton` at `theta` (NaN past `_COVARIANCE_MAX`), `decode_result` of it."""
     if setup is None:
-        r, chi, _, raw = _residuals_jit(theta, problem)
+        r, chi, _, raw = problem.residuals(theta)
         p = unknowns(theta[0])
         nan = jnp.full((p, p), jnp.nan)
-        return jnp.sum(r**2), chi, nan, raw, jnp.zeros(p, bool), nan
-    return _covariance_jit(theta, *setup)
+        gauss_newton = jnp.sum(r**2), chi, nan, raw, jnp.zeros(p, bool), nan
+    else:
+        gauss_newton = _gauss_newton(theta, *setup)
+    return gauss_newton, decode_result(theta, problem, gauss_newton, trainable)
 
 
 # Beyond this many unknowns (e.g. a neural Lagrangian's weights) the covariance
 # is not computed (NaN): it would cost a Jacobian column per unknown, and such
 # fits are not identifiable parameter by parameter anyway.
 _COVARIANCE_MAX = 1024
-
-_residuals_jit = eqx.filter_jit(lambda theta, problem: problem.residuals(theta))

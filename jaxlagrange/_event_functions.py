@@ -156,9 +156,13 @@ class EventWatch(AdaptiveWrapper):
 
 
 def initial_conditions(system, q, qd, t) -> Array:
-    """The free event functions at the segment start: h, or ḣ where h ≈ 0."""
+    """The free event functions at the segment start: h, or ḣ ≥ 0 where h ≈ 0."""
     h, rate = jax.jvp(system.constraints.gaps, (q, t), (qd, jnp.ones_like(t)))
-    return jnp.where(h > contact_tolerance(q.dtype), h, rate)
+    # A released row's ḣ of −1e-22 (rounding) would make the least event function
+    # negative from the start, and no later sign change could be seen: the
+    # dm_control hopper's hip then passed its limit unseen. As 0 (counted as
+    # +inf at the start), a row that does sink triggers at the next step end.
+    return jnp.where(h > contact_tolerance(q.dtype), h, jnp.maximum(rate, 0.0))
 
 
 class _TimeNewton(optx.AbstractRootFinder):

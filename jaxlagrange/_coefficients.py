@@ -74,8 +74,8 @@ def known_coefficient(system: Any, name: str) -> np.ndarray | None:
     return None if traced(system.params) else known(system.coefficient(name))
 
 
-def _read(system: Any, name: str, u: int, dtype) -> Array:
-    """The coefficient `name` broadcast to one per unilateral constraint, (u,)."""
+def coefficient(system: Any, name: str, u: int, dtype) -> Array:
+    """The coefficient `name`, shape (u,) (checked where a call begins)."""
     value = jnp.asarray(system.coefficient(name), dtype)
     if value.shape not in ((), (u,)):
         raise ValueError(
@@ -85,14 +85,9 @@ def _read(system: Any, name: str, u: int, dtype) -> Array:
     return jnp.broadcast_to(value, (u,))
 
 
-def coefficient(system: Any, name: str, u: int, dtype) -> Array:
-    """The coefficient `name`, one per unilateral constraint (checked: `checked_values`)."""
-    return _read(system, name, u, dtype)
-
-
 def friction_coefficients(system: Any, u: int, dtype) -> tuple[Array, Array]:
-    """μ_k and μ_s, shape (u,) each (checked: `checked_values`)."""
-    kinetic, static = (_read(system, name, u, dtype) for name in _FRICTION)
+    """μ_k and μ_s, shape (u,) each (checked where a call begins)."""
+    kinetic, static = (coefficient(system, name, u, dtype) for name in _FRICTION)
     return kinetic, static
 
 

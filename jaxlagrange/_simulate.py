@@ -191,7 +191,13 @@ def simulate(
 
 
 def simulate_checked(
-    system, q0, qd0, options: GivenOptions, *, throw: bool = True, trusted_times=False
+    system,
+    q0,
+    qd0,
+    options: GivenOptions,
+    *,
+    throw: bool = True,
+    trusted_times: bool = False,
 ) -> tuple[Trajectory, Failure | None, int | None]:
     """`simulate` without naming the cause of a stopped solve (`_guard` does, later)."""
     # Batches and the command line compile this and diagnose a failure

@@ -161,19 +161,23 @@ _CHILD = textwrap.dedent(
 )
 
 
-def test_a_second_process_loads_the_compiled_programs(tmp_path):
+def _in_fresh_process(script: str, tmp_path) -> str:
+    """`script`'s output, run in a new process with the cache in `tmp_path`."""
     env = dict(os.environ, JAXLAGRANGE_CACHE_DIR=str(tmp_path / "xla"))
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
     env["PYTHONPATH"] = os.pathsep.join(
         [os.path.dirname(os.path.dirname(jl.__file__)), env.get("PYTHONPATH", "")]
     )
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
 
+
+def test_a_second_process_loads_the_compiled_programs(tmp_path):
     def run():
-        out = subprocess.run(
-            [sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True
-        )
-        assert out.returncode == 0, out.stderr
-        return int(out.stdout.split()[-1])
+        return int(_in_fresh_process(_CHILD, tmp_path).split()[-1])
 
     assert run() == 0
     assert any((tmp_path / "xla").iterdir())
@@ -186,7 +190,8 @@ _SOLVES = textwrap.dedent(
     import jax, jax.numpy as jnp
     jax.config.update("jax_enable_x64", True)
     import jaxlagrange as jl
-
+    from jaxlagrange import _cache
+    _cache.MIN_COMPILE_SECONDS = 0.0  # (a fast machine compiles these in < 1 s)
     hits = []
 
     class Hits(logging.Handler):
@@ -218,18 +223,8 @@ def test_a_second_process_loads_the_saving_and_contact_solves(tmp_path):
     # diffrax's checks of the save times and the contact coefficients' checks were
     # host callbacks inside these programs, which JAX's cache does not store: each
     # process compiled a contact model again (minutes for a loaded robot).
-    env = dict(os.environ, JAXLAGRANGE_CACHE_DIR=str(tmp_path / "xla"))
-    env.pop("JAX_COMPILATION_CACHE_DIR", None)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [os.path.dirname(os.path.dirname(jl.__file__)), env.get("PYTHONPATH", "")]
-    )
-
     def run():
-        out = subprocess.run(
-            [sys.executable, "-c", _SOLVES], env=env, capture_output=True, text=True
-        )
-        assert out.returncode == 0, out.stderr
-        return out.stdout.strip().splitlines()[-1:]
+        return _in_fresh_process(_SOLVES, tmp_path).strip().splitlines()[-1:]
 
     assert run() == []
     assert run() == ["jit_hybrid_solve jit_smooth_solve"]

@@ -1,19 +1,8 @@
 """Linearization about an operating point, static equilibria and normal modes.
 
-`linearize` differentiates the first-order flow ẋ = f(x, u) exactly, by
-forward-mode autodiff through `accelerations`. With constraints, the state is
-made of independent coordinates and velocities only, as in SymPy's
-`Linearizer`: the dependent coordinates follow g(q, t) = 0 to first order,
-
-    δq_D = −(∂g/∂q_D)⁻¹ (∂g/∂q_I) δq_I,
-
-and the dependent velocities solve the velocity constraints
-G q̇ + ∂g/∂t = 0 and a(q, q̇, t) = 0 for given q and independent velocities.
-
-`normal_modes` solves K v = ω² M v on the tangent space of the holonomic
-constraints, with the stiffness K = −∂(f + Gᵀλ)/∂q at q̇ = 0 and the equilibrium
-multipliers λ held fixed (their curvature term is what holds a pendulum written
-in Cartesian coordinates).
+With constraints, `linearize` eliminates the dependent coordinates and velocities
+as SymPy's `Linearizer` does, and `normal_modes` solves K v = ω² M v on the
+tangent space with K = −∂(f + Gᵀλ)/∂q: both are derived in docs/linearization.md.
 """
 
 from collections.abc import Iterable
@@ -35,6 +24,7 @@ from ._constraints import (
 )
 from ._custom_types import Array, Float, ScalarLike, VectorLike
 from ._errors import first_error
+from ._fit._problem import check_names
 from ._kinds import position_rows
 from ._mass import Rows, cholesky, forcing, momenta_of, solve_lower, solve_upper_t
 from ._system import LagrangianSystem, as_state, check_system
@@ -97,17 +87,7 @@ def _input_mask(system: LagrangianSystem, inputs):
                 "`inputs` must be names of params, or a bool pytree like the params, "
                 f"got {inputs!r}."
             )
-        if not isinstance(params, dict):
-            raise ValueError(
-                "`inputs` given by name needs dict params, but the system's params "
-                f"are {type(params).__name__}; pass a bool pytree instead."
-            )
-        unknown = sorted(names - set(params))
-        if unknown:
-            raise ValueError(
-                f"`inputs` names unknown params {unknown}; the params are "
-                f"{sorted(params)}."
-            )
+        check_names(names, params, "inputs", "pass a bool pytree instead")
         return {
             k: jtu.tree_map(lambda _, k=k: k in names, v) for k, v in params.items()
         }
@@ -118,10 +98,6 @@ def _input_mask(system: LagrangianSystem, inputs):
             "`inputs` must be names of params or a bool pytree with the structure "
             f"of the params {jtu.tree_structure(params)}, got {inputs!r}."
         ) from None
-
-
-def _complement(idx: tuple[int, ...], n: int) -> np.ndarray:
-    return np.array([i for i in range(n) if i not in idx], dtype=int)
 
 
 _OFF_MANIFOLD = (
@@ -156,7 +132,7 @@ def _linearize(system, q, qd, t, coordinates, velocities, mask):
         else:
             # The dependent coordinates follow g = 0 to first order (all that
             # the Jacobian at the operating point needs).
-            dep = _complement(coordinates, n)
+            dep = np.setdiff1d(np.arange(n), coordinates)
             jac = jax.jacfwd(sys.constraints.positions)(q, t)
             slope = -_solve_dependent(jac[:, dep], jac[:, ci], "coordinates")
             dq = xq - q[ci]
@@ -164,7 +140,7 @@ def _linearize(system, q, qd, t, coordinates, velocities, mask):
         if len(velocities) == n:
             vv = qd.at[vi].set(xv)
         else:
-            dep = _complement(velocities, n)
+            dep = np.setdiff1d(np.arange(n), velocities)
             base = jnp.zeros_like(qd).at[vi].set(xv)
 
             def residual(vd):
@@ -357,16 +333,6 @@ _NOT_EQUILIBRIUM = (
 )
 
 
-def _off_equilibrium(q, omega2, residual):
-    """Whether the residual q̈ at q̇ = 0 is too large for an equilibrium."""
-    # A displacement of √eps (1 + max |q|) along the stiffest mode, in units of q̈.
-    scale = (1 + jnp.max(jnp.abs(q))) * jnp.maximum(
-        1.0, jnp.max(jnp.abs(omega2), initial=0.0)
-    )
-    tol = jnp.sqrt(jnp.finfo(q.dtype).eps) * scale
-    return ~(jnp.max(jnp.abs(residual)) <= tol)
-
-
 def normal_modes(
     system: LagrangianSystem, q: VectorLike, t: ScalarLike = 0.0
 ) -> tuple[Float[Array, " d"], Float[Array, "n d"]]:
@@ -416,7 +382,10 @@ def normal_modes(
     )
     omega2, modes, residual, circulatory = _normal_modes(system, q, t)
     omega2 = check_finite_params(system.params, check_finite(inputs, omega2))
-    off = _off_equilibrium(q, omega2, residual)
+    # Off equilibrium: q̈ above that of a √eps (1 + max |q|) step on the stiffest mode.
+    stiffest = jnp.maximum(1.0, jnp.max(jnp.abs(omega2), initial=0.0))
+    tol = jnp.sqrt(jnp.finfo(q.dtype).eps) * ((1 + jnp.max(jnp.abs(q))) * stiffest)
+    off = ~(jnp.max(jnp.abs(residual)) <= tol)
     contacts = (
         ""
         if not system.constraints.one_sided

@@ -1,13 +1,8 @@
 """Static equilibria: q̈ = 0 at q̇ = 0, with the constraints kept.
 
-The holonomic constraints hold exactly (g(q, t) = 0 is part of the residual).
-A unilateral constraint h ≥ 0 is one-sided: it holds the system only where it
-is in contact (h = 0) and pushes (λ ≥ 0). Its set of contacts is found by an
-active-set iteration: every contact starts active; one that would pull is
-released, one that the solution penetrates is engaged, and the equilibrium is
-solved again, until the set no longer changes (at most 2u + 2 solves for u
-contacts). The set is then fixed and solved once more, so that the result is
-differentiable with respect to the params by the implicit function theorem.
+The contacts of unilateral constraints are found by an active-set iteration, then
+fixed and solved once more, so that the result is differentiable with respect to
+the params (docs/linearization.md).
 """
 
 import equinox as eqx

@@ -1,23 +1,11 @@
 """Traced programs kept on disk between runs of the command line (`jax.export`).
 
-JAX's persistent compilation cache spares a repeated `jaxlagrange run` or `fit`
-XLA's compile, but not Python's trace and lowering of the program, which it
-needs to compute the cache key. Inside `kept_programs(directory, context)` the
-calls routed through `call` (or `lower`) are kept as serialized
-`jax.export.Exported` programs, keyed by everything that determines them: the
-command line's `context` (the resolved config, the user's sources, what the
-system computes), the program's name, code and static arguments (object
-addresses removed), the shapes and dtypes of its array arguments, and the source
-of this package, the versions of the libraries it traces through,
-`jax_enable_x64` and the platform.
-
-An entry is a header (magic, format version, the key's digest, the payload's
-length and digest) and the bytes of `Exported.serialize()`: nothing in it is
-unpickled. An entry that does not match or fails to load is traced anew and
-replaced; a program that cannot be exported or serialized runs without being
-kept: the store can only skip work, never change a result. Entries others may
-write are not read. Outside `kept_programs` (every library call) `call` is
-`fn(*args)`.
+Inside `kept_programs(directory, context)` the calls routed through `call` (or
+`lower`) are kept as serialized `jax.export.Exported` programs, keyed by all that
+determines them (docs/cli.md lists it). An entry is a checked header and the
+bytes of `Exported.serialize()`, nothing unpickled; one that does not match is
+traced anew and replaced, so the store can only skip work, never change a result.
+Outside `kept_programs` (every library call) `call` is `fn(*args)`.
 """
 
 import contextlib

@@ -20,7 +20,6 @@ run through the iterations: one Newton step from the converged solution with
 the Jacobian held fixed carries the implicit-function derivative.
 """
 
-import functools
 from typing import NamedTuple
 
 import equinox as eqx
@@ -122,8 +121,7 @@ class VariationalMidpoint(AbstractLagrangianSolver):
                 "constraints exactly: `stepsize_controller` and `baumgarte` do not "
                 "apply."
             )
-        if system.has_constraints:
-            q0 = check_initial_state(system, q0, qd0, t0)
+        q0 = check_initial_state(system, q0, qd0, t0)
         # The loop also spends one iteration recording each save.
         budget = max_steps + ts.shape[0] + 1
         bound = _step_bound(t0, t1, ts, dt0)
@@ -132,8 +130,7 @@ class VariationalMidpoint(AbstractLagrangianSolver):
         return _variational_jit(*args)
 
     def tolerances(self, dtype) -> tuple[float, float]:
-        """(rtol, atol) for states of `dtype`: the given ones, else the default
-        of its precision (1e-12 in float64, 1e-5 below)."""
+        """(rtol, atol) for `dtype`: the given ones, else 1e-12 (float64) or 1e-5."""
         default = 1e-12 if jnp.finfo(dtype).bits >= 64 else 1e-5
         return (
             default if self.rtol is None else self.rtol,
@@ -149,7 +146,7 @@ class VariationalMidpoint(AbstractLagrangianSolver):
         return (outer, -cbrt2 * outer, outer)
 
 
-def _newton(residual, z0: Array, args, solver: VariationalMidpoint, small):
+def _newton(residual, small, z0: Array, args, solver: VariationalMidpoint):
     """Solve residual(z, args) = 0; derivatives by the implicit function theorem."""
     if z0.shape[0] == 0:
         return z0, jnp.array(True)
@@ -169,7 +166,7 @@ def _newton(residual, z0: Array, args, solver: VariationalMidpoint, small):
         dz = jnp.linalg.solve(jac, r)
         # The update below the tolerance is applied all the same: Newton converges
         # quadratically, so the error left after it is its square, at roundoff.
-        done = small(z, dz, frozen)
+        done = small(z, dz, frozen, solver)
         return z - dz, i + 1, done
 
     z, _, done = jax.lax.while_loop(
@@ -272,26 +269,16 @@ def _midpoint(system, solver, state: _State, h) -> tuple[_State, BoolScalar]:
     """One midpoint step of size h (its sign may be negative)."""
     n = state.q.shape[0]
     z0 = jnp.concatenate([state.v, 0.5 * h * state.lam])
-    z, ok_q = _newton(
-        _position_residual,
-        z0,
-        (system, state.q, state.p, state.t, h),
-        solver,
-        functools.partial(_position_small, solver=solver),
-    )
+    args = (system, state.q, state.p, state.t, h)
+    z, ok_q = _newton(_position_residual, _position_small, z0, args, solver)
     v, lam = z[:n], z[n:] / (0.5 * h)
     q1, qm, tm = state.q + h * v, state.q + 0.5 * h * v, state.t + 0.5 * h
     lq, lv = _grad_lagrangian(system, qm, v, tm)
     p_half = lv + 0.5 * h * (lq + _force(system, qm, v, tm))
     t1 = state.t + h
     w0 = jnp.concatenate([v, 0.5 * h * state.mu])
-    w, ok_v = _newton(
-        _velocity_residual,
-        w0,
-        (system, q1, p_half, t1),
-        solver,
-        functools.partial(_velocity_small, solver=solver),
-    )
+    args = (system, q1, p_half, t1)
+    w, ok_v = _newton(_velocity_residual, _velocity_small, w0, args, solver)
     v1, nu = w[:n], w[n:]
     p1 = p_half + _holonomic_jacobian(system, q1, t1).T @ nu
     return _State(t1, q1, p1, v1, lam, nu / (0.5 * h)), ok_q & ok_v
@@ -358,23 +345,12 @@ def _variational_jit(system, q0, qd0, t0, t1, ts, solver, dt0, budget, step_limi
         failed = ~at_save & ~(ok & finite)
         qs = carry.qs.at[carry.index].set(state.q, pred=at_save)
         vs = carry.vs.at[carry.index].set(state.v, pred=at_save)
-        return _Carry(
-            state,
-            carry.index + at_save.astype(carry.index.dtype),
-            carry.steps + (~at_save).astype(carry.steps.dtype),
-            failed,
-            qs,
-            vs,
-        )
+        index = carry.index + at_save.astype(carry.index.dtype)
+        steps = carry.steps + (~at_save).astype(carry.steps.dtype)
+        return _Carry(state, index, steps, failed, qs, vs)
 
-    init = _Carry(
-        state,
-        jnp.array(0),
-        jnp.array(0),
-        jnp.array(False),
-        jnp.full((num_saves, n), jnp.inf, dtype),
-        jnp.full((num_saves, n), jnp.inf, dtype),
-    )
+    unsaved = jnp.full((2, num_saves, n), jnp.inf, dtype)  # q and q̇
+    init = _Carry(state, jnp.array(0), jnp.array(0), jnp.array(False), *unsaved)
     out = eqx.internal.while_loop(
         cond,
         body,

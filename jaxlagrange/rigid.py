@@ -120,22 +120,6 @@ def _elementary(axis: int, angle: Array) -> Array:
     return jnp.stack([jnp.stack(row, axis=-1) for row in rows], axis=-2)
 
 
-def _check_seq(seq: Any) -> tuple[tuple[int, ...], bool]:
-    """The axes of an Euler sequence and whether it is intrinsic."""
-    valid = (
-        isinstance(seq, str)
-        and 1 <= len(seq) <= 3
-        and (set(seq) <= set("xyz") or set(seq) <= set("XYZ"))
-        and all(a != b for a, b in zip(seq, seq[1:], strict=False))
-    )
-    if not valid:
-        raise ValueError(
-            "`seq` must be 1 to 3 axes from 'xyz' (extrinsic) or 'XYZ' (intrinsic), "
-            f"all of one case, no axis twice in a row (e.g. 'ZXZ', 'xyz'), got {seq!r}."
-        )
-    return tuple("xyz".index(a.lower()) for a in seq), seq.isupper()
-
-
 def euler_to_matrix(
     angles: Float[ArrayLike, "..."], seq: str
 ) -> Float[Array, "*batch 3 3"]:
@@ -166,7 +150,17 @@ def euler_to_matrix(
     jl.rigid.euler_to_matrix(jnp.array([0.3, 0.5, 1.0]), "ZXZ")
     ```
     """
-    axes, intrinsic = _check_seq(seq)
+    if not (
+        isinstance(seq, str)
+        and 1 <= len(seq) <= 3
+        and (set(seq) <= set("xyz") or set(seq) <= set("XYZ"))
+        and all(a != b for a, b in zip(seq, seq[1:], strict=False))
+    ):
+        raise ValueError(
+            "`seq` must be 1 to 3 axes from 'xyz' (extrinsic) or 'XYZ' (intrinsic), "
+            f"all of one case, no axis twice in a row (e.g. 'ZXZ', 'xyz'), got {seq!r}."
+        )
+    axes = tuple("xyz".index(a.lower()) for a in seq)
     angles = jnp.asarray(angles)
     if not jnp.issubdtype(angles.dtype, jnp.floating):
         angles = angles.astype(float)
@@ -178,7 +172,7 @@ def euler_to_matrix(
             f"{angles.shape}."
         )
     factors = [_elementary(a, angles[..., i]) for i, a in enumerate(axes)]
-    return functools.reduce(jnp.matmul, factors if intrinsic else factors[::-1])
+    return functools.reduce(jnp.matmul, factors if seq.isupper() else factors[::-1])
 
 
 def _check_frame(frame: Any) -> None:
@@ -289,11 +283,8 @@ def quaternion_angular_velocity(
     """
     _check_frame(frame)
     p, pd = jnp.asarray(p), jnp.asarray(pd)
-    for name, what, x in (
-        ("p", "a quaternion (w, x, y, z)", p),
-        ("pd", "its rate", pd),
-    ):
-        _check_shape(name, x.shape, (4,), f"must be {what}, shape (4,)")
+    _check_shape("p", p.shape, (4,), "must be a quaternion (w, x, y, z), shape (4,)")
+    _check_shape("pd", pd.shape, (4,), "must be its rate, shape (4,)")
     dtype = jnp.result_type(p.dtype, pd.dtype, float)
     p, pd = p.astype(dtype), pd.astype(dtype)
     w, v, wd, vd = p[0], p[1:], pd[0], pd[1:]
@@ -302,28 +293,13 @@ def quaternion_angular_velocity(
     return vector * (2.0 / (p @ p))  # one quotient: its derivatives are products
 
 
-def _inertia_matrix(inertia: ArrayLike) -> Array:
-    inertia = jnp.asarray(inertia)
-    if not jnp.issubdtype(inertia.dtype, jnp.floating):
-        inertia = inertia.astype(float)
-    if inertia.shape == (3,):
-        return jnp.diag(inertia)
-    if inertia.shape == (3, 3):
-        return inertia
-    raise ValueError(
-        "`inertia` must be the inertia tensor about the centre of mass in body axes, "
-        f"shape (3, 3), or its principal moments, shape (3,), got shape "
-        f"{inertia.shape}."
-    )
-
-
 def _check_body(mass, inertia) -> None:
     """`kinetic_energy`'s checks of `mass` and `inertia` where their values are known."""
     m, i = known(mass), known(inertia)
     if m is not None and m.shape == () and not m >= 0:
         raise ValueError(f"`mass` must be >= 0, got {m}.")
     if i is None or i.shape not in ((3,), (3, 3)) or not np.isrealobj(i):
-        return  # (a wrong shape is named by `_inertia_matrix`)
+        return  # (a wrong shape is named by `kinetic_energy`)
     i = i.astype(float)
     tol = np.sqrt(np.finfo(float).eps) * np.max(np.abs(i))
     if i.ndim == 2 and not np.max(np.abs(i - i.T)) <= tol:
@@ -388,7 +364,14 @@ def kinetic_energy(
     _check_body(mass, inertia)
     mass = jnp.asarray(mass, q.dtype)
     _check_shape("mass", mass.shape, (), "must be a scalar")
-    inertia = _inertia_matrix(inertia).astype(q.dtype)
+    inertia = jnp.asarray(inertia)
+    if inertia.shape not in ((3,), (3, 3)):
+        raise ValueError(
+            "`inertia` must be the inertia tensor about the centre of mass in body "
+            f"axes, shape (3, 3), or its principal moments, shape (3,), got shape "
+            f"{inertia.shape}."
+        )
+    inertia = (jnp.diag(inertia) if inertia.ndim == 1 else inertia).astype(q.dtype)
     check_callable("position", position, "position(q, t) -> (3,)")
     check_callable("rotation", rotation, "rotation(q, t) -> (3, 3)")
     (x, r), (velocity, r_dot) = _motion(
@@ -398,25 +381,6 @@ def kinetic_energy(
     _check_shape("rotation(q, t)", jnp.shape(r), (3, 3), "must return a (3, 3) matrix")
     omega = matrix_angular_velocity(r, r_dot)
     return 0.5 * mass * velocity @ velocity + 0.5 * omega @ inertia @ omega
-
-
-def _check_indices(indices: Any) -> tuple[int, ...]:
-    try:
-        values = np.asarray(indices)
-    except Exception:  # noqa: BLE001 - anything that is not a sequence of ints
-        values = None
-    if (
-        values is None
-        or values.shape != (4,)
-        or not np.issubdtype(values.dtype, np.integer)
-        or len(set(values.tolist())) != 4
-        or np.any(values < 0)
-    ):
-        raise ValueError(
-            "`indices` must be 4 distinct non-negative ints, the positions of "
-            f"(w, x, y, z) in q, got {indices!r}."
-        )
-    return tuple(int(i) for i in values)
 
 
 def unit_quaternion(indices: Sequence[int]) -> Callable[..., Array]:
@@ -441,7 +405,22 @@ def unit_quaternion(indices: Sequence[int]) -> Callable[..., Array]:
     g(jnp.array([1.0, 0.0, 0.0, 0.0]), 0.0)  # [0.]
     ```
     """
-    index = _check_indices(indices)
+    try:
+        values = np.asarray(indices)
+    except Exception:  # noqa: BLE001 - anything that is not a sequence of ints
+        values = None
+    if (
+        values is None
+        or values.shape != (4,)
+        or not np.issubdtype(values.dtype, np.integer)
+        or len(set(values.tolist())) != 4
+        or np.any(values < 0)
+    ):
+        raise ValueError(
+            "`indices` must be 4 distinct non-negative ints, the positions of "
+            f"(w, x, y, z) in q, got {indices!r}."
+        )
+    index = tuple(int(i) for i in values)
 
     def unit(q, t, params=None):
         q = jnp.asarray(q)

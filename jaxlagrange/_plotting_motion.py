@@ -263,12 +263,6 @@ def animation(
         im.quantize(palette=palette, dither=Image.Dither.NONE) for im in images
     ]
     buffer = io.BytesIO()
-    quantized[0].save(
-        buffer,
-        format="GIF",
-        save_all=True,
-        append_images=quantized[1:],
-        duration=round(1000 / fps),
-        loop=0,
-    )
+    gif = dict(format="GIF", save_all=True, duration=round(1000 / fps), loop=0)
+    quantized[0].save(buffer, append_images=quantized[1:], **gif)
     return buffer.getvalue()

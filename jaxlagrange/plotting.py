@@ -47,16 +47,8 @@ def _labels(n: int, coordinates, units) -> tuple[list[str], list[str | None]]:
 
 def _image(ax, values, extent, cmap, vmin, vmax):
     """`values` (x, y) as an image over `extent`, one cell per value."""
-    return ax.imshow(
-        values.T,
-        aspect="auto",
-        origin="lower",
-        extent=extent,
-        cmap=cmap,
-        vmin=vmin,
-        vmax=vmax,
-        interpolation="nearest",
-    )
+    kwargs = dict(cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest")
+    return ax.imshow(values.T, aspect="auto", origin="lower", extent=extent, **kwargs)
 
 
 def _rate(label: str) -> str:

@@ -48,16 +48,12 @@ def _static_residual(q, args):
 def _solve(system, q_guess, t, active, rtol, atol, max_steps):
     """The equilibrium with the contacts in `active` held, and whether it converged."""
     solver = optx.LevenbergMarquardt(rtol=rtol, atol=atol)
+    args = (system, t, active)
     sol = optx.least_squares(
-        _static_residual,
-        solver,
-        q_guess,
-        args=(system, t, active),
-        max_steps=max_steps,
-        throw=False,
+        _static_residual, solver, q_guess, args, max_steps=max_steps, throw=False
     )
     q = sol.value
-    residual = _static_residual(q, (system, t, active))
+    residual = _static_residual(q, args)
     scale = 1 + jnp.max(jnp.abs(q))
     small = jnp.max(jnp.abs(residual)) <= jnp.sqrt(atol) * scale
     # A residual at rounding level is converged even where the solver's own step

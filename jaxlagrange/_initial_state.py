@@ -42,25 +42,20 @@ def _max_abs(x: Array | None, dtype) -> Array:
 
 def residuals(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> _Residuals:
     dtype = q.dtype
-    zero = jnp.zeros((), dtype)
     metric = Metric(system, q, qd, t)
-    singular_mass = metric.singular
-    redundant = jnp.array(False)
-    position = velocity = penetration = zero
+    singular_mass, redundant = metric.singular, jnp.array(False)
+    position = velocity = penetration = jnp.zeros((), dtype)
     values = constraint_values(system, q, qd, t)
     q_scale = 1 + _max_abs(q, dtype)
-    qd_scale = 1 + _max_abs(qd, dtype)
     stack = system.constraints
     if stack.positional:
         dq, bad_mass, bad = metric.position_correction(system, q, t)
         position = _max_abs(dq, dtype) / q_scale
-        singular_mass = singular_mass | bad_mass
-        redundant = redundant | bad
+        singular_mass, redundant = singular_mass | bad_mass, redundant | bad
     if stack.bilateral:
         dqd, bad_mass, bad = metric.velocity_correction(system, q, qd, t)
-        velocity = _max_abs(dqd, dtype) / qd_scale
-        singular_mass = singular_mass | bad_mass
-        redundant = redundant | bad
+        velocity = _max_abs(dqd, dtype) / (1 + _max_abs(qd, dtype))
+        singular_mass, redundant = singular_mass | bad_mass, redundant | bad
     if stack.one_sided:
         h = values.h
         if h.size:

@@ -10,9 +10,7 @@ v = (q₁ − q₀)/h and t̄ = t + h/2, gives in position–momentum form
 with the generalized force Q (and −∂R/∂q̇) entering by the discrete
 Lagrange–d'Alembert principle, and the velocity at the new point from the
 discrete Legendre transform p₁ = ∂L/∂q̇(q₁, q̇₁, t + h) together with the velocity
-constraint G(q₁) q̇₁ + ∂g/∂t = 0 (which fixes μ), as in RATTLE. The map is
-symplectic and symmetric; by the discrete Noether theorem it conserves every
-momentum of a symmetry of L exactly, and the energy error stays bounded.
+constraint G(q₁) q̇₁ + ∂g/∂t = 0 (which fixes μ), as in RATTLE.
 
 Each implicit solve is Newton's method with the exact Jacobian (forward-over-
 reverse autodiff; its leading block is the mass matrix). Derivatives do not

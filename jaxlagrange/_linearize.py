@@ -178,6 +178,13 @@ def _manifold_residual(system, q, qd, t, velocities=True) -> tuple[Array, Array]
     return residual, residual > tol
 
 
+def _on_manifold(message: str, system, q, qd, t, velocities: bool = True) -> Array:
+    """`q`, with a `ValueError` giving the residual if the constraints do not hold."""
+    residual, off = _manifold_residual(system, q, qd, t, velocities)
+    text = lambda: f" Residual: {float(residual):.3g}."  # noqa: E731
+    return first_error(q, [(off, (message + "{}", text))], error=ValueError)
+
+
 @cached
 def linearize(
     system: LagrangianSystem,
@@ -235,9 +242,7 @@ def linearize(
     mask = jtu.tree_map(lambda _: False, system)
     if inputs is not None:
         mask = eqx.tree_at(lambda s: s.params, mask, _input_mask(system, inputs))
-    residual, off = _manifold_residual(system, q, qd, t)
-    residual_text = lambda: f" Residual: {float(residual):.3g}."  # noqa: E731
-    q = first_error(q, [(off, (_OFF_MANIFOLD + "{}", residual_text))], error=ValueError)
+    q = _on_manifold(_OFF_MANIFOLD, system, q, qd, t)
     # The checks after the program, not in it: there they would be host callbacks.
     lin, undefined = _linearize(system, q, qd, t, coordinates, velocities, mask)
     lin = first_error(lin, undefined)
@@ -373,13 +378,7 @@ def normal_modes(
     q, _, t = as_state(q, jnp.zeros_like(jnp.asarray(q)), t)
     inputs = {"q": q, "t": t}
     q = check_finite_params(system.params, check_finite(inputs, q))
-    constraint, off_manifold = _manifold_residual(
-        system, q, jnp.zeros_like(q), t, velocities=False
-    )
-    residual_text = lambda: f" Residual: {float(constraint):.3g}."  # noqa: E731
-    q = first_error(
-        q, [(off_manifold, (_OFF_CONSTRAINTS + "{}", residual_text))], error=ValueError
-    )
+    q = _on_manifold(_OFF_CONSTRAINTS, system, q, jnp.zeros_like(q), t, False)
     omega2, modes, residual, circulatory = _normal_modes(system, q, t)
     omega2 = check_finite_params(system.params, check_finite(inputs, omega2))
     # Off equilibrium: q̈ above that of a √eps (1 + max |q|) step on the stiffest mode.

@@ -178,8 +178,7 @@ def animation(
     from matplotlib.figure import Figure
     from PIL import Image, ImageDraw, ImageFont
 
-    ts = np.asarray(ts, dtype=float)
-    positions = np.asarray(positions, dtype=float)
+    ts, positions = np.asarray(ts, dtype=float), np.asarray(positions, dtype=float)
     if ts.ndim != 1 or positions.shape[:1] != ts.shape:
         raise ValueError(
             f"`ts` must have shape (T,) for positions of shape {positions.shape}, "
@@ -217,9 +216,8 @@ def animation(
     canvas = FigureCanvasAgg(fig)
     ax = _motion_axes(fig, positions, unit)
     three = positions.shape[-1] == 3
-    label = title or "motion"
     pace = "" if abs(speed - 1) < 0.005 else f" ({speed:.3g}× speed)"
-    ax.set_title(f"{label}{pace}", fontsize="large")
+    ax.set_title(f"{title or 'motion'}{pace}", fontsize="large")
     lines = _skeleton(positions[0], links)
     (body,) = ax.plot(*lines.T, "-o", color="k", ms=5, lw=1.5, animated=True)
     paths = [

@@ -106,7 +106,7 @@ def coordinates(
         ax.set_ylabel(with_unit("coordinate", shared))
         ax.grid(alpha=0.3)
     else:
-        values, label = q, "value"
+        values, label = q, with_unit("value", shared)
         scales = np.max(np.abs(q), axis=0)
         if np.max(scales) > 10 * np.min(scales[scales > 0], initial=np.inf):
             # Very different sizes (a mirror and its field modes, say): show each
@@ -121,9 +121,7 @@ def coordinates(
         step = max(1, n // 12)
         ax.set_yticks(range(0, n, step), labels[::step])
         ax.set_ylabel("coordinate")
-        fig.colorbar(
-            image, ax=ax, label=with_unit(label, shared) if label == "value" else label
-        )
+        fig.colorbar(image, ax=ax, label=label)
     ax.set_xlabel(with_unit("time t", units and "s"))
     ax.set_xlim(ts[0], ts[-1])
     ax.set_title(title or "Coordinates against time")

@@ -94,15 +94,10 @@ class Trajectory(eqx.Module):
 
 def without_events(ts, q, qd, multipliers, result, t_final, stats) -> Trajectory:
     """A `Trajectory` of a solve without unilateral constraints (no event slots)."""
+    solved = (ts, q, qd, multipliers, result, t_final, stats)
     no_events = jnp.zeros((0,), int)
     return Trajectory(
-        ts,
-        q,
-        qd,
-        multipliers,
-        result,
-        t_final,
-        stats,
+        *solved,
         event_ts=jnp.zeros((0,), ts.dtype),
         event_constraint=no_events,
         event_kind=no_events,

@@ -113,17 +113,13 @@ def memory_limits() -> list[tuple[int, str]]:
 
 def over_memory(needed: int | float | np.number) -> str | None:
     """ "more than <what limits it> of <its size> GiB" if `needed` bytes don't fit."""
-    limits = memory_limits()
-    if not limits:
-        return None
-    value, what = min(limits)
+    value, what = min(memory_limits(), default=(np.inf, ""))
     return f"more than {what} of {value / 2**30:.1f} GiB" if needed > value else None
 
 
 def check_output_size(saves: int, n: int, constraints: int, dtype) -> None:
     """Refuse save arrays that cannot fit in memory (XLA would abort)."""
-    itemsize = jnp.dtype(dtype).itemsize
-    needed = saves * (2 * n + constraints + 1) * itemsize
+    needed = saves * (2 * n + constraints + 1) * jnp.dtype(dtype).itemsize
     over = over_memory(needed)
     if saves >= 2**31 or over is not None:
         have = "" if over is None else f", {over}"

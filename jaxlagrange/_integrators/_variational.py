@@ -78,11 +78,8 @@ class VariationalMidpoint(AbstractLagrangianSolver):
     def __check_init__(self):
         if self.order not in (2, 4):
             raise ValueError(f"`order` must be 2 or 4, got {self.order!r}.")
-        for name in ("rtol", "atol"):
-            value = getattr(self, name)
-            if value is not None and not (
-                isinstance(value, (int, float)) and value > 0
-            ):
+        for name, value in (("rtol", self.rtol), ("atol", self.atol)):
+            if not (value is None or isinstance(value, (int, float)) and value > 0):
                 raise ValueError(f"`{name}` must be a positive number, got {value!r}.")
         positive_int("max_iterations", self.max_iterations)
 
@@ -181,9 +178,12 @@ def _grad_lagrangian(system: LagrangianSystem, q, v, t):
     return jax.grad(system.L, argnums=(0, 1))(q, v, t)
 
 
-def _force(system: LagrangianSystem, q, v, t):
-    force = system.Q(q, v, t)
-    return jnp.zeros_like(q) if force is None else force
+def _midpoint_terms(system: LagrangianSystem, q0, v, t0, h):
+    """∂L/∂q̇ and (h/2)(∂L/∂q + Q) at the midpoint (q̄, v, t̄) of a step from q0."""
+    qm, tm = q0 + 0.5 * h * v, t0 + 0.5 * h
+    lq, lv = _grad_lagrangian(system, qm, v, tm)
+    force = system.Q(qm, v, tm)
+    return lv, 0.5 * h * (lq + (jnp.zeros_like(qm) if force is None else force))
 
 
 def _holonomic_jacobian(system: LagrangianSystem, q, t):
@@ -213,14 +213,8 @@ def _position_residual(z, args):
     system, q0, p0, t0, h = args
     n = q0.shape[0]
     v, nu = z[:n], z[n:]
-    qm, tm = q0 + 0.5 * h * v, t0 + 0.5 * h
-    lq, lv = _grad_lagrangian(system, qm, v, tm)
-    rows = [
-        lv
-        - 0.5 * h * (lq + _force(system, qm, v, tm))
-        - _holonomic_jacobian(system, q0, t0).T @ nu
-        - p0
-    ]
+    lv, half = _midpoint_terms(system, q0, v, t0, h)
+    rows = [lv - half - _holonomic_jacobian(system, q0, t0).T @ nu - p0]
     if system.constraints.positional:
         rows.append(system.constraints.positions(q0 + h * v, t0 + h))
     return jnp.concatenate(rows)
@@ -270,10 +264,9 @@ def _midpoint(system, solver, state: _State, h) -> tuple[_State, BoolScalar]:
     args = (system, state.q, state.p, state.t, h)
     z, ok_q = _newton(_position_residual, _position_small, z0, args, solver)
     v, lam = z[:n], z[n:] / (0.5 * h)
-    q1, qm, tm = state.q + h * v, state.q + 0.5 * h * v, state.t + 0.5 * h
-    lq, lv = _grad_lagrangian(system, qm, v, tm)
-    p_half = lv + 0.5 * h * (lq + _force(system, qm, v, tm))
-    t1 = state.t + h
+    q1 = state.q + h * v
+    lv, half = _midpoint_terms(system, state.q, v, state.t, h)
+    p_half, t1 = lv + half, state.t + h
     w0 = jnp.concatenate([v, 0.5 * h * state.mu])
     args = (system, q1, p_half, t1)
     w, ok_v = _newton(_velocity_residual, _velocity_small, w0, args, solver)
@@ -304,13 +297,9 @@ class _Carry(NamedTuple):
 def _variational_jit(system, q0, qd0, t0, t1, ts, solver, dt0, budget, step_limit):
     """The trajectory, in at most `budget` loop iterations and `step_limit` steps."""
     start_finite = jnp.all(jnp.isfinite(q0)) & jnp.all(jnp.isfinite(qd0))
-    q0 = jnp.where(start_finite, q0, 0.0)
-    qd0 = jnp.where(start_finite, qd0, 0.0)
-    n = q0.shape[0]
-    dtype = q0.dtype
-    m = 0
-    if system.constraints.positional:
-        m = jax.eval_shape(system.constraints.positions, q0, t0).shape[0]
+    q0, qd0 = (jnp.where(start_finite, x, 0.0) for x in (q0, qd0))
+    n, dtype = q0.shape[0], q0.dtype
+    m = jax.eval_shape(lambda: _holonomic_jacobian(system, q0, t0)).shape[0]
     p0 = _grad_lagrangian(system, q0, qd0, t0)[1]
     zeros_m = jnp.zeros((m,), dtype)
     state = _State(t0, q0, p0, qd0, zeros_m, zeros_m)

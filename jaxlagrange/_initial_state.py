@@ -56,14 +56,12 @@ def residuals(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> _Resid
         dqd, bad_mass, bad = metric.velocity_correction(system, q, qd, t)
         velocity = _max_abs(dqd, dtype) / (1 + _max_abs(qd, dtype))
         singular_mass, redundant = singular_mass | bad_mass, redundant | bad
-    if stack.one_sided:
-        h = values.h
-        if h.size:
-            jac = jax.jacfwd(stack.gaps)(q, t)
-            # −h/|∇h| is the depth below h = 0 to first order, in units of q.
-            gradient = jnp.sqrt(jnp.sum(jac**2, axis=1))
-            depth = jnp.where(h < 0, -h / jnp.where(gradient > 0, gradient, 1.0), 0.0)
-            penetration = jnp.max(depth) / q_scale
+    if stack.one_sided and (h := values.h).size:
+        jac = jax.jacfwd(stack.gaps)(q, t)
+        # −h/|∇h| is the depth below h = 0 to first order, in units of q.
+        gradient = jnp.sqrt(jnp.sum(jac**2, axis=1))
+        depth = jnp.where(h < 0, -h / jnp.where(gradient > 0, gradient, 1.0), 0.0)
+        penetration = jnp.max(depth) / q_scale
     g, gd, a = (_max_abs(x, dtype) for x in (values.g, values.gd, values.a))
     return _Residuals(
         position, velocity, penetration, g, gd, a, singular_mass, redundant
@@ -163,23 +161,17 @@ def check_initial_state(
 
 @eqx.filter_jit
 def _project_initial(system, q, qd, t):
-    q, qd, singular = project(system, q, qd, t, _INITIAL_ITERATIONS)
+    q, qd, _ = project(system, q, qd, t, _INITIAL_ITERATIONS)
     r = residuals(system, q, qd, t)
     tol = tolerance(q.dtype)
-    where = "jl.project_initial_state: "
-    return first_error(
-        (q, qd),
-        [
-            (r.singular_mass, where + _SINGULAR_MASS_AT_T0),
-            (r.redundant, where + _REDUNDANT_AT_T0),
-            (
-                r.position > tol,
-                where + "the Gauss–Newton iteration did not reach the manifold "
-                "g(q, t0) = 0 from this q0; start closer to it, or check that "
-                "g = 0 has a solution near q0.",
-            ),
-        ],
+    not_reached = (
+        "the Gauss–Newton iteration did not reach the manifold g(q, t0) = 0 from "
+        "this q0; start closer to it, or check that g = 0 has a solution near q0."
     )
+    # The mass matrix and redundant rows as `simulate`'s check words them.
+    checks = [*initial_checks(r, tol, known=False)[:2], (r.position > tol, not_reached)]
+    where = "jl.project_initial_state: "
+    return first_error((q, qd), [(c, where + m) for c, m in checks])
 
 
 def project_initial_state(

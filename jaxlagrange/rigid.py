@@ -1,13 +1,8 @@
 """Rigid bodies in 3-D: rotations, angular velocity and kinetic energy.
 
-The pieces a Lagrangian of rigid bodies is written from, so that L stays a plain
-function `L(q, qd, t[, params])`: a rotation matrix from Euler angles or a
-quaternion, the angular velocity of any rotation `R(q, t)` by one JVP, the
-kinetic energy ½ m |ẋ|² + ½ ωᵀ I ω of a body, and the unit-quaternion constraint
-with the term that makes the mass matrix of quaternion coordinates regular.
-
-Conventions: rotation matrices map body to space, x_space = R x_body; quaternions
-are scalar first, p = (w, x, y, z); angular velocities are (ω₁, ω₂, ω₃) in body
+The pieces a plain L(q, qd, t[, params]) of rigid bodies is written from
+(docs/rigid_bodies.md). Rotation matrices map body to space, x_space = R x_body;
+quaternions are scalar first, p = (w, x, y, z); angular velocities are in body
 axes (ω̂ = RᵀṘ) or in space axes (ω̂ = ṘRᵀ).
 """
 

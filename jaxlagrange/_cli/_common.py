@@ -1,5 +1,6 @@
 """Helpers shared by the subcommands."""
 
+import argparse
 import contextlib
 import dataclasses
 import functools
@@ -22,11 +23,18 @@ from .._options import GivenOptions
 from .._results import code_of, item_of
 from .._simulate import simulate_checked
 from .._trajectory import Trajectory, result_message
-from ._output import CLIError, file_name, output_dir
+from ._output import CLIError, file_name, output_dir, write_with_summary
 
 
-def add_command_arguments(parser, *, out: str, progress: str, device: str) -> None:
-    """Add a subcommand's `--out`, `--no-plots`, `--quiet`, `--progress`, `--device`."""
+def add_command_arguments(
+    parser, config, *, out: str, progress: str, device: str, nargs=None, epilog=None
+) -> None:
+    """Add a subcommand's CONFIG, `--out`, `--no-plots`, `--quiet`, `--progress`,
+    `--device`, and the `epilog` listing its outputs."""
+    if epilog is not None:
+        parser.epilog = epilog
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("config", nargs=nargs, help=config)
     parser.add_argument(
         "--out",
         metavar="DIR",
@@ -75,6 +83,24 @@ def output_directory(args, config, default: str) -> Path:
     chosen = args.out or config["output"]["dir"]
     # A plain file name: a model's name never chooses where files go.
     return output_dir(chosen or Path("out", file_name(default)))
+
+
+def plots(args, config) -> bool:
+    """Whether PNG plots are wanted: by the config, and not refused by `--no-plots`."""
+    return config["output"]["plots"] and not args.no_plots
+
+
+def write_outputs(args, config, out, files, summary, line: str, figures) -> dict:
+    """Write `files` and `summary` as one set and say `line`; then, with plots, the
+    figures `figures()` draws join them, a second whole set. The figures drawn."""
+    # The result first: a figure that fails to draw costs no data.
+    write_with_summary(out, files, summary)
+    say(args, line)
+    if not plots(args, config):
+        return {}
+    drawn = figures()
+    write_with_summary(out, {**files, **drawn}, summary)
+    return drawn
 
 
 def show_progress(args) -> bool:

@@ -28,15 +28,9 @@ from ._common import (
     show_progress,
     simulate_program,
     trajectory_from,
+    write_outputs,
 )
-from ._output import (
-    CLIError,
-    json_bytes,
-    npz_bytes,
-    png_bytes,
-    run_id,
-    write_with_summary,
-)
+from ._output import CLIError, json_bytes, npz_bytes, png_bytes, run_id
 
 
 POOR_FIT = 3
@@ -71,11 +65,13 @@ example: configs/fit_pendulum.toml
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = _FIT_EPILOG
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("config", help="a TOML config with a [fit] section")
     add_command_arguments(
-        parser, out="out/fit_<system name>", progress="progress bar", device="the CPU"
+        parser,
+        "a TOML config with a [fit] section",
+        out="out/fit_<system name>",
+        progress="progress bar",
+        device="the CPU",
+        epilog=_FIT_EPILOG,
     )
 
 
@@ -177,13 +173,12 @@ def _held_as_null(stderr, trainable):
 
 def _with_stderr(params, stderr):
     """`{"l": 2.0, "l_stderr": 3e-9, ...}` for dict params; else both side by side."""
-    if isinstance(params, dict):
-        out = {}
-        for key, value in params.items():
-            out[key] = value
-            out[f"{key}_stderr"] = stderr[key]
-        return out
-    return {"params": params, "stderr": stderr}
+    if not isinstance(params, dict):
+        return {"params": params, "stderr": stderr}
+    out = {}
+    for key, value in params.items():
+        out |= {key: value, f"{key}_stderr": stderr[key]}
+    return out
 
 
 def _ready_system(config, paths, sigma):
@@ -210,14 +205,8 @@ def command(args: argparse.Namespace, config, devices) -> int:
     initial, sigma = config["initial"], config["fit"]["sigma"]
     ready = _ready_system(config, paths, sigma)
     kwargs = _config.fit_kwargs(config, ready)
-    n = ready.q0.shape[0]
-    sigma_qd = config["fit"]["sigma_qd"]
-    data = [
-        load_observations(
-            p, n, sigma, initial["q"], initial["qd"], sigma_qd, ready.coordinates
-        )
-        for p in paths
-    ]
+    given = (initial["q"], initial["qd"], config["fit"]["sigma_qd"], ready.coordinates)
+    data = [load_observations(p, ready.q0.shape[0], sigma, *given) for p in paths]
     out = output_directory(args, config, f"fit_{ready.name}")
     chosen = kwargs["segments"] == "auto"
     if chosen:
@@ -269,35 +258,27 @@ def command(args: argparse.Namespace, config, devices) -> int:
         "config": config["source"],
         "run": run_id(),
     }
-    # The result first: the data and the summary as one set, then the line.
-    write_with_summary(out, files, summary)
     chi2 = "" if result.chi2_red is None else f", reduced χ² {result.chi2_red:.3g}"
-    say(
-        args,
+    line = (
         f"loss {initial_loss:.3e} -> {result.loss:.3e} (RMS residual "
         f"{result.rms:.3g}, data spread {result.data_scale:.3g}{chi2}) in "
         f"{result.steps} solver steps, {fit_s:.1f} s; solver: {result.solver_result}"
-        f"{'; POOR FIT (see the warning)' if result.warning else ''}; wrote {out}/",
+        f"{'; POOR FIT (see the warning)' if result.warning else ''}; wrote {out}/"
     )
-    if config["output"]["plots"] and not args.no_plots:
-        # The figures then join the set: a second, whole set with them in it.
-        # (matplotlib is imported by the first figure, on the main thread: see
-        # `run._command`.)
 
-        figures = {
-            "fit.png": plotting.fit_comparison(
-                arrays["ts_0"],
-                arrays["q_0"],
-                arrays["q_fit_0"],
-                ready.coordinates,
-                units=ready.units,
-                sigma=sigma,
-                title=f"{ready.name}: observed ({paths[0].name}) and fitted",
+    def figures():  # (matplotlib imported on the main thread: see `run._command`)
+        observed = (arrays["ts_0"], arrays["q_0"], arrays["q_fit_0"], ready.coordinates)
+        title = f"{ready.name}: observed ({paths[0].name}) and fitted"
+        return {
+            "fit.png": png_bytes(
+                plotting.fit_comparison(
+                    *observed, units=ready.units, sigma=sigma, title=title
+                )
             ),
-            "loss.png": plotting.losses(result.losses),
+            "loss.png": png_bytes(plotting.losses(result.losses)),
         }
-        files.update({name: png_bytes(fig) for name, fig in figures.items()})
-        write_with_summary(out, files, summary)
+
+    write_outputs(args, config, out, files, summary, line, figures)
     stalled = result.solver_result.startswith("stalled")
     return POOR_FIT if result.warning or stalled else 0
 

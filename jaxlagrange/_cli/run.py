@@ -26,13 +26,15 @@ from ._common import (
     errors_as_values,
     kept_programs,
     output_directory,
+    plots,
     result_line,
     say,
     simulate_program,
     trajectory_from,
+    write_outputs,
 )
 from ._gif_worker import GifWorker
-from ._output import CLIError, npz_bytes, png_bytes, run_id, write_with_summary
+from ._output import CLIError, npz_bytes, png_bytes, run_id
 
 
 _RUN_EPILOG = """\
@@ -65,18 +67,14 @@ example configs: configs/*.toml; the default: jaxlagrange run --show-config
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = _RUN_EPILOG
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument(
-        "config",
-        nargs="?",
-        help="a TOML config (default: the embedded double-pendulum config)",
-    )
     add_command_arguments(
         parser,
+        "a TOML config (default: the embedded double-pendulum config)",
         out="out/<system name>",
         progress="progress bar of the solve",
         device="the CPU",
+        nargs="?",
+        epilog=_RUN_EPILOG,
     )
     parser.add_argument(
         "--no-animation", action="store_true", help="write no motion.gif"
@@ -266,10 +264,9 @@ def _command(args: argparse.Namespace, config, devices) -> int:
     ready = _config.ready_system(config)
     kwargs = _config.simulate_kwargs(config)
     out = output_directory(args, config, ready.name)
-    plots = config["output"]["plots"] and not args.no_plots
     worker = None
-    animation = plots and config["output"]["animation"] and not args.no_animation
-    if animation and ready.points is not None:
+    animation = plots(args, config) and config["output"]["animation"]
+    if animation and not args.no_animation and ready.points is not None:
         # The GIF is drawn by a worker process, which starts now. matplotlib
         # is imported when the figures are drawn, on this thread: imported by
         # a second thread beside the solve, it can deadlock (its extension's
@@ -298,7 +295,6 @@ def _command(args: argparse.Namespace, config, devices) -> int:
         events = {}
         if ready.system.constraints.one_sided:
             events["events"] = _events(traj, arrays)
-        files = {"trajectory.npz": npz_bytes(**arrays)}
         summary = {
             "command": "run",
             "system": ready.name,
@@ -324,27 +320,25 @@ def _command(args: argparse.Namespace, config, devices) -> int:
             "config": config["source"],
             "run": run_id(),
         }
-        # The result first: the data and the summary as one set, then the line.
-        write_with_summary(out, files, summary)
         if conserved and relative is not None:
             drift_text = f"relative energy drift {relative:.2e}"
         else:
             drift_text = f"energy change {drift:.2e}"
-        say(
-            args,
+        line = (
             f"{summary['stats']['num_steps']} steps in {timing.run:.2f} s "
-            f"({timing.line()}), {drift_text}; wrote {out}/",
+            f"({timing.line()}), {drift_text}; wrote {out}/"
         )
-        if plots:
-            # The figures then join the set: a second, whole set with them in it.
+
+        def figures():
             start = time.perf_counter()
-            figures = _figures(ready, traj, energies, conserved, worker)
+            drawn = _figures(ready, traj, energies, conserved, worker)
             summary["wall_time_s"]["figures"] = time.perf_counter() - start
-            write_with_summary(out, {**files, **figures}, summary)
-            say(
-                args,
-                f"{len(figures)} figures in {summary['wall_time_s']['figures']:.2f} s",
-            )
+            return drawn
+
+        files = {"trajectory.npz": npz_bytes(**arrays)}
+        if drawn := write_outputs(args, config, out, files, summary, line, figures):
+            seconds = summary["wall_time_s"]["figures"]
+            say(args, f"{len(drawn)} figures in {seconds:.2f} s")
     finally:
         if worker is not None:
             worker.close()

@@ -33,9 +33,9 @@ from ._output import CLIError, png_bytes, write_with_summary
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", help="a TOML config with a [sweep] section")
     add_command_arguments(
         parser,
+        "a TOML config with a [sweep] section",
         out="out/sweep_<system name>",
         progress="progress bar",
         device="the GPUs when JAX has any, else the CPU",

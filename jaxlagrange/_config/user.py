@@ -1,15 +1,10 @@
 """Systems from the user's own Python file: `[system] file` and `function`.
 
-`make(**params)` returns a `jl.LagrangianSystem` (or a `jl.systems.ReadySystem`
-with its own initial state); the file may also define the figures' `coordinates`,
-`positions(q, **params)`, `units`, `point_names` and `length_unit` (docs/cli.md,
-"Your own system"). `positions` gets the system's full params (the defaults of
-`make` updated by the config's) and is evaluated once at the initial state
-before anything is solved.
-
-Every problem with the file (missing, a syntax error, an import that fails, no
-such function, the function raising or returning something else) is one
-`ConfigError` line naming the file and the function."""
+`make(**params)` returns a `jl.LagrangianSystem` or a `jl.systems.ReadySystem`;
+the file may also define the figures' labels and `positions` (docs/cli.md, "Your
+own system"). Every problem with the file (missing, not importable, no such
+function, a function that raises or returns something else, one that reads past
+q) is one `ConfigError` line naming the file and the function."""
 
 import contextlib
 import importlib.util

@@ -8,11 +8,13 @@ import hashlib
 import json
 import os
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import diffrax
+import equinox as eqx
 import jax
 
 from .. import _config, _programs
@@ -169,11 +171,8 @@ def simulate_program(**kwargs):
     kwargs = {"adjoint": diffrax.ForwardMode(), **kwargs}
 
     def program(system, q0, qd0, **more):
-        options = {**kwargs, **more}
-        checked = simulate_checked(
-            system, q0, qd0, GivenOptions(**options), throw=False
-        )
-        traj, failure = checked[:2]
+        options = GivenOptions(**{**kwargs, **more})
+        traj, failure = simulate_checked(system, q0, qd0, options, throw=False)[:2]
         fields = {
             f.name: getattr(traj, f.name)
             for f in dataclasses.fields(traj)
@@ -193,9 +192,7 @@ def trajectory_from(system, out):
     fields, failure = out
     traj = Trajectory(**{**fields, "result": item_of(fields["result"])})
     traj = traj.recording(system)
-    if failure is None:
-        return traj
-    return diagnosed(traj, Failure(system, *failure))
+    return traj if failure is None else diagnosed(traj, Failure(system, *failure))
 
 
 @contextlib.contextmanager
@@ -277,15 +274,21 @@ def _listen_for_hits() -> None:
     jax.monitoring.register_event_listener(count)
 
 
-@contextlib.contextmanager
-def cache_hits() -> Iterator[list[int]]:
-    """Count the programs loaded from JAX's persistent cache inside the block."""
+def timed_run(name: str, program, ready, config) -> tuple[Any, Timing]:
+    """`program(*ready)` compiled ahead of time as `name` (kept by `config`, unless
+    None: `kept_programs`), run, and its `Timing`."""
     _listen_for_hits()
-    counter, before = [0], _HITS[0]
-    try:
-        yield counter
-    finally:
-        counter[0] = _HITS[0] - before
+    start = time.perf_counter()
+    with errors_as_values(), kept_programs(config, ready):
+        lowered, loaded = _programs.lower(name, program, *ready)
+        traced, hits = time.perf_counter(), _HITS[0]
+        compiled = lowered.compile()
+    compiled_at = time.perf_counter()
+    flat = jax.tree_util.tree_leaves(eqx.filter(tuple(ready), eqx.is_array))
+    out = jax.block_until_ready(compiled(*flat))
+    run = time.perf_counter() - compiled_at
+    cached = _HITS[0] > hits
+    return out, Timing(traced - start, compiled_at - traced, cached, run, loaded)
 
 
 def _available(platform: str) -> list:

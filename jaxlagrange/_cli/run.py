@@ -16,20 +16,16 @@ from .. import _config, plotting
 from .._eom import energy_unchecked
 from .._errors import one_line
 from .._initial_state import PROJECT_HINT, check_initial_state
-from .._programs import lower
 from .._trajectory import EVENT_IMPACT, EVENT_NAMES, result_name
 from ._common import (
-    Timing,
     add_command_arguments,
-    cache_hits,
     configured,
-    errors_as_values,
-    kept_programs,
     output_directory,
     plots,
     result_line,
     say,
     simulate_program,
+    timed_run,
     trajectory_from,
     write_outputs,
 )
@@ -101,11 +97,8 @@ def _energy_along(system, ts, q, qd):
 
 def _conserved(system, autonomous, traj) -> bool:
     """Whether the Jacobi integral is conserved along `traj`."""
-    forced = (
-        system.force is not None
-        or system.dissipation is not None
-        or system.constraints.friction is not None
-    )
+    given = (system.force, system.dissipation, system.constraints.friction)
+    forced = any(x is not None for x in given)
     if system.constraints.one_sided and traj.event_kind is not None:
         kinds = np.asarray(traj.event_kind)[: int(np.asarray(traj.num_events))]
         inelastic = not bool(np.all(np.asarray(system.coefficient("restitution")) == 1))
@@ -117,7 +110,6 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool, config):
     """`jl.simulate(*ready, **kwargs)`, compiled ahead of time and timed."""
     if ready.system.has_constraints:
         # Eagerly, for a one-line error (under the compiled run it is a runtime one).
-
         t0 = jnp.asarray(kwargs.get("t0", 0.0), ready.q0.dtype)
         try:
             check_initial_state(ready.system, ready.q0, ready.qd0, t0)
@@ -134,18 +126,8 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool, config):
         energy = _energy_along(system, fields["ts"], fields["q"], fields["qd"])
         return fields, failure, energy
 
-    start = time.perf_counter()
     # A progress bar is a host callback: such a program is not kept.
-    with errors_as_values(), kept_programs(None if progress else config, ready):
-        lowered, loaded = lower("run.solve", program, *ready)
-        traced = time.perf_counter()
-        with cache_hits() as hits:
-            compiled = lowered.compile()
-    compiled_at = time.perf_counter()
-    flat = jax.tree_util.tree_leaves(eqx.filter(tuple(ready), eqx.is_array))
-    out = jax.block_until_ready(compiled(*flat))
-    run_s = time.perf_counter() - compiled_at
-    timing = Timing(traced - start, compiled_at - traced, hits[0] > 0, run_s, loaded)
+    out, timing = timed_run("run.solve", program, ready, None if progress else config)
     traj = trajectory_from(ready.system, out[:2])
     # Checked in NumPy: an eager JAX comparison is one more small compile.
     name = result_name(traj)
@@ -180,47 +162,39 @@ def _events(traj, arrays) -> list[dict[str, Any]]:
     ]
 
 
-def _figures(ready, traj, energies, conserved: bool, worker):
+def _figures(ready, traj, energies, conserved: bool, worker, summary):
     """The PNGs (and motion.gif, drawn by `worker` if any) of `jaxlagrange run`."""
+    start = time.perf_counter()
     title, labels, units = f"{ready.name}: ", ready.coordinates, ready.units
+    q, ts, style = traj.q, traj.ts, {"units": units}
     figures = {
         "coordinates.png": plotting.coordinates(
-            traj.ts,
-            traj.q,
-            labels,
-            units=units,
-            title=title + "coordinates against time",
+            ts, q, labels, title=title + "coordinates against time", **style
         ),
         "phase.png": plotting.phase_portrait(
-            traj.q,
-            traj.qd,
-            labels,
-            units=units,
-            ts=traj.ts,
-            title=title + "phase portrait",
+            q, traj.qd, labels, ts=ts, title=title + "phase portrait", **style
         ),
         "energy.png": plotting.energy(
-            traj.ts, energies, conserved=conserved, unit=units and "J"
+            ts, energies, conserved=conserved, unit=units and "J"
         ),
     }
     positions = None if ready.points is None else _positions(ready, traj)
     if ready.points is None and ready.q0.shape[0] >= 2:
-        figures["configuration.png"] = plotting.configuration(
-            traj.q, labels, units=units, ts=traj.ts
-        )
+        figures["configuration.png"] = plotting.configuration(q, labels, ts=ts, **style)
     if positions is not None:
-        unit, names = ready.length_unit, ready.point_names
-        style = {"unit": unit, "links": ready.links}
+        style = {"unit": ready.length_unit, "links": ready.links}
+        names = ready.point_names
         figures["motion.png"] = plotting.motion(
             positions, title=title + "paths of the bodies", names=names, **style
         )
-        gif = (np.asarray(traj.ts), positions)
+        gif = (np.asarray(ts), positions)
         style |= {"title": ready.name, "time_unit": units and "s"}
         if worker is not None:
             worker.start(*gif, **style)
     files = {name: png_bytes(fig) for name, fig in figures.items()}
     if positions is not None and worker is not None:
         files["motion.gif"] = worker.result() or plotting.animation(*gif, **style)
+    summary["wall_time_s"]["figures"] = time.perf_counter() - start
     return files
 
 
@@ -328,14 +302,11 @@ def _command(args: argparse.Namespace, config, devices) -> int:
             f"{summary['stats']['num_steps']} steps in {timing.run:.2f} s "
             f"({timing.line()}), {drift_text}; wrote {out}/"
         )
+        files = {"trajectory.npz": npz_bytes(**arrays)}
 
         def figures():
-            start = time.perf_counter()
-            drawn = _figures(ready, traj, energies, conserved, worker)
-            summary["wall_time_s"]["figures"] = time.perf_counter() - start
-            return drawn
+            return _figures(ready, traj, energies, conserved, worker, summary)
 
-        files = {"trajectory.npz": npz_bytes(**arrays)}
         if drawn := write_outputs(args, config, out, files, summary, line, figures):
             seconds = summary["wall_time_s"]["figures"]
             say(args, f"{len(drawn)} figures in {seconds:.2f} s")

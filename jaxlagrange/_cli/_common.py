@@ -31,8 +31,7 @@ from ._output import CLIError, file_name, output_dir, write_with_summary
 def add_command_arguments(
     parser, config, *, out: str, progress: str, device: str, nargs=None, epilog=None
 ) -> None:
-    """Add a subcommand's CONFIG, `--out`, `--no-plots`, `--quiet`, `--progress`,
-    `--device`, and the `epilog` listing its outputs."""
+    """Add a subcommand's arguments, and the `epilog` that lists its outputs."""
     if epilog is not None:
         parser.epilog = epilog
         parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -93,8 +92,7 @@ def plots(args, config) -> bool:
 
 
 def write_outputs(args, config, out, files, summary, line: str, figures) -> dict:
-    """Write `files` and `summary` as one set and say `line`; then, with plots, the
-    figures `figures()` draws join them, a second whole set. The figures drawn."""
+    """Write the result and say `line`; then, with plots, add the `figures()` drawn."""
     # The result first: a figure that fails to draw costs no data.
     write_with_summary(out, files, summary)
     say(args, line)
@@ -275,8 +273,7 @@ def _listen_for_hits() -> None:
 
 
 def timed_run(name: str, program, ready, config) -> tuple[Any, Timing]:
-    """`program(*ready)` compiled ahead of time as `name` (kept by `config`, unless
-    None: `kept_programs`), run, and its `Timing`."""
+    """`program(*ready)` compiled ahead of time (`kept_programs`), run and timed."""
     _listen_for_hits()
     start = time.perf_counter()
     with errors_as_values(), kept_programs(config, ready):

@@ -18,18 +18,7 @@ from .._fit._loss import Observations
 from .._fit._main import fit
 from .._programs import call
 from .._trajectory import failed, result_message, result_name
-from ._common import (
-    add_command_arguments,
-    configured,
-    errors_as_values,
-    kept_programs,
-    output_directory,
-    say,
-    show_progress,
-    simulate_program,
-    trajectory_from,
-    write_outputs,
-)
+from . import _common
 from ._output import CLIError, json_bytes, npz_bytes, png_bytes, run_id
 
 
@@ -65,7 +54,7 @@ example: configs/fit_pendulum.toml
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_command_arguments(
+    _common.add_command_arguments(
         parser,
         "a TOML config with a [fit] section",
         out="out/fit_<system name>",
@@ -124,14 +113,10 @@ def load_observations(
                     f"{','.join(needed)}[,qd0,..] (it is {','.join(columns)})"
                 )
             table = np.atleast_1d(table)
-            ts = table["t"]
-            q = np.stack([table[f"q{i}"] for i in range(k)], axis=1)
+            ts, q = table["t"], np.stack([table[f"q{i}"] for i in range(k)], axis=1)
             velocity = [f"qd{i}" for i in range(k)]
-            qd = (
-                np.stack([table[c] for c in velocity], axis=1)
-                if all(c in columns for c in velocity)
-                else None
-            )
+            given = all(c in columns for c in velocity)
+            qd = np.stack([table[c] for c in velocity], axis=1) if given else None
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         raise CLIError(
             f"{name}: not a valid data file, cannot read it: {one_line(e)}"
@@ -199,7 +184,7 @@ def _ready_system(config, paths, sigma):
     return _config.ready_system({**config, "initial": state})
 
 
-@configured(_config.FIT_SCHEMA, "fit", batched=False)
+@_common.configured(_config.FIT_SCHEMA, "fit", batched=False)
 def command(args: argparse.Namespace, config, devices) -> int:
     paths = _config.data_paths(config)
     initial, sigma = config["initial"], config["fit"]["sigma"]
@@ -207,11 +192,11 @@ def command(args: argparse.Namespace, config, devices) -> int:
     kwargs = _config.fit_kwargs(config, ready)
     given = (initial["q"], initial["qd"], config["fit"]["sigma_qd"], ready.coordinates)
     data = [load_observations(p, ready.q0.shape[0], sigma, *given) for p in paths]
-    out = output_directory(args, config, f"fit_{ready.name}")
+    out = _common.output_directory(args, config, f"fit_{ready.name}")
     chosen = kwargs["segments"] == "auto"
     if chosen:
         kwargs["segments"] = shooting_segments(data)
-    say(
+    _common.say(
         args,
         f"jaxlagrange fit: {ready.name} to {len(data)} observed trajectory(ies), "
         f"optimizer {config['fit']['optimizer']} (at most {kwargs['steps']} steps), "
@@ -278,7 +263,7 @@ def command(args: argparse.Namespace, config, devices) -> int:
             "loss.png": png_bytes(plotting.losses(result.losses)),
         }
 
-    write_outputs(args, config, out, files, summary, line, figures)
+    _common.write_outputs(args, config, out, files, summary, line, figures)
     stalled = result.solver_result.startswith("stalled")
     return POOR_FIT if result.warning or stalled else 0
 
@@ -290,12 +275,14 @@ def _fitted(args, config, ready, data, kwargs):
         # persistent cache; a failure shows as a non-finite loss, which `fit`
         # reports (FloatingPointError).
         with (
-            errors_as_values(),
-            kept_programs(config, ready),
+            _common.errors_as_values(),
+            _common.kept_programs(config, ready),
             warnings.catch_warnings(record=True) as issued,
         ):
             warnings.simplefilter("always")
-            result = fit(ready.system, data, progress=show_progress(args), **kwargs)
+            result = fit(
+                ready.system, data, progress=_common.show_progress(args), **kwargs
+            )
     except FloatingPointError as e:
         raise CLIError(one_line(e)) from None
     except ValueError as e:
@@ -319,7 +306,7 @@ def _fitted(args, config, ready, data, kwargs):
 def _fitted_motions(args, config, ready, data, result, kwargs, notes):
     """The arrays of fit.npz: each data file's observed and fitted motion."""
     settings = ("solver", "rtol", "atol", "max_steps")
-    program = simulate_program(**{key: kwargs[key] for key in settings})
+    program = _common.simulate_program(**{key: kwargs[key] for key in settings})
 
     def fitted_motion(system, q0, qd0, ts):
         return program(system, q0, qd0, t0=ts[0], t1=ts[-1], saveat=ts)
@@ -327,13 +314,13 @@ def _fitted_motions(args, config, ready, data, result, kwargs, notes):
     arrays = {}
     # Checks as values here too, so that this solve comes from the cache. One
     # program serves every data file of the same length.
-    with errors_as_values(), kept_programs(config, ready):
+    with _common.errors_as_values(), _common.kept_programs(config, ready):
         for i, (obs, q0, qd0) in enumerate(
             zip(data, result.q0, result.qd0, strict=True)
         ):
             ts = jnp.asarray(obs.ts)
             motion = call("fit.simulate", fitted_motion, result.system, q0, qd0, ts)
-            traj = trajectory_from(result.system, motion)
+            traj = _common.trajectory_from(result.system, motion)
             arrays.update({f"ts_{i}": obs.ts, f"q_{i}": obs.q, f"q_fit_{i}": traj.q})
             if bool(failed(traj)):
                 # (The fit's own solves may succeed where this one, over the

@@ -17,18 +17,7 @@ from .._eom import energy_unchecked
 from .._errors import one_line
 from .._initial_state import PROJECT_HINT, check_initial_state
 from .._trajectory import EVENT_IMPACT, EVENT_NAMES, result_name
-from ._common import (
-    add_command_arguments,
-    configured,
-    output_directory,
-    plots,
-    result_line,
-    say,
-    simulate_program,
-    timed_run,
-    trajectory_from,
-    write_outputs,
-)
+from . import _common
 from ._gif_worker import GifWorker
 from ._output import CLIError, npz_bytes, png_bytes, run_id
 
@@ -63,7 +52,7 @@ example configs: configs/*.toml; the default: jaxlagrange run --show-config
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_command_arguments(
+    _common.add_command_arguments(
         parser,
         "a TOML config (default: the embedded double-pendulum config)",
         out="out/<system name>",
@@ -119,7 +108,7 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool, config):
             message = str(e).replace(PROJECT_HINT, hint)
             raise CLIError(f"[initial] state of {ready.name!r}: {message}") from None
     meter = diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter()
-    solve_only = simulate_program(**kwargs, progress_meter=meter)
+    solve_only = _common.simulate_program(**kwargs, progress_meter=meter)
 
     def program(system, q0, qd0):
         fields, failure = solve_only(system, q0, qd0)
@@ -127,8 +116,10 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool, config):
         return fields, failure, energy
 
     # A progress bar is a host callback: such a program is not kept.
-    out, timing = timed_run("run.solve", program, ready, None if progress else config)
-    traj = trajectory_from(ready.system, out[:2])
+    out, timing = _common.timed_run(
+        "run.solve", program, ready, None if progress else config
+    )
+    traj = _common.trajectory_from(ready.system, out[:2])
     # Checked in NumPy: an eager JAX comparison is one more small compile.
     name = result_name(traj)
     failed = f"failed at t = {float(traj.t_final):.6g} (t1 = {float(kwargs['t1']):.6g})"
@@ -138,7 +129,7 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool, config):
             f"[simulate] max_steps (now {kwargs['max_steps']}) or loosen rtol/atol"
         )
     elif name != "successful":
-        why = f"{failed}: {result_line(traj.result).rstrip('.')}"
+        why = f"{failed}: {_common.result_line(traj.result).rstrip('.')}"
     elif not all(
         np.all(np.isfinite(np.asarray(x)))
         for x in (traj.ts, traj.q, traj.qd, traj.multipliers)
@@ -233,13 +224,13 @@ def command(args: argparse.Namespace) -> int:
 
 
 # Everything, the solve and the energy along it, on the chosen device.
-@configured(_config.RUN_SCHEMA, "run", batched=False)
+@_common.configured(_config.RUN_SCHEMA, "run", batched=False)
 def _command(args: argparse.Namespace, config, devices) -> int:
     ready = _config.ready_system(config)
     kwargs = _config.simulate_kwargs(config)
-    out = output_directory(args, config, ready.name)
+    out = _common.output_directory(args, config, ready.name)
     worker = None
-    animation = plots(args, config) and config["output"]["animation"]
+    animation = _common.plots(args, config) and config["output"]["animation"]
     if animation and not args.no_animation and ready.points is not None:
         # The GIF is drawn by a worker process, which starts now. matplotlib
         # is imported when the figures are drawn, on this thread: imported by
@@ -248,7 +239,7 @@ def _command(args: argparse.Namespace, config, devices) -> int:
         # lock, which the main thread, holding the GIL, then waits for).
         worker = GifWorker()
     try:
-        say(
+        _common.say(
             args,
             f"jaxlagrange run: {ready.name}, t = {kwargs['t0']} .. {kwargs['t1']} on "
             f"{devices[0].platform}",
@@ -277,7 +268,7 @@ def _command(args: argparse.Namespace, config, devices) -> int:
             "options": config["system"]["options"],
             "initial": {"q": ready.q0, "qd": ready.qd0},
             "simulate": dict(config["simulate"]),
-            "result": result_line(traj.result),
+            "result": _common.result_line(traj.result),
             "not_imported": list(ready.system.not_imported),
             "t_final": float(traj.t_final),
             "energy": {
@@ -307,9 +298,11 @@ def _command(args: argparse.Namespace, config, devices) -> int:
         def figures():
             return _figures(ready, traj, energies, conserved, worker, summary)
 
-        if drawn := write_outputs(args, config, out, files, summary, line, figures):
+        if drawn := _common.write_outputs(
+            args, config, out, files, summary, line, figures
+        ):
             seconds = summary["wall_time_s"]["figures"]
-            say(args, f"{len(drawn)} figures in {seconds:.2f} s")
+            _common.say(args, f"{len(drawn)} figures in {seconds:.2f} s")
     finally:
         if worker is not None:
             worker.close()

@@ -20,20 +20,12 @@ from .._kernel._ensemble import KernelUnsupported
 from .._lanes import UnsupportedPrimitiveError
 from .._options import GivenOptions
 from .._results import NAMES
-from ._common import (
-    add_command_arguments,
-    configured,
-    device_name,
-    errors_as_values,
-    output_directory,
-    say,
-    show_progress,
-)
+from . import _common
 from ._output import CLIError, png_bytes, write_with_summary
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_command_arguments(
+    _common.add_command_arguments(
         parser,
         "a TOML config with a [sweep] section",
         out="out/sweep_<system name>",
@@ -42,13 +34,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-@configured(_config.SWEEP_SCHEMA, "sweep", batched=True)
+@_common.configured(_config.SWEEP_SCHEMA, "sweep", batched=True)
 def command(args: argparse.Namespace, config, devices) -> int:
     ready = _config.ready_system(config)
     kwargs = _config.simulate_kwargs(config)
     values, grid_shape = _config.sweep_axes(config, ready)
     section = config["sweep"]
-    out = output_directory(args, config, f"sweep_{ready.name}")
+    out = _common.output_directory(args, config, f"sweep_{ready.name}")
     size = int(np.prod(grid_shape))
     inputs = {
         key: np.tile(np.asarray(x), (size, 1))
@@ -68,10 +60,10 @@ def command(args: argparse.Namespace, config, devices) -> int:
     stored = stored_attributes(store)
     attrs = _identity(config, ready, grid_shape, values, stored)
     _check_physics(store, stored, attrs)
-    say(
+    _common.say(
         args,
         f"jaxlagrange sweep: {ready.name}, {size} members ({section['sampling']} "
-        f"{' x '.join(map(str, grid_shape))}) on {device_name(devices)}, "
+        f"{' x '.join(map(str, grid_shape))}) on {_common.device_name(devices)}, "
         f"t = {kwargs['t0']} .. {kwargs['t1']} -> {store}",
     )
     done_before = _members_done(stored, size)
@@ -79,14 +71,14 @@ def command(args: argparse.Namespace, config, devices) -> int:
     try:
         # Members run with throw=False (failures are result codes in the store);
         # the checks as values keep the compiled chunk cacheable across runs.
-        with errors_as_values():
+        with _common.errors_as_values():
             group = stream(
                 member,
                 inputs,
                 store,
                 chunk_size=section["chunk_size"],
                 devices=devices,
-                progress=show_progress(args),
+                progress=_common.show_progress(args),
                 attrs=attrs,
                 backend=section["backend"],
             )
@@ -128,10 +120,17 @@ def command(args: argparse.Namespace, config, devices) -> int:
     if section["lyapunov"]:
         summary["lyapunov"] = _stats(maps["lyapunov"][0][~failed])
     write_with_summary(out, files, summary, also=("sweep.zarr",))
-    say(
+    computed = (
+        "all computed"
+        if done_before == 0
+        else "all in the store already"
+        if done_before >= size
+        else f"{size - done_before} computed, {done_before} in the store already"
+    )
+    _common.say(
         args,
-        f"{size} members ({_computed(size, done_before)}) in {wall:.1f} s, "
-        f"{int(failed.sum())} failed; wrote {out}/",
+        f"{size} members ({computed}) in {wall:.1f} s, {int(failed.sum())} failed; "
+        f"wrote {out}/",
     )
     return 0
 
@@ -162,9 +161,7 @@ def _identity(config, ready, grid_shape, values, stored) -> dict:
         # module the system file imports, a data file `make()` reads).
         "physics": physics_digest(ready.system, ready.q0.shape[0], ready.q0.dtype),
         # The values of its params, the config's and those `make()` chose.
-        "params": describe(ready.system.params)
-        if legacy
-        else _described_params(ready.system.params),
+        "params": (describe if legacy else _described_params)(ready.system.params),
     }
     path = _config.system_file(config)
     if path is not None:
@@ -237,14 +234,6 @@ def _members_done(attrs: dict | None, size: int) -> int:
         return sum(min(chunk_size, size - c * chunk_size) for c in done)
     except (ValueError, KeyError, TypeError):
         return 0
-
-
-def _computed(size: int, before: int) -> str:
-    if before == 0:
-        return "all computed"
-    if before >= size:
-        return "all in the store already"
-    return f"{size - before} computed, {before} in the store already"
 
 
 def _check_physics(store: Path, attrs: dict | None, current: dict) -> None:

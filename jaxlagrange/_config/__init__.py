@@ -16,7 +16,6 @@ from .run import (
     DEFAULT_CONFIG as DEFAULT_CONFIG,
     DEVICES as DEVICES,
     RUN_SCHEMA as RUN_SCHEMA,
-    SOLVERS as SOLVERS,
     factory_options as factory_options,
     load as load,
     ready_system as ready_system,

@@ -89,11 +89,6 @@ def _read_past(fn, args, fits: str, who: str, advice: str, own=lambda error: Non
 def _check_coordinates(system, q0, qd0, where: str, file: str, made: str, advice: str):
     """Check that the system's functions fit q0's n coordinates."""
 
-    def functions(q, qd):
-        t = jnp.zeros((), q.dtype)
-        out = [system.L(q, qd, t), system.Q(q, qd, t)]
-        return out + [kind.residual(q, qd, t) for kind in system.constraints.all]
-
     # A coordinate that L never depends on (zero mass row and derivatives at q0
     # and at a second state) means n is larger than the system's.
     def used(q, qd):
@@ -107,7 +102,9 @@ def _check_coordinates(system, q0, qd0, where: str, file: str, made: str, advice
         )
 
     def check(q, qd):
-        functions(q, qd)
+        t = jnp.zeros((), q.dtype)
+        for f in (system.L, system.Q, *(k.residual for k in system.constraints.all)):
+            f(q, qd, t)  # each traced, so that its errors are named
         return used(q, qd) | used(q + 0.37, qd + 0.29)
 
     def named(e):  # a wrong output shape or dtype, named by `_system`
@@ -137,8 +134,7 @@ def _check_coordinates(system, q0, qd0, where: str, file: str, made: str, advice
 def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
     """The `ReadySystem` of a config whose `[system]` names a `file`."""
     source, section = config["source"], config["system"]
-    path = system_file(config)
-    assert path is not None
+    path = beside(config, section["file"])
     function = section["function"]
     where = f"{source}: [system] file {section['file']!r}"
     if section["options"]:
@@ -225,20 +221,15 @@ def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
             and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
         }
         full.update(params)
-        # No coordinate read past q0's n; its own errors are named where the
-        # plots are drawn.
-        _read_past(
-            lambda q: jnp.asarray(positions(q, **full)),
-            (q0,),
-            fits,
-            f"`positions` in {section['file']!r}",
-            advice,
-        )
 
         def points(q, t, system_params, _positions=positions):
             del t, system_params
             return _positions(q, **full)
 
+        # No coordinate read past q0's n; its own errors are named where the
+        # plots are drawn.
+        who = f"`positions` in {section['file']!r}"
+        _read_past(lambda q: jnp.asarray(points(q, 0, 0)), (q0,), fits, who, advice)
         k = _check_points(points, q0, f"{source}: [system] file {section['file']!r}")
         labels["point_names"] = _label_list(labels, "point_names", k, "point", where)
     return _systems.ReadySystem(system, q0, qd0, path.stem, points=points, **labels)

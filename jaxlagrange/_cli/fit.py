@@ -149,13 +149,6 @@ def shooting_segments(data, samples: int = 8) -> int:
     return int(min(max(1, halves), min(most)))
 
 
-def _held_as_null(stderr, trainable):
-    """The standard errors, None (JSON null) for params held fixed (not estimated)."""
-    if not isinstance(stderr, dict) or trainable is None:
-        return stderr
-    return {k: (v if k in trainable else None) for k, v in stderr.items()}
-
-
 def _with_stderr(params, stderr):
     """`{"l": 2.0, "l_stderr": 3e-9, ...}` for dict params; else both side by side."""
     if not isinstance(params, dict):
@@ -209,7 +202,9 @@ def command(args: argparse.Namespace, config, devices) -> int:
     losses = "step,loss\n" + "".join(
         f"{k},{loss!r}\n" for k, loss in enumerate(result.losses.tolist())
     )
-    stderr = _held_as_null(result.stderr, kwargs["trainable"])
+    stderr, trainable = result.stderr, kwargs["trainable"]
+    if isinstance(stderr, dict) and trainable is not None:  # held fixed: JSON null
+        stderr = {k: (v if k in trainable else None) for k, v in stderr.items()}
     files = {
         "params.json": json_bytes(_with_stderr(result.params, stderr)),
         "losses.csv": losses.encode(),
@@ -254,14 +249,12 @@ def command(args: argparse.Namespace, config, devices) -> int:
     def figures():  # (matplotlib imported on the main thread: see `run._command`)
         observed = (arrays["ts_0"], arrays["q_0"], arrays["q_fit_0"], ready.coordinates)
         title = f"{ready.name}: observed ({paths[0].name}) and fitted"
-        return {
-            "fit.png": png_bytes(
-                plotting.fit_comparison(
-                    *observed, units=ready.units, sigma=sigma, title=title
-                )
-            ),
-            "loss.png": png_bytes(plotting.losses(result.losses)),
+        style = {"units": ready.units, "sigma": sigma, "title": title}
+        drawn = {
+            "fit.png": plotting.fit_comparison(*observed, **style),
+            "loss.png": plotting.losses(result.losses),
         }
+        return {name: png_bytes(fig) for name, fig in drawn.items()}
 
     _common.write_outputs(args, config, out, files, summary, line, figures)
     stalled = result.solver_result.startswith("stalled")
@@ -270,6 +263,7 @@ def command(args: argparse.Namespace, config, devices) -> int:
 
 def _fitted(args, config, ready, data, kwargs):
     """`jl.fit` of the config, its errors in the config's words, and its warnings."""
+    progress = _common.show_progress(args)
     try:
         # Runtime checks as values, so that the compiled fit can come from the
         # persistent cache; a failure shows as a non-finite loss, which `fit`
@@ -280,9 +274,7 @@ def _fitted(args, config, ready, data, kwargs):
             warnings.catch_warnings(record=True) as issued,
         ):
             warnings.simplefilter("always")
-            result = fit(
-                ready.system, data, progress=_common.show_progress(args), **kwargs
-            )
+            result = fit(ready.system, data, progress=progress, **kwargs)
     except FloatingPointError as e:
         raise CLIError(one_line(e)) from None
     except ValueError as e:

@@ -95,8 +95,9 @@ def _conserved(system, autonomous, traj) -> bool:
     return bool(autonomous) and not forced
 
 
-def solve(ready, kwargs: Mapping[str, Any], *, progress: bool, config):
+def solve(ready, kwargs: Mapping[str, Any], args, config):
     """`jl.simulate(*ready, **kwargs)`, compiled ahead of time and timed."""
+    progress = args.progress and not args.quiet  # (only when asked: see the epilog)
     if ready.system.has_constraints:
         # Eagerly, for a one-line error (under the compiled run it is a runtime one).
         t0 = jnp.asarray(kwargs.get("t0", 0.0), ready.q0.dtype)
@@ -115,10 +116,8 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool, config):
         energy = _energy_along(system, fields["ts"], fields["q"], fields["qd"])
         return fields, failure, energy
 
-    # A progress bar is a host callback: such a program is not kept.
-    out, timing = _common.timed_run(
-        "run.solve", program, ready, None if progress else config
-    )
+    kept = None if progress else config  # (a progress bar's callback: not kept)
+    out, timing = _common.timed_run("run.solve", program, ready, kept)
     traj = _common.trajectory_from(ready.system, out[:2])
     # Checked in NumPy: an eager JAX comparison is one more small compile.
     name = result_name(traj)
@@ -244,10 +243,7 @@ def _command(args: argparse.Namespace, config, devices) -> int:
             f"jaxlagrange run: {ready.name}, t = {kwargs['t0']} .. {kwargs['t1']} on "
             f"{devices[0].platform}",
         )
-        progress = args.progress and not args.quiet
-        traj, timing, (energies, autonomous) = solve(
-            ready, kwargs, progress=progress, config=config
-        )
+        traj, timing, (energies, autonomous) = solve(ready, kwargs, args, config)
         conserved = _conserved(ready.system, autonomous, traj)
         energies = np.asarray(energies)
         e0 = float(energies[0])
@@ -298,9 +294,8 @@ def _command(args: argparse.Namespace, config, devices) -> int:
         def figures():
             return _figures(ready, traj, energies, conserved, worker, summary)
 
-        if drawn := _common.write_outputs(
-            args, config, out, files, summary, line, figures
-        ):
+        drawn = _common.write_outputs(args, config, out, files, summary, line, figures)
+        if drawn:
             seconds = summary["wall_time_s"]["figures"]
             _common.say(args, f"{len(drawn)} figures in {seconds:.2f} s")
     finally:

@@ -165,10 +165,8 @@ def check_table(
             values[key] = spec.default
             continue
         value = given[key]
-        problem = type_error(spec.kind, value)
-        if problem is None and spec.check is not None:
-            problem = spec.check(value)
-        if problem is not None:
+        problem = type_error(spec.kind, value) or (spec.check and spec.check(value))
+        if problem:
             raise ConfigError(f"{where}: {problem}")
         values[key] = float(value) if spec.kind is float else value
     return values

@@ -149,9 +149,8 @@ def fit_kwargs(config: Mapping[str, Any], ready) -> dict[str, Any]:
             f"{lengths}",
         )
     )
-    first_error(
-        None, [(bad, f"{source}: [fit] {m}") for bad, m in refusals], error=ConfigError
-    )
+    refusals = [(bad, f"{source}: [fit] {m}") for bad, m in refusals]
+    first_error(None, refusals, error=ConfigError)
     # "recursive_checkpoint" is jl.fit's default (None).
     adjoint = diffrax.BacksolveAdjoint() if section["adjoint"] == "backsolve" else None
     given = ("jacobian", "steps", "fit_initial_state", "segments", "continuity_weight")

@@ -154,10 +154,8 @@ def _local_sources() -> str:
     for module in list(sys.modules.values()):
         file = getattr(module, "__file__", None)
         if file and file.endswith(".py") and not file.startswith(installed):
-            path = os.path.realpath(file)
-            if not path.startswith(installed):
-                files.add(path)
-    for path in sorted(files):
+            files.add(os.path.realpath(file))
+    for path in sorted(p for p in files if not p.startswith(installed)):
         digest.update(path.encode() + b"\0" + Path(path).read_bytes())
     return digest.hexdigest()
 

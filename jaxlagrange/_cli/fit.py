@@ -186,8 +186,7 @@ def command(args: argparse.Namespace, config, devices) -> int:
     given = (initial["q"], initial["qd"], config["fit"]["sigma_qd"], ready.coordinates)
     data = [load_observations(p, ready.q0.shape[0], sigma, *given) for p in paths]
     out = _common.output_directory(args, config, f"fit_{ready.name}")
-    chosen = kwargs["segments"] == "auto"
-    if chosen:
+    if chosen := kwargs["segments"] == "auto":
         kwargs["segments"] = shooting_segments(data)
     _common.say(
         args,
@@ -307,9 +306,8 @@ def _fitted_motions(args, config, ready, data, result, kwargs, notes):
     # Checks as values here too, so that this solve comes from the cache. One
     # program serves every data file of the same length.
     with _common.errors_as_values(), _common.kept_programs(config, ready):
-        for i, (obs, q0, qd0) in enumerate(
-            zip(data, result.q0, result.qd0, strict=True)
-        ):
+        starts = zip(data, result.q0, result.qd0, strict=True)
+        for i, (obs, q0, qd0) in enumerate(starts):
             ts = jnp.asarray(obs.ts)
             motion = call("fit.simulate", fitted_motion, result.system, q0, qd0, ts)
             traj = _common.trajectory_from(result.system, motion)

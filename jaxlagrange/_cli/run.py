@@ -208,10 +208,8 @@ def _positions(ready, traj) -> np.ndarray | None:
             why = f"returned a non-finite value (NaN or inf) at t = {t:.6g}"
         else:
             return positions
-    message = (
-        f"positions of {ready.name!r} {why}; motion.png and motion.gif are not drawn"
-    )
-    warnings.warn(message, stacklevel=1)  # one line, by `main`
+    what = f"positions of {ready.name!r} {why}"  # (one line, by `main`)
+    warnings.warn(f"{what}; motion.png and motion.gif are not drawn", stacklevel=1)
     return None
 
 

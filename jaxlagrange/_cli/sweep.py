@@ -67,21 +67,14 @@ def command(args: argparse.Namespace, config, devices) -> int:
         f"t = {kwargs['t0']} .. {kwargs['t1']} -> {store}",
     )
     done_before = _members_done(stored, size)
+    options = {k: section[k] for k in ("chunk_size", "backend")} | {"attrs": attrs}
+    options["progress"] = _common.show_progress(args)
     start = time.perf_counter()
     try:
         # Members run with throw=False (failures are result codes in the store);
         # the checks as values keep the compiled chunk cacheable across runs.
         with _common.errors_as_values():
-            group = stream(
-                member,
-                inputs,
-                store,
-                chunk_size=section["chunk_size"],
-                devices=devices,
-                progress=_common.show_progress(args),
-                attrs=attrs,
-                backend=section["backend"],
-            )
+            group = stream(member, inputs, store, devices=devices, **options)
     except StoreRefused as e:
         raise CLIError(str(e)) from None
     except (KernelUnsupported, UnsupportedPrimitiveError) as e:
@@ -225,12 +218,9 @@ def _stats(values: np.ndarray) -> dict[str, float | None]:
 
 def _members_done(attrs: dict | None, size: int) -> int:
     """How many members the store (its `attrs`) holds already (0 without one)."""
-    if attrs is None:
-        return 0
-    try:
+    try:  # (no store: attrs is None, a TypeError)
         manifest = attrs["manifest"]
-        chunk_size = int(manifest["chunk_size"])
-        done = manifest["completed"]
+        chunk_size, done = int(manifest["chunk_size"]), manifest["completed"]
         return sum(min(chunk_size, size - c * chunk_size) for c in done)
     except (ValueError, KeyError, TypeError):
         return 0
@@ -289,16 +279,13 @@ def _check_starts(member, inputs, name: str, values) -> None:
     if message:
         i = int(np.argmax(off))
         at = ", ".join(f"{axis} = {np.asarray(v)[i]:.6g}" for axis, v in values.items())
-        if any(axis.startswith(("q[", "qd[")) for axis in values):
-            why = (
-                "a coordinate the constraints fix cannot be swept (sweep independent "
-                "coordinates, or params)"
-            )
-        else:
-            why = (
-                "the swept params move the constraints, and [initial] is on them at "
-                "the config's values only"
-            )
+        why = (
+            "a coordinate the constraints fix cannot be swept (sweep independent "
+            "coordinates, or params)"
+            if any(axis.startswith(("q[", "qd[")) for axis in values)
+            else "the swept params move the constraints, and [initial] is on them at "
+            "the config's values only"
+        )
         raise CLIError(
             f"{int(off.sum())} of {off.size} members start off the constraints of "
             f"{name!r}, the first at {at}: {why}"

@@ -79,8 +79,7 @@ def _read_past(fn, args, fits: str, who: str, advice: str, own=lambda error: Non
         error, out = jax.jit(checkify.checkify(fn, errors=checkify.index_checks))(*args)
     except Exception as e:
         return own(e)
-    message = error.get()
-    if message:
+    if message := error.get():
         first = message.strip().splitlines()[0].strip()
         raise ConfigError(f"{fits}, but {who} reads past them ({first}); {advice}")
     return out

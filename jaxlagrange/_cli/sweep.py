@@ -84,7 +84,7 @@ def command(args: argparse.Namespace, config, devices) -> int:
     failed = result != 0
     maps = _maps(group, ready, kwargs["t1"], section["lyapunov"])
     files = {}
-    if config["output"]["plots"] and not args.no_plots:
+    if _common.plots(args, config):
         files = _figures(maps, failed, values, grid_shape, ready, section)
     summary = {
         "command": "sweep",

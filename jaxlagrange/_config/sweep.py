@@ -33,8 +33,7 @@ SWEEP_SCHEMA: dict[str, dict[str, Key]] = {
         "backend": Key(str, "auto", one_of(BACKENDS)),
     },
 }
-"""The schema of `jaxlagrange sweep` configs: `[sweep]` with its axes (see
-docs/cli.md)."""
+"""The schema of `jaxlagrange sweep` configs: `[sweep]` with its axes (docs/cli.md)."""
 
 _AXIS = {"min": Key(float), "max": Key(float)}
 _AXIS_KEYS = {"grid": {**_AXIS, "num": Key(int, check=at_least(1))}, "random": _AXIS}

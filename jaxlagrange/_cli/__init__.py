@@ -1,20 +1,11 @@
-"""The `jaxlagrange` command line.
-
-    jaxlagrange run [CONFIG.toml] [--out DIR] [--quiet] [--no-plots] [--show-config]
-    jaxlagrange sweep CONFIG.toml [--out DIR] [--quiet] [--no-plots]
-    jaxlagrange systems [NAME ...]
-    jaxlagrange fit CONFIG.toml [--out DIR] [--quiet] [--no-plots]
-
-The configs are TOML (see `jaxlagrange._config`), computed in float64; each
-subcommand's `--help` lists the outputs it writes.
+"""The `jaxlagrange` command line (docs/cli.md); configs are TOML (`_config`).
 
 Each subcommand is a module with `add_arguments(parser)` and `command(args) ->
-int`, listed in `_COMMANDS`. A subcommand raises `CLIError` (or `ConfigError`)
-for a user error; `main` prints it as one line on stderr and exits with status
-1, never a traceback (`jaxlagrange --debug ...` shows it); so does a
-`SystemExit` from a user's file, naming where it was raised. Outputs are
-rendered in memory, then written into the output directory as one set
-(`write_output_set`)."""
+int`, listed in `_COMMANDS`; `_common` holds their shared skeleton (devices,
+compiling, writing outputs with a summary). A user error is a `CLIError` (or
+`ConfigError`), which `main` prints as one line on stderr with exit status 1
+(`--debug` shows the traceback); so is a `SystemExit` from a user's file.
+Outputs are written into the output directory as one set (`_output`)."""
 
 import argparse
 import sys

@@ -1,5 +1,6 @@
 """Helpers shared by the subcommands."""
 
+import argparse
 import contextlib
 import dataclasses
 import functools
@@ -7,11 +8,13 @@ import hashlib
 import json
 import os
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import diffrax
+import equinox as eqx
 import jax
 
 from .. import _config, _programs
@@ -22,11 +25,17 @@ from .._options import GivenOptions
 from .._results import code_of, item_of
 from .._simulate import simulate_checked
 from .._trajectory import Trajectory, result_message
-from ._output import CLIError, file_name, output_dir
+from ._output import CLIError, file_name, output_dir, write_with_summary
 
 
-def add_command_arguments(parser, *, out: str, progress: str, device: str) -> None:
-    """Add a subcommand's `--out`, `--no-plots`, `--quiet`, `--progress`, `--device`."""
+def add_command_arguments(
+    parser, config, *, out: str, progress: str, device: str, nargs=None, epilog=None
+) -> None:
+    """Add a subcommand's arguments, and the `epilog` that lists its outputs."""
+    if epilog is not None:
+        parser.epilog = epilog
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("config", nargs=nargs, help=config)
     parser.add_argument(
         "--out",
         metavar="DIR",
@@ -75,6 +84,23 @@ def output_directory(args, config, default: str) -> Path:
     chosen = args.out or config["output"]["dir"]
     # A plain file name: a model's name never chooses where files go.
     return output_dir(chosen or Path("out", file_name(default)))
+
+
+def plots(args, config) -> bool:
+    """Whether PNG plots are wanted: by the config, and not refused by `--no-plots`."""
+    return config["output"]["plots"] and not args.no_plots
+
+
+def write_outputs(args, config, out, files, summary, line: str, figures) -> dict:
+    """Write the result and say `line`; then, with plots, add the `figures()` drawn."""
+    # The result first: a figure that fails to draw costs no data.
+    write_with_summary(out, files, summary)
+    say(args, line)
+    if not plots(args, config):
+        return {}
+    drawn = figures()
+    write_with_summary(out, {**files, **drawn}, summary)
+    return drawn
 
 
 def show_progress(args) -> bool:
@@ -128,10 +154,8 @@ def _local_sources() -> str:
     for module in list(sys.modules.values()):
         file = getattr(module, "__file__", None)
         if file and file.endswith(".py") and not file.startswith(installed):
-            path = os.path.realpath(file)
-            if not path.startswith(installed):
-                files.add(path)
-    for path in sorted(files):
+            files.add(os.path.realpath(file))
+    for path in sorted(p for p in files if not p.startswith(installed)):
         digest.update(path.encode() + b"\0" + Path(path).read_bytes())
     return digest.hexdigest()
 
@@ -143,11 +167,8 @@ def simulate_program(**kwargs):
     kwargs = {"adjoint": diffrax.ForwardMode(), **kwargs}
 
     def program(system, q0, qd0, **more):
-        options = {**kwargs, **more}
-        checked = simulate_checked(
-            system, q0, qd0, GivenOptions(**options), throw=False
-        )
-        traj, failure = checked[:2]
+        options = GivenOptions(**{**kwargs, **more})
+        traj, failure = simulate_checked(system, q0, qd0, options, throw=False)[:2]
         fields = {
             f.name: getattr(traj, f.name)
             for f in dataclasses.fields(traj)
@@ -167,9 +188,7 @@ def trajectory_from(system, out):
     fields, failure = out
     traj = Trajectory(**{**fields, "result": item_of(fields["result"])})
     traj = traj.recording(system)
-    if failure is None:
-        return traj
-    return diagnosed(traj, Failure(system, *failure))
+    return traj if failure is None else diagnosed(traj, Failure(system, *failure))
 
 
 @contextlib.contextmanager
@@ -251,15 +270,20 @@ def _listen_for_hits() -> None:
     jax.monitoring.register_event_listener(count)
 
 
-@contextlib.contextmanager
-def cache_hits() -> Iterator[list[int]]:
-    """Count the programs loaded from JAX's persistent cache inside the block."""
+def timed_run(name: str, program, ready, config) -> tuple[Any, Timing]:
+    """`program(*ready)` compiled ahead of time (`kept_programs`), run and timed."""
     _listen_for_hits()
-    counter, before = [0], _HITS[0]
-    try:
-        yield counter
-    finally:
-        counter[0] = _HITS[0] - before
+    start = time.perf_counter()
+    with errors_as_values(), kept_programs(config, ready):
+        lowered, loaded = _programs.lower(name, program, *ready)
+        traced, hits = time.perf_counter(), _HITS[0]
+        compiled = lowered.compile()
+    compiled_at = time.perf_counter()
+    flat = jax.tree_util.tree_leaves(eqx.filter(tuple(ready), eqx.is_array))
+    out = jax.block_until_ready(compiled(*flat))
+    run = time.perf_counter() - compiled_at
+    cached = _HITS[0] > hits
+    return out, Timing(traced - start, compiled_at - traced, cached, run, loaded)
 
 
 def _available(platform: str) -> list:

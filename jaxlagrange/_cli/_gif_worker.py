@@ -1,11 +1,9 @@
 """`motion.gif` rendered in a second process, beside the PNGs of the first.
 
-The GIF is half of `run`'s figure time. A worker process started with the run
-imports NumPy, matplotlib and Pillow while the main process traces and compiles
-the solve; once the positions are known it draws the GIF while the main process
-draws the PNGs, so on two cores the figures cost the longer of the two rather
-than their sum. It loads `_plotting_motion.py` (plotting's motion figures) by
-its path, without importing the package (and JAX). Any failure of the worker falls back to drawing in process.
+The GIF is half of `run`'s figure time. A worker started with the run imports
+matplotlib while the main process compiles the solve, then draws the GIF while
+the main process draws the PNGs. It loads `_plotting_motion.py` by its path,
+without importing JAX. Any failure of the worker falls back to drawing in process.
 """
 
 import pickle

@@ -18,25 +18,8 @@ from .._fit._loss import Observations
 from .._fit._main import fit
 from .._programs import call
 from .._trajectory import failed, result_message, result_name
-from ._common import (
-    add_command_arguments,
-    configured,
-    errors_as_values,
-    kept_programs,
-    output_directory,
-    say,
-    show_progress,
-    simulate_program,
-    trajectory_from,
-)
-from ._output import (
-    CLIError,
-    json_bytes,
-    npz_bytes,
-    png_bytes,
-    run_id,
-    write_with_summary,
-)
+from . import _common
+from ._output import CLIError, json_bytes, npz_bytes, png_bytes, run_id
 
 
 POOR_FIT = 3
@@ -71,11 +54,13 @@ example: configs/fit_pendulum.toml
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = _FIT_EPILOG
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("config", help="a TOML config with a [fit] section")
-    add_command_arguments(
-        parser, out="out/fit_<system name>", progress="progress bar", device="the CPU"
+    _common.add_command_arguments(
+        parser,
+        "a TOML config with a [fit] section",
+        out="out/fit_<system name>",
+        progress="progress bar",
+        device="the CPU",
+        epilog=_FIT_EPILOG,
     )
 
 
@@ -128,14 +113,10 @@ def load_observations(
                     f"{','.join(needed)}[,qd0,..] (it is {','.join(columns)})"
                 )
             table = np.atleast_1d(table)
-            ts = table["t"]
-            q = np.stack([table[f"q{i}"] for i in range(k)], axis=1)
+            ts, q = table["t"], np.stack([table[f"q{i}"] for i in range(k)], axis=1)
             velocity = [f"qd{i}" for i in range(k)]
-            qd = (
-                np.stack([table[c] for c in velocity], axis=1)
-                if all(c in columns for c in velocity)
-                else None
-            )
+            given = all(c in columns for c in velocity)
+            qd = np.stack([table[c] for c in velocity], axis=1) if given else None
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         raise CLIError(
             f"{name}: not a valid data file, cannot read it: {one_line(e)}"
@@ -168,22 +149,14 @@ def shooting_segments(data, samples: int = 8) -> int:
     return int(min(max(1, halves), min(most)))
 
 
-def _held_as_null(stderr, trainable):
-    """The standard errors, None (JSON null) for params held fixed (not estimated)."""
-    if not isinstance(stderr, dict) or trainable is None:
-        return stderr
-    return {k: (v if k in trainable else None) for k, v in stderr.items()}
-
-
 def _with_stderr(params, stderr):
     """`{"l": 2.0, "l_stderr": 3e-9, ...}` for dict params; else both side by side."""
-    if isinstance(params, dict):
-        out = {}
-        for key, value in params.items():
-            out[key] = value
-            out[f"{key}_stderr"] = stderr[key]
-        return out
-    return {"params": params, "stderr": stderr}
+    if not isinstance(params, dict):
+        return {"params": params, "stderr": stderr}
+    out = {}
+    for key, value in params.items():
+        out |= {key: value, f"{key}_stderr": stderr[key]}
+    return out
 
 
 def _ready_system(config, paths, sigma):
@@ -204,25 +177,18 @@ def _ready_system(config, paths, sigma):
     return _config.ready_system({**config, "initial": state})
 
 
-@configured(_config.FIT_SCHEMA, "fit", batched=False)
+@_common.configured(_config.FIT_SCHEMA, "fit", batched=False)
 def command(args: argparse.Namespace, config, devices) -> int:
     paths = _config.data_paths(config)
     initial, sigma = config["initial"], config["fit"]["sigma"]
     ready = _ready_system(config, paths, sigma)
     kwargs = _config.fit_kwargs(config, ready)
-    n = ready.q0.shape[0]
-    sigma_qd = config["fit"]["sigma_qd"]
-    data = [
-        load_observations(
-            p, n, sigma, initial["q"], initial["qd"], sigma_qd, ready.coordinates
-        )
-        for p in paths
-    ]
-    out = output_directory(args, config, f"fit_{ready.name}")
-    chosen = kwargs["segments"] == "auto"
-    if chosen:
+    given = (initial["q"], initial["qd"], config["fit"]["sigma_qd"], ready.coordinates)
+    data = [load_observations(p, ready.q0.shape[0], sigma, *given) for p in paths]
+    out = _common.output_directory(args, config, f"fit_{ready.name}")
+    if chosen := kwargs["segments"] == "auto":
         kwargs["segments"] = shooting_segments(data)
-    say(
+    _common.say(
         args,
         f"jaxlagrange fit: {ready.name} to {len(data)} observed trajectory(ies), "
         f"optimizer {config['fit']['optimizer']} (at most {kwargs['steps']} steps), "
@@ -235,7 +201,9 @@ def command(args: argparse.Namespace, config, devices) -> int:
     losses = "step,loss\n" + "".join(
         f"{k},{loss!r}\n" for k, loss in enumerate(result.losses.tolist())
     )
-    stderr = _held_as_null(result.stderr, kwargs["trainable"])
+    stderr, trainable = result.stderr, kwargs["trainable"]
+    if isinstance(stderr, dict) and trainable is not None:  # held fixed: JSON null
+        stderr = {k: (v if k in trainable else None) for k, v in stderr.items()}
     files = {
         "params.json": json_bytes(_with_stderr(result.params, stderr)),
         "losses.csv": losses.encode(),
@@ -269,52 +237,43 @@ def command(args: argparse.Namespace, config, devices) -> int:
         "config": config["source"],
         "run": run_id(),
     }
-    # The result first: the data and the summary as one set, then the line.
-    write_with_summary(out, files, summary)
     chi2 = "" if result.chi2_red is None else f", reduced χ² {result.chi2_red:.3g}"
-    say(
-        args,
+    line = (
         f"loss {initial_loss:.3e} -> {result.loss:.3e} (RMS residual "
         f"{result.rms:.3g}, data spread {result.data_scale:.3g}{chi2}) in "
         f"{result.steps} solver steps, {fit_s:.1f} s; solver: {result.solver_result}"
-        f"{'; POOR FIT (see the warning)' if result.warning else ''}; wrote {out}/",
+        f"{'; POOR FIT (see the warning)' if result.warning else ''}; wrote {out}/"
     )
-    if config["output"]["plots"] and not args.no_plots:
-        # The figures then join the set: a second, whole set with them in it.
-        # (matplotlib is imported by the first figure, on the main thread: see
-        # `run._command`.)
 
-        figures = {
-            "fit.png": plotting.fit_comparison(
-                arrays["ts_0"],
-                arrays["q_0"],
-                arrays["q_fit_0"],
-                ready.coordinates,
-                units=ready.units,
-                sigma=sigma,
-                title=f"{ready.name}: observed ({paths[0].name}) and fitted",
-            ),
+    def figures():  # (matplotlib imported on the main thread: see `run._command`)
+        observed = (arrays["ts_0"], arrays["q_0"], arrays["q_fit_0"], ready.coordinates)
+        title = f"{ready.name}: observed ({paths[0].name}) and fitted"
+        style = {"units": ready.units, "sigma": sigma, "title": title}
+        drawn = {
+            "fit.png": plotting.fit_comparison(*observed, **style),
             "loss.png": plotting.losses(result.losses),
         }
-        files.update({name: png_bytes(fig) for name, fig in figures.items()})
-        write_with_summary(out, files, summary)
+        return {name: png_bytes(fig) for name, fig in drawn.items()}
+
+    _common.write_outputs(args, config, out, files, summary, line, figures)
     stalled = result.solver_result.startswith("stalled")
     return POOR_FIT if result.warning or stalled else 0
 
 
 def _fitted(args, config, ready, data, kwargs):
     """`jl.fit` of the config, its errors in the config's words, and its warnings."""
+    progress = _common.show_progress(args)
     try:
         # Runtime checks as values, so that the compiled fit can come from the
         # persistent cache; a failure shows as a non-finite loss, which `fit`
         # reports (FloatingPointError).
         with (
-            errors_as_values(),
-            kept_programs(config, ready),
+            _common.errors_as_values(),
+            _common.kept_programs(config, ready),
             warnings.catch_warnings(record=True) as issued,
         ):
             warnings.simplefilter("always")
-            result = fit(ready.system, data, progress=show_progress(args), **kwargs)
+            result = fit(ready.system, data, progress=progress, **kwargs)
     except FloatingPointError as e:
         raise CLIError(one_line(e)) from None
     except ValueError as e:
@@ -338,7 +297,7 @@ def _fitted(args, config, ready, data, kwargs):
 def _fitted_motions(args, config, ready, data, result, kwargs, notes):
     """The arrays of fit.npz: each data file's observed and fitted motion."""
     settings = ("solver", "rtol", "atol", "max_steps")
-    program = simulate_program(**{key: kwargs[key] for key in settings})
+    program = _common.simulate_program(**{key: kwargs[key] for key in settings})
 
     def fitted_motion(system, q0, qd0, ts):
         return program(system, q0, qd0, t0=ts[0], t1=ts[-1], saveat=ts)
@@ -346,13 +305,12 @@ def _fitted_motions(args, config, ready, data, result, kwargs, notes):
     arrays = {}
     # Checks as values here too, so that this solve comes from the cache. One
     # program serves every data file of the same length.
-    with errors_as_values(), kept_programs(config, ready):
-        for i, (obs, q0, qd0) in enumerate(
-            zip(data, result.q0, result.qd0, strict=True)
-        ):
+    with _common.errors_as_values(), _common.kept_programs(config, ready):
+        starts = zip(data, result.q0, result.qd0, strict=True)
+        for i, (obs, q0, qd0) in enumerate(starts):
             ts = jnp.asarray(obs.ts)
             motion = call("fit.simulate", fitted_motion, result.system, q0, qd0, ts)
-            traj = trajectory_from(result.system, motion)
+            traj = _common.trajectory_from(result.system, motion)
             arrays.update({f"ts_{i}": obs.ts, f"q_{i}": obs.q, f"q_fit_{i}": traj.q})
             if bool(failed(traj)):
                 # (The fit's own solves may succeed where this one, over the

@@ -16,23 +16,10 @@ from .. import _config, plotting
 from .._eom import energy_unchecked
 from .._errors import one_line
 from .._initial_state import PROJECT_HINT, check_initial_state
-from .._programs import lower
 from .._trajectory import EVENT_IMPACT, EVENT_NAMES, result_name
-from ._common import (
-    Timing,
-    add_command_arguments,
-    cache_hits,
-    configured,
-    errors_as_values,
-    kept_programs,
-    output_directory,
-    result_line,
-    say,
-    simulate_program,
-    trajectory_from,
-)
+from . import _common
 from ._gif_worker import GifWorker
-from ._output import CLIError, npz_bytes, png_bytes, run_id, write_with_summary
+from ._output import CLIError, npz_bytes, png_bytes, run_id
 
 
 _RUN_EPILOG = """\
@@ -65,18 +52,14 @@ example configs: configs/*.toml; the default: jaxlagrange run --show-config
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = _RUN_EPILOG
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument(
-        "config",
-        nargs="?",
-        help="a TOML config (default: the embedded double-pendulum config)",
-    )
-    add_command_arguments(
+    _common.add_command_arguments(
         parser,
+        "a TOML config (default: the embedded double-pendulum config)",
         out="out/<system name>",
         progress="progress bar of the solve",
         device="the CPU",
+        nargs="?",
+        epilog=_RUN_EPILOG,
     )
     parser.add_argument(
         "--no-animation", action="store_true", help="write no motion.gif"
@@ -103,11 +86,8 @@ def _energy_along(system, ts, q, qd):
 
 def _conserved(system, autonomous, traj) -> bool:
     """Whether the Jacobi integral is conserved along `traj`."""
-    forced = (
-        system.force is not None
-        or system.dissipation is not None
-        or system.constraints.friction is not None
-    )
+    given = (system.force, system.dissipation, system.constraints.friction)
+    forced = any(x is not None for x in given)
     if system.constraints.one_sided and traj.event_kind is not None:
         kinds = np.asarray(traj.event_kind)[: int(np.asarray(traj.num_events))]
         inelastic = not bool(np.all(np.asarray(system.coefficient("restitution")) == 1))
@@ -115,11 +95,11 @@ def _conserved(system, autonomous, traj) -> bool:
     return bool(autonomous) and not forced
 
 
-def solve(ready, kwargs: Mapping[str, Any], *, progress: bool, config):
+def solve(ready, kwargs: Mapping[str, Any], args, config):
     """`jl.simulate(*ready, **kwargs)`, compiled ahead of time and timed."""
+    progress = args.progress and not args.quiet  # (only when asked: see the epilog)
     if ready.system.has_constraints:
         # Eagerly, for a one-line error (under the compiled run it is a runtime one).
-
         t0 = jnp.asarray(kwargs.get("t0", 0.0), ready.q0.dtype)
         try:
             check_initial_state(ready.system, ready.q0, ready.qd0, t0)
@@ -129,26 +109,16 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool, config):
             message = str(e).replace(PROJECT_HINT, hint)
             raise CLIError(f"[initial] state of {ready.name!r}: {message}") from None
     meter = diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter()
-    solve_only = simulate_program(**kwargs, progress_meter=meter)
+    solve_only = _common.simulate_program(**kwargs, progress_meter=meter)
 
     def program(system, q0, qd0):
         fields, failure = solve_only(system, q0, qd0)
         energy = _energy_along(system, fields["ts"], fields["q"], fields["qd"])
         return fields, failure, energy
 
-    start = time.perf_counter()
-    # A progress bar is a host callback: such a program is not kept.
-    with errors_as_values(), kept_programs(None if progress else config, ready):
-        lowered, loaded = lower("run.solve", program, *ready)
-        traced = time.perf_counter()
-        with cache_hits() as hits:
-            compiled = lowered.compile()
-    compiled_at = time.perf_counter()
-    flat = jax.tree_util.tree_leaves(eqx.filter(tuple(ready), eqx.is_array))
-    out = jax.block_until_ready(compiled(*flat))
-    run_s = time.perf_counter() - compiled_at
-    timing = Timing(traced - start, compiled_at - traced, hits[0] > 0, run_s, loaded)
-    traj = trajectory_from(ready.system, out[:2])
+    kept = None if progress else config  # (a progress bar's callback: not kept)
+    out, timing = _common.timed_run("run.solve", program, ready, kept)
+    traj = _common.trajectory_from(ready.system, out[:2])
     # Checked in NumPy: an eager JAX comparison is one more small compile.
     name = result_name(traj)
     failed = f"failed at t = {float(traj.t_final):.6g} (t1 = {float(kwargs['t1']):.6g})"
@@ -158,7 +128,7 @@ def solve(ready, kwargs: Mapping[str, Any], *, progress: bool, config):
             f"[simulate] max_steps (now {kwargs['max_steps']}) or loosen rtol/atol"
         )
     elif name != "successful":
-        why = f"{failed}: {result_line(traj.result).rstrip('.')}"
+        why = f"{failed}: {_common.result_line(traj.result).rstrip('.')}"
     elif not all(
         np.all(np.isfinite(np.asarray(x)))
         for x in (traj.ts, traj.q, traj.qd, traj.multipliers)
@@ -182,47 +152,39 @@ def _events(traj, arrays) -> list[dict[str, Any]]:
     ]
 
 
-def _figures(ready, traj, energies, conserved: bool, worker):
+def _figures(ready, traj, energies, conserved: bool, worker, summary):
     """The PNGs (and motion.gif, drawn by `worker` if any) of `jaxlagrange run`."""
+    start = time.perf_counter()
     title, labels, units = f"{ready.name}: ", ready.coordinates, ready.units
+    q, ts, style = traj.q, traj.ts, {"units": units}
     figures = {
         "coordinates.png": plotting.coordinates(
-            traj.ts,
-            traj.q,
-            labels,
-            units=units,
-            title=title + "coordinates against time",
+            ts, q, labels, title=title + "coordinates against time", **style
         ),
         "phase.png": plotting.phase_portrait(
-            traj.q,
-            traj.qd,
-            labels,
-            units=units,
-            ts=traj.ts,
-            title=title + "phase portrait",
+            q, traj.qd, labels, ts=ts, title=title + "phase portrait", **style
         ),
         "energy.png": plotting.energy(
-            traj.ts, energies, conserved=conserved, unit=units and "J"
+            ts, energies, conserved=conserved, unit=units and "J"
         ),
     }
     positions = None if ready.points is None else _positions(ready, traj)
     if ready.points is None and ready.q0.shape[0] >= 2:
-        figures["configuration.png"] = plotting.configuration(
-            traj.q, labels, units=units, ts=traj.ts
-        )
+        figures["configuration.png"] = plotting.configuration(q, labels, ts=ts, **style)
     if positions is not None:
-        unit, names = ready.length_unit, ready.point_names
-        style = {"unit": unit, "links": ready.links}
+        style = {"unit": ready.length_unit, "links": ready.links}
+        names = ready.point_names
         figures["motion.png"] = plotting.motion(
             positions, title=title + "paths of the bodies", names=names, **style
         )
-        gif = (np.asarray(traj.ts), positions)
+        gif = (np.asarray(ts), positions)
         style |= {"title": ready.name, "time_unit": units and "s"}
         if worker is not None:
             worker.start(*gif, **style)
     files = {name: png_bytes(fig) for name, fig in figures.items()}
     if positions is not None and worker is not None:
         files["motion.gif"] = worker.result() or plotting.animation(*gif, **style)
+    summary["wall_time_s"]["figures"] = time.perf_counter() - start
     return files
 
 
@@ -246,10 +208,8 @@ def _positions(ready, traj) -> np.ndarray | None:
             why = f"returned a non-finite value (NaN or inf) at t = {t:.6g}"
         else:
             return positions
-    message = (
-        f"positions of {ready.name!r} {why}; motion.png and motion.gif are not drawn"
-    )
-    warnings.warn(message, stacklevel=1)  # one line, by `main`
+    what = f"positions of {ready.name!r} {why}"  # (one line, by `main`)
+    warnings.warn(f"{what}; motion.png and motion.gif are not drawn", stacklevel=1)
     return None
 
 
@@ -261,15 +221,14 @@ def command(args: argparse.Namespace) -> int:
 
 
 # Everything, the solve and the energy along it, on the chosen device.
-@configured(_config.RUN_SCHEMA, "run", batched=False)
+@_common.configured(_config.RUN_SCHEMA, "run", batched=False)
 def _command(args: argparse.Namespace, config, devices) -> int:
     ready = _config.ready_system(config)
     kwargs = _config.simulate_kwargs(config)
-    out = output_directory(args, config, ready.name)
-    plots = config["output"]["plots"] and not args.no_plots
+    out = _common.output_directory(args, config, ready.name)
     worker = None
-    animation = plots and config["output"]["animation"] and not args.no_animation
-    if animation and ready.points is not None:
+    animation = _common.plots(args, config) and config["output"]["animation"]
+    if animation and not args.no_animation and ready.points is not None:
         # The GIF is drawn by a worker process, which starts now. matplotlib
         # is imported when the figures are drawn, on this thread: imported by
         # a second thread beside the solve, it can deadlock (its extension's
@@ -277,15 +236,12 @@ def _command(args: argparse.Namespace, config, devices) -> int:
         # lock, which the main thread, holding the GIL, then waits for).
         worker = GifWorker()
     try:
-        say(
+        _common.say(
             args,
             f"jaxlagrange run: {ready.name}, t = {kwargs['t0']} .. {kwargs['t1']} on "
             f"{devices[0].platform}",
         )
-        progress = args.progress and not args.quiet
-        traj, timing, (energies, autonomous) = solve(
-            ready, kwargs, progress=progress, config=config
-        )
+        traj, timing, (energies, autonomous) = solve(ready, kwargs, args, config)
         conserved = _conserved(ready.system, autonomous, traj)
         energies = np.asarray(energies)
         e0 = float(energies[0])
@@ -298,7 +254,6 @@ def _command(args: argparse.Namespace, config, devices) -> int:
         events = {}
         if ready.system.constraints.one_sided:
             events["events"] = _events(traj, arrays)
-        files = {"trajectory.npz": npz_bytes(**arrays)}
         summary = {
             "command": "run",
             "system": ready.name,
@@ -307,7 +262,7 @@ def _command(args: argparse.Namespace, config, devices) -> int:
             "options": config["system"]["options"],
             "initial": {"q": ready.q0, "qd": ready.qd0},
             "simulate": dict(config["simulate"]),
-            "result": result_line(traj.result),
+            "result": _common.result_line(traj.result),
             "not_imported": list(ready.system.not_imported),
             "t_final": float(traj.t_final),
             "energy": {
@@ -324,27 +279,23 @@ def _command(args: argparse.Namespace, config, devices) -> int:
             "config": config["source"],
             "run": run_id(),
         }
-        # The result first: the data and the summary as one set, then the line.
-        write_with_summary(out, files, summary)
         if conserved and relative is not None:
             drift_text = f"relative energy drift {relative:.2e}"
         else:
             drift_text = f"energy change {drift:.2e}"
-        say(
-            args,
+        line = (
             f"{summary['stats']['num_steps']} steps in {timing.run:.2f} s "
-            f"({timing.line()}), {drift_text}; wrote {out}/",
+            f"({timing.line()}), {drift_text}; wrote {out}/"
         )
-        if plots:
-            # The figures then join the set: a second, whole set with them in it.
-            start = time.perf_counter()
-            figures = _figures(ready, traj, energies, conserved, worker)
-            summary["wall_time_s"]["figures"] = time.perf_counter() - start
-            write_with_summary(out, {**files, **figures}, summary)
-            say(
-                args,
-                f"{len(figures)} figures in {summary['wall_time_s']['figures']:.2f} s",
-            )
+        files = {"trajectory.npz": npz_bytes(**arrays)}
+
+        def figures():
+            return _figures(ready, traj, energies, conserved, worker, summary)
+
+        drawn = _common.write_outputs(args, config, out, files, summary, line, figures)
+        if drawn:
+            seconds = summary["wall_time_s"]["figures"]
+            _common.say(args, f"{len(drawn)} figures in {seconds:.2f} s")
     finally:
         if worker is not None:
             worker.close()

@@ -20,35 +20,27 @@ from .._kernel._ensemble import KernelUnsupported
 from .._lanes import UnsupportedPrimitiveError
 from .._options import GivenOptions
 from .._results import NAMES
-from ._common import (
-    add_command_arguments,
-    configured,
-    device_name,
-    errors_as_values,
-    output_directory,
-    say,
-    show_progress,
-)
+from . import _common
 from ._output import CLIError, png_bytes, write_with_summary
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", help="a TOML config with a [sweep] section")
-    add_command_arguments(
+    _common.add_command_arguments(
         parser,
+        "a TOML config with a [sweep] section",
         out="out/sweep_<system name>",
         progress="progress bar",
         device="the GPUs when JAX has any, else the CPU",
     )
 
 
-@configured(_config.SWEEP_SCHEMA, "sweep", batched=True)
+@_common.configured(_config.SWEEP_SCHEMA, "sweep", batched=True)
 def command(args: argparse.Namespace, config, devices) -> int:
     ready = _config.ready_system(config)
     kwargs = _config.simulate_kwargs(config)
     values, grid_shape = _config.sweep_axes(config, ready)
     section = config["sweep"]
-    out = output_directory(args, config, f"sweep_{ready.name}")
+    out = _common.output_directory(args, config, f"sweep_{ready.name}")
     size = int(np.prod(grid_shape))
     inputs = {
         key: np.tile(np.asarray(x), (size, 1))
@@ -68,28 +60,21 @@ def command(args: argparse.Namespace, config, devices) -> int:
     stored = stored_attributes(store)
     attrs = _identity(config, ready, grid_shape, values, stored)
     _check_physics(store, stored, attrs)
-    say(
+    _common.say(
         args,
         f"jaxlagrange sweep: {ready.name}, {size} members ({section['sampling']} "
-        f"{' x '.join(map(str, grid_shape))}) on {device_name(devices)}, "
+        f"{' x '.join(map(str, grid_shape))}) on {_common.device_name(devices)}, "
         f"t = {kwargs['t0']} .. {kwargs['t1']} -> {store}",
     )
     done_before = _members_done(stored, size)
+    options = {k: section[k] for k in ("chunk_size", "backend")} | {"attrs": attrs}
+    options["progress"] = _common.show_progress(args)
     start = time.perf_counter()
     try:
         # Members run with throw=False (failures are result codes in the store);
         # the checks as values keep the compiled chunk cacheable across runs.
-        with errors_as_values():
-            group = stream(
-                member,
-                inputs,
-                store,
-                chunk_size=section["chunk_size"],
-                devices=devices,
-                progress=show_progress(args),
-                attrs=attrs,
-                backend=section["backend"],
-            )
+        with _common.errors_as_values():
+            group = stream(member, inputs, store, devices=devices, **options)
     except StoreRefused as e:
         raise CLIError(str(e)) from None
     except (KernelUnsupported, UnsupportedPrimitiveError) as e:
@@ -99,7 +84,7 @@ def command(args: argparse.Namespace, config, devices) -> int:
     failed = result != 0
     maps = _maps(group, ready, kwargs["t1"], section["lyapunov"])
     files = {}
-    if config["output"]["plots"] and not args.no_plots:
+    if _common.plots(args, config):
         files = _figures(maps, failed, values, grid_shape, ready, section)
     summary = {
         "command": "sweep",
@@ -128,10 +113,17 @@ def command(args: argparse.Namespace, config, devices) -> int:
     if section["lyapunov"]:
         summary["lyapunov"] = _stats(maps["lyapunov"][0][~failed])
     write_with_summary(out, files, summary, also=("sweep.zarr",))
-    say(
+    computed = (
+        "all computed"
+        if done_before == 0
+        else "all in the store already"
+        if done_before >= size
+        else f"{size - done_before} computed, {done_before} in the store already"
+    )
+    _common.say(
         args,
-        f"{size} members ({_computed(size, done_before)}) in {wall:.1f} s, "
-        f"{int(failed.sum())} failed; wrote {out}/",
+        f"{size} members ({computed}) in {wall:.1f} s, {int(failed.sum())} failed; "
+        f"wrote {out}/",
     )
     return 0
 
@@ -162,9 +154,7 @@ def _identity(config, ready, grid_shape, values, stored) -> dict:
         # module the system file imports, a data file `make()` reads).
         "physics": physics_digest(ready.system, ready.q0.shape[0], ready.q0.dtype),
         # The values of its params, the config's and those `make()` chose.
-        "params": describe(ready.system.params)
-        if legacy
-        else _described_params(ready.system.params),
+        "params": (describe if legacy else _described_params)(ready.system.params),
     }
     path = _config.system_file(config)
     if path is not None:
@@ -228,23 +218,12 @@ def _stats(values: np.ndarray) -> dict[str, float | None]:
 
 def _members_done(attrs: dict | None, size: int) -> int:
     """How many members the store (its `attrs`) holds already (0 without one)."""
-    if attrs is None:
-        return 0
-    try:
+    try:  # (no store: attrs is None, a TypeError)
         manifest = attrs["manifest"]
-        chunk_size = int(manifest["chunk_size"])
-        done = manifest["completed"]
+        chunk_size, done = int(manifest["chunk_size"]), manifest["completed"]
         return sum(min(chunk_size, size - c * chunk_size) for c in done)
     except (ValueError, KeyError, TypeError):
         return 0
-
-
-def _computed(size: int, before: int) -> str:
-    if before == 0:
-        return "all computed"
-    if before >= size:
-        return "all in the store already"
-    return f"{size - before} computed, {before} in the store already"
 
 
 def _check_physics(store: Path, attrs: dict | None, current: dict) -> None:
@@ -300,16 +279,13 @@ def _check_starts(member, inputs, name: str, values) -> None:
     if message:
         i = int(np.argmax(off))
         at = ", ".join(f"{axis} = {np.asarray(v)[i]:.6g}" for axis, v in values.items())
-        if any(axis.startswith(("q[", "qd[")) for axis in values):
-            why = (
-                "a coordinate the constraints fix cannot be swept (sweep independent "
-                "coordinates, or params)"
-            )
-        else:
-            why = (
-                "the swept params move the constraints, and [initial] is on them at "
-                "the config's values only"
-            )
+        why = (
+            "a coordinate the constraints fix cannot be swept (sweep independent "
+            "coordinates, or params)"
+            if any(axis.startswith(("q[", "qd[")) for axis in values)
+            else "the swept params move the constraints, and [initial] is on them at "
+            "the config's values only"
+        )
         raise CLIError(
             f"{int(off.sum())} of {off.size} members start off the constraints of "
             f"{name!r}, the first at {at}: {why}"

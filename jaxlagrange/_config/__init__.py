@@ -1,15 +1,10 @@
 """Strict TOML configs, translated into the public calls a Python user makes.
 
-A run config has the sections of `RUN_SCHEMA` (an example in docs/cli.md), every
-key optional except `[system] name` (or `file`, a system of your own: see
-`jaxlagrange._config.user`, or `mujoco`, an MJCF or URDF file).
-
-`load` checks a file against a schema (a dict of sections, each a dict of `Key`s)
-and returns the document with defaults filled in; `ready_system` and
-`simulate_kwargs` turn a checked document into the arguments of
-`jl.systems.make` and `jl.simulate`. Other subcommands add their own sections by
-passing a larger schema to `load`. Every problem is a `ConfigError` whose message
-is one line naming the file, the section and the key."""
+`load` checks a file against a schema (sections of `Key`s, `_schema`) and fills in
+the defaults; `ready_system`, `simulate_kwargs`, `sweep_axes` and `fit_kwargs`
+turn the checked document into the arguments of `jl.systems.make`, `jl.simulate`,
+`jl.simulate_sweep` and `jl.fit`. Every problem is a one-line `ConfigError` naming
+the file, the section and the key. The keys are documented in docs/cli.md."""
 
 from ._schema import ConfigError as ConfigError, Key as Key, check as check
 from .fit import (
@@ -21,7 +16,6 @@ from .run import (
     DEFAULT_CONFIG as DEFAULT_CONFIG,
     DEVICES as DEVICES,
     RUN_SCHEMA as RUN_SCHEMA,
-    SOLVERS as SOLVERS,
     factory_options as factory_options,
     load as load,
     ready_system as ready_system,

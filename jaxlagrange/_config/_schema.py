@@ -132,12 +132,11 @@ def check(
     source: str = "config",
 ) -> dict[str, dict[str, Any]]:
     """Check a parsed TOML document against `schema`; returns it with defaults."""
-    for section in document:
-        if section not in schema:
-            raise ConfigError(
-                f"{source}: unknown section [{section}]; valid sections: "
-                f"{valid_names(f'[{s}]' for s in schema)}"
-            )
+    if unknown := [section for section in document if section not in schema]:
+        raise ConfigError(
+            f"{source}: unknown section [{unknown[0]}]; valid sections: "
+            f"{valid_names(f'[{s}]' for s in schema)}"
+        )
     return {
         section: check_table(document.get(section, {}), keys, source, f"[{section}]")
         for section, keys in schema.items()
@@ -150,12 +149,11 @@ def check_table(
     """The values of the TOML table `table` of `source`, with defaults, checked."""
     if not isinstance(given, dict):
         raise ConfigError(f"{source}: {table} must be a table{like}")
-    for key in given:
-        if key not in keys:
-            raise ConfigError(
-                f"{source}: unknown key {key!r} in {table}; valid keys: "
-                f"{valid_names(keys)}"
-            )
+    if unknown := [key for key in given if key not in keys]:
+        raise ConfigError(
+            f"{source}: unknown key {unknown[0]!r} in {table}; valid keys: "
+            f"{valid_names(keys)}"
+        )
     values = {}
     for key, spec in keys.items():
         where = f"{source}: {table} {key}"
@@ -165,10 +163,8 @@ def check_table(
             values[key] = spec.default
             continue
         value = given[key]
-        problem = type_error(spec.kind, value)
-        if problem is None and spec.check is not None:
-            problem = spec.check(value)
-        if problem is not None:
+        problem = type_error(spec.kind, value) or (spec.check and spec.check(value))
+        if problem:
             raise ConfigError(f"{where}: {problem}")
         values[key] = float(value) if spec.kind is float else value
     return values

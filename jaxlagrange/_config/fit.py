@@ -29,24 +29,22 @@ FIT_JACOBIANS = ("auto", "forward", "reverse")
 FIT_ADJOINTS = ("recursive_checkpoint", "backsolve")
 
 
-def _names(x):
-    if isinstance(x, list) and all(isinstance(s, str) for s in x):
-        return None
-    return f"must be a list of param names, got {toml_type(x)} {x!r}"
+def _must(test, what: str):
+    """A check that `test(x)` holds, else "must be {what}, got {type} {x}"."""
+    return lambda x: None if test(x) else f"must be {what}, got {toml_type(x)} {x!r}"
 
 
-def _segments(x):
-    if x == "auto" or (isinstance(x, int) and not isinstance(x, bool) and x >= 1):
-        return None
-    return f'must be "auto" or an integer >= 1, got {toml_type(x)} {x!r}'
+def _strings(x) -> bool:
+    return isinstance(x, list) and all(isinstance(s, str) for s in x)
 
 
-def _paths(x):
-    if isinstance(x, str) or (
-        isinstance(x, list) and x and all(isinstance(s, str) for s in x)
-    ):
-        return None
-    return f"must be a path or a list of paths, got {toml_type(x)} {x!r}"
+_names = _must(_strings, "a list of param names")
+_segments = _must(
+    lambda x: x == "auto" or type(x) is int and x >= 1, '"auto" or an integer >= 1'
+)
+_paths = _must(
+    lambda x: isinstance(x, str) or _strings(x) and x, "a path or a list of paths"
+)
 
 
 FIT_SCHEMA: dict[str, dict[str, Key]] = {
@@ -149,9 +147,8 @@ def fit_kwargs(config: Mapping[str, Any], ready) -> dict[str, Any]:
             f"{lengths}",
         )
     )
-    first_error(
-        None, [(bad, f"{source}: [fit] {m}") for bad, m in refusals], error=ConfigError
-    )
+    refusals = [(bad, f"{source}: [fit] {m}") for bad, m in refusals]
+    first_error(None, refusals, error=ConfigError)
     # "recursive_checkpoint" is jl.fit's default (None).
     adjoint = diffrax.BacksolveAdjoint() if section["adjoint"] == "backsolve" else None
     given = ("jacobian", "steps", "fit_initial_state", "segments", "continuity_weight")

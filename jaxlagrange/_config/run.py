@@ -30,17 +30,8 @@ from .user import beside, user_system
 
 
 SOLVERS = (
-    "Tsit5",
-    "Dopri5",
-    "Dopri8",
-    "Bosh3",
-    "Heun",
-    "Midpoint",
-    "Ralston",
-    "ImplicitEuler",
-    "Kvaerno3",
-    "Kvaerno4",
-    "Kvaerno5",
+    *("Tsit5", "Dopri5", "Dopri8", "Bosh3", "Heun", "Midpoint", "Ralston"),  # explicit
+    *("ImplicitEuler", "Kvaerno3", "Kvaerno4", "Kvaerno5"),  # implicit: stiff systems
 )
 """The diffrax solvers a config may name (adaptive ODE solvers)."""
 
@@ -95,9 +86,7 @@ def load(
     schema: Mapping[str, Mapping[str, Key]] = RUN_SCHEMA,
     default: str = DEFAULT_CONFIG,
 ) -> dict[str, dict[str, Any]]:
-    """Read and check the TOML file `path` (None: the text `default`).
-
-    **Returns:** the checked document with defaults filled in (see `check`)."""
+    """The TOML file `path` (None: the text `default`) checked, defaults filled in."""
     source = "default config" if path is None else str(path)
     try:
         # utf-8-sig: a byte-order mark (some Windows editors save one) is not TOML.
@@ -212,14 +201,10 @@ def simulate_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
             f"{config['source']}: [simulate] t1 must be greater than t0, got "
             f"t0 = {t0!r} and t1 = {t1!r}"
         )
-    saves = section["saves"]
+    saves, dtype = section["saves"], jnp.result_type(float)
     # Before the save times are made (the array itself may not fit), for one
     # coordinate at least.
     with reasons(f"{config['source']}: [simulate] saves = {saves} is too many"):
-        check_output_size(saves, 1, 0, jnp.result_type(float))
-    return dict(
-        t0=t0,
-        t1=t1,
-        saveat=jax.device_put(np.linspace(t0, t1, saves, dtype=jnp.result_type(float))),
-        **solver_settings(section),
-    )
+        check_output_size(saves, 1, 0, dtype)
+    saveat = jax.device_put(np.linspace(t0, t1, saves, dtype=dtype))
+    return dict(t0=t0, t1=t1, saveat=saveat, **solver_settings(section))

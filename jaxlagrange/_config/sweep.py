@@ -33,8 +33,7 @@ SWEEP_SCHEMA: dict[str, dict[str, Key]] = {
         "backend": Key(str, "auto", one_of(BACKENDS)),
     },
 }
-"""The schema of `jaxlagrange sweep` configs: `[sweep]` with its axes (see
-docs/cli.md)."""
+"""The schema of `jaxlagrange sweep` configs: `[sweep]` with its axes (docs/cli.md)."""
 
 _AXIS = {"min": Key(float), "max": Key(float)}
 _AXIS_KEYS = {"grid": {**_AXIS, "num": Key(int, check=at_least(1))}, "random": _AXIS}
@@ -84,20 +83,6 @@ def _check_domain(config, ready, name: str, axis, where: str) -> None:
                 check(params)
 
 
-def _check_members(source: str, size: int, ready) -> None:
-    """Refuse a sweep whose members' initial states alone cannot fit in memory."""
-    # Per member: q0, qd0, and a value per axis (at most one per coordinate and
-    # param), 8 bytes each; twice, for the copies made on the way.
-    needed = 2 * size * 8 * (4 * ready.q0.shape[0] + 8)
-    over = over_memory(needed)
-    if over is not None:
-        raise ConfigError(
-            f"{source}: [sweep.axes] {size} members would need "
-            f"{needed / 2**30:.1f} GiB for their initial states alone, {over}: "
-            "sweep fewer members (or split the sweep)"
-        )
-
-
 def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]:
     """The values of each axis, one per member in C order, and the grid's shape."""
     source, section = config["source"], config["sweep"]
@@ -143,20 +128,26 @@ def sweep_axes(config: Mapping[str, Any], ready) -> tuple[dict[str, Any], tuple]
         ),
         (not grid and size is None, "size is required for random sampling"),
     ]
-    first_error(
-        None,
-        [(bad, f"{source}: [sweep] {m}") for bad, m in refusals],
-        error=ConfigError,
-    )
+    refusals = [(bad, f"{source}: [sweep] {m}") for bad, m in refusals]
+    first_error(None, refusals, error=ConfigError)
     if grid:
-        _check_members(source, int(np.prod([a["num"] for a in axes.values()])), ready)
+        size = int(np.prod([a["num"] for a in axes.values()]))
+    # Per member: q0, qd0, and a value per axis (at most one per coordinate and
+    # param), 8 bytes each; twice, for the copies made on the way.
+    needed = 2 * size * 8 * (4 * ready.q0.shape[0] + 8)
+    if (over := over_memory(needed)) is not None:
+        raise ConfigError(
+            f"{source}: [sweep.axes] {size} members would need "
+            f"{needed / 2**30:.1f} GiB for their initial states alone, {over}: "
+            "sweep fewer members (or split the sweep)"
+        )
+    if grid:
         grids = np.meshgrid(
             *(np.linspace(a["min"], a["max"], a["num"]) for a in axes.values()),
             indexing="ij",
         )
         shape = grids[0].shape
         return {name: g.ravel() for name, g in zip(axes, grids, strict=True)}, shape
-    _check_members(source, size, ready)
     rng = np.random.default_rng(0 if section["seed"] is None else section["seed"])
     values = {name: rng.uniform(a["min"], a["max"], size) for name, a in axes.items()}
     return values, (size,)

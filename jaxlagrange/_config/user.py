@@ -1,15 +1,10 @@
 """Systems from the user's own Python file: `[system] file` and `function`.
 
-`make(**params)` returns a `jl.LagrangianSystem` (or a `jl.systems.ReadySystem`
-with its own initial state); the file may also define the figures' `coordinates`,
-`positions(q, **params)`, `units`, `point_names` and `length_unit` (docs/cli.md,
-"Your own system"). `positions` gets the system's full params (the defaults of
-`make` updated by the config's) and is evaluated once at the initial state
-before anything is solved.
-
-Every problem with the file (missing, a syntax error, an import that fails, no
-such function, the function raising or returning something else) is one
-`ConfigError` line naming the file and the function."""
+`make(**params)` returns a `jl.LagrangianSystem` or a `jl.systems.ReadySystem`;
+the file may also define the figures' labels and `positions` (docs/cli.md, "Your
+own system"). Every problem with the file (missing, not importable, no such
+function, a function that raises or returns something else, one that reads past
+q) is one `ConfigError` line naming the file and the function."""
 
 import contextlib
 import importlib.util
@@ -84,8 +79,7 @@ def _read_past(fn, args, fits: str, who: str, advice: str, own=lambda error: Non
         error, out = jax.jit(checkify.checkify(fn, errors=checkify.index_checks))(*args)
     except Exception as e:
         return own(e)
-    message = error.get()
-    if message:
+    if message := error.get():
         first = message.strip().splitlines()[0].strip()
         raise ConfigError(f"{fits}, but {who} reads past them ({first}); {advice}")
     return out
@@ -93,11 +87,6 @@ def _read_past(fn, args, fits: str, who: str, advice: str, own=lambda error: Non
 
 def _check_coordinates(system, q0, qd0, where: str, file: str, made: str, advice: str):
     """Check that the system's functions fit q0's n coordinates."""
-
-    def functions(q, qd):
-        t = jnp.zeros((), q.dtype)
-        out = [system.L(q, qd, t), system.Q(q, qd, t)]
-        return out + [kind.residual(q, qd, t) for kind in system.constraints.all]
 
     # A coordinate that L never depends on (zero mass row and derivatives at q0
     # and at a second state) means n is larger than the system's.
@@ -112,7 +101,9 @@ def _check_coordinates(system, q0, qd0, where: str, file: str, made: str, advice
         )
 
     def check(q, qd):
-        functions(q, qd)
+        t = jnp.zeros((), q.dtype)
+        for f in (system.L, system.Q, *(k.residual for k in system.constraints.all)):
+            f(q, qd, t)  # each traced, so that its errors are named
         return used(q, qd) | used(q + 0.37, qd + 0.29)
 
     def named(e):  # a wrong output shape or dtype, named by `_system`
@@ -142,8 +133,7 @@ def _check_coordinates(system, q0, qd0, where: str, file: str, made: str, advice
 def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
     """The `ReadySystem` of a config whose `[system]` names a `file`."""
     source, section = config["source"], config["system"]
-    path = system_file(config)
-    assert path is not None
+    path = beside(config, section["file"])
     function = section["function"]
     where = f"{source}: [system] file {section['file']!r}"
     if section["options"]:
@@ -230,20 +220,15 @@ def user_system(config: Mapping[str, Any]) -> "_systems.ReadySystem":
             and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
         }
         full.update(params)
-        # No coordinate read past q0's n; its own errors are named where the
-        # plots are drawn.
-        _read_past(
-            lambda q: jnp.asarray(positions(q, **full)),
-            (q0,),
-            fits,
-            f"`positions` in {section['file']!r}",
-            advice,
-        )
 
         def points(q, t, system_params, _positions=positions):
             del t, system_params
             return _positions(q, **full)
 
+        # No coordinate read past q0's n; its own errors are named where the
+        # plots are drawn.
+        who = f"`positions` in {section['file']!r}"
+        _read_past(lambda q: jnp.asarray(points(q, 0, 0)), (q0,), fits, who, advice)
         k = _check_points(points, q0, f"{source}: [system] file {section['file']!r}")
         labels["point_names"] = _label_list(labels, "point_names", k, "point", where)
     return _systems.ReadySystem(system, q0, qd0, path.stem, points=points, **labels)

@@ -24,8 +24,11 @@ after (`checked_coefficients`, `_linearize`'s checks), and hold none. diffrax
 checks the save times and `dt0` again inside `diffeqsolve`: the library
 checked both already (`_options.check_times`), so while a library call traces,
 `trusted_diffrax_checks` gives those two checks (and no others) equinox's
-"nan" mode, which has no callback. `jl.accelerations` and `jl.mass_matrix`
-keep their checks inside (small programs, seconds to compile).
+"nan" mode, which has no callback. A batch or sweep (`simulate_batch`,
+`simulate_sweep`) makes its members' checks where it begins, on their values
+(`_ensemble._member`), and names them by their messages (`made_checks`): while
+its program traces, `trusted_checks` gives those the same mode. `jl.accelerations`
+and `jl.mass_matrix` keep their checks inside (small programs, seconds to compile).
 """
 
 import contextlib
@@ -35,6 +38,7 @@ import stat
 import sys
 import threading
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import jax
@@ -149,6 +153,8 @@ def cached(fn):
 
 # The messages of diffrax's checks that repeat the library's own.
 _REPEATED = ("saveat.ts must ", "Must have (t1 - t0) * dt0 >= 0")
+# This thread's `on` (diffrax's repeats trusted), `made` (the messages of the
+# checks made already) and `seen` (where the messages of traced checks go).
 _trusting = threading.local()
 
 
@@ -164,6 +170,31 @@ def trusted_diffrax_checks():
         _trusting.on = before
 
 
+@contextlib.contextmanager
+def made_checks() -> Iterator[list]:
+    """The messages (a tuple a check) of the checks traced in this thread in the block."""
+    _wrap_equinox_checks()
+    before = getattr(_trusting, "seen", None)
+    _trusting.seen = seen = []
+    try:
+        yield seen
+    finally:
+        _trusting.seen = before
+
+
+@contextlib.contextmanager
+def trusted_checks(made: tuple):
+    """In this thread, the checks with the messages `made` traced without callbacks."""
+    # For the checks that the caller made already on the values these repeat.
+    _wrap_equinox_checks()
+    before = getattr(_trusting, "made", ())
+    _trusting.made = made
+    try:
+        yield
+    finally:
+        _trusting.made = before
+
+
 @functools.cache
 def _wrap_equinox_checks() -> None:
     # Once per process. Elsewhere (another thread, another message, a user's own
@@ -176,10 +207,15 @@ def _wrap_equinox_checks() -> None:
         return
 
     def checked(x, pred, index, msgs, *, on_error):
-        if (
-            on_error == "default"
-            and getattr(_trusting, "on", False)
-            and all(str(m).startswith(_REPEATED) for m in msgs)
+        messages = tuple(map(str, msgs))
+        seen = getattr(_trusting, "seen", None)
+        if seen is not None and messages not in seen:
+            seen.append(messages)
+        repeated = getattr(_trusting, "on", False) and all(
+            m.startswith(_REPEATED) for m in messages
+        )
+        if on_error == "default" and (
+            repeated or messages in getattr(_trusting, "made", ())
         ):
             on_error = "nan"
         return impl(x, pred, index, msgs, on_error=on_error)
@@ -199,11 +235,12 @@ def _note_long_compile(name: str, args: tuple) -> None:
     q = args[1] if len(args) > 1 else None
     if not isinstance(q, np.ndarray | jax.Array) or isinstance(q, jax.core.Tracer):
         return
-    if q.size < LONG_COMPILE_SIZE or (name, q.shape) in _noted:
+    n = q.shape[-1] if q.ndim else q.size  # (a batch's q0: one row a member)
+    if n < LONG_COMPILE_SIZE or (name, n) in _noted:
         return
-    _noted.add((name, q.shape))
+    _noted.add((name, n))
     warnings.warn(
-        f"jl.{name}: the first call for {q.size} coordinates compiles its program, "
+        f"jl.{name}: the first call for {n} coordinates compiles its program, "
         "which may take minutes on a CPU; later calls with the same shapes reuse "
         "it, and the persistent compilation cache serves the next process.",
         stacklevel=3,

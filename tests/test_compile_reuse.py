@@ -9,6 +9,7 @@ import warnings
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import jaxlagrange as jl
@@ -247,3 +248,65 @@ def test_a_reloaded_model_traces_nothing_again():
     assert float(heavy.system.params["body_mass"][1]) == 3.0
     assert float(first.system.params["body_mass"][1]) == 1.0
     assert bool(jnp.isfinite(traj.q).all())
+
+
+_BATCH = textwrap.dedent(
+    """
+    import logging
+    import jax, jax.numpy as jnp
+    jax.config.update("jax_enable_x64", True)
+    import jaxlagrange as jl
+    from jaxlagrange import _cache
+    _cache.MIN_COMPILE_SECONDS = 0.0
+    hits = []
+
+    class Hits(logging.Handler):
+        def emit(self, record):
+            if "cache hit for" in (message := record.getMessage()):
+                hits.append(message.split("'")[1])
+
+    logger = logging.getLogger("jax._src.compiler")
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(Hits())
+    system, q0, qd0 = jl.systems.bouncing_ball()
+    traj = jl.simulate_batch(
+        system, q0, qd0, params={"e": jnp.array([0.5, 0.6, 0.7, 0.8])}, t1=1.0,
+        saveat=jnp.linspace(0.0, 1.0, 6), backend="vmap",
+    )
+    assert traj.q.shape == (4, 6, 1)
+    print(" ".join(name for name in hits if name == "jit__run"))
+    """
+)
+
+
+def test_a_second_process_loads_a_batchs_solve(tmp_path):
+    # The batch's program held host callbacks (diffrax's checks of the save times,
+    # the library's of the times and of each member's restitution), and
+    # `simulate_batch` did not use the cache: each process compiled it again.
+    def run():
+        return _in_fresh_process(_BATCH, tmp_path).strip().splitlines()[-1:]
+
+    assert run() == []
+    assert run() == ["jit__run"]
+
+
+def test_a_batch_checks_each_members_slip_where_it_begins():
+    # Checked before the batch's program runs (so that it holds no host callback
+    # for it): one member whose slip is not affine in q̇ still fails the batch.
+    def slip(q, qd, t):
+        return qd[:1] + q[:1] * qd[:1] ** 2  # affine in q̇ where q[0] = 0 only
+
+    system = jl.LagrangianSystem(
+        lambda q, qd, t: 0.5 * qd @ qd - 9.81 * q[1],
+        unilateral=lambda q, t: q[1:],
+        slip=slip,
+        friction=0.3,
+    )
+    q0 = jnp.array([[0.0, 0.5], [0.3, 0.5], [0.0, 0.6]])
+    qd0 = jnp.array([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0]])
+    for throw in (True, False):
+        with pytest.raises(RuntimeError, match="`slip` must be affine in qd"):
+            jl.simulate_batch(system, q0, qd0, t1=0.1, backend="vmap", throw=throw)
+    # The others fall freely: y = y0 - g t² / 2.
+    traj = jl.simulate_batch(system, q0[::2], qd0[::2], t1=0.1, backend="vmap")
+    np.testing.assert_allclose(traj.q[:, -1, 1], q0[::2, 1] - 0.5 * 9.81 * 0.01)

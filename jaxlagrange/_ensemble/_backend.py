@@ -53,6 +53,7 @@ class VmapBackend(AbstractBackend):
     name: ClassVar[str] = "vmap"
 
     def run(self, member, rows, size, devices):
+        member = member.checked_first(rows)
         out, failures = sharded_map(apply, rows, member.deferring(), size, devices)
         system_of = type(member).system_for  # the stopped members' causes named
         codes = name_causes(member.codes(out), failures, system_of, member, rows)

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._cache import cached
 from .._custom_types import Array, Params
 from .._errors import traced
 from .._initial_state import initial_checks, residuals, tolerance
@@ -27,6 +28,7 @@ class BatchMember(AbstractMember):
     system: LagrangianSystem
     options: GivenOptions
     defer: bool = eqx.field(static=True, default=False)
+    trusted: tuple | None = eqx.field(static=True, default=None)
 
     def outputs(self, traj, system, row):
         return traj
@@ -38,6 +40,7 @@ class BatchMember(AbstractMember):
         return eqx.tree_at(lambda tr: tr.result, out, item_of(codes))
 
 
+@cached
 def simulate_batch(
     system: LagrangianSystem,
     q0: Array,

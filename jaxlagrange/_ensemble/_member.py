@@ -7,11 +7,16 @@ from collections.abc import Mapping
 from typing import Any
 
 import equinox as eqx
+import jax
+import jax.numpy as jnp
 
+from .._cache import made_checks, trusted_checks
+from .._coefficients import checked_coefficients
+from .._errors import traced
 from .._guard import diagnosed, without_system
-from .._options import GivenOptions
+from .._options import GivenOptions, check_times
 from .._simulate import simulate_checked
-from .._system import LagrangianSystem
+from .._system import LagrangianSystem, as_coordinates
 from .._trajectory import Trajectory
 from ._inputs import merge
 
@@ -50,6 +55,11 @@ class AbstractMember(eqx.Module):
     # `defer`: also return where a stopped solve stopped, for the backend to name
     # its cause afterwards (`_guard`): the batch's program holds no diagnosis.
     defer: eqx.AbstractVar[bool]
+    # `trusted`: what was checked where the call began, on the rows' values
+    # (`checked_first`): the times, and the checks with these messages, traced in
+    # the program without host callbacks (JAX caches no program that holds one).
+    # None: the program checks everything (its inputs are traced).
+    trusted: eqx.AbstractVar[tuple[tuple[str, ...], ...] | None]
 
     @abc.abstractmethod
     def outputs(self, traj: Trajectory, system: LagrangianSystem, row: Rows) -> Any:
@@ -74,11 +84,52 @@ class AbstractMember(eqx.Module):
     def deferring(self) -> "AbstractMember":
         return dataclasses.replace(self, defer=True)
 
+    def checked_first(self, rows: Rows) -> "AbstractMember":
+        """This member with its times and its coefficients checked on `rows` now."""
+        if traced(self, rows):
+            return self
+        options = self.options
+        dtype = jnp.result_type(rows.q0.dtype, rows.qd0.dtype, float)
+        check_times(options.t0, options.t1, options.saveat, dtype)
+        with made_checks() as made:  # the checks the program would trace
+            eqx.filter_eval_shape(_checks, self, jax.tree.map(_first, rows))
+        if made:  # one member out of range raises, with its message
+            jax.block_until_ready(_checked(self, rows))
+        return dataclasses.replace(self, trusted=tuple(made))
+
     def __call__(self, row: Rows):
         system = self.system_for(row)
-        traj, failure, _ = simulate_checked(
-            system, row.q0, row.qd0, self.options, throw=False
-        )
+        with trusted_checks(self.trusted or ()):
+            traj, failure, _ = simulate_checked(
+                system,
+                row.q0,
+                row.qd0,
+                self.options,
+                throw=False,
+                trusted_times=self.trusted is not None,
+            )
         if self.defer:
             return self.outputs(traj, system, row), without_system(failure)
         return self.outputs(diagnosed(traj, failure), system, row)
+
+
+def _checks(member: AbstractMember, row: Rows) -> list:
+    """The checks of a member's program on its row's values, as it makes them."""
+    system = member.system_for(row)
+    q0, qd0 = as_coordinates(row.q0, row.qd0, where="q0")
+    options = member.options
+    t0, _, _ = check_times(options.t0, options.t1, None, q0.dtype, trusted=True)
+    checked = checked_coefficients(system), system.constraints.check_affine(q0, qd0, t0)
+    # An entry of each checked array, which keeps each check in the program.
+    return [
+        jnp.ravel(x)[:1] for x in jax.tree.leaves(eqx.filter(checked, eqx.is_array))
+    ]
+
+
+@eqx.filter_jit
+def _checked(member: AbstractMember, rows: Rows) -> list:
+    return jax.vmap(lambda row: _checks(member, row))(rows)
+
+
+def _first(x):
+    return x[0]

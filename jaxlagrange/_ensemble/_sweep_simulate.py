@@ -9,6 +9,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
+from .._cache import cached
 from .._custom_types import Array, Params
 from .._options import GivenOptions, checked_options
 from .._results import code_of
@@ -47,6 +48,7 @@ class SimulateSweepMember(AbstractMember):
     options: GivenOptions
     observe: Callable | None = eqx.field(static=True)
     defer: bool = eqx.field(static=True, default=False)
+    trusted: tuple | None = eqx.field(static=True, default=None)
 
     def outputs(self, traj, system, row):
         out = (
@@ -61,6 +63,7 @@ class SimulateSweepMember(AbstractMember):
         return {**out, "result": code_of(traj.result), "t_final": traj.t_final}
 
 
+@cached
 def simulate_sweep(
     system: LagrangianSystem,
     q0: Any,
@@ -161,6 +164,7 @@ class SweepMember(AbstractMember):
     options: GivenOptions
     lyapunov: bool = eqx.field(static=True)
     defer: bool = eqx.field(static=True, default=False)
+    trusted: tuple | None = eqx.field(static=True, default=None)
 
     def outputs(self, traj, system, row):
         from .._eom import energy_unchecked as energy

@@ -321,11 +321,10 @@ class Evaluator:
         for i in steps:
             out = self.eval_closed(body, [*consts, *carry, *[x[i, ...] for x in xs]])
             carry, ys_steps[i] = out[:ncarry], out[ncarry:]
-        ys = []
-        for k in range(len(body.jaxpr.outvars) - ncarry):
-            shape = ys_steps[0][k].shape if length else ()
-            y = np.empty((length, *shape), dtype=object)
-            for i in range(length):
-                y[i, ...] = ys_steps[i][k]
-            ys.append(y)
+        ys = [
+            object_array(
+                (length, *v.aval.shape), lambda i, k=k: ys_steps[i[0]][k][i[1:]]
+            )
+            for k, v in enumerate(body.jaxpr.outvars[ncarry:])
+        ]
         return [*carry, *ys]

@@ -175,12 +175,9 @@ class Evaluator:
             return [self.dot_general(operands[0], operands[1], params)]
         if name in _CUMULATIVE:
             return [self.cumulative(_CUMULATIVE[name], operands[0], params)]
-        if name == "cond":
-            return self.cond(operands, params)
-        if name == "while":
-            return self.while_loop(operands, params)
-        if name == "scan":
-            return self.scan(operands, params)
+        control = {"cond": self.cond, "while": self.while_loop, "scan": self.scan}
+        if name in control:
+            return control[name](operands, params)
         for key in CALLS:
             if key in params:
                 inner = params[key]

@@ -118,8 +118,7 @@ def fold(name: str, elements) -> Any:
     if name in ("mul", "add", "add_any", "sub", "div") and len(elements) == 2:
         a, b = elements
         ka, kb = is_const(a), is_const(b)
-        lane = b if ka else a
-        const = a if ka else b
+        const, lane = (a, b) if ka else (b, a)
         if ka == kb or np.asarray(const).dtype != lane.dtype:
             return None
         if name == "mul" and const == 1:

@@ -66,6 +66,18 @@ def test_unstack():
     assert_lanes_equal_vmap(fn, XS)
 
 
+def test_scans_of_any_length():
+    # A scan's stacked outputs keep their shape, at length 0 too.
+    def fn(x):
+        def step(c, y):
+            return c * y[0] + y[1], jnp.stack([c, jnp.sin(c)])
+
+        empty = jax.lax.scan(step, x[0, 0], x[:0])
+        return empty, jax.lax.scan(step, x[1, 2], x, reverse=True)
+
+    assert_lanes_equal_vmap(fn, XS)
+
+
 def _scalars(x):
     out = np.empty(x.shape, dtype=object)
     for index in np.ndindex(x.shape):

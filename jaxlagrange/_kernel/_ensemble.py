@@ -44,12 +44,8 @@ _REFUSED = "backend='kernel' does not support {}; backend='vmap' supports it."
 
 def _pid_defaults(controller) -> bool:
     return (
-        controller.pcoeff == 0
-        and controller.icoeff == 1
-        and controller.dcoeff == 0
-        and controller.dtmin is None
-        and controller.dtmax is None
-        and controller.error_order is None
+        (controller.pcoeff, controller.icoeff, controller.dcoeff) == (0, 1, 0)
+        and (controller.dtmin, controller.dtmax, controller.error_order) == (None,) * 3
         and controller.norm is optx.rms_norm
     )
 
@@ -128,9 +124,8 @@ def _problem(system, n, leaves, tree, dtype, num_saves, controller, options, blo
 
     def rhs(sys, t, y, gains):
         dyn = dynamics(sys, y[:n], y[n:], t, baumgarte=gains)
-        qdd = jnp.where(
-            dyn.singular_mass | dyn.singular_constraints, jnp.nan, dyn.accelerations
-        )
+        singular = dyn.singular_mass | dyn.singular_constraints
+        qdd = jnp.where(singular, jnp.nan, dyn.accelerations)
         return (
             jnp.concatenate([y[n:], qdd]),
             dyn.singular_mass,

@@ -1,21 +1,16 @@
 """The fused ensemble integrator: adaptive Tsit5 in one Pallas kernel.
 
-One program integrates a block of members, one lane each, with the state and the
-stages held as (block,) vectors: the right-hand side is the member's vector
-field (`dynamics`: constraint forces, forces, dissipation, time dependence and
-params included) traced once and evaluated lane by lane (`.._lanes`). Each lane
-has its own step size, its own error control and its own stopping; a program
-runs while any of its lanes is still going.
+One program integrates a block of members, one lane each, the state and stages
+held as (block,) vectors, the right-hand side (`dynamics`) evaluated lane by lane
+(`.._lanes`); each lane has its own step size and stopping, and a program runs
+while any lane is going.
 
-The integrator mirrors `simulate`'s default: Tsit5 with diffrax's
-`PIDController` (I-control, RMS error norm of `error / (atol + rtol·max(|y0|,
-|y1|))`, safety 0.9, factors in [0.2, 10], error order 5), diffrax's initial
-step when `dt0` is None, the first-same-as-last stage, and (for equality
-constraints without Baumgarte gains) the projection of every step's end onto the
-constraint manifold, as `ProjectedSolver` does. It differs in one respect: the
-save times are hit exactly, a step being clipped to the next save time (diffrax
-interpolates with the Tsit5 dense output instead), and the step proposed before
-the clip is resumed after it. Results agree with `simulate` to the tolerance.
+It mirrors `simulate`'s default: Tsit5 with diffrax's `PIDController` defaults
+(I-control, RMS norm of `error / (atol + rtol·max(|y0|, |y1|))`), diffrax's
+initial step when `dt0` is None, first-same-as-last, and (equality constraints
+without Baumgarte gains) `ProjectedSolver`'s projection of every step's end. It
+differs in one respect: a step is clipped to the next save time (diffrax
+interpolates instead), and the step proposed before the clip is resumed after it.
 
 Failures are per lane: a non-finite initial state, `max_steps` reached, and a
 step size that collapses (to 16 ulp of the time span), named a singular mass
@@ -28,14 +23,14 @@ running in Pallas's interpret mode on the CPU.
 """
 
 import functools
+import operator
 from typing import NamedTuple
 
 import diffrax
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from .._lanes._known import is_const
+from .._lanes import lanes_of, object_array
 from .._results import RESULTS, code_of
 
 
@@ -48,14 +43,8 @@ _ERROR_ORDER = 5.0
 
 _CODE = {
     name: int(code_of(getattr(RESULTS, name)))
-    for name in (
-        "successful",
-        "max_steps_reached",
-        "singular_mass_matrix",
-        "redundant_constraints",
-        "non_finite_state",
-        "step_size_collapsed",
-    )
+    for name in """successful max_steps_reached singular_mass_matrix
+    redundant_constraints non_finite_state step_size_collapsed""".split()
 }
 
 
@@ -119,17 +108,12 @@ def _axpy(y, h, coeffs, ks):
 
 
 def _rms(values):
-    total = values[0] * values[0]
-    for v in values[1:]:
-        total = total + v * v
+    total = functools.reduce(lambda a, v: a + v * v, values[1:], values[0] * values[0])
     return jnp.sqrt(total / len(values))
 
 
 def _all_finite(values):
-    ok = jnp.isfinite(values[0])
-    for v in values[1:]:
-        ok = ok & jnp.isfinite(v)
-    return ok
+    return functools.reduce(operator.and_, map(jnp.isfinite, values))
 
 
 def _at_finite(ys, singular_mass, singular_constraints):
@@ -137,12 +121,6 @@ def _at_finite(ys, singular_mass, singular_constraints):
     # A state made non-finite by an earlier stage gives NaN M and C: no cause.
     finite = _all_finite(ys)
     return singular_mass & finite, singular_constraints & finite
-
-
-def _lanes_of(values, block, dtype):
-    return [
-        jnp.full((block,), v, dtype) if is_const(v) else v.astype(dtype) for v in values
-    ]
 
 
 def _kernel_body(problem: KernelProblem, dtype, bp: int):
@@ -163,17 +141,12 @@ def _kernel_body(problem: KernelProblem, dtype, bp: int):
             return s_ref[pl.ds(k * block, block)]
 
         def as_obj(values, shape):
-            out = np.empty(shape, dtype=object)
-            for k, index in enumerate(np.ndindex(shape)):
-                out[index] = values[k]
-            return out
+            flat = iter(values)
+            return object_array(shape, lambda _: next(flat))
 
         y0 = [row(x_ref, i, bp) for i in range(n2)]
-        flat = [row(x_ref, n2 + i, bp) for i in range(p.num_params)]
-        leaves, start = [], 0
-        for shape in p.param_shapes:
-            leaves.append(as_obj(flat[start:], shape))
-            start += int(np.prod(shape))
+        flat = iter([row(x_ref, n2 + i, bp) for i in range(p.num_params)])
+        leaves = [as_obj(flat, shape) for shape in p.param_shapes]
         gains = [scalar(_GAIN0 + i) for i in range(p.num_gains)]
         t0, t1 = scalar(_T0), scalar(_T1)
         rtol, atol = scalar(_RTOL), scalar(_ATOL)
@@ -187,19 +160,13 @@ def _kernel_body(problem: KernelProblem, dtype, bp: int):
 
         def rhs(t, y):
             ydot, sing_mass, sing_con = p.rhs(*args_of(t, y))
-            flag = lambda v: (  # noqa: E731
-                jnp.full((block,), bool(v)) if is_const(v) else v
-            )
-            return (
-                _lanes_of(list(ydot.flat), block, dtype),
-                flag(sing_mass[()]),
-                flag(sing_con[()]),
-            )
+            flags = lanes_of([sing_mass[()], sing_con[()]], block, bool)
+            return (lanes_of(ydot.flat, block, dtype), *flags)
 
         def project(t, y):
             if p.project is None:
                 return y
-            return _lanes_of(list(p.project(*args_of(t, y)).flat), block, dtype)
+            return lanes_of(p.project(*args_of(t, y)).flat, block, dtype)
 
         finite0 = _all_finite(y0)
         y0 = [jnp.where(finite0, v, jnp.zeros_like(v)) for v in y0]

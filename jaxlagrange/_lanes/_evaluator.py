@@ -1,14 +1,11 @@
-"""The lane evaluator: a jaxpr evaluated with each value an object array of lanes.
-
-`Evaluator(lane_shape)` applies each primitive element by element (`apply`,
-with common subexpressions emitted once and known values folded), resolves data
-movement at trace time (`_movement`), and writes out reductions, `dot_general`,
-cumulative operations, scatters at known indices, `cond` (both branches and a
-select; a platform-dependent one takes its default branch), and loops whose
-length is known at trace time. A primitive with no such form is an
-`UnsupportedPrimitiveError`; a subclass may bind it instead (the scalar form).
+"""The lane evaluator: a jaxpr evaluated with each value an object array of lanes,
+each primitive applied element by element (common subexpressions emitted once,
+known values folded) or written out; what has no such form is an
+`UnsupportedPrimitiveError`, which a subclass may bind instead (the scalar form).
 """
 
+import functools
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -22,10 +19,11 @@ from ._known import (
     UnsupportedPrimitiveError,
     const_array,
     dtype_of,
-    eager,
     fold,
     is_const,
-    numpy_elementwise,
+    known,
+    known_values,
+    object_array,
 )
 from ._movement import MOVEMENT, SCATTERS, move, numpy_movement, scatter_targets
 
@@ -40,7 +38,8 @@ _ELEMENTWISE = frozenset(
     stop_gradient optimization_barrier""".split()
 )
 
-_CALLS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
+# The params that hold a called jaxpr.
+CALLS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
 
 _CUMULATIVE = {
     "cumsum": jax.lax.add_p,
@@ -75,9 +74,10 @@ class Evaluator:
         self.alive: list = []  # the memo's operands, so that their ids stay unique
 
     # One element: a NumPy scalar (known) or a lane array.
-    def lane(self, x, dtype):
+    def lane(self, x):
         if is_const(x):
-            key = ("full", np.dtype(dtype).str, np.asarray(x).item())
+            dtype = np.asarray(x).dtype
+            key = ("full", dtype.str, x.item())
             if key not in self.memo:
                 self.memo[key] = jnp.full(self.lane_shape, x, dtype)
             return self.memo[key]
@@ -97,26 +97,17 @@ class Evaluator:
         return key
 
     def apply(self, prim, elements: Sequence[Any], params) -> Any:
-        if all(is_const(e) for e in elements):
-            dtype = np.result_type(*[np.asarray(e).dtype for e in elements[-1:]])
-            if prim.name == "select_n":
-                return elements[1 + int(elements[0])]
-            if prim.name in ("eq", "ne", "lt", "le", "gt", "ge", "is_finite"):
-                dtype = np.bool_
-            out = numpy_elementwise(prim.name, elements, params, dtype)
-            if out is not None:
-                return out[()]
-            return eager(prim, elements, params)[()]
         folded = fold(prim.name, elements)
         if folded is not None:
             return folded
+        if all(is_const(e) for e in elements):
+            compare = ("eq", "ne", "lt", "le", "gt", "ge", "is_finite")
+            dtype = np.bool_ if prim.name in compare else np.asarray(elements[-1]).dtype
+            return known(prim, elements, params, dtype)[()]
         key = self._key(prim, elements, params)
         if key is not None and key in self.memo:
             return self.memo[key]
-        dtypes = [np.asarray(e).dtype if is_const(e) else e.dtype for e in elements]
-        out = prim.bind(
-            *[self.lane(e, d) for e, d in zip(elements, dtypes, strict=True)], **params
-        )
+        out = prim.bind(*map(self.lane, elements), **params)
         if key is not None:
             self.memo[key] = out
             self.alive.append(elements)
@@ -125,10 +116,9 @@ class Evaluator:
     def elementwise(self, prim, operands: list[np.ndarray], params) -> np.ndarray:
         shape = np.broadcast_shapes(*[o.shape for o in operands])
         operands = [np.broadcast_to(o, shape) for o in operands]
-        out = np.empty(shape, dtype=object)
-        for index in np.ndindex(shape):
-            out[index] = self.apply(prim, [o[index] for o in operands], params)
-        return out
+        return object_array(
+            shape, lambda index: self.apply(prim, [o[index] for o in operands], params)
+        )
 
     def binary(self, prim, a, b):
         return self.apply(prim, [a, b], _OWN_PARAMS.get(prim.name, {}))
@@ -157,24 +147,18 @@ class Evaluator:
     def eqn(self, eqn, operands: list[np.ndarray]) -> list[np.ndarray]:
         prim, params = eqn.primitive, eqn.params
         name = prim.name
-        known = all(is_const(e) for o in operands for e in o.flat)
-        known = known and name != "platform_index"
-        if known and not any(k in params for k in _CALLS + ("branches",)):
+        all_known = all(is_const(e) for o in operands for e in o.flat)
+        all_known = all_known and name != "platform_index"
+        if all_known and not any(k in params for k in CALLS + ("branches",)):
+            moved = numpy_movement(name, operands, params) if name in MOVEMENT else None
+            if moved is not None:
+                return moved
             vals = [
-                np.asarray(list(o.flat), dtype=v.aval.dtype).reshape(o.shape)
-                if o.size
-                else np.zeros(o.shape, v.aval.dtype)
+                known_values(o, v.aval.dtype)
                 for o, v in zip(operands, eqn.invars, strict=True)
             ]
-            out = None
-            if len(eqn.outvars) == 1:
-                out = numpy_elementwise(name, vals, params, eqn.outvars[0].aval.dtype)
-            if out is None and name in MOVEMENT:
-                moved = numpy_movement(name, operands, params)
-                if moved is not None:
-                    return moved
-            if out is None:
-                out = eager(prim, vals, params)
+            dtype = eqn.outvars[0].aval.dtype if len(eqn.outvars) == 1 else None
+            out = known(prim, vals, params, dtype)
             outs = out if prim.multiple_results else [out]
             return [const_array(o) for o in outs]
         if name in _ELEMENTWISE:
@@ -191,13 +175,10 @@ class Evaluator:
             return [self.dot_general(operands[0], operands[1], params)]
         if name in _CUMULATIVE:
             return [self.cumulative(_CUMULATIVE[name], operands[0], params)]
-        if name == "cond":
-            return self.cond(operands, params)
-        if name == "while":
-            return self.while_loop(operands, params)
-        if name == "scan":
-            return self.scan(operands, params)
-        for key in _CALLS:
+        control = {"cond": self.cond, "while": self.while_loop, "scan": self.scan}
+        if name in control:
+            return control[name](operands, params)
+        for key in CALLS:
             if key in params:
                 inner = params[key]
                 if isinstance(inner, jcore.ClosedJaxpr):
@@ -236,28 +217,20 @@ class Evaluator:
     def reduce(self, prim, operand, axes):
         moved = np.moveaxis(operand, tuple(axes), tuple(range(len(axes))))
         flat = moved.reshape((-1, *moved.shape[len(axes) :]))
-        out = np.empty(flat.shape[1:], dtype=object)
-        for index in np.ndindex(out.shape):
-            acc = flat[(0, *index)]
-            for k in range(1, flat.shape[0]):
-                acc = self.binary(prim, acc, flat[(k, *index)])
-            out[index] = acc
-        return out
+        chain = functools.partial(self.binary, prim)
+        return object_array(
+            flat.shape[1:],
+            lambda index: functools.reduce(chain, flat[(slice(None), *index)]),
+        )
 
     def cumulative(self, prim, operand, params):
-        axis, reverse = params["axis"], params["reverse"]
-        moved = np.moveaxis(operand, axis, 0)
-        out = np.empty(moved.shape, dtype=object)
-        order = range(moved.shape[0] - 1, -1, -1) if reverse else range(moved.shape[0])
-        acc = None
-        for i in order:
-            if acc is None:
-                acc = moved[i, ...].copy()
-            else:
-                params = _OWN_PARAMS.get(prim.name, {})
-                acc = self.elementwise(prim, [acc, moved[i, ...]], params)
-            out[i, ...] = acc
-        return np.moveaxis(out, 0, axis)
+        moved = np.moveaxis(operand, params["axis"], 0)
+        order = list(range(moved.shape[0]))[:: -1 if params["reverse"] else 1]
+        out = moved.copy()
+        own = _OWN_PARAMS.get(prim.name, {})
+        for before, i in itertools.pairwise(order):
+            out[i, ...] = self.elementwise(prim, [out[before, ...], moved[i, ...]], own)
+        return np.moveaxis(out, 0, params["axis"])
 
     def dot_general(self, lhs, rhs, params):
         (lc, rc), (lb, rb) = params["dimension_numbers"]
@@ -273,19 +246,16 @@ class Evaluator:
         b = b.reshape(nb, nk, nj)
         out = np.empty((nb, ni, nj), dtype=object)
         dtype = params.get("preferred_element_type")
+        mul = functools.partial(self.binary, jax.lax.mul_p)
+        add = functools.partial(self.binary, jax.lax.add_p)
         for bi in range(nb):
             for i in range(ni):
                 for j in range(nj):
                     acc = None
                     for k in range(nk):
-                        term = self.binary(jax.lax.mul_p, a[bi, i, k], b[bi, k, j])
-                        if is_const(term) and term == 0:
-                            continue
-                        acc = (
-                            term
-                            if acc is None
-                            else self.binary(jax.lax.add_p, acc, term)
-                        )
+                        term = mul(a[bi, i, k], b[bi, k, j])
+                        if not (is_const(term) and term == 0):
+                            acc = term if acc is None else add(acc, term)
                     if acc is None:
                         acc = np.zeros(
                             (), dtype_of(a[bi, i, 0] if nk else None, dtype)
@@ -309,18 +279,15 @@ class Evaluator:
         if is_const(idx):
             return self.eval_closed(branches[int(idx)], args)
         results = [self.eval_closed(b, args) for b in branches]
-        outs = []
-        for k in range(len(results[0])):
-            shape = results[0][k].shape
-            out = np.empty(shape, dtype=object)
-            for i in np.ndindex(shape):
-                out[i] = self.apply(
-                    jax.lax.select_n_p,
-                    [idx, *[r[k][i] for r in results]],
-                    {},
-                )
-            outs.append(out)
-        return outs
+        return [
+            object_array(
+                out.shape,
+                lambda i, k=k: self.apply(
+                    jax.lax.select_n_p, [idx, *[r[k][i] for r in results]], {}
+                ),
+            )
+            for k, out in enumerate(results[0])
+        ]
 
     def while_loop(self, operands, params):
         cn, bn = params["cond_nconsts"], params["body_nconsts"]
@@ -351,11 +318,10 @@ class Evaluator:
         for i in steps:
             out = self.eval_closed(body, [*consts, *carry, *[x[i, ...] for x in xs]])
             carry, ys_steps[i] = out[:ncarry], out[ncarry:]
-        ys = []
-        for k in range(len(body.jaxpr.outvars) - ncarry):
-            shape = ys_steps[0][k].shape if length else ()
-            y = np.empty((length, *shape), dtype=object)
-            for i in range(length):
-                y[i, ...] = ys_steps[i][k]
-            ys.append(y)
+        ys = [
+            object_array(
+                (length, *v.aval.shape), lambda i, k=k: ys_steps[i[0]][k][i[1:]]
+            )
+            for k, v in enumerate(body.jaxpr.outvars[ncarry:])
+        ]
         return [*carry, *ys]

@@ -1,14 +1,14 @@
 """A traced function evaluated on lane vectors: `LaneFunction`, and the lanes of
 a batched array (`to_lanes`) and back (`from_lanes`)."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ._evaluator import Evaluator
-from ._known import const_array, is_const
+from ._known import const_array, is_const, object_array
 
 
 class LaneFunction:
@@ -34,19 +34,20 @@ class LaneFunction:
 
 def to_lanes(x: jax.Array) -> np.ndarray:
     """(block, *shape) array → object array of shape `shape` of (block,) lanes."""
-    shape = x.shape[1:]
-    out = np.empty(shape, dtype=object)
-    for index in np.ndindex(shape):
-        out[index] = x[(slice(None), *index)]
-    return out
+    return object_array(x.shape[1:], lambda index: x[(slice(None), *index)])
+
+
+def lanes_of(elements: Iterable, block: int, dtype) -> list[jax.Array]:
+    """Each element as a (block,) lane of `dtype` (a known one broadcast)."""
+    return [
+        jnp.full((block,), e, dtype) if is_const(e) else e.astype(dtype)
+        for e in elements
+    ]
 
 
 def from_lanes(lanes: np.ndarray, block: int, dtype) -> jax.Array:
     """The inverse of `to_lanes` (known elements are broadcast)."""
-    flat = [
-        jnp.full((block,), e, dtype) if is_const(e) else e.astype(dtype)
-        for e in lanes.flat
-    ]
-    if not flat:
+    if not lanes.size:
         return jnp.zeros((block, *lanes.shape), dtype)
+    flat = lanes_of(lanes.flat, block, dtype)
     return jnp.stack(flat, axis=-1).reshape(block, *lanes.shape)

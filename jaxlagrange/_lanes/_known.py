@@ -1,11 +1,7 @@
-"""Values known at trace time, for the lane evaluator: NumPy scalars in object arrays.
+"""Values known at trace time (NumPy scalars in object arrays), evaluated by NumPy
+or eagerly and folded; and the evaluator's error, `UnsupportedPrimitiveError`."""
 
-What the lane evaluator computes without emitting any operation: constants
-(literals, iotas, the tangent basis of the mass matrix), evaluated by NumPy or
-eagerly, and the folding of x·1, x + 0 and x·0. (Data movement is `_movement`.)
-Also the evaluator's error, `UnsupportedPrimitiveError`.
-"""
-
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -24,13 +20,26 @@ def is_const(x) -> bool:
     return isinstance(x, (np.generic, np.ndarray))
 
 
+def object_array(shape, element: Callable) -> np.ndarray:
+    """An object array of `shape` holding `element(index)` at each index."""
+    out = np.empty(shape, dtype=object)
+    for index in np.ndindex(shape):
+        out[index] = element(index)
+    return out
+
+
 def const_array(value, dtype=None) -> np.ndarray:
     """A value known at trace time as an object array of NumPy scalars."""
     value = np.asarray(value, dtype=dtype)
-    out = np.empty(value.shape, dtype=object)
-    for index in np.ndindex(value.shape):
-        out[index] = value[index]
-    return out
+    return object_array(value.shape, value.__getitem__)
+
+
+def known_values(o: np.ndarray, dtype=None) -> np.ndarray:
+    """A known object array as a NumPy array (by default of its first element's dtype)."""
+    if not o.size:
+        return np.zeros(o.shape, np.int64 if dtype is None else dtype)
+    dtype = np.asarray(o.flat[0]).dtype if dtype is None else dtype
+    return np.asarray(list(o.flat), dtype=dtype).reshape(o.shape)
 
 
 def eager(prim, args, params):
@@ -46,6 +55,7 @@ _NUMPY = {
     "add_any": np.add,
     "sub": np.subtract,
     "mul": np.multiply,
+    "div": np.divide,
     "neg": np.negative,
     "max": np.maximum,
     "min": np.minimum,
@@ -70,14 +80,12 @@ _NUMPY = {
 
 def numpy_elementwise(name, values, params, dtype):
     """A known elementwise result by NumPy (no XLA compilation), or None."""
-    if name in _NUMPY and not (name in ("and", "or", "not") and dtype != np.bool_):
-        with np.errstate(all="ignore"):
+    bitwise = name in ("and", "or", "not") and dtype != np.bool_
+    truncating = name == "div" and not np.issubdtype(dtype, np.floating)
+    with np.errstate(all="ignore"):
+        if name in _NUMPY and not (bitwise or truncating):
             return np.asarray(_NUMPY[name](*values)).astype(dtype)
-    if name == "div" and np.issubdtype(dtype, np.floating):
-        with np.errstate(all="ignore"):
-            return np.asarray(np.divide(*values)).astype(dtype)
-    if name == "integer_pow":
-        with np.errstate(all="ignore"):
+        if name == "integer_pow":
             return np.asarray(values[0] ** params["y"]).astype(dtype)
     if name == "convert_element_type":
         return np.asarray(values[0]).astype(params["new_dtype"])
@@ -93,6 +101,12 @@ def numpy_elementwise(name, values, params, dtype):
     return None
 
 
+def known(prim, values, params, dtype):
+    """A primitive of known values: by NumPy where it can, else eagerly."""
+    out = numpy_elementwise(prim.name, values, params, dtype)
+    return eager(prim, values, params) if out is None else out
+
+
 def dtype_of(element, default):
     if element is None:
         return np.dtype(default)
@@ -104,11 +118,8 @@ def fold(name: str, elements) -> Any:
     if name in ("mul", "add", "add_any", "sub", "div") and len(elements) == 2:
         a, b = elements
         ka, kb = is_const(a), is_const(b)
-        lane = b if ka else a
-        const = a if ka else b
-        if ka == kb:
-            return None
-        if np.asarray(const).dtype != lane.dtype:
+        const, lane = (a, b) if ka else (b, a)
+        if ka == kb or np.asarray(const).dtype != lane.dtype:
             return None
         if name == "mul" and const == 1:
             return lane

@@ -1,13 +1,6 @@
-"""Data movement on object arrays of lanes, resolved at trace time.
-
-Output elements of a slice, pad, concatenation, transpose, gather, tile, ... are
-copies of input elements (or of a padding or fill value): the common ones are
-NumPy rearrangements of the object array (`numpy_movement`), the others are the
-primitive applied to the elements' ids (`move`), which needs their indices at
-trace time. A scatter with indices known at trace time is where each update
-element lands (`scatter_targets`), for the evaluator to combine with the
-operand's element there.
-"""
+"""Data movement on object arrays of lanes, resolved at trace time: NumPy
+rearrangements of the object array, the primitive applied to the elements' ids,
+and where each update of a scatter at known indices lands."""
 
 import math
 from typing import Any
@@ -17,7 +10,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax.lax import GatherScatterMode
 
-from ._known import UnsupportedPrimitiveError, eager, is_const
+from ._known import (
+    UnsupportedPrimitiveError,
+    eager,
+    is_const,
+    known_values,
+    object_array,
+)
 
 
 # Pure data movement: outputs that are copies of the data operands (all of a
@@ -58,11 +57,7 @@ def numpy_movement(name, operands, params) -> list[np.ndarray] | None:
             return None
         return [x.reshape(params["new_sizes"])]
     if name == "squeeze":
-        return [
-            x.reshape(
-                [s for i, s in enumerate(x.shape) if i not in params["dimensions"]]
-            )
-        ]
+        return [np.squeeze(x, tuple(params["dimensions"]))]
     if name == "expand_dims":
         return [np.expand_dims(x, params["dimensions"])]
     if name == "transpose":
@@ -70,14 +65,9 @@ def numpy_movement(name, operands, params) -> list[np.ndarray] | None:
     if name == "rev":
         return [np.flip(x, params["dimensions"]).copy()]
     if name == "slice":
+        starts, limits = params["start_indices"], params["limit_indices"]
         strides = params["strides"] or (1,) * x.ndim
-        index = tuple(
-            slice(a, b, c)
-            for a, b, c in zip(
-                params["start_indices"], params["limit_indices"], strides, strict=True
-            )
-        )
-        return [x[index]]
+        return [x[tuple(map(slice, starts, limits, strides))]]
     if name == "concatenate":
         return [np.concatenate(operands, axis=params["dimension"])]
     if name == "stack":
@@ -133,21 +123,13 @@ def move(prim, operands, params, dtype) -> list[np.ndarray]:
             id_args.append(known_values(o))
     if prim.name == "pad":
         id_args[1] = np.asarray(id_args[1], np.int64)
-    fill = None
     if prim.name == "gather" and params["mode"] == GatherScatterMode.FILL_OR_DROP:
-        # An index out of bounds reads the fill value: id -1 stands for it.
-        fill = _fill_value(params["fill_value"], dtype)
+        # An index out of bounds reads the fill value: id -1, the pool's last.
+        pool.append(_fill_value(params["fill_value"], dtype))
         params = {**params, "fill_value": -1}
     out = eager(prim, id_args, params)
     outs = out if prim.multiple_results else [out]
-    results = []
-    for ids in outs:
-        r = np.empty(ids.shape, dtype=object)
-        for index in np.ndindex(ids.shape):
-            i = int(ids[index])
-            r[index] = fill if i < 0 else pool[i]
-        results.append(r)
-    return results
+    return [object_array(ids.shape, lambda k, ids=ids: pool[ids[k]]) for ids in outs]
 
 
 def _state_dependent(name: str) -> UnsupportedPrimitiveError:
@@ -155,13 +137,6 @@ def _state_dependent(name: str) -> UnsupportedPrimitiveError:
         f"The fused ensemble kernel needs the indices of {name!r} at trace time; "
         "here they depend on the state or params."
     )
-
-
-def known_values(o: np.ndarray) -> np.ndarray:
-    """A known object array as a NumPy array of its elements' dtype."""
-    if not o.size:
-        return np.zeros(o.shape, np.int64)
-    return np.asarray(list(o.flat)).reshape(o.shape).astype(np.asarray(o.flat[0]).dtype)
 
 
 # Scatters: how an update combines with the operand's element (None: replaces it).

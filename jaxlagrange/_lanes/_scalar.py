@@ -1,31 +1,14 @@
-"""One state's equations of motion as scalar code: no small arrays inside.
-
-Autodiff of L builds q̈ from (n,)-shaped values: reverse mode writes each
-partial derivative into a vector by a pad and sums the pads, the tangents of
-the mass matrix are an (n, n) identity, and the unrolled solve slices M apart
-again. Under `jax.vmap` every such value becomes a (batch, n) array, and XLA
-cuts the program into many loops at the pads and slices, recomputing a shared
-sin(q₁ − q₂) in each loop that needs it: the double pendulum's q̈ compiled to
-11 loop fusions with 8 transcendentals, against one fusion with 4 for the
-hand-written code, and ran 2× slower.
-
-`scalar_form(fn, *args)` evaluates `fn` for one state by the lane evaluator
-with lanes of shape () (the package docstring), a subexpression computed twice
-emitted once: what reaches XLA is elementwise arithmetic on scalars, which
-`vmap` turns into one loop over the batch, as for the hand-written code.
-`_eom.scalar_where_small` uses it for q̈ of up to the dense strategy's `unroll`
-coordinates, unconstrained and constrained (the whole KKT solve,
-`_constraints.dynamics`, Coulomb friction's included); the compiled program is
-also smaller, so compiling takes less time than for the array form.
+"""One state's equations of motion as scalar code: `scalar_form(fn, *args)`
+evaluates `fn` by the lane evaluator with lanes of shape (), so that under
+`vmap` XLA compiles one loop over the batch, with no pads and slices of (n,)
+arrays cutting it apart (docs/performance.md). `_eom.scalar_where_small` uses
+it for q̈ up to the dense strategy's `unroll`, constrained or not.
 
 Primitives with no scalar form (a loop whose length depends on the state, a
 custom derivative rule, a `cond` on a traced predicate, ...) are bound as they
-are, on operands assembled into arrays, so that their semantics (and their
-derivative rules, for a `jax.grad` through q̈) are kept. A program too large to
-write out scalar by scalar (`MAX_SCALAR_OPS`), or one that does not collapse
-when written out (`MAX_EMITTED_FRACTION`: dense matrix products, as in a
-neural Lagrangian), is left to the caller's array form (`scalar_form` returns
-None).
+are, on operands assembled into arrays, keeping their semantics and derivative
+rules. A program too large to write out, or one that does not collapse when
+written out, is left to the caller's array form (None).
 """
 
 from collections.abc import Callable
@@ -36,8 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._errors import traced
-from ._evaluator import Evaluator
-from ._known import UnsupportedPrimitiveError, const_array, is_const
+from ._evaluator import CALLS, Evaluator
+from ._known import UnsupportedPrimitiveError, const_array, is_const, object_array
 
 
 # The most scalar operations `scalar_form` writes out (the size of the traced
@@ -66,18 +49,13 @@ _BOUND = frozenset(
     platform_index""".split()
 )
 
-_CALL_KEYS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
-
 
 def _elements(x) -> np.ndarray:
     """An array as an object array of its scalars (NumPy scalars if known)."""
     if not traced(x):
         return const_array(np.asarray(x))
     x = jnp.asarray(x)
-    out = np.empty(x.shape, dtype=object)
-    for index in np.ndindex(x.shape):
-        out[index] = x[index] if x.ndim else x
-    return out
+    return object_array(x.shape, lambda index: x[index] if x.ndim else x)
 
 
 def _assemble(elements: np.ndarray, aval) -> jax.Array:
@@ -146,12 +124,8 @@ def _size(jaxpr) -> int:
         total += sum(int(np.prod(v.aval.shape)) for v in eqn.outvars)
         if eqn.primitive.name in _BOUND:
             continue
-        for key in _CALL_KEYS:
-            inner = eqn.params.get(key)
-            if inner is not None:
-                total += _size(getattr(inner, "jaxpr", inner))
-        for branch in eqn.params.get("branches", ()):
-            total += _size(branch.jaxpr)
+        inner = [eqn.params.get(k) for k in CALLS] + [*eqn.params.get("branches", ())]
+        total += sum(_size(getattr(j, "jaxpr", j)) for j in inner if j is not None)
     return total
 
 

@@ -1,17 +1,8 @@
-"""`mass_solver=lineax.CG(...)`: jaxlagrange's own conjugate gradients.
-
-A `lineax.CG` mass solver is run by `conjugate_gradient` below, not by
-`lineax.linear_solve`, with the given solver's `rtol`, `atol`, `norm`,
-`max_steps` and the system's `mass_preconditioner`, under
-`jax.lax.custom_linear_solve` (gradients go through the solve implicitly). It is
-lineax's iteration without what costs most under `vmap` when M is cheap to
-apply: lineax's CG starts with a product M·0, stops only when the last step is
-also small in q̈-space (one more product), and branches every iteration to
-recompute the residual every tenth. Wrap the solver (e.g.
-`lineax.Normal(lineax.CG(...))`) to have lineax's own iteration instead.
-
-The Schur complement C M⁻¹ Cᵀ of the constrained solves is symmetric positive
-definite as well, and is solved by the same CG, matrix-free.
+"""`mass_solver=lineax.CG(...)`: jaxlagrange's own conjugate gradients, with the
+given solver's `rtol`, `atol`, `norm`, `max_steps` and the system's
+`mass_preconditioner`, under `jax.lax.custom_linear_solve`, without what costs
+most in lineax's under `vmap` (docs/large_systems.md). It also solves the
+Schur complement C M⁻¹ Cᵀ, matrix-free.
 """
 
 from collections.abc import Callable

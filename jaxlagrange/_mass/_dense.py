@@ -9,7 +9,8 @@ so M is factored once and the small Schur complement YᵀW is factored by
 Cholesky (D = C: YᵀY, symmetric positive semidefinite) or LU (friction).
 Redundant rows (rank-deficient C: a box flat on four corners) make YᵀY
 singular; λ is then its least-norm solution (`min_norm_solve`), q̈ being the
-same for every solution, and only an inconsistent system is flagged. The unconstrained q̈ takes LDLᵀ (`spd_solve`): no square root.
+same for every solution, and only an inconsistent system is flagged. The
+unconstrained q̈ takes LDLᵀ (`spd_solve`): no square root.
 """
 
 import equinox as eqx

@@ -1,20 +1,13 @@
 """Factor and solve the SPD mass matrix, with a singularity flag (and, for
 friction's non-symmetric Schur complement, any square matrix: `lu_solve`).
 
-For small n the factorizations are unrolled into scalar arithmetic: under `vmap`
-XLA fuses them with the rest of the equations of motion into one loop, where a
-LAPACK call would be one batched custom call per state. Past `UNROLL_MAX` the
-LAPACK routines win.
-
-`spd_solve` (the unconstrained path) uses LDLᵀ, which needs no square root and one
-reciprocal per pivot; `cholesky` gives the factor that the constrained path reuses.
-Every quotient by a pivot d is written s * (1.0 / d), so that the scalar form
-(`_scalar.py`) computes 1/d once for the factor and all its solves (a divide
-per entry was a loop of its own on the CPU).
-
-A factorization never produces NaN: a pivot that is not clearly positive raises
-the `singular` flag, so the caller decides how to report it (an `eqx.error_if` in
-the public functions, a result code in `simulate`).
+Up to `UNROLL_MAX` the factorizations are unrolled into scalar arithmetic, which
+XLA fuses with the rest of q̈ under `vmap`; past it LAPACK wins. `spd_solve`
+(unconstrained) is LDLᵀ, with no square root; `cholesky` gives the factor the
+constrained path reuses. A quotient by a pivot d is written s * (1.0 / d), so
+that the scalar form computes 1/d once for the factor and all its solves. A
+factorization never produces NaN: a pivot that is not clearly positive raises
+the `singular` flag, and the caller reports it.
 """
 
 from typing import NamedTuple

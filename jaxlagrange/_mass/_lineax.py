@@ -1,26 +1,13 @@
-"""A lineax `mass_solver`, used as given: formed M, or matrix-free.
-
-- An iterative solver (`lineax.GMRES`, `BiCGStab`, `NormalCG`, `LSMR`, and
-  `lineax.CG`, which `_cg.py` runs) works matrix-free on M: M v is a
-  Hessian-vector product of L in q̇ (forward over reverse, `jax.linearize` of
-  ∂L/∂q̇ once per state, so each product replays only the tangent half), and M
-  is never formed. A chain whose Lagrangian couples neighbours costs O(n) per
-  product. The constraint rows C and Cᵀ are JVPs of the constraints and their
-  transpose, and the symmetric Schur complement C M⁻¹ Cᵀ is solved by the same
-  solver matrix-free, each of its products one mass solve.
-- Any other solver (`lineax.Cholesky()`, `LU()`, `QR()`, ...) gets the formed M,
-  factored once per state (lineax's `init`); the formed Schur complement is
-  solved as the dense strategy's (`min_norm_solve`: least-norm λ where rows are
-  redundant). CG from λ₀ = 0 gives that least-norm λ too.
-
-The Schur complement of friction, C M⁻¹ Dᵀ, is not symmetric: it is formed
-(one mass solve a row) and solved by `min_norm_lu_solve` (LU where regular).
-
-A solve that does not converge, or returns a non-finite value or (M being
-positive definite) a non-positive x·b from a finite right-hand side, raises the
-failure flag, so that the public functions and `simulate` report a singular
-mass matrix by name. An iterative solve detects a singular or indefinite M only
-through such a breakdown; the dense factorization checks every pivot.
+"""A lineax `mass_solver`, used as given (docs/large_systems.md): an iterative
+one matrix-free on M (M v a Hessian-vector product of L in q̇, by one
+`jax.linearize` of ∂L/∂q̇ per state; C and Cᵀ by JVPs of the constraints and
+their transpose; C M⁻¹ Cᵀ solved matrix-free by the same solver), any other on
+the formed M, factored once per state, with the formed Schur complement solved
+least-norm as the dense strategy's. Friction's C M⁻¹ Dᵀ is formed and solved by
+`min_norm_lu_solve`. A solve that fails (no convergence, a non-finite x, or a
+non-positive x·b from a finite b) raises the failure flag, by which a singular
+M is reported; an iterative solve sees a singular M only through such a
+breakdown.
 """
 
 from collections.abc import Callable

@@ -28,10 +28,7 @@ def terms(system, q: Array, qd: Array, t: Array) -> Terms:
     """M and f at a state (f includes the generalized and the Rayleigh forces)."""
     n = q.shape[0]
     dtype = q.dtype
-
-    def gradient(q, qd, t):
-        return jax.grad(system.L, argnums=(0, 1))(q, qd, t)
-
+    gradient = jax.grad(system.L, argnums=(0, 1))
     # n + 1 tangent directions: (0, e_i, 0) for the mass matrix, (q̇, 0, 1) for f.
     tq = jnp.concatenate([jnp.zeros((n, n), dtype), qd[None]])
     tqd = jnp.concatenate([jnp.eye(n, dtype=dtype), jnp.zeros((1, n), dtype)])
@@ -51,11 +48,7 @@ def terms(system, q: Array, qd: Array, t: Array) -> Terms:
 
 def momenta_of(system, q: Array, t: Array):
     """q̇ ↦ p = ∂L/∂q̇ at fixed (q, t)."""
-
-    def momenta(qd):
-        return jax.grad(system.L, argnums=1)(q, qd, t)
-
-    return momenta
+    return lambda qd: jax.grad(system.L, argnums=1)(q, qd, t)
 
 
 def mass(system, q: Array, qd: Array, t: Array) -> Array:
@@ -66,12 +59,8 @@ def mass(system, q: Array, qd: Array, t: Array) -> Array:
 def forcing(system, q: Array, qd: Array, t: Array) -> Array:
     """f = ∂L/∂q − (∂p/∂q) q̇ − ∂p/∂t + Q without M (cheaper than `terms`)."""
     dldq = jax.grad(system.L, argnums=0)(q, qd, t)
-
-    def momenta(q, qd, t):
-        return jax.grad(system.L, argnums=1)(q, qd, t)
-
     tangents = (qd, jnp.zeros_like(qd), jnp.ones_like(t))
-    _, dp = jax.jvp(momenta, (q, qd, t), tangents)
+    _, dp = jax.jvp(jax.grad(system.L, argnums=1), (q, qd, t), tangents)
     f = dldq - dp
     force = system.Q(q, qd, t)
     return f if force is None else f + force

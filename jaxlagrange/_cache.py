@@ -1,10 +1,12 @@
 """JAX's persistent compilation cache for the library's own programs.
 
 A second process that simulates, fits or linearizes the same model loads
-XLA's compiled program from disk instead of compiling it again. The cache is
-scoped, not global: `cached` turns it on (a thread-local JAX config state) only
-while a public function of the package runs, so a user's own programs are not
-written to it, and nothing is set at import. The user's own choice wins: with
+XLA's compiled program from disk instead of compiling it again. `cached`
+points JAX at the directory (a thread-local JAX config state) only while a
+public function of the package runs, and nothing is set at import. But JAX
+opens its cache once per process and then consults it for every compile: after
+a library call, a user's own programs are looked up in it too, and written to
+it where they compile for a second or more. The user's own choice wins: with
 JAX's cache directory set (`JAX_COMPILATION_CACHE_DIR`, `jax.config.update`,
 the command line's `compilation_cache`) or the cache disabled, `cached` changes
 nothing; `JAXLAGRANGE_CACHE_DIR=""` turns it off.

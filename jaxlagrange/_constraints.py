@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 
 from ._coefficients import friction_coefficients
+from ._complementarity import held_set
 from ._custom_types import Array, BoolScalar, ScalarLike
 from ._eom import SINGULAR_MASS, scalar_where_small, unconstrained
 from ._mass import Rows
@@ -112,6 +113,17 @@ def constraint_values(
     a, _ = stack.values(stack.velocity_level, q, qd, t)
     h, hd = stack.values(stack.one_sided, q, qd, t)
     return ConstraintValues(g, gd, a, h, hd)
+
+
+def gap_rates(system: LagrangianSystem, q: Array, qd: Array, t: Array, qdd: Array):
+    """h, ḣ and ḧ of the unilateral rows, ḧ under the accelerations q̈."""
+    one = jnp.ones_like(t)
+
+    def rate(q, qd, t):
+        return jax.jvp(system.constraints.gaps, (q, t), (qd, one))
+
+    (h, hd), (_, hdd) = jax.jvp(rate, (q, qd, t), (qd, qdd, one))
+    return h, hd, hdd
 
 
 def num_rows(system: LagrangianSystem, q: Array, qd: Array, t: Array):
@@ -285,24 +297,35 @@ def contact_tolerance(dtype) -> float:
 
 
 def contact_set(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Array:
-    """The unilateral constraints in contact at a state: h ≈ 0, ḣ ≈ 0 and λ ≥ 0.
-
-    Candidates are the rows with h ≤ tol and ḣ ≤ tol (tol = √eps); rows whose
-    multiplier would pull (λ < 0) are released one sweep at a time, u sweeps in
-    all, which settles the active set of any contact problem with u rows whose
-    releases do not re-activate one another.
-    """
+    """The unilateral constraints in contact at a state: of the rows touching
+    (h ≤ √eps, ḣ ≤ √eps), those held with λ ≥ 0 and ḧ ≥ 0 off them
+    (`_complementarity`)."""
     u = num_unilateral(system, q, t)
     if u == 0:
         return jnp.zeros((0,), bool)
+    return held_contacts(system, q, qd, t, touching(system, q, qd, t))[0]
+
+
+def touching(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Array:
+    """The unilateral rows at h ≈ 0 not moving apart: h ≤ √eps, ḣ ≤ √eps."""
     values = constraint_values(system, q, qd, t)
     tol = contact_tolerance(q.dtype)
-    active = (values.h <= tol) & (values.hd <= tol)
+    return (values.h <= tol) & (values.hd <= tol)
+
+
+def held_contacts(system, q, qd, t, given, modes=None, switch=None):
+    """The rows held of `given` and those touching, with their friction modes:
+    λ_N ≥ 0 on them, ḧ ≥ 0 off them (`_complementarity.held_set`)."""
     offset = num_bilateral(system, q, qd, t)
-    for _ in range(u):
-        lam = dynamics(system, q, qd, t, active=active).multipliers[offset:]
-        active = active & (lam >= 0)
-    return active
+
+    def solve(held, modes):
+        dyn = dynamics(system, q, qd, t, active=held, modes=modes)
+        _, _, hdd = gap_rates(system, q, qd, t, dyn.accelerations)
+        return dyn.multipliers[offset:], hdd, dyn.friction
+
+    candidates = given | touching(system, q, qd, t)
+    tol = contact_tolerance(q.dtype)
+    return held_set(solve, candidates, given, tol, q.dtype, modes, switch)
 
 
 def num_bilateral(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> int:

@@ -39,17 +39,15 @@ away from d without stopping (|s| > √eps: it slips on with d re-read, an
 would only touch zero).
 """
 
-import jax
 import jax.numpy as jnp
 
 from ._coefficients import friction_coefficients
 from ._constraints import (
     Modes,
-    constraint_values,
     contact_tolerance,
-    dynamics,
-    num_bilateral,
+    held_contacts,
     per_contact,
+    touching,
     unit,
 )
 from ._custom_types import Array
@@ -146,41 +144,32 @@ def settle(
 ) -> tuple[Array, Modes]:
     """The contacts and modes consistent with the multipliers at a state.
 
-    Contacts whose normal force would pull (λ_N < 0) are released; sticking
-    contacts whose friction would exceed μ_s λ_N slip against λ_T. One sweep per
-    switch, 2u sweeps in all, so that any chain of u releases and u slips settles.
-    Slipping 3-D contacts with |s| > √eps then take d = s/|s| (the segment's anchor).
+    Of `active` and the rows touching, those held with λ_N ≥ 0 and the others
+    not sinking (`_constraints.held_contacts`); sticking contacts whose friction
+    would exceed μ_s λ_N slip against λ_T. Rows that join take their modes from
+    s. Slipping 3-D contacts with |s| > √eps then take d = s/|s| (the segment's
+    anchor).
     """
-    u = active.shape[0]
-    offset = num_bilateral(system, q, qd, t)
-    # Loops, not Python unrolling: one traced copy of the dynamics for any u.
     if system.constraints.friction is None:
-
-        def release(_, active):
-            lam = dynamics(system, q, qd, t, active=active).multipliers[offset:]
-            return active & (lam >= 0)
-
-        return jax.lax.fori_loop(0, u, release, active), modes
+        return held_contacts(system, q, qd, t, active)[0], modes
+    u = active.shape[0]
     _, mu_s = friction_coefficients(system, u, q.dtype)
+    fresh = slip_modes(system, q, qd, t)
+    modes = Modes(
+        jnp.where(active, modes.stick, fresh.stick),
+        jnp.where(
+            per_contact(active, fresh.direction), modes.direction, fresh.direction
+        ),
+    )
 
-    def sweep(_, state):
-        active, modes = state
-        dyn = dynamics(system, q, qd, t, active=active, modes=modes)
-        normal = dyn.multipliers[offset:]
-        release = active & (normal < 0)
-        exceed = active & modes.stick & ~release
-        exceed = exceed & (_size(dyn.friction) > mu_s * normal)
-        modes = Modes(
-            modes.stick & ~exceed,
-            jnp.where(
-                per_contact(exceed, dyn.friction),
-                _against(dyn.friction),
-                modes.direction,
-            ),
+    def exceeding(held, modes, normal, friction):
+        exceed = held & modes.stick & (_size(friction) > mu_s * normal)
+        direction = jnp.where(
+            per_contact(exceed, friction), _against(friction), modes.direction
         )
-        return active & ~release, modes
+        return Modes(modes.stick & ~exceed, direction), jnp.any(exceed)
 
-    active, modes = jax.lax.fori_loop(0, 2 * u, sweep, (active, modes))
+    active, modes = held_contacts(system, q, qd, t, active, modes, exceeding)
     s = system.constraints.friction(q, qd, t)
     if s.ndim == 1:
         return active, modes
@@ -211,13 +200,7 @@ def switch(
 
 
 def contact_modes(system: LagrangianSystem, q: Array, qd: Array, t: Array):
-    """The contacts at a state of a system with friction, and their modes.
-
-    In contact: h ≈ 0 and ḣ ≈ 0 (√eps); sticking where s ≈ 0 and static friction
-    holds it, else slipping along sign s (against λ_T where s ≈ 0); released
-    where λ_N < 0.
-    """
-    values = constraint_values(system, q, qd, t)
-    tol = contact_tolerance(q.dtype)
-    candidates = (values.h <= tol) & (values.hd <= tol)
-    return settle(system, q, qd, t, candidates, slip_modes(system, q, qd, t))
+    """The contacts at a state of a system with friction, and their modes: the
+    rows touching (h ≈ 0, ḣ ≈ 0), settled (`settle`) from the modes read from s."""
+    touching_rows = touching(system, q, qd, t)
+    return settle(system, q, qd, t, touching_rows, slip_modes(system, q, qd, t))

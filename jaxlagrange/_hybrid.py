@@ -12,8 +12,9 @@ of contacts held fixed, ended by the first event:
   h(t)); the velocities jump by an impulse (`_impulse`), and the constraint is in
   contact afterwards if the rebound is zero and its multiplier then pushes.
   Every other free constraint at h ≈ 0 (√eps) moving inwards lands in the same
-  impulse (a flat foot, a box dropped flat), and one the impulse would drive
-  inwards joins it; redundant rows share it by least norm.
+  impulse (a flat foot, a box dropped flat), one the impulse would drive
+  inwards joins it, and one it leaves separating too slowly to rise above
+  `atol` is held (`_complementarity`); redundant rows share it by least norm.
 
 The events are down-crossings of the event functions (`_event_functions`): λᵢ
 while in contact, hᵢ while free, the earliest located.
@@ -28,8 +29,9 @@ count in any case. A constraint found below h = 0 by more than √eps + 100 atol
 at the end of a segment (a missed contact) ends the solve with
 `RESULTS.contact_penetration`, never a success.
 
-After an event all contacts are settled together (`_friction.settle`):
-contacts that release at the same instant go in one event. With `slip`, the
+After an event all contacts are settled together (`_friction.settle`, the
+complementarity problem of `_complementarity`): contacts that release at the
+same instant go in one event, and a touching row that would sink joins. With `slip`, the
 contacts have Coulomb friction, and sticking and slipping are modes too
 (`_friction.py`).
 
@@ -53,6 +55,7 @@ from ._constraints import (
     contact_set,
     contact_tolerance,
     dynamics,
+    gap_rates,
     num_bilateral,
     num_unilateral,
     per_contact,
@@ -124,19 +127,18 @@ class _Context(NamedTuple):
 def _landing(system, q, qd, t, qdd, active, onehot, restitution, rest):
     """The contacts an impact takes (the impacting row and every free row at
     h ≈ 0 moving inwards), their rebound rates −e ḣ⁻ (0 where plastic, as the
-    module docstring says), and the rows near enough (h ≈ 0) to be taken if the
-    impulse drives them inwards. `qdd`: the accelerations before the impact."""
-    one, tol = jnp.ones_like(t), contact_tolerance(q.dtype)
-
-    def rate(q, qd, t):
-        return jax.jvp(system.constraints.gaps, (q, t), (qd, one))
-
-    (h, hd), (_, hdd) = jax.jvp(rate, (q, qd, t), (qd, qdd, one))
+    module docstring says), the rows near enough (h ≈ 0) to be taken if the
+    impulse drives them inwards, and each row's plastic speed: a rebound or
+    separation no faster rises less than `rest` (or is below √eps).
+    `qdd`: the accelerations before the impact."""
+    tol = contact_tolerance(q.dtype)
+    h, hd, hdd = gap_rates(system, q, qd, t, qdd)
     near = ~active & (h <= tol)
     landing = onehot | (near & (hd < 0))
     rebound = -restitution * hd
-    low = (rebound <= tol) | (rebound**2 <= 2 * jnp.maximum(-hdd, 0.0) * rest)
-    return landing, jnp.where(low | ~landing, 0.0, rebound), near
+    plastic = jnp.maximum(jnp.sqrt(2 * jnp.maximum(-hdd, 0.0) * rest), tol)
+    low = rebound <= plastic
+    return landing, jnp.where(low | ~landing, 0.0, rebound), near, plastic
 
 
 def _penetrating(system, q, t, rest) -> BoolScalar:
@@ -162,11 +164,11 @@ def _jump(system, q, qd, t, active, modes, index, restitution, rest):
     trial = (active & ~onehot, modes)
     # Impact: the landing rows rebound, the other contacts keep ḣ = 0. The
     # impulse is frictionless; the modes afterwards follow the slip velocities.
-    landing, target, near = _landing(
+    landing, target, near, plastic = _landing(
         system, q, qd, t, dyn.accelerations, active, onehot, restitution, rest
     )
     impact = impulse_jump(
-        system, q, qd, t, jnp.zeros_like(q), active | landing, target, near
+        system, q, qd, t, jnp.zeros_like(q), active | landing, target, near, plastic
     )
     bounced = landing & (target > 0)
     after = _friction.slip_modes(system, q, impact.velocities, t)

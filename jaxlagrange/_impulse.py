@@ -16,10 +16,10 @@ redundant contacts (a flat foot) share the impulse by least norm.
 from typing import NamedTuple
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 
 from ._coefficients import checked_values
+from ._complementarity import held_set
 from ._constraints import (
     SINGULAR_CONSTRAINTS,
     contact_set,
@@ -51,8 +51,11 @@ def impulse_jump(
     contact: Array,
     target: Array,
     near: Array | None = None,
+    plastic: Array | None = None,
 ) -> _Impulse:
-    """q̇⁺ from M Δq̇ = P + CᵀΛ: bilateral rates 0, `contact` rows' rates `target`."""
+    """q̇⁺ from M Δq̇ = P + CᵀΛ: bilateral rates 0, `contact` rows' rates `target`;
+    rows of `contact` or `near` left separating no faster than `plastic` are
+    held at ḣ⁺ = 0."""
     factor = system.mass_strategy.factor(system, q, qd, t)
     if not system.has_constraints:
         jump, failed = factor.solve(impulse)
@@ -64,23 +67,32 @@ def impulse_jump(
     rates = velocity_rates(system, q, qd, t)
     wanted = jnp.concatenate([jnp.zeros(bilateral, q.dtype), target]) - rates
     ones = jnp.ones(bilateral, bool)
-    near = jnp.zeros_like(contact) if near is None else near & ~contact
+    near = jnp.zeros_like(contact) if near is None else near
 
     def solve(contact):
         lam, singular = kkt.multipliers(wanted, jnp.concatenate([ones, contact]))
         jump, failed = kkt.solution(lam)
         return lam, singular, jump, failed
 
-    # An active set: contact rows whose impulse would pull are dropped, rows in
-    # `near` (h ≈ 0) that the jump drives inwards are added. Redundant rows (a
-    # flat foot) share the impulse by least norm (`_mass`).
-    def sweep(_, contact):
+    def rates_after(contact, _):
         lam, _, jump, _ = solve(contact)
-        inwards = (rates + rows(jump))[bilateral:] < -contact_tolerance(q.dtype)
-        return (contact & (lam[bilateral:] >= 0)) | (near & inwards)
+        return lam[bilateral:], (rates + rows(jump))[bilateral:] - target, None
 
-    # Loops, not Python unrolling: one traced copy of the solve for any u.
-    contact = jax.lax.fori_loop(0, contact.shape[0], sweep, contact)
+    # The contact rows held (`_complementarity`): rows in `near` (h ≈ 0) that the
+    # jump would drive inwards join, rows whose impulse would pull let go.
+    # Redundant rows (a flat foot) share the impulse by least norm (`_mass`).
+    tol = contact_tolerance(q.dtype)
+    candidates = contact | near
+    contact, _ = held_set(rates_after, candidates, contact, tol, q.dtype)
+    if plastic is not None:
+        # A row that the impulse leaves separating too slowly to rise above the
+        # solver's resolution would land again at once, and its impulse would
+        # lift another such row: plastic impacts of several rows accumulate
+        # (the hopper's foot and joint limits). Such rows are held too, the
+        # same rule as a landing row's rebound (`_hybrid._landing`).
+        _, _, jump, _ = solve(contact)
+        separating = (rates + rows(jump))[bilateral:]
+        contact = contact | (candidates & (separating <= plastic))
     _, singular, jump, failed = solve(contact)
     singular_mass = factor.singular | failed
     return _Impulse(qd + jump.astype(qd.dtype), contact, singular_mass, singular)

@@ -1,0 +1,96 @@
+"""The contacts that hold at an instant: a complementarity problem, by active sets.
+
+Of the one-sided rows that touch (the candidates, h ≈ 0), those held are the
+ones whose multipliers push and without which the row would move inwards. For
+an impact (velocity level: w = ḣ⁺ − its target, z the impulses) and for the
+forces after it (acceleration level: w = ḧ, z the normal forces) alike,
+
+    z ≥ 0,   w ≥ 0,   zᵢ wᵢ = 0   on the candidates,
+
+a linear complementarity problem in the Schur complement S = C M⁻¹ Cᵀ, which
+is positive semidefinite (redundant rows: the solves are least-norm).
+`held_set` solves it by Lawson and Hanson's active-set method (Solving Least
+Squares Problems, 1974, ch. 23): the given set is kept if it is consistent;
+otherwise, from no row held, the most inward row is added, one at a time, and
+where a solve pulls (z < 0 on the set), z steps back from the last pushing
+solution to the boundary, dropping the row that reaches zero first. No set
+repeats, so it ends after finitely many solves. Releasing every pulling row at
+once and never adding one back, as before, left rows sinking at the instant
+they were released; each was then a new impact at that instant, and the next
+impulse released another: the dm_control hopper's knee and ankle limits and
+its foot did that until `max_events` ran out.
+
+With Coulomb friction, once the normal set is consistent, sticking contacts
+whose friction exceeds μ_s λ_N are set slipping (`switch`), and the method goes
+on from the solution it has.
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from ._custom_types import Array
+
+
+def _select(flag, a, b):
+    return jax.tree.map(lambda x, y: jnp.where(flag, x, y), a, b)
+
+
+def held_set(
+    solve: Callable[[Array, Any], tuple[Array, Array, Any]],
+    candidates: Array,
+    given: Array,
+    tol: float,
+    dtype,
+    modes: Any = None,
+    switch: Callable | None = None,
+) -> tuple[Array, Any]:
+    """The rows held (u,) and their modes: `solve(held, modes)` gives (z, w, extra)
+    per row (z = 0 off `held`); `switch(held, modes, z, extra)` gives (modes,
+    whether any changed)."""
+    u = candidates.shape[0]
+    if u == 0:
+        return given, modes
+    given = given & candidates
+    none = jnp.zeros_like(given)
+
+    def step(state):
+        held, z, modes, first, _ = state
+        lam, w, extra = solve(held, modes)
+        pull = held & (lam < 0)
+        pulls = jnp.any(pull)
+        # The step back to the last pushing z: the first row to reach zero goes.
+        ratio = jnp.where(pull, z / jnp.where(pull, z - lam, 1.0), jnp.inf)
+        alpha = jnp.min(ratio, initial=jnp.inf)
+        back = z + jnp.where(pulls, alpha, 0.0) * (lam - z)
+        dropped = held & ((pull & (ratio <= alpha)) | (back <= 0))
+        # A given set that pulls is no start: from no row held.
+        after_pull = (
+            jnp.where(first, none, held & ~dropped),
+            jnp.where(first, 0, back),
+        )
+        inward = candidates & ~held & (w < -tol)
+        add = (jnp.arange(u) == jnp.argmin(jnp.where(inward, w, jnp.inf))) & inward
+        switched = jnp.array(False)
+        if switch is not None:
+            new_modes, switched = switch(held, modes, lam, extra)
+            switched = switched & ~pulls & ~jnp.any(inward)
+            modes = _select(switched, new_modes, modes)
+        consistent = (held | add, jnp.where(held, lam, 0.0))
+        held_next, z_next = _select(pulls, after_pull, consistent)
+        settled = ~pulls & ~jnp.any(inward) & ~switched
+        return held_next, z_next, modes, jnp.array(False), settled
+
+    def body(_, state):
+        # Unbatched, a settled set skips the rest of the loop's solves.
+        return jax.lax.cond(state[-1], lambda s: s, step, state)
+
+    zeros = jnp.zeros(given.shape, dtype)
+    state = (given, zeros, modes, jnp.array(True), jnp.array(False))
+    # Each row added once and dropped once, each mode switched once, and the
+    # given set tried first: 3u + 1 solves bound the method in all but
+    # degenerate cases. A loop, not Python unrolling: one traced solve for any u.
+    held, _, modes, _, _ = jax.lax.fori_loop(0, 3 * u + 1, body, state)
+    return held, modes

@@ -157,13 +157,12 @@ class Failure(eqx.Module):
 def _diagnose(failure: Failure) -> RESULTS:
     """Name the cause of a stopped solve from the probes along the failed step."""
     system, stop = failure.system, failure.stop
-    q0, qd0, t0 = failure.q0, failure.qd0, failure.t0
     q, qd, t, dt = stop.q, stop.qd, stop.t, stop.failed_dt
     active, modes, baumgarte = stop.active, stop.modes, failure.baumgarte
     strategy = system.mass_strategy
     factor, f = strategy.terms(system, q, qd, t)
     qdd, _ = factor.solve(f)
-    start = strategy.factor(system, q0, qd0, t0)
+    start = strategy.factor(system, failure.q0, failure.qd0, failure.t0)
     nearly_singular = factor.nearly_singular(start, qdd)
     # The probes follow the step to first order (constraint forces left out).
     s = jnp.asarray(_PROBES, q.dtype) * dt

@@ -1,10 +1,6 @@
-"""The public accelerations, multipliers and constraint forces, checked.
-
-Each solves the KKT system of `_constraints.dynamics` at one state (the contacts
-in contact, and with friction their modes, settled first) and raises, also under
-`jax.jit`, when the mass matrix is singular, the constraints are redundant, or
-the state or the result is not finite.
-"""
+"""The public accelerations, multipliers and constraint forces: the KKT solve of
+`_constraints.dynamics` at one state (contacts and friction modes settled first),
+checked also under `jax.jit`."""
 
 import equinox as eqx
 import jax.numpy as jnp

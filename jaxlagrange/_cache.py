@@ -1,36 +1,21 @@
-"""JAX's persistent compilation cache for the library's own programs.
+"""JAX's persistent compilation cache for the library's own programs (see
+docs/performance.md, "Compiled programs kept on disk").
 
-A second process that simulates, fits or linearizes the same model loads
-XLA's compiled program from disk instead of compiling it again. `cached`
-points JAX at the directory (a thread-local JAX config state) only while a
-public function of the package runs, and nothing is set at import. But JAX
-opens its cache once per process and then consults it for every compile: after
-a library call, a user's own programs are looked up in it too, and written to
-it where they compile for a second or more. The user's own choice wins: with
-JAX's cache directory set (`JAX_COMPILATION_CACHE_DIR`, `jax.config.update`,
-the command line's `compilation_cache`) or the cache disabled, `cached` changes
-nothing; `JAXLAGRANGE_CACHE_DIR=""` turns it off.
-
-The directory is `cache_directory()`'s: the user's own (mode 0700), refused
-with a warning if others could write to it (JAX runs what it loads). Entries
-are written by JAX whole or not at all as far as a reader can tell: a reader
-that meets an entry another process is still writing fails to decompress it
-and compiles instead (JAX warns), so concurrent processes are safe. JAX opens
-its cache once per process, in the first directory it is given: a process
-that later names its own directory keeps using this one.
+`cached` points JAX at the directory (a thread-local JAX config state) only
+while a public function runs; nothing is set at import, and the user's own
+cache directory (or the cache disabled) wins. But JAX opens its cache once per
+process and then consults it for every compile: after a library call, a user's
+own programs are looked up in it too, and written to it where they compile for
+a second or more. The directory must be the user's alone (`_unsafe_cache`): JAX
+runs what it loads. A reader that meets an entry still being written compiles
+instead (JAX warns).
 
 JAX does not store a program that holds a host callback, which every traced
-`eqx.error_if` is. So the simulate (smooth and with contacts), fit, linearize
-and equilibrium programs check their inputs before they run and their results
-after (`checked_coefficients`, `_linearize`'s checks), and hold none. diffrax
-checks the save times and `dt0` again inside `diffeqsolve`: the library
-checked both already (`_options.check_times`), so while a library call traces,
-`trusted_diffrax_checks` gives those two checks (and no others) equinox's
-"nan" mode, which has no callback. A batch or sweep (`simulate_batch`,
-`simulate_sweep`) makes its members' checks where it begins, on their values
-(`_ensemble._member`), and names them by their messages (`made_checks`): while
-its program traces, `trusted_checks` gives those the same mode. `jl.accelerations`
-and `jl.mass_matrix` keep their checks inside (small programs, seconds to compile).
+`eqx.error_if` is. The library checks its inputs before its programs run, so
+while one traces, `trusted_diffrax_checks` gives diffrax's repeats of them
+(`_REPEATED`) equinox's "nan" mode, which has no callback; a batch or sweep
+names the checks it made where it began (`made_checks`) and `trusted_checks`
+gives those the same mode.
 """
 
 import contextlib
@@ -40,7 +25,6 @@ import stat
 import sys
 import threading
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 
 import jax
@@ -161,40 +145,31 @@ _trusting = threading.local()
 
 
 @contextlib.contextmanager
-def trusted_diffrax_checks():
+def _trusting_as(name: str, value, default):
+    """`_trusting.<name>` set to `value` in this thread for the block."""
+    _wrap_equinox_checks()
+    before = getattr(_trusting, name, default)
+    setattr(_trusting, name, value)
+    try:
+        yield value
+    finally:
+        setattr(_trusting, name, before)
+
+
+def trusted_diffrax_checks() -> contextlib.AbstractContextManager[bool]:
     """In this thread, diffrax's repeated checks (`_REPEATED`) traced without callbacks."""
-    _wrap_equinox_checks()
-    before = getattr(_trusting, "on", False)
-    _trusting.on = True
-    try:
-        yield
-    finally:
-        _trusting.on = before
+    return _trusting_as("on", True, False)
 
 
-@contextlib.contextmanager
-def made_checks() -> Iterator[list]:
+def made_checks() -> contextlib.AbstractContextManager[list]:
     """The messages (a tuple a check) of the checks traced in this thread in the block."""
-    _wrap_equinox_checks()
-    before = getattr(_trusting, "seen", None)
-    _trusting.seen = seen = []
-    try:
-        yield seen
-    finally:
-        _trusting.seen = before
+    return _trusting_as("seen", [], None)
 
 
-@contextlib.contextmanager
-def trusted_checks(made: tuple):
+def trusted_checks(made: tuple) -> contextlib.AbstractContextManager[tuple]:
     """In this thread, the checks with the messages `made` traced without callbacks."""
     # For the checks that the caller made already on the values these repeat.
-    _wrap_equinox_checks()
-    before = getattr(_trusting, "made", ())
-    _trusting.made = made
-    try:
-        yield
-    finally:
-        _trusting.made = before
+    return _trusting_as("made", made, ())
 
 
 @functools.cache

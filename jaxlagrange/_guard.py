@@ -1,20 +1,13 @@
 """The guarded step-size controller, and the diagnosis of a stopped solve.
 
-diffrax's adaptive controllers reject a step whose state is NaN and shrink the
-step, so a right-hand side that goes NaN (a singular mass matrix, the square
-root of a negative number) would otherwise creep towards the bad point until
-"maximum number of steps reached", and a constant step size would carry the NaN
-silently to t1. Every step size controller is therefore wrapped in a guard,
-which rejects non-finite steps, stops the solve once the step can no longer
-shrink (or, with a fixed step, at once), and remembers the failed step;
-`_diagnose` then probes the dynamics along that step to say why it failed.
-
-The probes cost as much compile time as the solve's own vector field, for a
-program that only runs after a failure: the solve returns a `Stop` record (the
-failed step and the state it started from) with a provisional code, and
-`diagnosed` names the cause afterwards by a small program compiled on demand (a
-host callback under a `lax.cond` when `simulate` is traced). Batched programs
-return each member's `Stop`, which `name_causes` diagnoses likewise.
+diffrax's adaptive controllers shrink a step whose state is NaN, so a right-hand
+side that goes NaN would creep towards the bad point until "maximum number of
+steps reached" (a constant step carries the NaN to t1). The guard around every
+controller rejects non-finite steps, stops the solve once the step cannot
+shrink, and records the failed step in a `Stop`. `diagnosed` (`name_causes` for
+a batch) later names the cause by probing the dynamics along that step, in a
+small program compiled only after a failure (a host callback under `lax.cond`
+when traced), so the solve itself holds no probes.
 """
 
 import dataclasses
@@ -164,13 +157,12 @@ class Failure(eqx.Module):
 def _diagnose(failure: Failure) -> RESULTS:
     """Name the cause of a stopped solve from the probes along the failed step."""
     system, stop = failure.system, failure.stop
-    q0, qd0, t0 = failure.q0, failure.qd0, failure.t0
     q, qd, t, dt = stop.q, stop.qd, stop.t, stop.failed_dt
     active, modes, baumgarte = stop.active, stop.modes, failure.baumgarte
     strategy = system.mass_strategy
     factor, f = strategy.terms(system, q, qd, t)
     qdd, _ = factor.solve(f)
-    start = strategy.factor(system, q0, qd0, t0)
+    start = strategy.factor(system, failure.q0, failure.qd0, failure.t0)
     nearly_singular = factor.nearly_singular(start, qdd)
     # The probes follow the step to first order (constraint forces left out).
     s = jnp.asarray(_PROBES, q.dtype) * dt

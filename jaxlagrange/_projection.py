@@ -1,33 +1,17 @@
-"""Projection onto the constraint manifold (drift control, and the initial state
-of `_initial_state.py`).
+"""Projection onto the constraint manifold g = 0, ġ = G q̇ + ∂g/∂t = 0,
+a = A q̇ + a₀ = 0 (drift control, and the initial state of `_initial_state.py`).
 
-The holonomic constraints g(q, t) = 0 and the velocity constraints
+Both projections use the metric of the mass matrix M (independent of the units
+of the coordinates) and are the KKT system of the equations of motion with
+f = 0, solved by the system's mass strategy (`_mass`): positions by Gauss–Newton
+steps of minimum M-norm, Δq = −M⁻¹Gᵀ(GM⁻¹Gᵀ)⁻¹ g; velocities by the correction
+of least kinetic energy, Δq̇ = −M⁻¹Cᵀ(CM⁻¹Cᵀ)⁻¹ r with C = [G; A], r = [ġ; a],
+exact in one step. Unilateral constraints h ≥ 0 are left alone.
 
-    ġ = G q̇ + ∂g/∂t = 0,    a = A q̇ + a₀ = 0
-
-define the manifold on which a constrained motion lives. Both projections use
-the metric of the mass matrix M = LLᵀ, so that they do not depend on the units
-of the coordinates (a length and an angle side by side) and reuse M's Cholesky
-factor, as the KKT solve does:
-
-- positions, by Gauss–Newton steps of minimum M-norm,
-  Δq = −M⁻¹Gᵀ(GM⁻¹Gᵀ)⁻¹ g;
-- velocities, by the correction of least kinetic energy ½ Δq̇ᵀMΔq̇ that satisfies
-  the (affine) velocity constraints, Δq̇ = −M⁻¹Cᵀ(CM⁻¹Cᵀ)⁻¹ r with C = [G; A]
-  and r = [ġ; a]: exact in one step.
-
-Unilateral constraints h ≥ 0 are inequalities and are left alone. Both
-corrections are the KKT system of the equations of motion with f = 0, solved by
-the system's mass strategy (`_mass`): with an iterative `mass_solver`
-(lineax.CG) neither M nor the constraint Jacobian is formed.
-
-Drift control in `simulate` is the same projection after every step
-(`ProjectedSolver`, coordinate projection as in Hairer, Lubich & Wanner,
-*Geometric Numerical Integration*, IV.4): the solver integrates the index-1
-equations C q̈ = −b, and the state it hands to the next step, as well as every
-saved (interpolated) state, is moved back onto the manifold. It has no gains
-and no time scale, so it needs no tuning; it leaves the order of the solver
-unchanged because the correction is of the size of the local error.
+`ProjectedSolver` is drift control in `simulate`: coordinate projection after
+every step and at every save (Hairer, Lubich & Wanner, *Geometric Numerical
+Integration*, IV.4), with no gains to tune and the solver's order unchanged,
+since the correction is of the size of the local error.
 """
 
 from typing import Any

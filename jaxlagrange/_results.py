@@ -65,30 +65,12 @@ class RESULTS(diffrax.RESULTS):  # pyright: ignore[reportGeneralTypeIssues]
 # The names of the members, those inherited from diffrax (lineax, optimistix,
 # diffrax) first. An enumeration keeps its names to itself: `tests/test_results.py`
 # checks that these name every code exactly once.
-_NAMES = (
-    "successful",
-    "max_steps_reached",
-    "singular",
-    "breakdown",
-    "stagnation",
-    "conlim",
-    "nonfinite_input",
-    "nonlinear_max_steps_reached",
-    "nonlinear_divergence",
-    "nonfinite",
-    "dt_min_reached",
-    "event_occurred",
-    "max_steps_rejected",
-    "internal_error",
-    "singular_mass_matrix",
-    "redundant_constraints",
-    "non_finite_state",
-    "step_size_collapsed",
-    "max_events_reached",
-    "inconsistent_initial_state",
-    "implicit_step_failed",
-    "contact_penetration",
-)
+_NAMES = """successful max_steps_reached singular breakdown stagnation conlim
+nonfinite_input nonlinear_max_steps_reached nonlinear_divergence nonfinite
+dt_min_reached event_occurred max_steps_rejected internal_error
+singular_mass_matrix redundant_constraints non_finite_state step_size_collapsed
+max_events_reached inconsistent_initial_state implicit_step_failed
+contact_penetration""".split()
 
 
 def code_of(item) -> Int[ArrayLike, "*batch"]:

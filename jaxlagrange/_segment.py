@@ -104,21 +104,9 @@ def solve_segment(
     guard = sol.controller_state
     stopped = (result == RESULTS.dt_min_reached) & (guard.failed_dt != 0)
     result = RESULTS.where(stopped, provisional(guard.failed_finite), result)
-    return Segment(
-        saved_ts,
-        q,
-        qd,
-        reached,
-        t_end,
-        q_end,
-        qd_end,
-        result,
-        dict(sol.stats),
-        sol.event_mask,
-        stopped,
-        guard.failed_dt,
-        guard.failed_finite,
-    )
+    end = (t_end, q_end, qd_end, result, dict(sol.stats), sol.event_mask)
+    failed = (stopped, guard.failed_dt, guard.failed_finite)
+    return Segment(saved_ts, q, qd, reached, *end, *failed)
 
 
 class SavedStates(NamedTuple):
@@ -208,14 +196,5 @@ def smooth_solve(
     saved = SavedStates(seg.ts, seg.q, seg.qd, seg.reached, None, None)
     ends = (seg.q_end, seg.qd_end, seg.t_end)
     stop = Stop(seg.stopped, *ends, seg.failed_dt, seg.failed_finite)
-    return finish(
-        system,
-        t0,
-        finite,
-        saved,
-        seg.result,
-        seg.t_end,
-        seg.stats,
-        stop,
-        options.baumgarte,
-    )
+    result, gains = seg.result, options.baumgarte
+    return finish(system, t0, finite, saved, result, seg.t_end, seg.stats, stop, gains)

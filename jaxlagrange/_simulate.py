@@ -1,6 +1,8 @@
 """`simulate`: the public entry point; checks its arguments, then dispatches to
 `_segment` (one smooth diffrax solve) or `_hybrid` (segments between events)."""
 
+import dataclasses
+
 import diffrax
 import equinox as eqx
 
@@ -13,10 +15,7 @@ from ._guard import Failure, diagnosed
 from ._hybrid import hybrid_solve
 from ._initial_state import check_initial_state, start_result
 from ._integrators import AbstractLagrangianSolver, VariationalMidpoint
-from ._options import (
-    MAX_STEPS,
-    GivenOptions,
-)
+from ._options import MAX_STEPS, GivenOptions
 from ._results import code_of
 from ._segment import smooth_solve
 from ._system import LagrangianSystem, as_coordinates, check_system
@@ -29,6 +28,8 @@ _NON_FINITE_INITIAL = (
 )
 
 _SINGULAR = int(code_of(RESULTS.singular_mass_matrix))
+# `simulate`'s keywords that are `GivenOptions` fields (all but `throw`).
+_OPTIONS = {field.name for field in dataclasses.fields(GivenOptions)}
 
 
 @cached
@@ -161,21 +162,8 @@ def simulate(
     traj.q.shape  # (101, 1)
     ```
     """
-    options = GivenOptions(
-        t0=t0,
-        t1=t1,
-        saveat=saveat,
-        solver=solver,
-        rtol=rtol,
-        atol=atol,
-        dt0=dt0,
-        stepsize_controller=stepsize_controller,
-        max_steps=max_steps,
-        adjoint=adjoint,
-        baumgarte=baumgarte,
-        progress_meter=progress_meter,
-        max_events=max_events,
-    )
+    given = {name: value for name, value in locals().items() if name in _OPTIONS}
+    options = GivenOptions(**given)
     traj, failure, max_events = simulate_checked(system, q0, qd0, options, throw=throw)
     traj = diagnosed(traj, failure)
     if not throw:

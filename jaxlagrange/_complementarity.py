@@ -1,28 +1,17 @@
 """The contacts that hold at an instant: a complementarity problem, by active sets.
 
-Of the one-sided rows that touch (the candidates, h ≈ 0), those held are the
-ones whose multipliers push and without which the row would move inwards. For
-an impact (velocity level: w = ḣ⁺ − its target, z the impulses) and for the
-forces after it (acceleration level: w = ḧ, z the normal forces) alike,
-
-    z ≥ 0,   w ≥ 0,   zᵢ wᵢ = 0   on the candidates,
-
-a linear complementarity problem in the Schur complement S = C M⁻¹ Cᵀ, which
-is positive semidefinite (redundant rows: the solves are least-norm).
-`held_set` solves it by Lawson and Hanson's active-set method (Solving Least
-Squares Problems, 1974, ch. 23): the given set is kept if it is consistent;
-otherwise, from no row held, the most inward row is added, one at a time, and
-where a solve pulls (z < 0 on the set), z steps back from the last pushing
-solution to the boundary, dropping the row that reaches zero first. No set
-repeats, so it ends after finitely many solves. Releasing every pulling row at
-once and never adding one back, as before, left rows sinking at the instant
-they were released; each was then a new impact at that instant, and the next
-impulse released another: the dm_control hopper's knee and ankle limits and
-its foot did that until `max_events` ran out.
-
-With Coulomb friction, once the normal set is consistent, sticking contacts
-whose friction exceeds μ_s λ_N are set slipping (`switch`), and the method goes
-on from the solution it has.
+Of the touching one-sided rows, those held push (z ≥ 0) and the others do not
+move inwards (w ≥ 0), zᵢwᵢ = 0: for an impact, w = ḣ⁺ − its target and z the
+impulses; for the forces after it, w = ḧ and z the normal forces. It is the
+LCP of S = C M⁻¹ Cᵀ, positive semidefinite (redundant rows: least-norm solves),
+solved by Lawson and Hanson's active-set method (1974, ch. 23): the given set
+if consistent; else, from none held, the most inward row joins, one at a
+time, and where a solve pulls, z steps back from the last pushing solution to
+the boundary and the row reaching zero first goes. No set repeats. With
+Coulomb friction, sticking contacts whose friction exceeds μ_s λ_N slip
+(`switch`) once the normal set is consistent. Releasing all pulling rows at
+once and never adding one back left rows sinking at the instant of their
+release: the dm_control hopper's foot and joint limits then chattered.
 """
 
 from collections.abc import Callable

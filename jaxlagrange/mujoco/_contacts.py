@@ -1,15 +1,8 @@
-"""Geom contacts: the pairs MuJoCo's filter collides, as unilateral rows h ≥ 0.
-
-h is the signed distance in metres, as MuJoCo's `mj_collision` reports it
-(`contact.dist`), computed from the bodies' frames:
-- a plane against points with radii: a sphere's centre (1 row), a capsule's end
-  caps (2), a box's corners (8, radius 0): h = (c − x_plane)·n − r;
-- two segments with radii (a sphere's of length 0): sphere–sphere,
-  sphere–capsule, capsule–capsule: h = their distance − r₁ − r₂.
-The slip is the tangential velocity of the second geom's material point at
-the contact (the midpoint of the two surface points) relative to the first's,
-in the plane's own axes or, between two round geoms, in the rotation of a fixed
-basis onto the normal (smooth but for the normal opposite the one at `qpos0`).
+"""Geom contacts: the pairs MuJoCo's filter collides, as unilateral rows h ≥ 0,
+h their signed distance (`contact.dist`) from the bodies' frames (the kinds and
+formulas: docs/mujoco_contacts.md). The slip is the second geom's velocity
+against the first's at the midpoint of the surface points, in the plane's axes
+or in a basis turned onto the normal (smooth but at the normal opposite qpos0's).
 """
 
 import itertools
@@ -41,26 +34,17 @@ def pairs(m) -> list[tuple[int, int, int]]:
     found = [(a, b, k) for (a, b), k in given.items()]
     for i, k in itertools.combinations(range(m.ngeom), 2):
         a, b = int(weld[i]), int(weld[k])
-        if (
-            (i, k) in given
-            or a == b
-            or not (
-                m.geom_contype[i] & m.geom_conaffinity[k]
-                or m.geom_contype[k] & m.geom_conaffinity[i]
-            )
-        ):
-            continue
-        if family and a and b and (parent[a] == b or parent[b] == a):
-            continue
-        if tuple(sorted((int(body[i]), int(body[k])))) not in excluded:
-            found.append((i, k, -1))
+        touch = m.geom_contype[i] & m.geom_conaffinity[k]
+        touch = touch or m.geom_contype[k] & m.geom_conaffinity[i]
+        kin = family and a and b and (parent[a] == b or parent[b] == a)
+        if touch and a != b and (i, k) not in given and not kin:
+            if tuple(sorted((int(body[i]), int(body[k])))) not in excluded:
+                found.append((i, k, -1))
     # Plane–plane, plane–hfield and hfield–hfield have no collision function.
     return sorted(p for p in found if max(m.geom_type[list(p[:2])]) > HFIELD)
 
 
-class Contacts(NamedTuple):
-    """A model's contact rows as constants (see the module's docstring)."""
-
+class Contacts(NamedTuple):  # a model's contact rows as constants
     body: np.ndarray  # per geom: geom_bodyid, its frame in the body (pos, rot)
     pos: np.ndarray
     rot: np.ndarray
@@ -70,10 +54,6 @@ class Contacts(NamedTuple):
     mix: np.ndarray  # per row, the two geoms whose friction is mixed
     fixed: np.ndarray  # per row, μ where it is not mixed (−1: mixed)
     names: tuple[str, ...]  # one label per row
-
-
-def _corners(size) -> np.ndarray:
-    return np.array(list(itertools.product(*[(-s, s) for s in size[:3]])))
 
 
 def read(m) -> tuple[Contacts | None, list[str]]:
@@ -96,7 +76,8 @@ def read(m) -> tuple[Contacts | None, list[str]]:
         size = m.geom_size[g2]
         if t1 == PLANE:
             ends = [[0, 0, -size[1]], [0, 0, size[1]]]
-            points = {SPHERE: [[0, 0, 0]], CAPSULE: ends}.get(t2, _corners(size))
+            corners = list(itertools.product(*[(-s, s) for s in size[:3]]))
+            points = {SPHERE: [[0, 0, 0]], CAPSULE: ends}.get(t2, corners)
             radius = size[0] * (t2 != BOX)
             plane += [(g1, g2, p, radius) for p in np.array(points, float)]
         else:
@@ -123,19 +104,17 @@ def read(m) -> tuple[Contacts | None, list[str]]:
         missing.append(f"torsional and rolling friction ({', '.join(spinning)})")
     if not names:
         return None, missing
-    stack = lambda rows, j: np.array([r[j] for r in rows])  # noqa: E731
-    contacts = Contacts(
+    return Contacts(
         np.array(m.geom_bodyid),
         np.array(m.geom_pos),
         np.stack([quat_matrix(p) for p in m.geom_quat]),
-        tuple(stack(plane, j) for j in range(4)) if plane else (),
-        tuple(stack(round_, j) for j in range(5)) if round_ else (),
+        tuple(map(np.array, zip(*plane, strict=True))),  # (columns)
+        tuple(map(np.array, zip(*round_, strict=True))),
         np.argsort(np.argsort(kinds, kind="stable")),
         np.array(mix),
         np.array(fixed),
         tuple(names),
-    )
-    return contacts, missing
+    ), missing
 
 
 def _frames(c: Contacts, x: Array, r: Array, geoms: np.ndarray) -> tuple[Array, Array]:

@@ -1,15 +1,7 @@
-"""Equality constraints held exactly as holonomic rows g(q) = 0, with MuJoCo's
-`mj_instantiateEquality` semantics on the compiled `eq_data`:
-
-- connect (3 rows): the point `eq_data[0:3]` of body 1 and `eq_data[3:6]` of
-  body 2 (or the two sites) coincide, p₁ − p₂ in the world frame;
-- weld (6 rows): the point `eq_data[3:6]` (relpos) of body 1 and the anchor
-  `eq_data[0:3]` of body 2 coincide, and R₂ᵀ R₁ R_rel = I (relquat
-  `eq_data[6:10]`; for sites, their frames): the rows ¼ vee(E − Eᵀ) of
-  E = R₂ᵀ R₁ R_rel, MuJoCo's Im(q̄₂ ⊗ q₁ ⊗ q_rel) to first order (none when
-  `torquescale` is 0);
-- joint (1 row): q_a − qpos0_a = Σₖ eq_dataₖ (q_b − qpos0_b)ᵏ, k = 0 … 4 (only
-  eq_data₀ without a second joint). Only those active at first (`eq_active0`).
+"""Equality constraints as holonomic rows g(q) = 0 on the compiled `eq_data`, as
+MuJoCo's `mj_instantiateEquality`: connect p₁ − p₂ (3 rows), weld p₁ − p₂ and
+¼ vee(E − Eᵀ), E = R₂ᵀ R₁ R_rel (6; Im(q̄₂ ⊗ q₁ ⊗ q_rel) to first order), joint
+q_a − qpos0_a − Σₖ eq_dataₖ (q_b − qpos0_b)ᵏ (1). Only those in `eq_active0`.
 """
 
 from typing import NamedTuple

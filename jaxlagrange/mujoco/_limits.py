@@ -55,15 +55,11 @@ def rows(limits: Limits, q):
 def onto(limits: Limits | None, qpos0: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """qpos0 with each hinge and slide outside its range moved onto the nearer limit."""
     q0, moved = np.array(qpos0, float), []
-    if limits is None:
-        return q0, moved
     # E.g. the hopper's knee, whose qpos0 of 0 is outside its range: 0 → 5°.
-    ranges = limits.bound.reshape(-1, 2)
-    for a, (lo, hi), name in zip(
-        limits.address[::2], ranges, limits.names[::2], strict=False
-    ):
+    for i in range(0, len(limits.address), 2) if limits else ():
+        a, (lo, hi) = limits.address[i], limits.bound[i : i + 2]
         if not lo <= q0[a] <= hi:
-            joint = name.removeprefix("the lower limit of ")
+            joint = limits.names[i].removeprefix("the lower limit of ")
             moved.append(f"{joint} from {q0[a]:.4g} to {np.clip(q0[a], lo, hi):.4g}")
             q0[a] = np.clip(q0[a], lo, hi)
     return q0, moved

@@ -1,5 +1,6 @@
 """Reading an `MjModel`: the source, the kinematic tree as NumPy constants, the
-default params, and the one warning that names what is not imported."""
+default params, the labels of its coordinates and figures, the masses and
+inertias MuJoCo's compiler accepts, and what is not imported."""
 
 import os
 from pathlib import Path
@@ -8,6 +9,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import rigid
+from .._errors import first_error
+from .._validate import array_module
 
 
 HINGE, SLIDE, BALL, FREE = 3, 2, 1, 0  # mujoco.mjtJoint
@@ -41,7 +44,7 @@ class Tree(NamedTuple):  # what the Lagrangian needs of the model, as constants
     actuators: Any = None
     limits: Any = None  # `_limits.Limits` or None
     equalities: tuple = ()  # `_equality.Equality`s
-    inertial: Any = None  # `_physical.Bodies`: what a mass or inertia may be
+    inertial: Any = None  # `Bodies`: what a mass or inertia may be
 
 
 def read_source(source: Any, assets: dict[str, bytes] | None = None):
@@ -102,17 +105,10 @@ def model_name(m) -> str:
 
 def not_imported(m) -> list[str]:
     """What the model has that the Lagrangian leaves out, one phrase each."""
-
-    def listed(kind, ids):
-        return ", ".join(name_of(m, kind, i) for i in ids)
-
-    held = enabled(m, "EQUALITY")
-    equalities = [  # the flex kinds of mujoco.mjtEq (tendons: `_tendons`)
-        f"flex {name_of(m, 'EQUALITY', i)}"
-        for i in range(m.neq)
-        if m.eq_type[i] > 3 and m.eq_active0[i] and held
-    ]
+    flex = m.eq_active0 * (m.eq_type > 3) * enabled(m, "EQUALITY")  # (tendons': 3)
+    equalities = [f"flex {name_of(m, 'EQUALITY', i)}" for i in np.flatnonzero(flex)]
     sprung = [j for j in range(m.njnt) if m.jnt_type[j] <= BALL and m.jnt_stiffness[j]]
+    sprung = [name_of(m, "JOINT", j) for j in sprung]
     fluid = m.opt.density or m.opt.viscosity or np.any(m.opt.wind)
     friction = np.any(m.dof_frictionloss) and not disabled(m, "FRICTIONLOSS")
     springs = sprung and not disabled(m, "SPRING")
@@ -123,7 +119,7 @@ def not_imported(m) -> list[str]:
         (fluid, "fluid forces (opt.density, viscosity, wind)"),
         (friction, "joint friction loss"),
         (np.any(m.body_gravcomp), "gravity compensation"),
-        (springs, f"stiffness of ball and free joints ({listed('JOINT', sprung)})"),
+        (springs, f"stiffness of ball and free joints ({', '.join(sprung)})"),
         (poly, "nonlinear joint stiffness or damping"),
         (geared, "actuator damping and armature"),
     ]
@@ -131,28 +127,23 @@ def not_imported(m) -> list[str]:
 
 
 def tree(m) -> Tree:
+    ints = (m.jnt_type.tolist(), m.jnt_qposadr.tolist(), m.jnt_dofadr.tolist())
+    joints = [
+        Joint(k, a, v, np.array(pos), np.array(axis), float(m.qpos0[a]))
+        for k, a, v, pos, axis in zip(*ints, m.jnt_pos, m.jnt_axis, strict=True)
+    ]
     bodies = []
     for b in range(1, m.nbody):
-        ids = range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b])
-        joints = tuple(
-            Joint(
-                *(int(x[j]) for x in (m.jnt_type, m.jnt_qposadr, m.jnt_dofadr)),
-                np.array(m.jnt_pos[j]),
-                np.array(m.jnt_axis[j]),
-                float(m.qpos0[m.jnt_qposadr[j]]),
-            )
-            for j in ids
-        )
+        a, n = m.body_jntadr[b], m.body_jntnum[b]  # (a = −1 where n = 0)
         rot, irot = (quat_matrix(x[b]) for x in (m.body_quat, m.body_iquat))
         parent, pos = int(m.body_parentid[b]), np.array(m.body_pos[b])
-        bodies.append(Body(parent, pos, rot, irot, joints))
+        bodies.append(Body(parent, pos, rot, irot, tuple(joints[a : a + n])))
     # The inertia given to a quaternion's norm direction: M's diagonal at qpos0
     # for its angular dofs (it changes only the multiplier, so any size of the
     # body's moments keeps M well conditioned).
     norm = tuple(
         float(np.mean(m.dof_M0[j.v + 3 * (j.kind == FREE) :][:3]))
-        for b in bodies
-        for j in b.joints
+        for j in joints
         if j.kind in (BALL, FREE)
     )
     return Tree(
@@ -167,9 +158,8 @@ def tree(m) -> Tree:
 
 def default_params(m, tree: Tree) -> dict[str, np.ndarray]:
     """The params named after the MjModel fields, but those a disable flag turns off."""
-    params = {"body_mass": m.body_mass, "body_inertia": m.body_inertia}
-    params.update(body_ipos=m.body_ipos, body_iquat=m.body_iquat)
-    params.update(dof_armature=m.dof_armature)
+    fields = ("body_mass", "body_inertia", "body_ipos", "body_iquat", "dof_armature")
+    params = {k: getattr(m, k) for k in fields}
     for on, key, value in (
         (tree.damper, "dof_damping", m.dof_damping),
         (tree.spring, "jnt_stiffness", m.jnt_stiffness),
@@ -179,3 +169,87 @@ def default_params(m, tree: Tree) -> dict[str, np.ndarray]:
         if on:
             params[key] = value
     return {k: np.array(v, dtype=float) for k, v in params.items()}
+
+
+# Per qpos entry of a joint of each type: its name's suffix and its unit.
+_PARTS = {HINGE: [("", "rad")], SLIDE: [("", "m")], BALL: [(p, "1") for p in "wxyz"]}
+_PARTS[FREE] = [(p, "m") for p in "xyz"] + [("q" + p, "1") for p in "wxyz"]
+PARAM_UNITS = {"body_mass": "kg", "body_inertia": "kg m²", "body_ipos": "m"}
+PARAM_UNITS |= {"body_iquat": "1", "gravity": "m/s²", "geom_friction": "1"}
+
+
+def labels(m) -> dict:
+    """`coordinates`, `units`, `point_names` and the other figure labels of `m`."""
+    # Points: the bodies' centres, then their anchors (first joint's); each body is
+    # drawn from its anchor to its centre, and from its parent's centre to its anchor.
+    bodies = [name_of(m, "BODY", b) for b in range(1, m.nbody)]
+    k = len(bodies)
+    anchors = [
+        f"joint {name_of(m, 'JOINT', m.body_jntadr[b])}"
+        if m.body_jntnum[b]
+        else f"origin of {bodies[b - 1]}"
+        for b in range(1, m.nbody)
+    ]
+    links = [(k + b, b) for b in range(k)]
+    links += [(p - 1, k + b) for b, p in enumerate(m.body_parentid[1:]) if p]
+    parts = [(j, *p) for j, t in enumerate(m.jnt_type) for p in _PARTS[int(t)]]
+    return dict(
+        coordinates=tuple(
+            f"{name_of(m, 'JOINT', j)}{'.' * bool(p)}{p}" for j, p, _ in parts
+        ),
+        units=tuple(u for _, _, u in parts),
+        point_names=(*bodies, *anchors),
+        length_unit="m",
+        param_units=tuple(PARAM_UNITS.items()),
+        links=tuple((int(i), int(j)) for i, j in links),
+    )
+
+
+_RULES = (
+    "a mass cannot be negative",
+    "a body that moves needs a positive mass (with the bodies welded to it; "
+    "MuJoCo's compiler rule)",
+    "a moment of inertia cannot be negative",
+    "principal moments of inertia must satisfy the triangle inequality A + B >= C",
+)
+
+
+class Bodies(NamedTuple):
+    model: str
+    names: tuple[str, ...]  # one per body, the world's first
+    moving: np.ndarray  # (nbody, nbody): row b, the bodies welded to b if b has dofs
+
+
+def inertial(m, model: str) -> Bodies:
+    names = tuple(name_of(m, "BODY", b) for b in range(m.nbody))
+    moving = [(m.body_weldid == b) * bool(m.body_dofnum[b]) for b in range(m.nbody)]
+    return Bodies(model, names, np.array(moving, float))
+
+
+def check_inertial(bodies: Bodies, params, member: str = ""):
+    """`params`, with an error naming the first impossible entry (or batch member)."""
+    xp = array_module(params["body_mass"], params["body_inertia"])
+    mass, inertia = (xp.asarray(params[k]) for k in ("body_mass", "body_inertia"))
+    if inertia.ndim > mass.ndim + 1:  # full tensors (a consistent fit's)
+        inertia = xp.linalg.eigvalsh(inertia)
+    triangle = 2 * inertia.max(-1) > inertia.sum(-1) * (1 + 1e-12)  # A + B < C
+    moving = (mass @ bodies.moving.T <= 0) & bodies.moving.any(1)
+    keys = ("body_mass",) * 2 + ("body_inertia",) * 2
+    flags = (mass < 0, moving, (inertia < 0).any(-1), triangle)
+    if mass.ndim == 2 and xp is np:  # a batch: its first impossible member
+        for i in np.flatnonzero(np.any(flags, axis=(0, 2)))[:1]:
+            one = {k: params[k][i] for k in ("body_mass", "body_inertia")}
+            check_inertial(bodies, one, f"Member {i} of the batch: ")
+        return params
+
+    def entry(bad, key):  # the first bad entry
+        i = int(np.flatnonzero(bad)[0])
+        value = np.round((mass if key == "body_mass" else inertia)[i], 12)
+        return f": {key}[{i}] (body {bodies.names[i]!r}) is {value.tolist()}"
+
+    where = f"{member}MuJoCo model {bodies.model!r}: "
+    checks = [
+        (bad, (where + text + "{}.", lambda bad=bad, key=key: entry(bad, key)))
+        for bad, key, text in zip(flags, keys, _RULES, strict=True)
+    ]
+    return first_error(params, checks, error=ValueError)

@@ -51,9 +51,7 @@ def save(source: Any, path: Any, params: dict[str, Any]) -> Path:
         )
     m = spec.compile()
     get = {k: np.asarray(v, float) for k, v in params.items()}
-    for b, body in enumerate(spec.bodies):
-        if b == 0 or "body_mass" not in get:
-            continue
+    for b, body in enumerate(spec.bodies[1:] if "body_mass" in get else (), 1):
         body.explicitinertial = True
         body.fullinertia = [np.nan, 0, 0, 0, 0, 0]
         body.mass = get["body_mass"][b]

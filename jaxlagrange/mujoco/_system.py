@@ -1,13 +1,8 @@
 """`load`: the Lagrangian of a MuJoCo model's kinematic tree, as a ready system.
 
-MuJoCo's `mj_kinematics` is followed body by body: a body's frame is its
-parent's moved by `body_pos`/`body_quat`, then by each joint (a hinge turns by
-qpos − qpos0 about its axis through its anchor, a slide moves by qpos − qpos0
-along its axis, a ball turns by its quaternion, a free joint places the body in
-the world). One JVP of all the inertial frames along q̇ gives every body's
-velocity and Ṙ, from which `jl.rigid` forms ½ m |ẋ|² + ½ ωᵀ I ω. A tree of more
-than `JUMP_FROM` bodies is walked without a Python loop (`_jumped`), so that the
-program XLA compiles, derivatives included, does not grow with the tree.
+The bodies' frames follow `mj_kinematics` (`_frames`; `_jumped` without a loop
+for large trees); one JVP of them along q̇ gives the velocities of
+½ m |ẋ|² + ½ ωᵀ I ω. docs/mujoco.md says what is imported.
 """
 
 import collections
@@ -27,16 +22,7 @@ from .._errors import traced
 from .._hold import value_at
 from .._system import LagrangianSystem
 from ..systems._registry import ReadySystem, merge_params
-from . import (
-    _actuators,
-    _contacts,
-    _equality,
-    _labels,
-    _limits,
-    _model,
-    _physical,
-    _tendons,
-)
+from . import _actuators, _contacts, _equality, _limits, _model, _tendons
 from ._model import BALL, FREE, HINGE, SLIDE, Tree
 
 
@@ -69,9 +55,8 @@ def _body_energy(mass, inertia, velocity, r, r_dot):
     return 0.5 * mass * velocity @ velocity + 0.5 * omega @ inertia @ omega
 
 
-# Trees of more bodies than this are walked without a loop (`_jumped`): a program
-# of O(log depth) size, where the unrolled walk (faster to run on a small tree)
-# grows with the tree, its derivatives with it, and XLA's compile time.
+# Larger trees are walked by `_jumped`, a program of O(log depth) size: the unrolled
+# walk (faster on a small tree) grows with the tree, and XLA's compile time with it.
 JUMP_FROM = 8
 
 
@@ -185,14 +170,10 @@ def _velocities(layout, q: Array, rates: Array, *, to_mujoco: bool) -> Array:
         at = a if to_mujoco else v
         if kind == FREE:
             parts.append(rates[..., at : at + 3])
-            a, v, at = a + 3, v + 3, at + 3
+            a, at = a + 3, at + 3
         if kind in (BALL, FREE):
-            p = q[..., a : a + 4]
-            parts.append(
-                _omega(p, rates[..., a : a + 4])
-                if to_mujoco
-                else _rate(p, rates[..., v : v + 3])
-            )
+            rate = rates[..., at : at + 3 + to_mujoco]  # ṗ (4) or ω (3)
+            parts.append((_omega if to_mujoco else _rate)(q[..., a : a + 4], rate))
         else:
             parts.append(rates[..., at : at + 1])
     return jnp.concatenate(parts, -1)
@@ -249,7 +230,7 @@ def _system(tree: Tree, params: dict[str, Any], not_imported=(), contacts=None):
 
     # The rules of MuJoCo's compiler, also for `simulate`'s and `simulate_batch`'s
     # params (`checked_values`).
-    lagrangian.check_params = functools.partial(_physical.check, tree.inertial)
+    lagrangian.check_params = functools.partial(_model.check_inertial, tree.inertial)
 
     def dissipation(q, qd, t, params):
         damping = tendon_energies(q, qd, params)[2] if tendinous else 0.0
@@ -295,21 +276,19 @@ def _system(tree: Tree, params: dict[str, Any], not_imported=(), contacts=None):
 
     def slip(q, qd, t, params):
         s = _contacts.slip(contacts, lambda q: _frames(tree, q), q, qd)
-        return jnp.concatenate([s, jnp.zeros((others, 2), s.dtype)])
+        return jnp.pad(s, ((0, others), (0, 0)))
 
     def friction(params):
-        mu = _contacts.friction(contacts, params)
-        return jnp.concatenate([mu, jnp.zeros((others,), mu.dtype)])
+        return jnp.pad(_contacts.friction(contacts, params), (0, others))
 
     rough = contacts is not None and np.any(contacts.fixed != 0)
+    bilateral = units or tree.equalities or tendons.equalities.size
     system = LagrangianSystem(
         lagrangian,
         params=params,
         dissipation=dissipation if tree.damper else None,
         force=force if actuators.ids.size else None,
-        holonomic=holonomic
-        if units or tree.equalities or tendons.equalities.size
-        else None,
+        holonomic=holonomic if bilateral else None,
         unilateral=unilateral if one_sided else None,
         restitution="restitution" if one_sided else 0.0,
         slip=slip if rough else None,
@@ -363,10 +342,7 @@ class MujocoSystem(ReadySystem):
     def tendon_velocities(self, q: Any, qd: Any) -> Array:
         """The tendons' rates dL/dt = (∂L/∂q) q̇ (MuJoCo's `ten_velocity`) at the
         state `(q, qd)`, shape (ntendon,), or (..., ntendon) for a batch."""
-
-        def rate(q, qd):
-            return jax.jvp(self.lengths, (q,), (qd,))[1]
-
+        rate = lambda q, qd: jax.jvp(self.lengths, (q,), (qd,))[1]  # noqa: E731
         return jnp.vectorize(rate, signature="(n),(n)->(k)")(jnp.asarray(q), qd)
 
 
@@ -416,28 +392,17 @@ def load(
 ) -> MujocoSystem:
     """A MuJoCo model as a ready system: exact, differentiable equations of motion.
 
-    L = T − V is built from the model's kinematic tree: the bodies' masses and
-    principal inertias in their inertial frames, joint armature (½ a v² in each
-    dof's velocity), gravity and joint springs (½ k (q − qpos_spring)² on hinges
-    and slides); joint damping is a Rayleigh dissipation ½ d v². Tendons (fixed,
-    spatial through sites) add armature, dead-band springs and damping, limits
-    as one-sided and equalities as holonomic constraints; actuators apply
-    MuJoCo's clipped affine force (gain·ctrl + bias) through joints and tendons.
-    Disable flags of the model (gravity, spring, damper, actuation) remove those
-    terms and their params. Joint limits are unilateral constraints (plastic
-    unless the `restitution` param), the active connect, weld and joint
-    equalities holonomic ones, held exactly; a default pose outside a limit is
-    moved onto it. The geom pairs MuJoCo would collide (plane, sphere, capsule
-    and box on a plane; spheres and capsules) are one-sided constraints h ≥ 0,
-    h their signed distance, with Coulomb friction (`ready.contacts` labels the
-    rows). One warning names what is not imported (other contacts, fluid
-    forces, geom-wrapping tendons, activation dynamics...).
+    L = T − V of the model's kinematic tree (bodies, joint and tendon armature,
+    gravity, joint and tendon springs), Rayleigh damping, MuJoCo's affine
+    actuator forces, and joint and tendon limits, active equalities and the geom
+    contacts MuJoCo would collide (with Coulomb friction; `ready.contacts` labels
+    their rows) as exact constraints (the "MuJoCo models" page says which).
+    Disable flags remove their terms and params. One warning names what is not
+    imported; a default pose outside a limit is moved onto it.
 
-    The coordinates are MuJoCo's qpos (hinge and slide 1, ball 4 = quaternion
-    (w, x, y, z), free 7 = position then quaternion), and q̇ = dq/dt: a
-    quaternion's rate ṗ, kept on |p| = 1 by `jl.rigid.unit_quaternion`.
-    `to_mujoco` and `from_mujoco` convert states to and from MuJoCo's
-    (qpos, qvel), whose ball and free angular velocity is in the child frame.
+    The coordinates are MuJoCo's qpos and q̇ = dq/dt (a quaternion's rate ṗ,
+    kept on |p| = 1); `to_mujoco` and `from_mujoco` convert states to and from
+    MuJoCo's (qpos, qvel), whose ball and free ω is in the child frame.
 
     **Arguments:**
 
@@ -486,13 +451,9 @@ def load(
         raise ValueError(f"MuJoCo model {name!r} has no joints: nothing moves.")
     tendons = _tendons.read(m)
     actuators = _actuators.read(m, tendons)
-    tree = _model.tree(m)._replace(
-        tendons=tendons,
-        actuators=actuators,
-        limits=_limits.read(m),
-        equalities=_equality.read(m),
-        inertial=_physical.read(m, name),
-    )
+    tree = _model.tree(m)._replace(tendons=tendons, actuators=actuators)
+    tree = tree._replace(limits=_limits.read(m), equalities=_equality.read(m))
+    tree = tree._replace(inertial=_model.inertial(m, name))
     layout = _layout(tree)
     contacts, missing_contacts = _contacts.read(m)
     defaults = _model.default_params(m, tree) | _tendons.default_params(m, tendons)
@@ -502,7 +463,7 @@ def load(
     merged = merge_params(name, defaults, params)
     if not traced(merged):  # (params traced through `load`: checked where used)
         _check_armature(m, layout, np.asarray(merged["dof_armature"]))
-        _physical.check(tree.inertial, merged)
+        _model.check_inertial(tree.inertial, merged)
     missing = _model.not_imported(m) + _tendons.not_imported(m)
     missing += _actuators.not_imported(m, tendons) + missing_contacts
     said = "; ".join(missing)
@@ -520,4 +481,4 @@ def load(
     labels = contacts.names if contacts else ()
     extras = dict(points=points, layout=layout, lengths=lengths, contacts=labels)
     extras.update(check_params=system.lagrangian.check_params)  # (shared)
-    return MujocoSystem(*ready, **extras, **_labels.labels(m))
+    return MujocoSystem(*ready, **extras, **_model.labels(m))

@@ -131,15 +131,8 @@ def not_imported(m) -> list[str]:
     """What of the tendons is left out, one phrase each."""
     friction = m.tendon_frictionloss * (not _model.disabled(m, "FRICTIONLOSS"))
     poly = np.any(m.tendon_stiffnesspoly, 1) | np.any(m.tendon_dampingpoly, 1)
-    checks = {
-        "tendons wrapping geoms, with their limits, equalities and actuators": (
-            _wrapping(m)
-        ),
-        "tendon friction loss": np.flatnonzero(friction),
-        "nonlinear tendon stiffness or damping": np.flatnonzero(poly),
-    }
-    return [
-        f"{phrase} ({', '.join(_model.name_of(m, 'TENDON', t) for t in ids)})"
-        for phrase, ids in checks.items()
-        if len(ids)
-    ]
+    wrapping = "tendons wrapping geoms, with their limits, equalities and actuators"
+    checks = {wrapping: _wrapping(m), "tendon friction loss": np.flatnonzero(friction)}
+    checks["nonlinear tendon stiffness or damping"] = np.flatnonzero(poly)
+    named = {k: [_model.name_of(m, "TENDON", t) for t in v] for k, v in checks.items()}
+    return [f"{k} ({', '.join(names)})" for k, names in named.items() if names]

@@ -68,6 +68,7 @@ QUICK = (
     "test_eom.py::test_double_pendulum_textbook",
     "test_events.py::test_max_events",
     "test_events.py::test_apply_impulse_free_particle",
+    "test_complementarity.py::test_two_pulling_rows_of_which_one_holds",
     "test_friction.py::test_block_on_incline_stays_or_slides",
     "test_batch.py::test_structure_errors",
     "test_linearize.py::test_double_pendulum_modes",

@@ -78,8 +78,8 @@ def held_set(
 
     zeros = jnp.zeros(given.shape, dtype)
     state = (given, zeros, modes, jnp.array(True), jnp.array(False))
-    # Each row added once and dropped once, each mode switched once, and the
-    # given set tried first: 3u + 1 solves bound the method in all but
-    # degenerate cases. A loop, not Python unrolling: one traced solve for any u.
+    # The given set, then room for each row to join and leave once and each mode
+    # to switch once; a set not settled by then is taken as it stands (as the
+    # old fixed sweeps did). A loop, not Python unrolling: one traced solve.
     held, _, modes, _, _ = jax.lax.fori_loop(0, 3 * u + 1, body, state)
     return held, modes

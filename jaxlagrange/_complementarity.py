@@ -24,7 +24,8 @@ from ._custom_types import Array
 
 
 def _select(flag, a, b):
-    return jax.tree.map(lambda x, y: jnp.where(flag, x, y), a, b)
+    # In b's dtypes: a loop's carry keeps a float32 state's dtype beside float64 params.
+    return jax.tree.map(lambda x, y: jnp.where(flag, x, y).astype(y.dtype), a, b)
 
 
 def held_set(
@@ -48,6 +49,7 @@ def held_set(
     def step(state):
         held, z, modes, first, _ = state
         lam, w, extra = solve(held, modes)
+        lam = lam.astype(z.dtype)
         pull = held & (lam < 0)
         pulls = jnp.any(pull)
         # The step back to the last pushing z: the first row to reach zero goes.

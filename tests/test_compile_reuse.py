@@ -185,14 +185,17 @@ def test_a_second_process_loads_the_compiled_programs(tmp_path):
     assert run() > 0
 
 
-_SOLVES = textwrap.dedent(
+# A fresh process's preamble: x64, every program cached whatever its compile time
+# (a fast machine compiles these in < 1 s), and `hits` the programs the
+# persistent cache served.
+_CACHE_HITS = textwrap.dedent(
     """
     import logging
     import jax, jax.numpy as jnp
     jax.config.update("jax_enable_x64", True)
     import jaxlagrange as jl
     from jaxlagrange import _cache
-    _cache.MIN_COMPILE_SECONDS = 0.0  # (a fast machine compiles these in < 1 s)
+    _cache.MIN_COMPILE_SECONDS = 0.0
     hits = []
 
     class Hits(logging.Handler):
@@ -203,6 +206,12 @@ _SOLVES = textwrap.dedent(
     logger = logging.getLogger("jax._src.compiler")
     logger.setLevel(logging.DEBUG)
     logger.addHandler(Hits())
+    """
+)
+
+
+_SOLVES = _CACHE_HITS + textwrap.dedent(
+    """
     ts = jnp.linspace(0.0, 0.5, 6)
     system, q0, qd0 = jl.systems.double_pendulum()
     jl.simulate(system, q0, qd0, t1=0.5, saveat=ts)
@@ -250,24 +259,8 @@ def test_a_reloaded_model_traces_nothing_again():
     assert bool(jnp.isfinite(traj.q).all())
 
 
-_BATCH = textwrap.dedent(
+_BATCH = _CACHE_HITS + textwrap.dedent(
     """
-    import logging
-    import jax, jax.numpy as jnp
-    jax.config.update("jax_enable_x64", True)
-    import jaxlagrange as jl
-    from jaxlagrange import _cache
-    _cache.MIN_COMPILE_SECONDS = 0.0
-    hits = []
-
-    class Hits(logging.Handler):
-        def emit(self, record):
-            if "cache hit for" in (message := record.getMessage()):
-                hits.append(message.split("'")[1])
-
-    logger = logging.getLogger("jax._src.compiler")
-    logger.setLevel(logging.DEBUG)
-    logger.addHandler(Hits())
     system, q0, qd0 = jl.systems.bouncing_ball()
     traj = jl.simulate_batch(
         system, q0, qd0, params={"e": jnp.array([0.5, 0.6, 0.7, 0.8])}, t1=1.0,

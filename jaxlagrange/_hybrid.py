@@ -31,9 +31,9 @@ at the end of a segment (a missed contact) ends the solve with
 
 After an event all contacts are settled together (`_friction.settle`, the
 complementarity problem of `_complementarity`): contacts that release at the
-same instant go in one event, and a touching row that would sink joins. With `slip`, the
-contacts have Coulomb friction, and sticking and slipping are modes too
-(`_friction.py`).
+same instant go in one event, and a touching row that would sink joins. With
+`slip`, the contacts have Coulomb friction, and sticking and slipping are
+modes too (`_friction.py`).
 
 The loop over segments is a `lax.scan` of fixed length `max_events + 1` (each
 finished segment a no-op), so shapes are static under `jit` and `vmap`, and it

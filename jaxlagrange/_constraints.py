@@ -178,9 +178,11 @@ def dynamics(
         fn, args = _constrained_dynamics, (active, baumgarte)
     out = scalar_where_small(fn, system, q, qd, t, *args)
     # In the state's dtype: float64 params must not promote a float32 state.
+    friction = None if out.friction is None else out.friction.astype(q.dtype)
     return out._replace(
         accelerations=out.accelerations.astype(q.dtype),
         multipliers=out.multipliers.astype(q.dtype),
+        friction=friction,
     )
 
 

@@ -174,6 +174,7 @@ def settle(
     if s.ndim == 1:
         return active, modes
     e, size = unit(s, contact_tolerance(q.dtype))
+    e = e.astype(q.dtype)  # float64 params in s must not promote the modes
     anchor = jnp.where((~modes.stick & (size > 0))[:, None], e, modes.direction)
     return active, modes._replace(direction=anchor)
 

@@ -97,6 +97,23 @@ def test_dropped_spinning_ball_impact_then_slips_then_rolls():
     np.testing.assert_allclose(traj.friction[1], 0.0, atol=1e-9)
 
 
+def test_a_float32_state_stays_float32_beside_float64_params():
+    # The ball's r and k are float64 params (x64) and enter s: its friction
+    # forces, and the slip directions read from them, keep a float32 state's
+    # dtype through the impact and the stick.
+    system, t1 = ball(0.4, 0.3), 0.6
+    q0, qd0, ts = jnp.array([0.0, 0.2, 0.0]), jnp.array([1.0, 0.0, 0.0]), [0.3, t1]
+    ref = jl.simulate(system, q0, qd0, t1=t1, saveat=jnp.array(ts))
+    q32, qd32 = q0.astype(jnp.float32), qd0.astype(jnp.float32)
+    traj = jl.simulate(system, q32, qd32, t1=t1, saveat=jnp.array(ts, jnp.float32))
+    assert traj.result == ref.result == jl.RESULTS.successful
+    assert traj.q.dtype == traj.qd.dtype == traj.friction.dtype == jnp.float32
+    kinds = np.asarray(traj.event_kind[: int(traj.num_events)])
+    np.testing.assert_array_equal(kinds, [jl.EVENT_IMPACT, jl.EVENT_STICK])
+    np.testing.assert_allclose(traj.q, ref.q, atol=1e-4)
+    np.testing.assert_allclose(traj.qd, ref.qd, atol=1e-4)
+
+
 def _INCLINE(system, v0):
     return _sim(system, jnp.zeros(2), jnp.array([v0, 0.0]), 1.0, [0.5, 1.0])
 

@@ -18,6 +18,7 @@ from helpers import dense_and
 from scipy.integrate import solve_ivp
 
 import jaxlagrange as jl
+from jaxlagrange._friction import contact_modes
 
 
 G = 9.81
@@ -265,6 +266,38 @@ def test_sphere_on_incline_rolls_or_slips(mu):
     np.testing.assert_allclose(traj.friction[:, 0], expected, atol=1e-9)
     if rolls:
         np.testing.assert_allclose(traj.qd[:, 4], accel * ts / A, rtol=1e-9)
+
+
+def _contact_point_of(q, qd, t, params):  # `_contact_point`, its radius a param
+    a = params["a"]
+    return jnp.stack([qd[0] - a * qd[4], qd[1] + a * qd[3]])[None]
+
+
+def test_a_float32_state_stays_float32_beside_float64_params():
+    # The radius in s is a float64 param (x64): the friction forces and the
+    # slip directions (u, 2) keep a float32 state's dtype. Thrown without
+    # spin, the sphere slips, then rolls.
+    system = jl.LagrangianSystem(
+        lambda q, qd, t, params: _sphere_lagrangian(q, qd, t),  # a = A there
+        params={"a": A},
+        unilateral=lambda q, t, params: _on_incline(q, t),
+        slip=_contact_point_of,
+        friction=0.3,
+    )
+    q0, qd0 = jnp.array([0.0, 0.0, A, 0.0, 0.0, 0.0]), jnp.zeros(6).at[:2].set(1.0)
+    t1, ts = 0.6, [0.1, 0.6]
+    ref = jl.simulate(system, q0, qd0, t1=t1, saveat=jnp.array(ts))
+    q32, qd32 = q0.astype(jnp.float32), qd0.astype(jnp.float32)
+    traj = jl.simulate(system, q32, qd32, t1=t1, saveat=jnp.array(ts, jnp.float32))
+    assert traj.result == ref.result == jl.RESULTS.successful
+    assert traj.q.dtype == traj.qd.dtype == traj.friction.dtype == jnp.float32
+    assert int(traj.event_kind[int(traj.num_events) - 1]) == jl.EVENT_STICK
+    # The modes carried between events (not in the trajectory): d = s/|s| too.
+    _, modes = contact_modes(system, q32, qd32, jnp.float32(0.0))
+    assert modes.direction.dtype == jnp.float32
+    # It sticks at |s| ≤ √eps, 3e-4 in float32: φ̇ differs by up to 3e-4/A.
+    np.testing.assert_allclose(traj.q, ref.q, rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(traj.qd, ref.qd, rtol=1e-3, atol=1e-4)
 
 
 def _stop_distance(mu, v0):

@@ -60,7 +60,7 @@ jax.config.update("jax_enable_x64", True)
 import jaxlagrange as jl  # noqa: E402
 from jaxlagrange._kernel._ensemble import simulate_kernel  # noqa: E402
 from jaxlagrange._kernel._tsit5 import Controller, KernelProblem, run  # noqa: E402
-from jaxlagrange._options import Options  # noqa: E402
+from jaxlagrange._options import GivenOptions  # noqa: E402
 
 
 TINY = os.environ.get("JAXLAGRANGE_BENCH_TINY") == "1"
@@ -328,9 +328,7 @@ def cpu():
     options = dict(t1=1.0, rtol=1e-10, atol=1e-10)
     start = time.perf_counter()
     kernel = jax.block_until_ready(
-        simulate_kernel(
-            SYSTEM, q0, qd0, None, Options(**options), block_size=4
-        )
+        simulate_kernel(SYSTEM, q0, qd0, None, GivenOptions(**options), block_size=4)
     )
     seconds = time.perf_counter() - start
     vmap = jl.simulate_batch(SYSTEM, q0, qd0, backend="vmap", throw=False, **options)

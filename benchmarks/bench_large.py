@@ -48,7 +48,7 @@ import diffrax  # noqa: E402
 import lineax as lx  # noqa: E402
 
 import jaxlagrange as jl  # noqa: E402
-from jaxlagrange._options import VectorFieldArgs  # noqa: E402
+from jaxlagrange._projection import VectorFieldArgs  # noqa: E402
 from jaxlagrange._segment import _vector_field  # noqa: E402
 from jaxlagrange.systems._cavity import _coupling  # noqa: E402
 

@@ -292,7 +292,7 @@ def _per_call(fn, y, calls=20_000, rounds=3):
 
 def qdd_table(rounds):
     """One state's q̈ (the vector field of `simulate`) against hand-written code."""
-    from jaxlagrange._options import VectorFieldArgs
+    from jaxlagrange._projection import VectorFieldArgs
     from jaxlagrange._segment import _vector_field
 
     body, p0, pd0 = jl.systems.free_rigid_body()

@@ -8,6 +8,7 @@ ending in `# quick: CODE` run as CODE, their block's output then unchecked.
 """
 
 import json
+import re
 import subprocess
 import sys
 
@@ -71,3 +72,27 @@ def test_docs_page_runs_and_prints_what_it_says(page, tmp_path):
         if not quick(code)[1]:
             _check_output(where, printed, expected)
     assert len(outputs) == len(blocks)
+
+
+def test_contributors_table_names_modules_and_names_that_exist():
+    # docs/index.md's owners' table: each module (or subpackage) in the right
+    # column exists, and each name beside it is defined in one of them.
+    text = (DOCS / "index.md").read_text(encoding="utf-8")
+    table = text[text.index("| decision | owner |") :].splitlines()[2:]
+    rows = [line.rsplit("|", 2)[1] for line in table if line.startswith("|")]
+    assert len(rows) >= 30
+    package = ROOT / "jaxlagrange"
+    for owner in rows:
+        tokens = re.findall(r"`([^`]+)`", owner)
+        paths = [package / t for t in tokens if t.endswith((".py", "/"))]
+        assert paths, f"no module named in {owner!r}"
+        for path in paths:
+            assert path.exists(), f"{path.relative_to(ROOT)} ({owner!r}) is gone"
+        sources = "\n".join(
+            f.read_text(encoding="utf-8")
+            for path in paths
+            for f in ([path] if path.is_file() else sorted(path.rglob("*.py")))
+        )
+        for name in (t for t in tokens if re.fullmatch(r"\w+", t)):
+            defined = rf"(?m)^\s*(def {name}\(|class {name}\b|{name}\s*[:=])"
+            assert re.search(defined, sources), f"{name} not in {owner!r}"

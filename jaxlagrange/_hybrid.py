@@ -124,15 +124,18 @@ class _Context(NamedTuple):
     offset: int  # the number of bilateral multipliers before the unilateral ones
 
 
-def _landing(system, q, qd, t, qdd, active, onehot, restitution, rest):
+def _landing(system, q, qd, t, qdd, free, active, onehot, restitution, rest):
     """The contacts an impact takes (the impacting row and every free row at
     h ≈ 0 moving inwards), their rebound rates −e ḣ⁻ (0 where plastic, as the
     module docstring says), the rows near enough (h ≈ 0) to be taken if the
     impulse drives them inwards, and each row's plastic speed: a rebound or
     separation no faster rises less than `rest` (or is below √eps).
-    `qdd`: the accelerations before the impact."""
+    `qdd`: the accelerations before the impact; `free`: those without contacts."""
     tol = contact_tolerance(q.dtype)
     h, hd, hdd = gap_rates(system, q, qd, t, qdd)
+    # A held row has ḧ = 0; if the impulse lifts it, it falls back as if free
+    # (the hopper's torso and foot rocking: each impact lifting the other).
+    hdd = jnp.where(active, gap_rates(system, q, qd, t, free)[2], hdd)
     near = ~active & (h <= tol)
     landing = onehot | (near & (hd < 0))
     rebound = -restitution * hd
@@ -156,16 +159,18 @@ def _jump(system, q, qd, t, active, modes, index, restitution, rest):
     # Other contacts whose slip stopped at this instant too are tried as sticking.
     modes = _friction.stop_slips(system, q, qd, t, modes, onehot)
     # One evaluation of the dynamics before the jump serves the impact and the
-    # friction switch, and one `settle` the event's kind, chosen before it runs:
-    # each is a copy of the dynamics in the compiled program, and `settle` 2u.
+    # friction switch, one without contacts the plastic speeds, and one `settle`
+    # the event's kind, chosen before it runs: each is a copy of the dynamics in
+    # the compiled program.
     dyn = dynamics(system, q, qd, t, active=active, modes=modes)
+    free = dynamics(system, q, qd, t, active=jnp.zeros_like(active)).accelerations
     # Release: the contact lets go, velocities unchanged.
     is_release = active[row]
     trial = (active & ~onehot, modes)
     # Impact: the landing rows rebound, the other contacts keep ḣ = 0. The
     # impulse is frictionless; the modes afterwards follow the slip velocities.
     landing, target, near, plastic = _landing(
-        system, q, qd, t, dyn.accelerations, active, onehot, restitution, rest
+        system, q, qd, t, dyn.accelerations, free, active, onehot, restitution, rest
     )
     impact = impulse_jump(
         system, q, qd, t, jnp.zeros_like(q), active | landing, target, near, plastic

@@ -16,6 +16,7 @@ redundant contacts (a flat foot) share the impulse by least norm.
 from typing import NamedTuple
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 
 from ._coefficients import checked_values
@@ -90,10 +91,16 @@ def impulse_jump(
         # lift another such row: plastic impacts of several rows accumulate
         # (the hopper's foot and joint limits). Such rows are held too, the
         # same rule as a landing row's rebound (`_hybrid._landing`).
-        _, _, jump, _ = solve(contact)
-        separating = (rates + rows(jump))[bilateral:]
-        contact = contact | (candidates & (separating <= plastic))
-    _, singular, jump, failed = solve(contact)
+        first = solve(contact)
+        separating = (rates + rows(first[2]))[bilateral:]
+        held = contact | (candidates & (separating <= plastic))
+        # Only a row the rule adds needs another solve.
+        _, singular, jump, failed = jax.lax.cond(
+            jnp.any(held & ~contact), solve, lambda _: first, held
+        )
+        contact = held
+    else:
+        _, singular, jump, failed = solve(contact)
     singular_mass = factor.singular | failed
     return _Impulse(qd + jump.astype(qd.dtype), contact, singular_mass, singular)
 

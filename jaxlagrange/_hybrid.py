@@ -25,7 +25,8 @@ free ḧ at the impact: slower than √(2 |ḧ| atol), 4.4e-4 m/s for g = 9.81 a
 atol = 1e-8; the solver does not resolve lower flights) or that is slower than
 √eps is taken as plastic, so the ball comes to rest in contact after finitely
 many bounces, about log(√(2 g atol)/v₀)/log e of them; `max_events` bounds the
-count in any case. A constraint found below h = 0 by more than √eps + 100 atol
+count in any case. A held row that an impact lifts (a bar rocking on its ends)
+is judged by its ḧ without contacts, its own being 0 while held. A constraint found below h = 0 by more than √eps + 100 atol
 at the end of a segment (a missed contact) ends the solve with
 `RESULTS.contact_penetration`, never a success.
 

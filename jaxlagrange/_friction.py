@@ -32,13 +32,24 @@ s at the segment start (re-read at every event). |s| only touches zero at a
 stop, but s passes zero along a line, and the friction direction, turned by π
 past the stop (`_constraints.slip_direction`), continues smoothly there, so
 that s·d crosses zero. The event function is s·d − |s × d|/√3, positive while
-s lies within 60° of d: it crosses zero at a stop within that cone (where
-|s| ≤ √eps the contact is tried as sticking), and where the slip turns 60°
-away from d without stopping (|s| > √eps: it slips on with d re-read, an
-`EVENT_SLIP`), so that a stop is never approached square to d (where s·d
-would only touch zero).
+s lies within 60° of d: it crosses zero at a stop within that cone (where |s|
+is within the solver's resolution the contact is tried as sticking), and
+where the slip turns 60° away from d without stopping (a resolved |s|: it
+slips on with d re-read, an `EVENT_SLIP`), so that a stop is never approached
+square to d (where s·d would only touch zero).
+
+The resolution (`slip_resolution`) is the error the solver allows in s, from
+its tolerance atol + rtol |q̇ⱼ| on each velocity, and at least √eps. Below it
+the direction of s is not resolved: s/|s| turns at a rate ~|ṡ|/|s| that the
+steps, sized to the velocities, do not follow, so that a slip near its stop
+would swing across d and re-anchor (`EVENT_SLIP`) again and again until |s|
+happened to fall below √eps at an event (a sphere on an incline: three
+re-anchors in 3e-8 s at rtol = atol = 1e-8, six in 3e-6 s at 1e-6). Such a
+slip stops within the solver's accuracy of the stop time, |s| over its
+deceleration; as with a rebound below `atol` (`_hybrid`), the event ends it.
 """
 
+import jax
 import jax.numpy as jnp
 
 from ._coefficients import friction_coefficients
@@ -179,19 +190,39 @@ def settle(
     return active, modes._replace(direction=anchor)
 
 
+def slip_resolution(
+    system: LagrangianSystem, q: Array, qd: Array, t: Array, rtol: Array, atol: Array
+) -> Array:
+    """The least |s| per contact (u,) that the solver resolves: |Σⱼ |∂s/∂q̇ⱼ| (atol
+    + rtol |q̇ⱼ|)|, at least √eps (module docstring)."""
+    q, qd = jax.lax.stop_gradient((q, qd))  # a threshold: no derivative
+    rows = jax.jacfwd(system.constraints.friction, argnums=1)(q, qd, t)
+    error = jnp.abs(rows) @ (atol + rtol * jnp.abs(qd))
+    size = unit(error.astype(q.dtype))[1]
+    return jnp.maximum(size, contact_tolerance(q.dtype))
+
+
 def switch(
-    system: LagrangianSystem, q, qd, t, modes: Modes, onehot: Array, friction: Array
+    system: LagrangianSystem,
+    q,
+    qd,
+    t,
+    modes: Modes,
+    onehot: Array,
+    friction: Array,
+    tolerances: tuple[Array, Array],
 ) -> Modes:
     """The modes to settle after a friction event of contact `onehot`, from the
-    friction forces before it.
+    friction forces before it; `tolerances`: the solver's (rtol, atol).
 
     A sticking contact slips against its friction force; a slipping one whose slip
-    stopped is tried as sticking (a 3-D one whose slip only turned a right angle
-    from its direction, |s| > √eps, slips on).
+    stopped is tried as sticking (a 3-D one whose slip only turned 60° from its
+    direction, |s| above `slip_resolution`, slips on).
     """
     stopped = ~modes.stick
     if friction.ndim == 2:
-        stopped = stopped & slip_modes(system, q, qd, t).stick
+        size = unit(system.constraints.friction(q, qd, t))[1]
+        stopped = stopped & (size <= slip_resolution(system, q, qd, t, *tolerances))
     slips = per_contact(onehot & modes.stick, friction)
     direction = jnp.where(per_contact(onehot & stopped, friction), 0.0, modes.direction)
     return Modes(

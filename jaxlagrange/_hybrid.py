@@ -152,8 +152,9 @@ def _penetrating(system, q, t, rest) -> BoolScalar:
     return jnp.any(system.constraints.gaps(q, t) < -tol)
 
 
-def _jump(system, q, qd, t, active, modes, index, restitution, rest):
-    """q̇, the contacts and modes after event `index`, its row and kind, and failure."""
+def _jump(system, q, qd, t, active, modes, index, restitution, rest, rtol):
+    """q̇, the contacts and modes after event `index`, its row and kind, and failure.
+    `rest` and `rtol`: the solver's atol and rtol."""
     u = active.shape[0]
     row = index % u
     onehot = jnp.arange(u) == row
@@ -185,7 +186,9 @@ def _jump(system, q, qd, t, active, modes, index, restitution, rest):
     is_switch = index >= u
     if system.constraints.friction is not None:
         # A friction switch: stick to slip, or slip to stick (or slip on).
-        switched = _friction.switch(system, q, qd, t, modes, onehot, dyn.friction)
+        switched = _friction.switch(
+            system, q, qd, t, modes, onehot, dyn.friction, (rtol, rest)
+        )
         qd_next = jnp.where(is_switch, qd, qd_next)
         trial = select(is_switch, (active, switched), trial)
         bad = bad & ~is_switch
@@ -308,7 +311,8 @@ def _event(ctx: _Context, carry: _Carry, seg: Segment, args: VectorFieldArgs):
     held = (at_start == 0) & (values == 0)
     index = jnp.argmin(jnp.where(held, jnp.inf, values))
     state = (seg.q_end, seg.qd_end, seg.t_end, carry.active, carry.modes)
-    jump = _jump(ctx.system, *state, index, ctx.restitution, ctx.options.rest)
+    tolerances = (ctx.options.rest, ctx.options.rtol)
+    jump = _jump(ctx.system, *state, index, ctx.restitution, *tolerances)
     qd_next, active_next, modes_next, row, kind, bad = jump
     room = carry.events.num_events < ctx.options.max_events
     result = RESULTS.where(is_event & ~room, RESULTS.max_events_reached, result)

@@ -300,6 +300,32 @@ def test_a_float32_state_stays_float32_beside_float64_params():
     np.testing.assert_allclose(traj.qd, ref.qd, rtol=1e-3, atol=1e-4)
 
 
+def test_a_slip_stopping_below_the_solvers_resolution_sticks_without_chatter():
+    # The sphere thrown at (1, 1) without spin slips, its slip turning towards
+    # downhill (never 60° from where it started), and sticks. Near the stop s/|s|
+    # turns at a rate ~|ṡ|/|s| that the steps don't follow: the slip swung ±60°
+    # about downhill and re-anchored (`EVENT_SLIP`) until |s| fell below √eps, 3
+    # times in 3e-8 s at the default tolerances and 5 in the last 1e-6 s at 1e-6.
+    # Below the solver's resolution of s it is tried as sticking, within the
+    # solver's accuracy of the stop time (that of a run at 1e-12).
+    def run(tol):
+        q0, qd0 = jnp.array([0.0, 0.0, A, 0.0, 0.0, 0.0]), jnp.zeros(6).at[:2].set(1)
+        return jl.simulate(_sphere(0.3), q0, qd0, t1=0.3, rtol=tol, atol=tol)
+
+    fine = run(1e-12)
+    assert int(fine.num_events) == 1 and int(fine.event_kind[0]) == jl.EVENT_STICK
+    for tol in (1e-8, 1e-6):  # 1e-8: the default
+        traj = run(tol)
+        assert traj.result == jl.RESULTS.successful
+        n = int(traj.num_events)
+        assert int(traj.event_kind[n - 1]) == jl.EVENT_STICK
+        stick = float(traj.event_ts[n - 1])
+        assert abs(stick - float(fine.event_ts[0])) <= tol
+        kinds, ts = np.asarray(traj.event_kind[:n]), np.asarray(traj.event_ts[:n])
+        assert np.all(kinds[:-1] == jl.EVENT_SLIP)
+        assert np.sum(ts[:-1] > stick - 1e-6) <= 2
+
+
 def _stop_distance(mu, v0):
     qd0 = jnp.stack([v0 * np.cos(PHI), v0 * np.sin(PHI), 0.0])
     traj = _sim(block(mu), jnp.zeros(3), qd0, 1.0, [0.2, 1.0])  # compiled once

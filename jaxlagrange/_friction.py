@@ -38,15 +38,10 @@ where the slip turns 60° away from d without stopping (a resolved |s|: it
 slips on with d re-read, an `EVENT_SLIP`), so that a stop is never approached
 square to d (where s·d would only touch zero).
 
-The resolution (`slip_resolution`) is the error the solver allows in s, from
-its tolerance atol + rtol |q̇ⱼ| on each velocity, and at least √eps. Below it
-the direction of s is not resolved: s/|s| turns at a rate ~|ṡ|/|s| that the
-steps, sized to the velocities, do not follow, so that a slip near its stop
-would swing across d and re-anchor (`EVENT_SLIP`) again and again until |s|
-happened to fall below √eps at an event (a sphere on an incline: three
-re-anchors in 3e-8 s at rtol = atol = 1e-8, six in 3e-6 s at 1e-6). Such a
-slip stops within the solver's accuracy of the stop time, |s| over its
-deceleration; as with a rebound below `atol` (`_hybrid`), the event ends it.
+A slip below the solver's resolution of s (`slip_resolution`: its tolerance on
+each velocity, at least √eps) has no resolved direction: s/|s| turns at ~|ṡ|/|s|,
+faster than the steps follow, and would re-anchor again and again (a sphere on
+an incline: three times in 3e-8 s). As with a rebound below `atol`, it stops.
 """
 
 import jax
@@ -190,11 +185,9 @@ def settle(
     return active, modes._replace(direction=anchor)
 
 
-def slip_resolution(
-    system: LagrangianSystem, q: Array, qd: Array, t: Array, rtol: Array, atol: Array
-) -> Array:
-    """The least |s| per contact (u,) that the solver resolves: |Σⱼ |∂s/∂q̇ⱼ| (atol
-    + rtol |q̇ⱼ|)|, at least √eps (module docstring)."""
+def slip_resolution(system: LagrangianSystem, q, qd, t, rtol, atol) -> Array:
+    """The least |s| per contact that the solver resolves (module docstring)."""
+    # |Σⱼ |∂s/∂q̇ⱼ| (atol + rtol |q̇ⱼ|)|, at least √eps.
     q, qd = jax.lax.stop_gradient((q, qd))  # a threshold: no derivative
     rows = jax.jacfwd(system.constraints.friction, argnums=1)(q, qd, t)
     error = jnp.abs(rows) @ (atol + rtol * jnp.abs(qd))
@@ -203,14 +196,7 @@ def slip_resolution(
 
 
 def switch(
-    system: LagrangianSystem,
-    q,
-    qd,
-    t,
-    modes: Modes,
-    onehot: Array,
-    friction: Array,
-    tolerances: tuple[Array, Array],
+    system: LagrangianSystem, q, qd, t, modes: Modes, onehot, friction, tolerances
 ) -> Modes:
     """The modes to settle after a friction event of contact `onehot`, from the
     friction forces before it; `tolerances`: the solver's (rtol, atol).

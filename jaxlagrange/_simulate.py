@@ -205,18 +205,8 @@ def simulate_checked(
     else:
         system = checked_coefficients(system)
     if isinstance(checked.solver, AbstractLagrangianSolver):
-        traj = checked.solver.simulate(
-            system,
-            q0,
-            qd0,
-            t0,
-            t1,
-            ts,
-            dt0=checked.dt0,
-            stepsize_controller=options.stepsize_controller,
-            baumgarte=checked.baumgarte,
-            max_steps=checked.max_steps,
-        )
+        controller = options.stepsize_controller  # as given: it takes none
+        traj = checked.solver.simulate(system, q0, qd0, t0, t1, ts, checked, controller)
         return traj.recording(system), None, None
     start = None
     if system.has_constraints and throw:

@@ -12,17 +12,7 @@ class AbstractLagrangianSolver(eqx.Module):
     # `jl.simulate` checks the arguments every solve shares, this what it supports.
     @abc.abstractmethod
     def simulate(
-        self,
-        system,
-        q0: Array,
-        qd0: Array,
-        t0: Array,
-        t1: Array,
-        ts: Array,
-        *,
-        dt0: Array | None,
-        stepsize_controller,
-        baumgarte,
-        max_steps: int,
+        self, system, q0: Array, qd0: Array, t0, t1, ts, options, stepsize_controller
     ) -> Trajectory:
-        """The trajectory from (q0, qd0) at t0 to t1, saved at `ts`."""
+        """The trajectory from (q0, qd0) at t0 to t1, saved at `ts`; `options`: the
+        checked ones (`_options.CheckedOptions`), `stepsize_controller` as given."""

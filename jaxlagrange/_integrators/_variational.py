@@ -84,19 +84,9 @@ class VariationalMidpoint(AbstractLagrangianSolver):
         positive_int("max_iterations", self.max_iterations)
 
     def simulate(
-        self,
-        system,
-        q0,
-        qd0,
-        t0,
-        t1,
-        ts,
-        *,
-        dt0,
-        stepsize_controller,
-        baumgarte,
-        max_steps,
+        self, system, q0, qd0, t0, t1, ts, options, stepsize_controller
     ) -> Trajectory:
+        dt0, max_steps = options.dt0, options.max_steps
         for has, name in (
             (system.constraints.velocity_level, "nonholonomic constraints"),
             (system.constraints.one_sided, "unilateral constraints"),
@@ -110,7 +100,7 @@ class VariationalMidpoint(AbstractLagrangianSolver):
             raise ValueError(
                 "jl.VariationalMidpoint takes fixed steps: pass the step size `dt0`."
             )
-        if stepsize_controller is not None or baumgarte is not None:
+        if stepsize_controller is not None or options.baumgarte is not None:
             raise ValueError(
                 "jl.VariationalMidpoint takes fixed steps of size `dt0` and keeps the "
                 "constraints exactly: `stepsize_controller` and `baumgarte` do not "

@@ -1,6 +1,5 @@
 """`simulate`'s options as given (`GivenOptions`, which checks them) and as
-checked (`CheckedOptions`, which the smooth and hybrid solves take), and the
-vector field's args."""
+checked (`CheckedOptions`, which the smooth and hybrid solves take)."""
 
 import dataclasses
 from collections.abc import Mapping

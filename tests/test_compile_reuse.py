@@ -62,9 +62,10 @@ def test_a_second_simulate_linearize_and_equilibrium_trace_nothing():
 
 def test_a_contact_model_traces_its_dynamics_few_times():
     # Each trace of L is part of a copy of the dynamics that XLA compiles: a
-    # contact model with friction traces it 16 times, not 20 as when the impact,
-    # the friction switch, each kind of event's settle and each end's event
-    # values had a copy of their own (`_hybrid._jump`, `_hybrid._event`).
+    # contact model with friction traces it 17 times (one the free fall that
+    # judges a lifted row's rise), not 21 as when the impact, the friction
+    # switch, each kind of event's settle and each end's event values had a copy
+    # of their own (`_hybrid._jump`, `_hybrid._event`).
     traces = []
 
     def lagrangian(q, qd, t):
@@ -82,7 +83,7 @@ def test_a_contact_model_traces_its_dynamics_few_times():
         return jl.simulate(system, q0, qd0, t1=1.0, max_events=8, throw=False).q
 
     jax.jit(run).lower(jnp.array([0.0, 0.1, 0.0]), jnp.array([1.0, 0.0, 0.0]))
-    assert len(traces) <= 16
+    assert len(traces) <= 17
 
 
 def test_a_second_fit_traces_nothing():

@@ -26,9 +26,10 @@ atol = 1e-8; the solver does not resolve lower flights) or that is slower than
 √eps is taken as plastic, so the ball comes to rest in contact after finitely
 many bounces, about log(√(2 g atol)/v₀)/log e of them; `max_events` bounds the
 count in any case. A held row that an impact lifts (a bar rocking on its ends)
-is judged by its ḧ without contacts, its own being 0 while held. A constraint found below h = 0 by more than √eps + 100 atol
-at the end of a segment (a missed contact) ends the solve with
-`RESULTS.contact_penetration`, never a success.
+is judged by its ḧ without contacts, its own being 0 while held. A constraint
+found below h = 0 by more than √eps + 100 atol at the end of a segment (a
+missed contact) ends the solve with `RESULTS.contact_penetration`, never a
+success.
 
 After an event all contacts are settled together (`_friction.settle`, the
 complementarity problem of `_complementarity`): contacts that release at the
@@ -152,9 +153,9 @@ def _penetrating(system, q, t, rest) -> BoolScalar:
     return jnp.any(system.constraints.gaps(q, t) < -tol)
 
 
-def _jump(system, q, qd, t, active, modes, index, restitution, rest, rtol):
-    """q̇, the contacts and modes after event `index`, its row and kind, and failure.
-    `rest` and `rtol`: the solver's atol and rtol."""
+def _jump(system, q, qd, t, active, modes, index, restitution, options):
+    """q̇, the contacts and modes after event `index`, its row and kind, and failure."""
+    rest = options.rest
     u = active.shape[0]
     row = index % u
     onehot = jnp.arange(u) == row
@@ -187,7 +188,7 @@ def _jump(system, q, qd, t, active, modes, index, restitution, rest, rtol):
     if system.constraints.friction is not None:
         # A friction switch: stick to slip, or slip to stick (or slip on).
         switched = _friction.switch(
-            system, q, qd, t, modes, onehot, dyn.friction, (rtol, rest)
+            system, q, qd, t, modes, onehot, dyn.friction, (options.rtol, rest)
         )
         qd_next = jnp.where(is_switch, qd, qd_next)
         trial = select(is_switch, (active, switched), trial)
@@ -311,8 +312,7 @@ def _event(ctx: _Context, carry: _Carry, seg: Segment, args: VectorFieldArgs):
     held = (at_start == 0) & (values == 0)
     index = jnp.argmin(jnp.where(held, jnp.inf, values))
     state = (seg.q_end, seg.qd_end, seg.t_end, carry.active, carry.modes)
-    tolerances = (ctx.options.rest, ctx.options.rtol)
-    jump = _jump(ctx.system, *state, index, ctx.restitution, *tolerances)
+    jump = _jump(ctx.system, *state, index, ctx.restitution, ctx.options)
     qd_next, active_next, modes_next, row, kind, bad = jump
     room = carry.events.num_events < ctx.options.max_events
     result = RESULTS.where(is_event & ~room, RESULTS.max_events_reached, result)

@@ -60,13 +60,11 @@ from ._custom_types import Array
 from ._system import LagrangianSystem
 
 
-def stop_slips(
-    system: LagrangianSystem, q: Array, qd: Array, t: Array, modes: Modes, keep: Array
-) -> Modes:
-    """Slipping contacts (not `keep`) whose slip stopped (|s| ≤ √eps), as sticking."""
+def stop_slips(system: LagrangianSystem, q, qd, t, modes: Modes, keep, tolerances):
+    """Slipping contacts (not `keep`) whose slip stopped (`slip_modes`), as sticking."""
     if system.constraints.friction is None:
         return modes
-    stopped = ~modes.stick & slip_modes(system, q, qd, t).stick & ~keep
+    stopped = ~modes.stick & slip_modes(system, q, qd, t, tolerances).stick & ~keep
     direction = jnp.where(per_contact(stopped, modes.direction), 0.0, modes.direction)
     return Modes(modes.stick | stopped, direction)
 
@@ -132,35 +130,42 @@ def no_modes(u: int, dtype) -> Modes:
     return Modes(jnp.ones((u,), bool), jnp.zeros((u,), dtype))
 
 
-def slip_modes(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Modes:
-    """The modes read from s: sticking where |s| ≤ √eps, else slipping along s."""
+def slip_modes(system: LagrangianSystem, q, qd, t, tolerances=None) -> Modes:
+    """The modes read from s: sticking where |s| ≤ √eps, or for 3-D contacts given
+    the solver's (rtol, atol) where |s| ≤ `slip_resolution`, else slipping along s."""
     if system.constraints.friction is None:
         return no_modes(system.constraints.gaps(q, t).shape[0], q.dtype)
     s = system.constraints.friction(q, qd, t)
     tol = contact_tolerance(q.dtype)
     if s.ndim == 2:
         direction, size = unit(s, tol)
-        return Modes(size == 0, direction.astype(q.dtype))
+        if tolerances is not None:
+            size = jnp.where(
+                size > slip_resolution(system, q, qd, t, *tolerances), size, 0
+            )
+        stick = size == 0
+        return Modes(stick, jnp.where(stick[:, None], 0.0, direction).astype(q.dtype))
     stick = jnp.abs(s) <= tol
     return Modes(stick, jnp.where(stick, 0.0, jnp.sign(s)).astype(q.dtype))
 
 
 def settle(
-    system: LagrangianSystem, q: Array, qd: Array, t: Array, active: Array, modes: Modes
+    system: LagrangianSystem, q, qd, t, active, modes: Modes, tolerances=None
 ) -> tuple[Array, Modes]:
     """The contacts and modes consistent with the multipliers at a state.
 
     Of `active` and the rows touching, those held with λ_N ≥ 0 and the others
     not sinking (`_constraints.held_contacts`); sticking contacts whose friction
     would exceed μ_s λ_N slip against λ_T. Rows that join take their modes from
-    s. Slipping 3-D contacts with |s| > √eps then take d = s/|s| (the segment's
-    anchor).
+    s (`slip_modes`, with the solver's `tolerances`). Slipping 3-D contacts with
+    a resolved s then take d = s/|s| (the segment's anchor); below it d stays
+    (against λ_T after a switch), as s/|s| is noise there.
     """
     if system.constraints.friction is None:
         return held_contacts(system, q, qd, t, active)[0], modes
     u = active.shape[0]
     _, mu_s = friction_coefficients(system, u, q.dtype)
-    fresh = slip_modes(system, q, qd, t)
+    fresh = slip_modes(system, q, qd, t, tolerances)
     modes = Modes(
         jnp.where(active, modes.stick, fresh.stick),
         jnp.where(
@@ -176,13 +181,12 @@ def settle(
         return Modes(modes.stick & ~exceed, direction), jnp.any(exceed)
 
     active, modes = held_contacts(system, q, qd, t, active, modes, exceeding)
-    s = system.constraints.friction(q, qd, t)
-    if s.ndim == 1:
+    if fresh.direction.ndim == 1:
         return active, modes
-    e, size = unit(s, contact_tolerance(q.dtype))
-    e = e.astype(q.dtype)  # float64 params in s must not promote the modes
-    anchor = jnp.where((~modes.stick & (size > 0))[:, None], e, modes.direction)
-    return active, modes._replace(direction=anchor)
+    slipping = (~modes.stick & ~fresh.stick)[:, None]
+    return active, modes._replace(
+        direction=jnp.where(slipping, fresh.direction, modes.direction)
+    )
 
 
 def slip_resolution(system: LagrangianSystem, q, qd, t, rtol, atol) -> Array:
@@ -207,8 +211,7 @@ def switch(
     """
     stopped = ~modes.stick
     if friction.ndim == 2:
-        size = unit(system.constraints.friction(q, qd, t))[1]
-        stopped = stopped & (size <= slip_resolution(system, q, qd, t, *tolerances))
+        stopped = stopped & slip_modes(system, q, qd, t, tolerances).stick
     slips = per_contact(onehot & modes.stick, friction)
     direction = jnp.where(per_contact(onehot & stopped, friction), 0.0, modes.direction)
     return Modes(

@@ -155,12 +155,12 @@ def _penetrating(system, q, t, rest) -> BoolScalar:
 
 def _jump(system, q, qd, t, active, modes, index, restitution, options):
     """q̇, the contacts and modes after event `index`, its row and kind, and failure."""
-    rest = options.rest
+    rest, tolerances = options.rest, (options.rtol, options.rest)
     u = active.shape[0]
     row = index % u
     onehot = jnp.arange(u) == row
     # Other contacts whose slip stopped at this instant too are tried as sticking.
-    modes = _friction.stop_slips(system, q, qd, t, modes, onehot)
+    modes = _friction.stop_slips(system, q, qd, t, modes, onehot, tolerances)
     # One evaluation of the dynamics before the jump serves the impact and the
     # friction switch, one without contacts the plastic speeds, and one `settle`
     # the event's kind, chosen before it runs: each is a copy of the dynamics in
@@ -179,7 +179,7 @@ def _jump(system, q, qd, t, active, modes, index, restitution, options):
         system, q, qd, t, jnp.zeros_like(q), active | landing, target, near, plastic
     )
     bounced = landing & (target > 0)
-    after = _friction.slip_modes(system, q, impact.velocities, t)
+    after = _friction.slip_modes(system, q, impact.velocities, t, tolerances)
     trial = select(is_release, trial, (impact.contact & ~bounced, after))
     qd_next = jnp.where(is_release, qd, impact.velocities)
     kind = jnp.where(is_release, EVENT_RELEASE, EVENT_IMPACT)
@@ -188,12 +188,14 @@ def _jump(system, q, qd, t, active, modes, index, restitution, options):
     if system.constraints.friction is not None:
         # A friction switch: stick to slip, or slip to stick (or slip on).
         switched = _friction.switch(
-            system, q, qd, t, modes, onehot, dyn.friction, (options.rtol, rest)
+            system, q, qd, t, modes, onehot, dyn.friction, tolerances
         )
         qd_next = jnp.where(is_switch, qd, qd_next)
         trial = select(is_switch, (active, switched), trial)
         bad = bad & ~is_switch
-    active_next, modes_next = _friction.settle(system, q, qd_next, t, *trial)
+    active_next, modes_next = _friction.settle(
+        system, q, qd_next, t, *trial, tolerances
+    )
     sticks = active_next[row] & modes_next.stick[row]
     kind = jnp.where(is_switch, jnp.where(sticks, EVENT_STICK, EVENT_SLIP), kind)
     return qd_next, active_next, modes_next, row, kind, bad

@@ -31,7 +31,8 @@ def event_values(
     """The event functions, positive while nothing happens: (u,), or (2u,) with
     friction (the normal ones, then the tangential ones of `_friction`).
 
-    Normal: λ in contact, else h. A free constraint's h is divided by the time
+    Normal: λ in contact, else h (plus its depth below zero at t_s, from
+    `initial_conditions`). A free constraint's h is divided by the time
     since the segment start t_s: the sign is unchanged, but the root at t_s of a
     constraint that starts at h ≈ 0 (just released or bounced) is divided out.
     Otherwise a rounding error h(t_s) ≲ 0 would hide a short flight that one
@@ -43,16 +44,15 @@ def event_values(
     dyn = dynamics(
         system, q, qd, t, active=active, baumgarte=args.baumgarte, modes=modes
     )
-    h = system.constraints.gaps(q, t)
+    h = system.constraints.gaps(q, t) + args.depth
     if divided:
         later = t > start
         h = jnp.where(later, h / jnp.where(later, t - start, 1.0), args.initial)
     normal = dyn.multipliers[offset:]
     values = jnp.where(active, normal, h)
     if system.constraints.friction is not None:
-        since = (start, args.initial_slip) if divided else (None, None)
         tangential = _friction.friction_values(
-            system, q, qd, t, active, modes, normal, dyn.friction, *since
+            args, q, qd, t, normal, dyn.friction, divided
         )
         values = jnp.concatenate([values, tangential])
     return values.astype(y.dtype)  # (float64 params: event times in t's dtype)
@@ -155,14 +155,18 @@ class EventWatch(AdaptiveWrapper):
         return keep, next_t0, next_t1, made_jump, new, result
 
 
-def initial_conditions(system, q, qd, t) -> Array:
-    """The free event functions at the segment start: h, or ḣ ≥ 0 where h ≈ 0."""
+def initial_conditions(system, q, qd, t) -> tuple[Array, Array]:
+    """The free event functions at the segment start (h, or ḣ ≥ 0 where h ≈ 0),
+    and the depth of each row below zero there, which `event_values` adds to h:
+    a row released within its tolerance below zero (an impulse elsewhere lifts
+    it, slowly) lands when it falls back to that depth, not at once."""
     h, rate = jax.jvp(system.constraints.gaps, (q, t), (qd, jnp.ones_like(t)))
     # A released row's ḣ of −1e-22 (rounding) would make the least event function
     # negative from the start, and no later sign change could be seen: the
     # dm_control hopper's hip then passed its limit unseen. As 0 (counted as
     # +inf at the start), a row that does sink triggers at the next step end.
-    return jnp.where(h > contact_tolerance(q.dtype), h, jnp.maximum(rate, 0.0))
+    start = jnp.where(h > contact_tolerance(q.dtype), h, jnp.maximum(rate, 0.0))
+    return start, jnp.maximum(-h, 0.0)
 
 
 class _TimeNewton(optx.AbstractRootFinder):

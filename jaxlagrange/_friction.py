@@ -41,7 +41,9 @@ square to d (where s·d would only touch zero).
 A slip below the solver's resolution of s (`slip_resolution`: its tolerance on
 each velocity, at least √eps) has no resolved direction: s/|s| turns at ~|ṡ|/|s|,
 faster than the steps follow, and would re-anchor again and again (a sphere on
-an incline: three times in 3e-8 s). As with a rebound below `atol`, it stops.
+an incline: three times in 3e-8 s). As with a rebound below `atol`, it stops. A
+contact that starts slipping from such a slip keeps its direction from λ_T and
+stops only once σ s falls below minus the resolution (`slip_offset`).
 """
 
 import jax
@@ -88,41 +90,35 @@ def _sliding(direction: Array, s: Array) -> Array:
     return jnp.sum(direction * s, axis=-1) - jnp.abs(across) / 3**0.5
 
 
-def friction_values(
-    system: LagrangianSystem,
-    q: Array,
-    qd: Array,
-    t: Array,
-    active: Array,
-    modes: Modes,
-    normal: Array,
-    friction: Array,
-    start: Array | None,
-    initial: Array | None,
-) -> Array:
-    """The tangential event functions, positive while the mode holds, shape (u,).
-
-    Sticking: μ_s λ_N − |λ_T|. Slipping: σ s (3-D: `_sliding`) / (t − t_s), the
-    slip velocity along its direction divided by the time since the segment start t_s, so that a
-    contact that starts slipping at s ≈ 0 does not trigger at once (`initial` at
-    t_s); with `start` None, σ s itself. Free: +inf (never triggers).
-    """
+def friction_values(args, q, qd, t, normal, friction, divided: bool) -> Array:
+    """The tangential event functions of a segment (`args`), positive while the
+    mode holds, (u,). Sticking: μ_s λ_N − |λ_T|. Slipping: (σ s + r) / (t − t_s)
+    (3-D: `_sliding`, r: `slip_offset`), so that a contact that starts slipping at
+    s ≈ 0 does not trigger at once (at t_s: σ s + r, at least √eps); not
+    `divided`: σ s + r. Free: +inf (never triggers)."""
+    system, active, modes, start = args.system, args.active, args.modes, args.start
     _, mu_s = friction_coefficients(system, active.shape[0], q.dtype)
     limit = mu_s * normal - _size(friction)
     sliding = _sliding(modes.direction, system.constraints.friction(q, qd, t))
-    if start is not None:
+    sliding = sliding + args.slip_offset
+    if divided:
         later = t > start
-        sliding = jnp.where(later, sliding / jnp.where(later, t - start, 1.0), initial)
+        at_start = jnp.maximum(sliding, contact_tolerance(q.dtype))
+        sliding = jnp.where(later, sliding / jnp.where(later, t - start, 1.0), at_start)
     value = jnp.where(modes.stick, limit, sliding)
     return jnp.where(active, value, jnp.inf)
 
 
-def initial_slip(system: LagrangianSystem, q: Array, qd: Array, t: Array, modes):
-    """The slipping event functions at the segment start, at least √eps."""
-    if system.constraints.friction is None:
+def slip_offset(system: LagrangianSystem, q, qd, t, modes: Modes, tolerances) -> Array:
+    """r per contact, (u,): `slip_resolution` for a 3-D contact that slips from a
+    slip below it, else 0. Its s/|s| is noise there, and s may be held at zero
+    by other contacts that stick (a foot flat on the floor whose heel's friction
+    is at its limit and toe's within): it stops when σ s falls below −r."""
+    if modes.direction.ndim == 1:  # planar, or no friction
         return jnp.zeros(modes.stick.shape, q.dtype)
-    s = system.constraints.friction(q, qd, t)
-    return jnp.maximum(_sliding(modes.direction, s), contact_tolerance(q.dtype))
+    resolution = slip_resolution(system, q, qd, t, tolerances)
+    unresolved = ~modes.stick & slip_modes(system, q, qd, t, tolerances).stick
+    return jnp.where(unresolved, resolution, 0.0).astype(q.dtype)
 
 
 def no_modes(u: int, dtype) -> Modes:
@@ -136,16 +132,11 @@ def slip_modes(system: LagrangianSystem, q, qd, t, tolerances=None) -> Modes:
     if system.constraints.friction is None:
         return no_modes(system.constraints.gaps(q, t).shape[0], q.dtype)
     s = system.constraints.friction(q, qd, t)
-    tol = contact_tolerance(q.dtype)
     if s.ndim == 2:
-        direction, size = unit(s, tol)
-        if tolerances is not None:
-            size = jnp.where(
-                size > slip_resolution(system, q, qd, t, *tolerances), size, 0
-            )
-        stick = size == 0
+        direction, size = unit(s)
+        stick = size <= slip_resolution(system, q, qd, t, tolerances)
         return Modes(stick, jnp.where(stick[:, None], 0.0, direction).astype(q.dtype))
-    stick = jnp.abs(s) <= tol
+    stick = jnp.abs(s) <= contact_tolerance(q.dtype)
     return Modes(stick, jnp.where(stick, 0.0, jnp.sign(s)).astype(q.dtype))
 
 
@@ -183,15 +174,17 @@ def settle(
     active, modes = held_contacts(system, q, qd, t, active, modes, exceeding)
     if fresh.direction.ndim == 1:
         return active, modes
-    slipping = (~modes.stick & ~fresh.stick)[:, None]
-    return active, modes._replace(
-        direction=jnp.where(slipping, fresh.direction, modes.direction)
-    )
+    resolved = (~modes.stick & ~fresh.stick)[:, None]
+    anchor = jnp.where(resolved, fresh.direction, modes.direction)
+    return active, modes._replace(direction=anchor)
 
 
-def slip_resolution(system: LagrangianSystem, q, qd, t, rtol, atol) -> Array:
-    """The least |s| per contact that the solver resolves (module docstring)."""
-    # |Σⱼ |∂s/∂q̇ⱼ| (atol + rtol |q̇ⱼ|)|, at least √eps.
+def slip_resolution(system: LagrangianSystem, q, qd, t, tolerances) -> Array:
+    """The least |s| per contact that the solver's (rtol, atol) resolve (module
+    docstring), at least √eps; √eps without `tolerances`."""
+    if tolerances is None:
+        return contact_tolerance(q.dtype)
+    rtol, atol = tolerances  # |Σⱼ |∂s/∂q̇ⱼ| (atol + rtol |q̇ⱼ|)|
     q, qd = jax.lax.stop_gradient((q, qd))  # a threshold: no derivative
     rows = jax.jacfwd(system.constraints.friction, argnums=1)(q, qd, t)
     error = jnp.abs(rows) @ (atol + rtol * jnp.abs(qd))

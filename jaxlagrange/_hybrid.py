@@ -263,8 +263,10 @@ def _segment_args(ctx: _Context, carry: _Carry, start: Array) -> VectorFieldArgs
         carry.active,
         carry.modes,
         start,
-        initial_conditions(system, q, qd, start),
-        _friction.initial_slip(system, q, qd, start, carry.modes),
+        *initial_conditions(system, q, qd, start),
+        _friction.slip_offset(
+            system, q, qd, start, carry.modes, (ctx.options.rtol, ctx.options.rest)
+        ),
     )
 
 

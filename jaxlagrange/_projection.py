@@ -130,7 +130,8 @@ class VectorFieldArgs(eqx.Module):
     # For the event functions of a hybrid segment (`_event_functions`), else None:
     start: Array | None = None  # the segment's start time
     initial: Array | None = None  # (u,) the normal event values at the start
-    initial_slip: Array | None = None  # the tangential ones (with friction)
+    depth: Array | None = None  # (u,) and each row's depth below zero there
+    slip_offset: Array | None = None  # (u,) `_friction.slip_offset` (with friction)
 
 
 class ProjectedSolver(diffrax.AbstractWrappedSolver):

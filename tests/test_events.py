@@ -163,6 +163,27 @@ def _ball(e, y0=1.0, t1=2.0, **kwargs):
     return jl.simulate(system, q0, qd0, t1=t1, saveat=ts, rtol=TOL, atol=TOL, **kwargs)
 
 
+def test_a_contact_leaving_from_within_its_tolerance_below_zero_flies():
+    # A ball 5e-9 below the floor (within the tolerance of a start) moving up at
+    # v: a row that an impulse elsewhere releases this way (the dm_control
+    # hopper's pelvis at 2.79 s, 7.6e-7 m down, lifted at 2.7e-3 m/s). Its h is
+    # negative for 5e-9/v after the start: h/(t − t_s) set off a landing at once,
+    # which held the ball (or, faster than the plastic speed, released it to
+    # land again at the same instant, 400 times). It lands as it falls back to
+    # its starting depth, after the flight 2v/g.
+    ball = jl.LagrangianSystem(
+        lambda q, qd, t: 0.5 * qd @ qd - G * q[0], unilateral=lambda q, t: q[:1]
+    )
+    for v in (1e-4, 3e-4):
+        traj = jl.simulate(
+            ball, jnp.array([-5e-9]), jnp.array([v]), t1=1e-3, rtol=TOL, atol=TOL
+        )
+        assert traj.result == jl.RESULTS.successful
+        assert int(traj.num_events) == 1
+        np.testing.assert_allclose(traj.event_ts[0], 2 * v / G, rtol=1e-8)
+        np.testing.assert_allclose(traj.q[-1], [-5e-9], rtol=0, atol=1e-15)
+
+
 def _bounce_times(e, y0, count):
     first = np.sqrt(2 * y0 / G)
     flights = 2 * first * e ** np.arange(1, count)

@@ -146,9 +146,66 @@ def test_a_bar_rocking_on_its_ends_comes_to_rest():
     energy = energy + G * traj.q[:, 1]
     assert np.all(np.diff(energy) <= 1e-6 * energy[0])  # the solver's error
     rest = ts > float(traj.event_ts[count - 1])
-    np.testing.assert_allclose(traj.q[rest, 1:], 0.0, atol=1e-10)
+    # An end lifted from 1.4e-9 m below the floor (the drift of a held row, well
+    # within `contact_penetration`'s tolerance) lands back at that depth.
+    ends = jax.vmap(lambda q: q[1] + jnp.array([-0.5, 0.5]) * jnp.sin(q[2]))(traj.q)
+    np.testing.assert_allclose(ends[rest], 0.0, atol=2e-9)
     np.testing.assert_allclose(traj.qd[rest], 0.0, atol=1e-10)
     np.testing.assert_allclose(traj.multipliers[rest], G / 2, rtol=1e-8)
+
+
+ENDS = jnp.array([-0.8, 0.2])  # a bar's ends from its centre of mass
+K_PUSH, MU_FLAT = 10.0, 0.5
+
+
+def _pushed_bar_lagrangian(q, qd, t):  # q = (x, y, z, pitch), pushed by K t along x
+    kinetic = 0.5 * jnp.sum(qd[:3] ** 2) + 0.15 * qd[3] ** 2
+    return kinetic - G * q[2] + K_PUSH * t * q[0]
+
+
+def _bar_slips(q, qd, t):  # both ends' (u, 2): equal while the bar lies flat
+    along = qd[0] - ENDS * jnp.sin(q[3]) * qd[3]
+    return jnp.stack([along, jnp.full(2, qd[1])], axis=1)
+
+
+@pytest.mark.parametrize("tol", [1e-10, 1e-8, 1e-6])
+def test_a_flat_bar_whose_light_end_reaches_its_friction_limit_first(tol):
+    # The bar lies flat on its two ends, which carry 0.2 and 0.8 of its weight,
+    # and slip together. The least-norm split of the push K t gives each end half:
+    # the light end reaches μ 0.2 g at t = 0.4 μ g/K and slips at that limit while
+    # the heavy end sticks and holds the bar (and so the light end's slip) at
+    # rest, until K t = μ g. A slip velocity left from the start (1e-9, below
+    # √eps: sticking) made the light end's slip σ s < 0 at once: it fired again at
+    # the same instant, without end (`max_events_reached`).
+    system = jl.LagrangianSystem(
+        _pushed_bar_lagrangian,
+        unilateral=lambda q, t: q[2] - ENDS * jnp.sin(q[3]),
+        slip=_bar_slips,
+        friction=MU_FLAT,
+    )
+    v0, t_b = -1e-9, MU_FLAT * G / K_PUSH
+    qd0 = jnp.zeros(4).at[0].set(v0)
+    traj = jl.simulate(
+        system,
+        jnp.zeros(4),
+        qd0,
+        t1=1.0,
+        saveat=jnp.array([0.3, 1.0]),
+        rtol=tol,
+        atol=tol,
+    )
+    assert traj.result == jl.RESULTS.successful
+    assert int(traj.num_events) == 2
+    assert np.asarray(traj.event_kind[:2]).tolist() == [jl.EVENT_SLIP] * 2
+    assert np.asarray(traj.event_constraint[:2]).tolist() == [0, 1]
+    np.testing.assert_allclose(traj.event_ts[:2], [0.4 * t_b, t_b], rtol=1e-9)
+    light = MU_FLAT * 0.2 * G
+    np.testing.assert_allclose(
+        traj.friction[0], [[-light, 0.0], [light - K_PUSH * 0.3, 0.0]], atol=1e-9
+    )
+    # Then both slide: ẍ = K t − μ g.
+    x = K_PUSH * (1 / 6 - t_b**2 / 2 + t_b**3 / 3) - MU_FLAT * G * (1 - t_b) ** 2 / 2
+    np.testing.assert_allclose(traj.q[1, 0], x + v0, rtol=0, atol=1e-9 + tol)
 
 
 def test_gradients_of_shared_contact_forces():

@@ -129,8 +129,13 @@ def test_a_rotor_stops_on_its_limit_or_bounces_with_restitution():
         )
         t1 = 3.0 if e == 0 else hit + 2e-7  # one bounce
         traj = simulate(
-            system, jnp.array([-0.5]), ready.qd0, t1=t1, saveat=ts.at[2].set(t1),
-            rtol=1e-12, atol=1e-12,
+            system,
+            jnp.array([-0.5]),
+            ready.qd0,
+            t1=t1,
+            saveat=ts.at[2].set(t1),
+            rtol=1e-12,
+            atol=1e-12,
         )
         assert traj.result == jl.RESULTS.successful
         assert abs(float(traj.event_ts[0]) - hit) < 1e-9
@@ -234,6 +239,39 @@ def test_a_weld_and_a_joint_polynomial_hold_and_mujoco_approaches_them():
             mujoco.mj_step(m, d)
         errors.append(np.max(np.abs(d.qpos - traj.q[1])))
     assert 2.5 < errors[0] / errors[1] < 6  # ≈ 4: second order in τ
+
+
+HANGING = """
+<mujoco model="hanging box">
+  <worldbody>
+    <body name="box" pos="0 0 1">
+      <freejoint/>
+      <geom type="box" size="0.1 0.05 0.2" mass="1" contype="0" conaffinity="0"/>
+    </body>
+  </worldbody>
+  <equality><connect body1="box" body2="world" anchor="0 0 0.3" {solimp}/></equality>
+</mujoco>
+"""
+
+
+def test_at_rest_on_a_connect_mujocos_qacc_approaches_ours_as_solimp_nears_1():
+    # A box hangs at rest from a point 0.3 above its centre: our q̈ = 0 and the
+    # connect holds its weight, λ = m g. MuJoCo's soft connect of impedance d
+    # (solimp = (d, d, w)) lets it fall at (1 − d) g, its force (1 − d) short.
+    system, q0, qd0 = _load(HANGING.format(solimp=""))
+    np.testing.assert_allclose(jl.accelerations(system, q0, qd0, 0.0), 0.0, atol=1e-14)
+    held = jl.multipliers(system, q0, qd0, 0.0)[1:]  # after the quaternion's row
+    np.testing.assert_allclose(held, [0.0, 0.0, 9.81], atol=1e-12)
+    qacc = []
+    for d in (0.9, 0.99, 0.999, 0.9999):
+        xml = HANGING.format(solimp=f'solimp="{d} {d} 0.001"')
+        m = mujoco.MjModel.from_xml_string(xml)
+        data = mujoco.MjData(m)
+        mujoco.mj_forward(m, data)
+        qacc.append(np.max(np.abs(data.qacc)))
+        np.testing.assert_allclose(qacc[-1], (1 - d) * 9.81, rtol=1e-6)
+        np.testing.assert_allclose(data.efc_force, d * held, atol=1e-9)
+    assert all(np.diff(qacc) < 0)
 
 
 def test_hopper_default_pose_is_moved_onto_its_knee_limit():

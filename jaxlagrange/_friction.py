@@ -117,7 +117,8 @@ def slip_offset(system: LagrangianSystem, q, qd, t, modes: Modes, tolerances) ->
     if modes.direction.ndim == 1:  # planar, or no friction
         return jnp.zeros(modes.stick.shape, q.dtype)
     resolution = slip_resolution(system, q, qd, t, tolerances)
-    unresolved = ~modes.stick & slip_modes(system, q, qd, t, tolerances).stick
+    size = unit(system.constraints.friction(q, qd, t))[1]
+    unresolved = ~modes.stick & (size <= resolution)
     return jnp.where(unresolved, resolution, 0.0).astype(q.dtype)
 
 

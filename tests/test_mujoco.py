@@ -534,6 +534,36 @@ def test_jumped_walk_equals_the_unrolled_one(name, monkeypatch):
     )
 
 
+@pytest.mark.parametrize("jump", [False, True], ids=["unrolled", "jumped"])
+@pytest.mark.parametrize("xml", [CHAIN, BALL_FREE], ids=["chain", "ball_free"])
+def test_the_trees_kane_terms_equal_autodiff_of_its_lagrangian(xml, jump, monkeypatch):
+    # M and f of the bodies by Kane's equations (`tree_terms`) against the autodiff
+    # of the same L, off the unit quaternions, with a full inertia tensor per body.
+    import copy
+
+    from jaxlagrange._mass import _terms
+    from jaxlagrange.mujoco import _system
+
+    monkeypatch.setattr(_system, "JUMP_FROM", 0 if jump else 10**6)
+    m = _model(xml)
+    ready = jl.mujoco.load(m)
+    qpos, qvel = _random_state(m, ready.layout, np.random.default_rng(5))
+    q, qd = ready.from_mujoco(1.3 * qpos, qvel)
+    qd = qd + 0.2 * q  # a rate along each quaternion, too
+    rng = np.random.default_rng(6)
+    a = rng.normal(size=(m.nbody, 3, 3))
+    full = np.einsum("bij,bkj->bik", a, a) + np.eye(3)  # symmetric positive definite
+    kane = ready.system.with_params({**ready.system.params, "body_inertia": full})
+    autodiff = copy.copy(kane)
+    object.__setattr__(autodiff, "lagrangian", lambda *args: kane.lagrangian(*args))
+    t = jnp.zeros(())
+    (mass, f), (mass_ad, f_ad) = (_terms.terms(s, q, qd, t) for s in (kane, autodiff))
+    np.testing.assert_allclose(mass, mass_ad, rtol=0, atol=1e-13 * np.abs(mass_ad).max())
+    np.testing.assert_allclose(f, f_ad, rtol=0, atol=1e-13 * np.abs(f_ad).max())
+    np.testing.assert_allclose(_terms.mass(kane, q, qd, t), mass, atol=1e-13)
+    np.testing.assert_allclose(_terms.forcing(kane, q, qd, t), f, atol=1e-12)
+
+
 @pytest.mark.parametrize("xml", [CHAIN, BALL_FREE], ids=["chain", "ball_free"])
 def test_accelerations_by_the_jumped_walk_equal_mujoco_qacc(xml, monkeypatch):
     from jaxlagrange.mujoco import _system

@@ -9,8 +9,12 @@ unit directions in q̇ are the columns of M, and its tangent along (q̇, 0, 1) i
 the velocity-product and explicit-time term (∂p/∂q) q̇ + ∂p/∂t. No mixed Hessian
 is ever formed. `forcing` alone (for a solver that never forms M) is cheaper:
 one gradient in q and one JVP of p.
+
+A Lagrangian that carries `tree_terms` (a loaded MuJoCo tree) gives M and f of
+its bodies itself, by Kane's equations; only its `rest` goes through autodiff.
 """
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -24,11 +28,21 @@ class Terms(NamedTuple):
     forcing: Array  # f, (n,): everything but the constraint forces
 
 
+def _parts(system):
+    """(the bodies' M and f by `tree_terms`, or None; the rest of L for autodiff)."""
+    fn = system.lagrangian
+    if not hasattr(fn, "tree_terms"):
+        return None, system.L
+    call = functools.partial(functools.partial, system.call)
+    return call(fn.tree_terms), call(fn.rest)
+
+
 def terms(system, q: Array, qd: Array, t: Array) -> Terms:
     """M and f at a state (f includes the generalized and the Rayleigh forces)."""
     n = q.shape[0]
     dtype = q.dtype
-    gradient = jax.grad(system.L, argnums=(0, 1))
+    own, lagrangian = _parts(system)
+    gradient = jax.grad(lagrangian, argnums=(0, 1))
     # n + 1 tangent directions: (0, e_i, 0) for the mass matrix, (q̇, 0, 1) for f.
     tq = jnp.concatenate([jnp.zeros((n, n), dtype), qd[None]])
     tqd = jnp.concatenate([jnp.eye(n, dtype=dtype), jnp.zeros((1, n), dtype)])
@@ -40,6 +54,9 @@ def terms(system, q: Array, qd: Array, t: Array) -> Terms:
     (dldq, _), (_, dp) = jax.vmap(push, out_axes=(None, 0))(tq, tqd, tt)
     # Not symmetrized: the factorizations read one triangle (LAPACK's symmetrizes).
     mass, f = dp[:n], dldq - dp[n]
+    if own is not None:
+        own_mass, own_f = own(q, qd, t)
+        mass, f = mass + own_mass, f + own_f
     force = system.Q(q, qd, t)
     if force is not None:
         f = f + force
@@ -53,14 +70,19 @@ def momenta_of(system, q: Array, t: Array):
 
 def mass(system, q: Array, qd: Array, t: Array) -> Array:
     """M = ∂p/∂q̇ alone (not symmetrized), by n JVPs of p."""
-    return jax.jacfwd(momenta_of(system, q, t))(qd)
+    own, lagrangian = _parts(system)
+    matrix = jax.jacfwd(lambda qd: jax.grad(lagrangian, argnums=1)(q, qd, t))(qd)
+    return matrix if own is None else matrix + own(q, qd, t)[0]
 
 
 def forcing(system, q: Array, qd: Array, t: Array) -> Array:
     """f = ∂L/∂q − (∂p/∂q) q̇ − ∂p/∂t + Q without M (cheaper than `terms`)."""
-    dldq = jax.grad(system.L, argnums=0)(q, qd, t)
+    own, lagrangian = _parts(system)
+    dldq = jax.grad(lagrangian, argnums=0)(q, qd, t)
     tangents = (qd, jnp.zeros_like(qd), jnp.ones_like(t))
-    _, dp = jax.jvp(jax.grad(system.L, argnums=1), (q, qd, t), tangents)
+    _, dp = jax.jvp(jax.grad(lagrangian, argnums=1), (q, qd, t), tangents)
     f = dldq - dp
+    if own is not None:
+        f = f + own(q, qd, t)[1]
     force = system.Q(q, qd, t)
     return f if force is None else f + force

@@ -158,6 +158,25 @@ def _jumped(tree: Tree, q: Array) -> tuple[Array, Array]:
     return x, r
 
 
+def _kane(frames, mass, inertia, gravity, q, qd):
+    """M and f of the bodies' ½ m |ẋ|² + ½ ωᵀ I ω + m g·x by Kane's equations:
+    M = Σ Jᵀ diag(m, I) J over the bodies' Jacobians (a JVP per coordinate of
+    their `frames`, centres and rotations), f = −Σ Jᵀ (m (a⁰ − g), I ω̇⁰ + ω × I ω)
+    with a⁰ and ω̇⁰ the accelerations at q̈ = 0 (a second JVP)."""
+    turn = jnp.vectorize(rigid.matrix_angular_velocity, signature="(3,3),(3,3)->(3)")
+    push = lambda e: jax.jvp(frames, (q,), (e,))  # noqa: E731
+    (_, r), (jx, jr) = jax.vmap(push, out_axes=(None, 0))(jnp.eye(q.shape[0]))
+    jw = turn(r, jr)  # ∂ω/∂q̇ (n, nbody, 3), body axes
+    velocity = lambda q: jax.jvp(frames, (q,), (qd,))[1]  # noqa: E731
+    (_, r_dot), (a, r_ddot) = jax.jvp(velocity, (q,), (qd,))
+    w, spin = turn(r, r_dot), lambda w: jnp.einsum("bij,bj->bi", inertia, w)
+    torque = spin(turn(r, r_ddot)) + jnp.cross(w, spin(w))
+    matrix = jnp.einsum("nbi,b,mbi->nm", jx, mass, jx)
+    matrix += jnp.einsum("nbi,bij,mbj->nm", jw, inertia, jw)
+    force = jnp.einsum("nbi,b,bi->n", jx, mass, a - gravity)
+    return matrix, -force - jnp.einsum("nbi,bi->n", jw, torque)
+
+
 def _layout(tree: Tree) -> tuple[tuple[int, int, int], ...]:
     """(kind, qpos address, qvel address) of each joint, in MuJoCo's order."""
     return tuple((j.kind, j.q, j.v) for b in tree.bodies for j in b.joints)
@@ -203,22 +222,19 @@ def _system(tree: Tree, params: dict[str, Any], not_imported=(), contacts=None):
         x, r = _frames(tree, q)
         return x[1:] + jnp.einsum("bij,bj->bi", r[1:], params["body_ipos"][1:]), r[1:]
 
-    def lagrangian(q, qd, t, params):
-        (x, r), (v, r_dot) = jax.jvp(lambda q: centres(q, params), (q,), (qd,))
-        # The inertia about the centre of mass in the body frame, Rᵢ Iᵢ Rᵢᵀ: Iᵢ
-        # principal, or a full (3, 3) tensor (as `jl.fit(consistent=True)` fits).
+    def bodies(params):  # masses, inertias about the centres in body axes, g
+        # Rᵢ Iᵢ Rᵢᵀ: Iᵢ principal, or a full (3, 3) tensor (`jl.fit(consistent=True)`).
         irot = rigid.quaternion_to_matrix(params["body_iquat"][1:])
         inertia = params["body_inertia"][1:]
         inertia = inertia if inertia.ndim == 3 else inertia[..., None] * np.eye(3)
-        inertia = irot @ inertia @ jnp.swapaxes(irot, 1, 2)
-        mass = params["body_mass"][1:]
-        energy = jax.vmap(_body_energy)(mass, inertia, v, r, r_dot)
-        kinetic = jnp.sum(energy) + 0.5 * params["dof_armature"] @ dofs(q, qd) ** 2
+        gravity = params["gravity"] if tree.gravity else np.zeros(3)
+        return params["body_mass"][1:], irot @ inertia @ irot.mT, gravity
+
+    def rest(q, qd, t, params):  # L less the bodies' ½ m |ẋ|² + ½ ωᵀ I ω + m g·x
+        kinetic = 0.5 * params["dof_armature"] @ dofs(q, qd) ** 2
         for J, a in zip(tree.norm_inertia, quaternions, strict=True):
             kinetic += rigid.quaternion_norm_term(J, q[a : a + 4], qd[a : a + 4])
         potential = 0.0
-        if tree.gravity:
-            potential -= jnp.sum(mass * (x @ params["gravity"]))
         if tree.spring and sprung:
             i, a = np.array(sprung).T
             stretch = q[a] - tree.qpos_spring[a]
@@ -227,6 +243,20 @@ def _system(tree: Tree, params: dict[str, Any], not_imported=(), contacts=None):
             armature, spring, _ = tendon_energies(q, qd, params)
             kinetic, potential = kinetic + armature, potential + spring
         return kinetic - potential
+
+    def lagrangian(q, qd, t, params):
+        (x, r), (v, r_dot) = jax.jvp(lambda q: centres(q, params), (q,), (qd,))
+        mass, inertia, gravity = bodies(params)
+        energy = jnp.sum(jax.vmap(_body_energy)(mass, inertia, v, r, r_dot))
+        return energy + jnp.sum(mass * (x @ gravity)) + rest(q, qd, t, params)
+
+    def tree_terms(q, qd, t, params):
+        frames = functools.partial(centres, params=params)
+        return _kane(frames, *bodies(params), q, qd)
+
+    # The library's M and f take the bodies' part from Kane's equations, the rest
+    # of L by autodiff (`_mass._terms`): a smaller and faster program for a tree.
+    lagrangian.tree_terms, lagrangian.rest = tree_terms, rest
 
     # The rules of MuJoCo's compiler, also for `simulate`'s and `simulate_batch`'s
     # params (`checked_values`).

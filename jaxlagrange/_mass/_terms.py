@@ -10,8 +10,8 @@ the velocity-product and explicit-time term (∂p/∂q) q̇ + ∂p/∂t. No mixe
 is ever formed. `forcing` alone (for a solver that never forms M) is cheaper:
 one gradient in q and one JVP of p.
 
-A Lagrangian that carries `tree_terms` (a loaded MuJoCo tree) gives M and f of
-its bodies itself, by Kane's equations; only its `rest` goes through autodiff.
+A Lagrangian with `tree_terms` (a loaded MuJoCo tree) gives M and f of its
+bodies by Kane's equations to `terms` and `mass`; only its `rest` is differentiated.
 """
 
 import functools
@@ -77,12 +77,9 @@ def mass(system, q: Array, qd: Array, t: Array) -> Array:
 
 def forcing(system, q: Array, qd: Array, t: Array) -> Array:
     """f = ∂L/∂q − (∂p/∂q) q̇ − ∂p/∂t + Q without M (cheaper than `terms`)."""
-    own, lagrangian = _parts(system)
-    dldq = jax.grad(lagrangian, argnums=0)(q, qd, t)
+    dldq = jax.grad(system.L, argnums=0)(q, qd, t)
     tangents = (qd, jnp.zeros_like(qd), jnp.ones_like(t))
-    _, dp = jax.jvp(jax.grad(lagrangian, argnums=1), (q, qd, t), tangents)
+    _, dp = jax.jvp(jax.grad(system.L, argnums=1), (q, qd, t), tangents)
     f = dldq - dp
-    if own is not None:
-        f = f + own(q, qd, t)[1]
     force = system.Q(q, qd, t)
     return f if force is None else f + force

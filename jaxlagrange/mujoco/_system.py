@@ -49,12 +49,6 @@ def _turn(axis: np.ndarray, angle: Array) -> Array:
     return jnp.eye(3) + jnp.sin(angle) * K + (1 - jnp.cos(angle)) * (K @ K)
 
 
-def _body_energy(mass, inertia, velocity, r, r_dot):
-    """½ m |ẋ|² + ½ ωᵀ I ω of one body (I: (3, 3), body axes)."""
-    omega = rigid.matrix_angular_velocity(r, r_dot)
-    return 0.5 * mass * velocity @ velocity + 0.5 * omega @ inertia @ omega
-
-
 # Larger trees are walked by `_jumped`, a program of O(log depth) size: the unrolled
 # walk (faster on a small tree) grows with the tree, and XLA's compile time with it.
 JUMP_FROM = 8
@@ -91,9 +85,16 @@ def _frames(tree: Tree, q: Array) -> tuple[Array, Array]:
     return jnp.stack(pos), jnp.stack(rot)
 
 
-def _jumped(tree: Tree, q: Array) -> tuple[Array, Array]:
-    """`_frames` without a loop over the bodies: every body's frame at once."""
-    nq, nb = q.shape[0], len(tree.bodies)
+def _read(x, at):
+    """x[at] as a product with one-hot rows: no gather nor scatter."""
+    return jnp.tensordot(np.eye(x.shape[0])[at], x, 1)
+
+
+def _walk(tree: Tree, nq: int):
+    """`local`, a body's frame in its parent's (a free body's in the world) from its
+    constants and its reads of q, both stacked over the bodies, and where it reads:
+    indices into q padded by (0, the unit quaternion), for `_locals`."""
+    nb = len(tree.bodies)
     slots = (nb, max(len(b.joints) for b in tree.bodies))
     c = dict(
         pos=np.array([b.pos for b in tree.bodies]),
@@ -101,80 +102,133 @@ def _jumped(tree: Tree, q: Array) -> tuple[Array, Array]:
         qpos0=np.zeros(slots + (2,)),  # the slide's, the hinge's
         axis=np.zeros(slots + (2, 3)),
         anchor=np.zeros(slots + (3,)),
+        free=np.zeros(nb, bool),
     )
-    slide, hinge, ball = np.full(slots, nq), np.full(slots, nq), np.full(slots, nq + 1)
-    placed = np.tile(np.array([nq] * 3 + [nq + 1, nq + 2, nq + 3, nq + 4]), (nb, 1))
-    free, ancestor = np.zeros(nb, bool), np.array([0] + [b.parent for b in tree.bodies])
+    # The padding the kinds a slot lacks read (0, the unit quaternion): no motion.
+    at = dict(slide=np.full(slots, nq), hinge=np.full(slots, nq))
+    at.update(ball=np.full(slots + (4,), nq + 1) + np.arange(4))
+    at.update(placed=np.tile(nq + np.array([0, 0, 0, 1, 2, 3, 4]), (nb, 1)))
     for i, body in enumerate(tree.bodies):
         for s, j in enumerate(body.joints):
             if j.kind == FREE:  # (a child of the world, as MuJoCo requires)
-                placed[i], free[i] = j.q + np.arange(7), True
+                at["placed"][i], c["free"][i] = j.q + np.arange(7), True
             elif j.kind == BALL:
-                ball[i, s], c["anchor"][i, s] = j.q, j.pos
+                at["ball"][i, s], c["anchor"][i, s] = j.q + np.arange(4), j.pos
             else:
                 k = int(j.kind == HINGE)
-                (slide, hinge)[k][i, s] = j.q
+                at[("slide", "hinge")[k]][i, s] = j.q
                 c["qpos0"][i, s, k], c["axis"][i, s, k] = j.qpos0, j.axis
                 c["anchor"][i, s] = j.pos if k else 0.0
-    # The padding the kinds a slot lacks read (0, the unit quaternion): no motion.
-    q = jnp.concatenate([q, jnp.array([0.0, 1, 0, 0, 0], q.dtype)])
-
-    def read(x, at):  # x[at] as a product with one-hot rows: no gather nor scatter
-        return jnp.tensordot(np.eye(x.shape[0])[at], x, 1)
-
-    ball = ball[..., None] + np.arange(4)
-    c.update(slide=read(q, slide), hinge=read(q, hinge), ball=read(q, ball))
-    c.update(free=free, placed=read(q, placed))
-
     kinds = {j.kind for b in tree.bodies for j in b.joints}  # only those written
 
-    def local(c):  # a body's frame in its parent's
+    def local(c, read):
         x, r = c["pos"], c["rot"]
         for s in range(slots[1]):
             (a, b), axis = c["qpos0"][s], c["axis"][s]
             if SLIDE in kinds:
-                x = x + (r @ axis[0]) * (c["slide"][s] - a)
+                x = x + (r @ axis[0]) * (read["slide"][s] - a)
             anchor = x + r @ c["anchor"][s]
             if HINGE in kinds:  # Rodrigues: I + sin θ K + (1 − cos θ) K²
-                angle, k = c["hinge"][s] - b, jnp.cross(jnp.eye(3), axis[1])
+                angle, k = read["hinge"][s] - b, jnp.cross(jnp.eye(3), axis[1])
                 r = r + jnp.sin(angle) * (r @ k) + (1 - jnp.cos(angle)) * (r @ k @ k)
             if BALL in kinds:
-                r = r @ rigid.quaternion_to_matrix(c["ball"][s])
+                r = r @ rigid.quaternion_to_matrix(read["ball"][s])
             x = anchor - r @ c["anchor"][s]
         if FREE in kinds:
-            placed = c["placed"]
+            placed = read["placed"]
             x = jnp.where(c["free"], placed[:3], x)
             r = jnp.where(c["free"], rigid.quaternion_to_matrix(placed[3:]), r)
         return x, r
 
-    x, r = jax.vmap(local)(c)
+    return local, c, at
+
+
+def _locals(tree: Tree, q: Array) -> tuple[Array, Array]:
+    """Each body's frame in its parent's (a free body's in the world), all at once."""
+    local, c, at = _walk(tree, q.shape[0])
+    q = jnp.concatenate([q, jnp.array([0.0, 1, 0, 0, 0], q.dtype)])
+    return jax.vmap(local)(c, {k: _read(q, v) for k, v in at.items()})
+
+
+def _jumped(tree: Tree, q: Array) -> tuple[Array, Array]:
+    """`_frames` without a loop over the bodies: every body's frame at once."""
+    x, r = _locals(tree, q)
     x = jnp.concatenate([jnp.zeros((1, 3), q.dtype), x])
     r = jnp.concatenate([jnp.eye(3, dtype=q.dtype)[None], r])
+    ancestor = np.array([0] + [b.parent for b in tree.bodies])
     # Pointer jumping: ⌈log₂ depth⌉ rounds of T_i ← T_{a(i)} ∘ T_i, a(i) ← a(a(i)).
     while np.any(ancestor):
-        up = read(r, ancestor)
-        x, r = read(x, ancestor) + jnp.einsum("bij,bj->bi", up, x), up @ r
+        up = _read(r, ancestor)
+        x, r = _read(x, ancestor) + jnp.einsum("bij,bj->bi", up, x), up @ r
         ancestor = ancestor[ancestor]
     return x, r
 
 
-def _kane(frames, mass, inertia, gravity, q, qd):
+# ω in body axes of R moving at Ṙ, over leading axes.
+_angular = jnp.vectorize(rigid.matrix_angular_velocity, signature="(3,3),(3,3)->(3)")
+
+
+def _jacobians(tree: Tree, q: Array, ipos: Array) -> tuple[Array, Array]:
+    """∂ẋ/∂q̇ of the bodies' centres and ∂ω/∂q̇ in body axes, (nbody − 1, n, 3) each.
+
+    Each of a body's own coordinates turns its frame in its parent's (a JVP of
+    that body's `local` frame alone): in the world, its twist ω, v (the velocity
+    of the point at the origin) moves every centre c below it at v + ω × c.
+    """
+    n, nb = q.shape[0], len(tree.bodies)
+    local, c, at = _walk(tree, n)
+    owner = np.zeros(n, int)  # the body (1 …) each coordinate moves first
+    for i, body in enumerate(tree.bodies, 1):
+        for j in body.joints:
+            owner[j.q : j.q + {FREE: 7, BALL: 4}.get(j.kind, 1)] = i
+    own = [np.flatnonzero(owner == i) for i in range(1, nb + 1)]
+    width = max(map(len, own))
+    own = np.array([np.pad(o, (0, width - len(o)), constant_values=-1) for o in own])
+    # The tangents of the reads along each own coordinate: static one-hot arrays.
+    tangents = {
+        k: (v[:, None] == own.reshape(own.shape + (1,) * (v.ndim - 1))).astype(q.dtype)
+        for k, v in at.items()
+    }
+    padded = jnp.concatenate([q, jnp.array([0.0, 1, 0, 0, 0], q.dtype)])
+    reads = {k: _read(padded, v) for k, v in at.items()}
+
+    def body(c, read, tangents):  # its frame, and its derivatives along its own
+        push = lambda t: jax.jvp(lambda read: local(c, read), (read,), (t,))  # noqa: E731
+        return jax.vmap(push, out_axes=(None, 0))(tangents)
+
+    (_, rl), (dx, dr) = jax.vmap(body)(c, reads, tangents)  # dx: (nb, width, 3)
+    x, r = _frames(tree, q)
+    # The twist in the world: ω, and v = R_parent ẋ_local − ω × x_body.
+    omega = jnp.einsum("bij,bkj->bki", r[1:], _angular(rl[:, None], dr))
+    parent = np.array([b.parent for b in tree.bodies])
+    v = jnp.einsum("bij,bkj->bki", _read(r, parent), dx) - jnp.cross(omega, x[1:, None])
+    # To the coordinates' order (a static one-hot product), then each body's.
+    scatter = (own.reshape(-1) == np.arange(n)[:, None]).astype(q.dtype)
+    omega, v = scatter @ omega.reshape(-1, 3), scatter @ v.reshape(-1, 3)
+    ancestry = np.eye(nb + 1, dtype=bool)
+    for i, body in enumerate(tree.bodies, 1):
+        ancestry[i] |= ancestry[body.parent]
+    moves = ancestry[1:, owner][..., None]  # (body, coordinate): k moves body b
+    centres = x[1:] + jnp.einsum("bij,bj->bi", r[1:], ipos)
+    jx = jnp.where(moves, v + jnp.cross(omega, centres[:, None]), 0.0)
+    jw = jnp.where(moves, jnp.einsum("bji,kj->bki", r[1:], omega), 0.0)
+    return jx, jw
+
+
+def _kane(jacobians, frames, mass, inertia, gravity, q, qd):
     """M and f of the bodies' ½ m |ẋ|² + ½ ωᵀ I ω + m g·x by Kane's equations:
-    M = Σ Jᵀ diag(m, I) J over the bodies' Jacobians (a JVP per coordinate of
-    their `frames`, centres and rotations), f = −Σ Jᵀ (m (a⁰ − g), I ω̇⁰ + ω × I ω)
-    with a⁰ and ω̇⁰ the accelerations at q̈ = 0 (a second JVP)."""
-    turn = jnp.vectorize(rigid.matrix_angular_velocity, signature="(3,3),(3,3)->(3)")
-    push = lambda e: jax.jvp(frames, (q,), (e,))  # noqa: E731
-    (_, r), (jx, jr) = jax.vmap(push, out_axes=(None, 0))(jnp.eye(q.shape[0]))
-    jw = turn(r, jr)  # ∂ω/∂q̇ (n, nbody, 3), body axes
-    velocity = lambda q: jax.jvp(frames, (q,), (qd,))[1]  # noqa: E731
-    (_, r_dot), (a, r_ddot) = jax.jvp(velocity, (q,), (qd,))
-    w, spin = turn(r, r_dot), lambda w: jnp.einsum("bij,bj->bi", inertia, w)
-    torque = spin(turn(r, r_ddot)) + jnp.cross(w, spin(w))
-    matrix = jnp.einsum("nbi,b,mbi->nm", jx, mass, jx)
-    matrix += jnp.einsum("nbi,bij,mbj->nm", jw, inertia, jw)
-    force = jnp.einsum("nbi,b,bi->n", jx, mass, a - gravity)
-    return matrix, -force - jnp.einsum("nbi,bi->n", jw, torque)
+    M = Σ Jᵀ diag(m, I) J over the bodies' `jacobians(q)` (of the centres and of
+    ω in body axes), f = −Σ Jᵀ (m (a⁰ − g), I ω̇⁰ + ω × I ω), with a⁰ and ω̇⁰ the
+    accelerations at q̈ = 0 (a second JVP of the `frames`, centres and rotations)."""
+    velocity = lambda q: jax.jvp(frames, (q,), (qd,))  # noqa: E731
+    ((_, r), (_, r_dot)), (_, (a, r_ddot)) = jax.jvp(velocity, (q,), (qd,))
+    jx, jw = jacobians(q)
+    w, spin = _angular(r, r_dot), lambda w: jnp.einsum("bij,bj->bi", inertia, w)
+    torque = spin(_angular(r, r_ddot)) + jnp.cross(w, spin(w))
+    matrix = jnp.einsum("bni,b,bmi->nm", jx, mass, jx)
+    matrix += jnp.einsum("bni,bij,bmj->nm", jw, inertia, jw)
+    force = jnp.einsum("bni,b,bi->n", jx, mass, a - gravity)
+    return matrix, -force - jnp.einsum("bni,bi->n", jw, torque)
 
 
 def _layout(tree: Tree) -> tuple[tuple[int, int, int], ...]:
@@ -247,12 +301,14 @@ def _system(tree: Tree, params: dict[str, Any], not_imported=(), contacts=None):
     def lagrangian(q, qd, t, params):
         (x, r), (v, r_dot) = jax.jvp(lambda q: centres(q, params), (q,), (qd,))
         mass, inertia, gravity = bodies(params)
-        energy = jnp.sum(jax.vmap(_body_energy)(mass, inertia, v, r, r_dot))
-        return energy + jnp.sum(mass * (x @ gravity)) + rest(q, qd, t, params)
+        w = _angular(r, r_dot)  # ½ m |ẋ|² + ½ ωᵀ I ω + m g·x of each body
+        energy = mass @ jnp.sum(v * v, -1) + jnp.einsum("bi,bij,bj->", w, inertia, w)
+        return 0.5 * energy + mass @ (x @ gravity) + rest(q, qd, t, params)
 
     def tree_terms(q, qd, t, params):
+        jacobians = functools.partial(_jacobians, tree, ipos=params["body_ipos"][1:])
         frames = functools.partial(centres, params=params)
-        return _kane(frames, *bodies(params), q, qd)
+        return _kane(jacobians, frames, *bodies(params), q, qd)
 
     # The library's M and f take the bodies' part from Kane's equations, the rest
     # of L by autodiff (`_mass._terms`): a smaller and faster program for a tree.

@@ -47,8 +47,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
-        prog="jaxlagrange",
-        description="Differentiable Lagrangian mechanics in JAX.",
+        prog="jaxlagrange", description="Differentiable Lagrangian mechanics in JAX."
     )
     parser.add_argument(
         "--debug", action="store_true", help="show tracebacks of errors"

@@ -87,36 +87,20 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
     ),
     "mass_on_sphere": (
         "a point mass sliding on top of a fixed sphere until it leaves it",
-        {
-            **_G,
-            "R": "radius of the sphere (m)",
-            "m": "mass of the sliding body (kg)",
-        },
+        {**_G, "R": "radius of the sphere (m)", "m": "mass of the sliding body (kg)"},
     ),
-    "pendulum": (
-        "a point mass on a massless rod, swinging in a vertical plane",
-        _ROD,
-    ),
+    "pendulum": ("a point mass on a massless rod, swinging in a vertical plane", _ROD),
     "rolling_coin": (
         "a vertical disk rolling without slipping on a plane (nonholonomic)",
-        {
-            **_DISK,
-            "alpha": "tilt of the plane about the y-axis (rad), 0 for level",
-        },
+        {**_DISK, "alpha": "tilt of the plane about the y-axis (rad), 0 for level"},
     ),
     "rolling_disk": (
         "a uniform disk rolling without slipping down an incline",
-        {
-            **_DISK,
-            "alpha": "inclination of the plane (rad)",
-        },
+        {**_DISK, "alpha": "inclination of the plane (rad)"},
     ),
     "rotating_rod": (
         "a bead sliding on a rod turning at a fixed rate (rheonomic constraint)",
-        {
-            "m": "mass of the bead (kg)",
-            "omega": "angular velocity of the rod (rad/s)",
-        },
+        {"m": "mass of the bead (kg)", "omega": "angular velocity of the rod (rad/s)"},
     ),
     "spherical_pendulum": (
         "a point mass on a massless rod, free to swing in three dimensions",
@@ -124,10 +108,7 @@ DESCRIPTIONS: dict[str, tuple[str, dict[str, str]]] = {
     ),
     "spring_chain": (
         "n equal masses in a line, joined by equal springs between two walls",
-        {
-            "k": "stiffness of each spring (N/m)",
-            "m": "mass of each body (kg)",
-        },
+        {"k": "stiffness of each spring (N/m)", "m": "mass of each body (kg)"},
     ),
     "whipple_bicycle": (
         "the benchmark Whipple bicycle of Meijaard et al. (2007), rolling wheels",

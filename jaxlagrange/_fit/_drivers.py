@@ -21,7 +21,7 @@ from .. import _programs
 from .._progress import progress_bar
 from .._results import messages_of
 from .._trajectory import result_messages
-from ._solvers import optax_step, solve_and_decode, strong, unknowns
+from ._solvers import STALLED, optax_step, solve_and_decode, strong, unknowns
 
 
 class Solved(NamedTuple):
@@ -187,10 +187,7 @@ def driver_of(
 def solver_message(code: int) -> str:
     """The optimistix result `code` in one line ("successful" for 0)."""
     if code == -1:
-        return (
-            "stalled: the loss fell by less than 0.1% over 25 steps, far above a "
-            "good fit's"
-        )
+        return STALLED
     if code == 0:
         return "successful"
     return messages_of(optx.RESULTS)[code].split(". ")[0].strip().rstrip(".")

@@ -46,6 +46,10 @@ def optax_step(theta, opt_state, problem, optimizer):
 # `hopeless` (a loss far from a good fit, `_quality.hopeless_loss`).
 _STALL_STEPS = 25
 _STALL_DROP = 1e-3
+STALLED = (
+    f"stalled: the loss fell by less than {_STALL_DROP:.1%} over {_STALL_STEPS} "
+    "steps, far above a good fit's"
+)
 
 
 def _iterate(fn, solver, y0, steps: int, options: dict, on_step, hopeless, near):

@@ -213,10 +213,8 @@ class LagrangianSystem(eqx.Module):
         self.restitution, self.restitution_param = _leaf_or_name(restitution)
         self.slip = slip
         self.friction, self.friction_param = _leaf_or_name(friction)
-        if static_friction is None:
-            static_friction = friction
         self.static_friction, self.static_friction_param = _leaf_or_name(
-            static_friction
+            friction if static_friction is None else static_friction
         )
         check_mass_solver(mass_solver, mass_preconditioner)
         self.mass_solver = mass_solver

@@ -62,9 +62,8 @@ class LeastSquares(AbstractDriver):
         start = time.perf_counter()
         # Forward mode costs one tangent per unknown, reverse one cotangent per
         # residual: few unknowns (physical params, segment starts) go forward.
-        mode = {"forward": "fwd", "reverse": "bwd"}.get(self.jacobian)
-        if mode is None:
-            mode = "fwd" if unknowns(theta) <= _FORWARD_MAX else "bwd"
+        auto = "fwd" if unknowns(theta) <= _FORWARD_MAX else "bwd"
+        mode = {"forward": "fwd", "reverse": "bwd"}.get(self.jacobian, auto)
         if mode == "fwd" and self.forward_adjoint:
             problem = problem.forward()
         # One traced program, the decoding of its result in it: no eager steps

@@ -463,8 +463,7 @@ def fit_loss(
     """
     data = as_data(data)
     layouts = [layout_of(d, segments) for d in data]
-    if starts is None:
-        starts = [layout.starts for layout in layouts]
+    starts = [layout.starts for layout in layouts] if starts is None else list(starts)
     options = solve_options(adjoint, solver, rtol, atol, max_steps)
-    r = residuals(system, layouts, list(starts), continuity_weight, options)[0]
+    r = residuals(system, layouts, starts, continuity_weight, options)[0]
     return jnp.sum(r**2)

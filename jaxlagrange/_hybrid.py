@@ -155,7 +155,7 @@ def _penetrating(system, q, t, rest) -> BoolScalar:
 
 def _jump(system, q, qd, t, active, modes, index, restitution, options):
     """q̇, the contacts and modes after event `index`, its row and kind, and failure."""
-    rest, tolerances = options.rest, (options.rtol, options.rest)
+    rest, tolerances = options.rest, options.tolerances
     u = active.shape[0]
     row = index % u
     onehot = jnp.arange(u) == row
@@ -256,18 +256,10 @@ def _initial_carry(ctx: _Context, q0, qd0, t0, num_ts: int) -> _Carry:
 
 def _segment_args(ctx: _Context, carry: _Carry, start: Array) -> VectorFieldArgs:
     """The vector field's and event functions' args of the segment from `start`."""
-    system, q, qd = ctx.system, carry.q, carry.qd
-    return VectorFieldArgs(
-        system,
-        ctx.options.baumgarte,
-        carry.active,
-        carry.modes,
-        start,
-        *initial_conditions(system, q, qd, start),
-        _friction.slip_offset(
-            system, q, qd, start, carry.modes, (ctx.options.rtol, ctx.options.rest)
-        ),
-    )
+    system, q, qd, modes = ctx.system, carry.q, carry.qd, carry.modes
+    offset = _friction.slip_offset(system, q, qd, start, modes, ctx.options.tolerances)
+    given = (system, ctx.options.baumgarte, carry.active, modes, start)
+    return VectorFieldArgs(*given, *initial_conditions(system, q, qd, start), offset)
 
 
 def _save(carry: _Carry, seg: Segment) -> SavedStates:
@@ -378,15 +370,5 @@ def hybrid_solve(
     stats = dict(zip(_STATS, final.stats, strict=True), max_steps=options.max_steps)
     # A failed segment leaves the carry at its last accepted state and contacts.
     stop = Stop(*(getattr(final, name) for name in Stop._fields))
-    return finish(
-        system,
-        t0,
-        finite,
-        final.saved,
-        final.result,
-        final.t,
-        stats,
-        stop,
-        options.baumgarte,
-        final.events._asdict(),
-    )
+    ends = (final.saved, final.result, final.t, stats, stop, options.baumgarte)
+    return finish(system, t0, finite, *ends, final.events._asdict())

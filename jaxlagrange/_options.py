@@ -109,7 +109,7 @@ class GivenOptions(eqx.Module):
             dt0=dt0,
             baumgarte=baumgarte,
             rest=atol if hybrid else None,
-            rtol=rtol if hybrid else None,
+            tolerances=(rtol, atol) if hybrid else None,
             max_steps=int(self.max_steps),
             max_events=positive_int("max_events", self.max_events, events)
             if hybrid
@@ -240,9 +240,9 @@ class CheckedOptions(eqx.Module):
     # With unilateral constraints, `atol`: a rebound that would rise less than
     # this (in the units of h) is made plastic. None without them.
     rest: Array | None
-    # With them, `rtol`: with `rest`, the solver's resolution of a slip velocity
+    # With them, the solver's (rtol, atol): its resolution of a slip velocity
     # (`_friction.slip_resolution`). None without them.
-    rtol: Array | None
+    tolerances: tuple[Array, Array] | None
     max_steps: int = eqx.field(static=True)  # per solve between two events
     max_events: int | None = eqx.field(static=True)  # None: no unilateral constraints
     t1_only: bool = eqx.field(static=True)  # no `saveat`: save t1 only

@@ -96,7 +96,7 @@ def test_options_are_a_pytree_of_their_arrays():
         dt0=None,
         baumgarte=None,
         rest=None,
-        rtol=None,
+        tolerances=None,
         max_steps=12345,
         max_events=None,
         t1_only=True,

@@ -68,22 +68,10 @@ class LeastSquares(AbstractDriver):
             problem = problem.forward()
         # One traced program, the decoding of its result in it: no eager steps
         # (each a small compile) after it.
-        (theta, losses, last, codes, code, count, gauss_newton), decoded = (
-            _programs.call(
-                "fit.solve",
-                solve_and_decode,
-                theta,
-                problem,
-                self.solver,
-                self.steps,
-                mode,
-                setup,
-                trainable,
-                self.callback,
-                np.asarray(hopeless, float),
-                self.near,
-            )
-        )
+        args = (theta, problem, self.solver, self.steps, mode, setup, trainable)
+        more = (self.callback, np.asarray(hopeless, float), self.near)
+        out = _programs.call("fit.solve", solve_and_decode, *args, *more)
+        (theta, losses, last, codes, code, count, gauss_newton), decoded = out
         count, code, name = int(count), int(code), type(self.solver).__name__
         losses = np.asarray(losses)[:count]
         if self.progress:

@@ -136,14 +136,8 @@ class Problem(eqx.Module):
 
     def residuals(self, theta, diagnose: bool = False):
         params, starts = self.decoded(theta)
-        return residuals(
-            self.system.with_params(params),
-            self.layouts,
-            starts,
-            self.continuity_weight,
-            self.options,
-            diagnose,
-        )
+        system, weight = self.system.with_params(params), self.continuity_weight
+        return residuals(system, self.layouts, starts, weight, self.options, diagnose)
 
     def named_codes(self, theta, codes) -> np.ndarray:
         """The solves' result `codes` at `theta`, the causes of stopped solves named."""

@@ -31,7 +31,7 @@ from .._initial_state import project_initial_state
 from .._options import GivenOptions
 from .._results import SUCCESSFUL, code_of
 from .._simulate import simulate, simulate_checked
-from .._system import LagrangianSystem, as_float, to_leaf
+from .._system import LagrangianSystem, as_float, check_system, to_leaf
 
 
 def _as_float(x, name: str) -> Array | None:
@@ -396,10 +396,7 @@ def as_data(data) -> list[Observations]:
 
 
 def check_params(system: LagrangianSystem, params) -> Params:
-    if not isinstance(system, LagrangianSystem):
-        raise ValueError(
-            f"`system` must be a jl.LagrangianSystem, got {type(system).__name__}."
-        )
+    check_system(system)
     if params is None:
         return system.params
     params = jtu.tree_map(to_leaf, params)

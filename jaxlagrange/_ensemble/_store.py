@@ -134,10 +134,8 @@ class ChunkedStore:
         self.num_chunks = -(-size // chunk_size)
         self.writer = writer
         self.key = fingerprint(inputs, chunk_size, dict(attrs))
-        existing = None
         if (self.path / "zarr.json").exists():
             existing = open_root(zarr, self.path, "r+" if writer else "r")
-        if existing is not None:
             check_description(existing, self.path, existing.attrs.get(MANIFEST))
             self.manifest = dict(existing.attrs[MANIFEST])
             if self.manifest.get("fingerprint") != self.key:

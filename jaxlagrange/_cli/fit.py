@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import _config, plotting
 from .._config import ConfigError
-from .._errors import one_line
+from .._errors import first_error, one_line
 from .._fit._loss import Observations
 from .._fit._main import fit
 from .._programs import call
@@ -75,19 +75,16 @@ def load_observations(
 ):
     """A `jl.Observations` from an `.npz` or `.csv` file of `n` coordinates."""
     name = str(path)
-    if not path.is_file():
-        why = "no such data file"
-    elif path.suffix not in (".npz", ".csv"):
-        why = "unknown data format; use .npz or .csv"
-    elif path.suffix == ".npz" and not zipfile.is_zipfile(path):
-        why = (
+    checks = [
+        (not path.is_file(), "no such data file"),
+        (path.suffix not in (".npz", ".csv"), "unknown data format; use .npz or .csv"),
+        (
+            path.suffix == ".npz" and not zipfile.is_zipfile(path),
             "not a valid data file (not a NumPy .npz archive); a data file holds "
-            "the arrays ts, q and optionally qd"
-        )
-    else:
-        why = None
-    if why is not None:
-        raise CLIError(f"{name}: {why}")
+            "the arrays ts, q and optionally qd",
+        ),
+    ]
+    first_error(None, [(c, f"{name}: {m}") for c, m in checks], error=CLIError)
     try:
         if path.suffix == ".npz":
             with np.load(path) as archive:

@@ -282,9 +282,8 @@ def _pieces(system, layout: _Layout, starts, options, diagnose: bool):
         if diagnose:
             return simulate(system, q0, qd0, throw=False, **kwargs)
         # (The observations' times were checked when the data were made.)
-        given = GivenOptions(**kwargs)
         return simulate_checked(
-            system, q0, qd0, given, throw=False, trusted_times=True
+            system, q0, qd0, GivenOptions(**kwargs), throw=False, trusted_times=True
         )[0]
 
     traj = jax.vmap(solve)(*begins, layout.ts)
@@ -311,8 +310,7 @@ def _pieces(system, layout: _Layout, starts, options, diagnose: bool):
             (scale * (begins[0][0] - q0s[0])).ravel(),
             (scale_qd * (begins[1][0] - qd0s[0])).ravel(),
         ]
-    code = code_of(traj.result)
-    return residuals, gaps, code, raw
+    return residuals, gaps, code_of(traj.result), raw
 
 
 def residuals(system, layouts, starts, continuity_weight, options, diagnose=False):

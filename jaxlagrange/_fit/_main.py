@@ -287,14 +287,13 @@ def fit(
     system, params, trainable, positive = _consistent_of(
         system, params, trainable, positive, consistent, starts
     )
-    hook = None if callback is None else _Reported(callback)
     driver = driver_of(
         optimizer,
         steps=steps,
         jacobian=jacobian,
         adjoint=adjoint,
         progress=progress,
-        callback=hook,
+        callback=None if callback is None else _Reported(callback),
     )
     one = partial(
         _fit_from,

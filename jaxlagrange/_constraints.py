@@ -305,8 +305,7 @@ def contact_set(system: LagrangianSystem, q: Array, qd: Array, t: Array) -> Arra
     """The unilateral constraints in contact at a state: of the rows touching
     (h ≤ √eps, ḣ ≤ √eps), those held with λ ≥ 0 and ḧ ≥ 0 off them
     (`_complementarity`)."""
-    u = num_unilateral(system, q, t)
-    if u == 0:
+    if num_unilateral(system, q, t) == 0:
         return jnp.zeros((0,), bool)
     return held_contacts(system, q, qd, t, touching(system, q, qd, t))[0]
 

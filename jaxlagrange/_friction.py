@@ -155,8 +155,7 @@ def settle(
     """
     if system.constraints.friction is None:
         return held_contacts(system, q, qd, t, active)[0], modes
-    u = active.shape[0]
-    _, mu_s = friction_coefficients(system, u, q.dtype)
+    _, mu_s = friction_coefficients(system, active.shape[0], q.dtype)
     fresh = slip_modes(system, q, qd, t, tolerances)
     modes = Modes(
         jnp.where(active, modes.stick, fresh.stick),

@@ -160,8 +160,7 @@ def _linearize(system, q, qd, t, coordinates, velocities, mask):
     # q̈ is not defined where M is singular (a heavy top's Euler angles at θ = 0)
     # or the constraints are redundant: its derivatives would be finite and
     # meaningless.
-    point = dynamics(system, q, qd, t, active=active)
-    return Linearization(a, b), point.undefined()
+    return Linearization(a, b), dynamics(system, q, qd, t, active=active).undefined()
 
 
 @eqx.filter_jit

@@ -137,8 +137,7 @@ class Evaluator:
         env.update(zip(jaxpr.constvars, map(const_array, consts), strict=True))
         env.update(zip(jaxpr.invars, args, strict=True))
         for eqn in jaxpr.eqns:
-            operands = [read(v) for v in eqn.invars]
-            outs = self.eqn(eqn, operands)
+            outs = self.eqn(eqn, [read(v) for v in eqn.invars])
             for v, o in zip(eqn.outvars, outs, strict=True):
                 if not isinstance(v, jcore.DropVar):
                     env[v] = o

@@ -25,8 +25,7 @@ class LaneFunction:
     def __call__(self, *lane_args):
         leaves = self.in_tree.flatten_up_to(lane_args)
         (first,) = [e for leaf in leaves for e in leaf.flat if not is_const(e)][:1]
-        evaluator = Evaluator(first.shape)
-        outs = evaluator.eval_jaxpr(
+        outs = Evaluator(first.shape).eval_jaxpr(
             self.jaxpr, [const_array(c) for c in self.consts], leaves
         )
         return jax.tree.unflatten(self.out_tree, outs)

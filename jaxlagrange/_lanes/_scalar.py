@@ -110,8 +110,7 @@ class _ScalarEvaluator(Evaluator):
         self.emitted += sum(o.size for o in operands) + sum(
             int(np.prod(v.aval.shape)) for v in eqn.outvars
         )
-        params = eqn.primitive.get_bind_params(eqn.params)
-        outs = eqn.primitive.bind(*arrays, **params)
+        outs = eqn.primitive.bind(*arrays, **eqn.primitive.get_bind_params(eqn.params))
         if not eqn.primitive.multiple_results:
             outs = [outs]
         return [_elements(o) for o in outs]

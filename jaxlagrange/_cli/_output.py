@@ -272,8 +272,7 @@ def _fsync(directory: Path) -> None:
 
 def run_id() -> dict[str, Any]:
     """What names this run in its summary: when, and which process."""
-    now = time.time()
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
     return {"id": f"{stamp}Z-{os.getpid()}", "finished_utc": stamp}
 
 
@@ -284,9 +283,7 @@ def _jsonable(obj: Any) -> Any:
         return [_jsonable(v) for v in obj]
     if hasattr(obj, "shape") and hasattr(obj, "dtype"):  # NumPy and JAX arrays
         return _jsonable(np.asarray(obj).tolist())
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
+    return None if isinstance(obj, float) and not math.isfinite(obj) else obj
 
 
 def write_with_summary(

@@ -165,10 +165,9 @@ def _ready_system(config, paths, sigma):
         return _config.ready_system(config)
     # The fit starts from the data's observed state, never one the config invents.
     probe = load_observations(paths[0], None, sigma, initial["q"], initial["qd"])
-    n = probe.q.shape[1]
     state = {
         "q": initial["q"] if initial["q"] is not None else probe.q[0].tolist(),
-        "qd": initial["qd"] if initial["qd"] is not None else [0.0] * n,
+        "qd": initial["qd"] if initial["qd"] is not None else [0.0] * probe.q.shape[1],
         "data": str(paths[0]) if initial["q"] is None else None,
     }
     return _config.ready_system({**config, "initial": state})

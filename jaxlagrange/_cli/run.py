@@ -80,8 +80,7 @@ def _energy_along(system, ts, q, qd):
         return jnp.concatenate(parts)
 
     energies = jax.vmap(energy_unchecked, in_axes=(None, 0, 0, 0))(system, q, qd, ts)
-    rates = jax.vmap(time_derivatives)(q, qd, ts)
-    return energies, jnp.all(rates == 0)
+    return energies, jnp.all(jax.vmap(time_derivatives)(q, qd, ts) == 0)
 
 
 def _conserved(system, autonomous, traj) -> bool:

@@ -226,10 +226,9 @@ def prepare(
     layouts = [layout_of(d, segments) for d in data]
     if not fit_initial_state:
         check_given_starts(system, params, trainable, data, layouts)
-    fixed = eqx.filter(params, trainable, inverse=True)
     problem = Problem(
         system,
-        fixed,
+        eqx.filter(params, trainable, inverse=True),
         positive,
         layouts,
         fit_initial_state,

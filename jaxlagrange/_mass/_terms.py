@@ -8,10 +8,8 @@ With p(q, q̇, t) = ∂L/∂q̇, Lagrange's equations read M q̈ = f with
 unit directions in q̇ are the columns of M, and its tangent along (q̇, 0, 1) is
 the velocity-product and explicit-time term (∂p/∂q) q̇ + ∂p/∂t. No mixed Hessian
 is ever formed. `forcing` alone (for a solver that never forms M) is cheaper:
-one gradient in q and one JVP of p.
-
-A Lagrangian with `tree_terms` (a loaded MuJoCo tree) gives M and f of its
-bodies by Kane's equations to `terms` and `mass`; only its `rest` is differentiated.
+one gradient in q and one JVP of p. A Lagrangian with `tree_terms` (a loaded MuJoCo
+tree) gives `terms` and `mass` its bodies' M and f by Kane's equations itself.
 """
 
 import functools
@@ -39,8 +37,7 @@ def _parts(system):
 
 def terms(system, q: Array, qd: Array, t: Array) -> Terms:
     """M and f at a state (f includes the generalized and the Rayleigh forces)."""
-    n = q.shape[0]
-    dtype = q.dtype
+    n, dtype = q.shape[0], q.dtype
     own, lagrangian = _parts(system)
     gradient = jax.grad(lagrangian, argnums=(0, 1))
     # n + 1 tangent directions: (0, e_i, 0) for the mass matrix, (q̇, 0, 1) for f.

@@ -85,16 +85,14 @@ def _frames(tree: Tree, q: Array) -> tuple[Array, Array]:
     return jnp.stack(pos), jnp.stack(rot)
 
 
-def _read(x, at):
-    """x[at] as a product with one-hot rows: no gather nor scatter."""
+def _read(x, at):  # x[at] as a product with one-hot rows: no gather nor scatter
     return jnp.tensordot(np.eye(x.shape[0])[at], x, 1)
 
 
-def _walk(tree: Tree, nq: int):
-    """`local`, a body's frame in its parent's (a free body's in the world) from its
-    constants and its reads of q, both stacked over the bodies, and where it reads:
-    indices into q padded by (0, the unit quaternion), for `_locals`."""
-    nb = len(tree.bodies)
+def _walk(tree: Tree, q: Array):
+    """`local`, a body's frame in its parent's (a free body's in the world), and its
+    constants, where it reads q (padded) and those reads, stacked over the bodies."""
+    nq, nb = q.shape[0], len(tree.bodies)
     slots = (nb, max(len(b.joints) for b in tree.bodies))
     c = dict(
         pos=np.array([b.pos for b in tree.bodies]),
@@ -140,19 +138,14 @@ def _walk(tree: Tree, nq: int):
             r = jnp.where(c["free"], rigid.quaternion_to_matrix(placed[3:]), r)
         return x, r
 
-    return local, c, at
-
-
-def _locals(tree: Tree, q: Array) -> tuple[Array, Array]:
-    """Each body's frame in its parent's (a free body's in the world), all at once."""
-    local, c, at = _walk(tree, q.shape[0])
     q = jnp.concatenate([q, jnp.array([0.0, 1, 0, 0, 0], q.dtype)])
-    return jax.vmap(local)(c, {k: _read(q, v) for k, v in at.items()})
+    return local, c, at, {k: _read(q, v) for k, v in at.items()}
 
 
 def _jumped(tree: Tree, q: Array) -> tuple[Array, Array]:
     """`_frames` without a loop over the bodies: every body's frame at once."""
-    x, r = _locals(tree, q)
+    local, c, _, reads = _walk(tree, q)
+    x, r = jax.vmap(local)(c, reads)
     x = jnp.concatenate([jnp.zeros((1, 3), q.dtype), x])
     r = jnp.concatenate([jnp.eye(3, dtype=q.dtype)[None], r])
     ancestor = np.array([0] + [b.parent for b in tree.bodies])
@@ -164,19 +157,15 @@ def _jumped(tree: Tree, q: Array) -> tuple[Array, Array]:
     return x, r
 
 
-# ω in body axes of R moving at Ṙ, over leading axes.
 _angular = jnp.vectorize(rigid.matrix_angular_velocity, signature="(3,3),(3,3)->(3)")
 
 
 def _jacobians(tree: Tree, q: Array, ipos: Array) -> tuple[Array, Array]:
-    """∂ẋ/∂q̇ of the bodies' centres and ∂ω/∂q̇ in body axes, (nbody − 1, n, 3) each.
-
-    Each of a body's own coordinates turns its frame in its parent's (a JVP of
-    that body's `local` frame alone): in the world, its twist ω, v (the velocity
-    of the point at the origin) moves every centre c below it at v + ω × c.
-    """
+    """∂ẋ/∂q̇ of the bodies' centres and ∂ω/∂q̇ in body axes, (nbody − 1, n, 3) each:
+    a coordinate turns its body in its parent's frame (a JVP of that `local` frame
+    alone), at the twist ω, v that moves every centre c below it at v + ω × c."""
     n, nb = q.shape[0], len(tree.bodies)
-    local, c, at = _walk(tree, n)
+    local, c, at, reads = _walk(tree, q)
     owner = np.zeros(n, int)  # the body (1 …) each coordinate moves first
     for i, body in enumerate(tree.bodies, 1):
         for j in body.joints:
@@ -189,19 +178,14 @@ def _jacobians(tree: Tree, q: Array, ipos: Array) -> tuple[Array, Array]:
         k: (v[:, None] == own.reshape(own.shape + (1,) * (v.ndim - 1))).astype(q.dtype)
         for k, v in at.items()
     }
-    padded = jnp.concatenate([q, jnp.array([0.0, 1, 0, 0, 0], q.dtype)])
-    reads = {k: _read(padded, v) for k, v in at.items()}
-
-    def body(c, read, tangents):  # its frame, and its derivatives along its own
-        push = lambda t: jax.jvp(lambda read: local(c, read), (read,), (t,))  # noqa: E731
-        return jax.vmap(push, out_axes=(None, 0))(tangents)
-
-    (_, rl), (dx, dr) = jax.vmap(body)(c, reads, tangents)  # dx: (nb, width, 3)
+    push = lambda c, read, t: jax.jvp(lambda read: local(c, read), (read,), (t,))  # noqa: E731
+    along = jax.vmap(push, in_axes=(None, None, 0), out_axes=(None, 0))  # its own
+    (_, rl), (dx, dr) = jax.vmap(along)(c, reads, tangents)  # dx: (nb, width, 3)
     x, r = _frames(tree, q)
     # The twist in the world: ω, and v = R_parent ẋ_local − ω × x_body.
     omega = jnp.einsum("bij,bkj->bki", r[1:], _angular(rl[:, None], dr))
-    parent = np.array([b.parent for b in tree.bodies])
-    v = jnp.einsum("bij,bkj->bki", _read(r, parent), dx) - jnp.cross(omega, x[1:, None])
+    turned = _read(r, [b.parent for b in tree.bodies])  # the parents' rotations
+    v = jnp.einsum("bij,bkj->bki", turned, dx) - jnp.cross(omega, x[1:, None])
     # To the coordinates' order (a static one-hot product), then each body's.
     scatter = (own.reshape(-1) == np.arange(n)[:, None]).astype(q.dtype)
     omega, v = scatter @ omega.reshape(-1, 3), scatter @ v.reshape(-1, 3)
@@ -215,14 +199,12 @@ def _jacobians(tree: Tree, q: Array, ipos: Array) -> tuple[Array, Array]:
     return jx, jw
 
 
-def _kane(jacobians, frames, mass, inertia, gravity, q, qd):
-    """M and f of the bodies' ½ m |ẋ|² + ½ ωᵀ I ω + m g·x by Kane's equations:
-    M = Σ Jᵀ diag(m, I) J over the bodies' `jacobians(q)` (of the centres and of
-    ω in body axes), f = −Σ Jᵀ (m (a⁰ − g), I ω̇⁰ + ω × I ω), with a⁰ and ω̇⁰ the
-    accelerations at q̈ = 0 (a second JVP of the `frames`, centres and rotations)."""
+def _kane(tree, frames, ipos, mass, inertia, gravity, q, qd):
+    """M = Σ Jᵀ diag(m, I) J and f = −Σ Jᵀ (m (a⁰ − g), I ω̇⁰ + ω × I ω) of the bodies
+    by Kane's equations: J by `_jacobians`, a⁰ and ω̇⁰ at q̈ = 0 (of the `frames`)."""
     velocity = lambda q: jax.jvp(frames, (q,), (qd,))  # noqa: E731
     ((_, r), (_, r_dot)), (_, (a, r_ddot)) = jax.jvp(velocity, (q,), (qd,))
-    jx, jw = jacobians(q)
+    jx, jw = _jacobians(tree, q, ipos)
     w, spin = _angular(r, r_dot), lambda w: jnp.einsum("bij,bj->bi", inertia, w)
     torque = spin(_angular(r, r_ddot)) + jnp.cross(w, spin(w))
     matrix = jnp.einsum("bni,b,bmi->nm", jx, mass, jx)
@@ -306,12 +288,10 @@ def _system(tree: Tree, params: dict[str, Any], not_imported=(), contacts=None):
         return 0.5 * energy + mass @ (x @ gravity) + rest(q, qd, t, params)
 
     def tree_terms(q, qd, t, params):
-        jacobians = functools.partial(_jacobians, tree, ipos=params["body_ipos"][1:])
         frames = functools.partial(centres, params=params)
-        return _kane(jacobians, frames, *bodies(params), q, qd)
+        return _kane(tree, frames, params["body_ipos"][1:], *bodies(params), q, qd)
 
-    # The library's M and f take the bodies' part from Kane's equations, the rest
-    # of L by autodiff (`_mass._terms`): a smaller and faster program for a tree.
+    # M and f of the bodies by Kane's equations, of the rest by autodiff (`_terms`).
     lagrangian.tree_terms, lagrangian.rest = tree_terms, rest
 
     # The rules of MuJoCo's compiler, also for `simulate`'s and `simulate_batch`'s

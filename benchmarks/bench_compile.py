@@ -187,6 +187,7 @@ if mjx_too:
         jax.block_until_ready(qdd(q0, qd0))
         times.append((time.process_time() - start) / 100)
     from mujoco import mjx
+    m.opt.enableflags &= ~int(mujoco.mjtEnableBit.mjENBL_ENERGY)  # (MJX refuses it)
     mx, dx = mjx.put_model(m), mjx.put_data(m, data)
     start = time.perf_counter()
     jax.jit(mjx.step).lower(mx, dx).compile()

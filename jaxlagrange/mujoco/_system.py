@@ -160,7 +160,7 @@ def _jumped(tree: Tree, q: Array) -> tuple[Array, Array]:
 _angular = jnp.vectorize(rigid.matrix_angular_velocity, signature="(3,3),(3,3)->(3)")
 
 
-def _jacobians(tree: Tree, q: Array, ipos: Array) -> tuple[Array, Array]:
+def _jacobians(tree: Tree, q: Array, centres: Array) -> tuple[Array, Array]:
     """∂ẋ/∂q̇ of the bodies' centres and ∂ω/∂q̇ in body axes, (nbody − 1, n, 3) each:
     a coordinate turns its body in its parent's frame (a JVP of that `local` frame
     alone), at the twist ω, v that moves every centre c below it at v + ω × c."""
@@ -193,18 +193,17 @@ def _jacobians(tree: Tree, q: Array, ipos: Array) -> tuple[Array, Array]:
     for i, body in enumerate(tree.bodies, 1):
         ancestry[i] |= ancestry[body.parent]
     moves = ancestry[1:, owner][..., None]  # (body, coordinate): k moves body b
-    centres = x[1:] + jnp.einsum("bij,bj->bi", r[1:], ipos)
     jx = jnp.where(moves, v + jnp.cross(omega, centres[:, None]), 0.0)
     jw = jnp.where(moves, jnp.einsum("bji,kj->bki", r[1:], omega), 0.0)
     return jx, jw
 
 
-def _kane(tree, frames, ipos, mass, inertia, gravity, q, qd):
+def _kane(tree, frames, mass, inertia, gravity, q, qd):
     """M = Σ Jᵀ diag(m, I) J and f = −Σ Jᵀ (m (a⁰ − g), I ω̇⁰ + ω × I ω) of the bodies
     by Kane's equations: J by `_jacobians`, a⁰ and ω̇⁰ at q̈ = 0 (of the `frames`)."""
     velocity = lambda q: jax.jvp(frames, (q,), (qd,))  # noqa: E731
-    ((_, r), (_, r_dot)), (_, (a, r_ddot)) = jax.jvp(velocity, (q,), (qd,))
-    jx, jw = _jacobians(tree, q, ipos)
+    ((c, r), (_, r_dot)), (_, (a, r_ddot)) = jax.jvp(velocity, (q,), (qd,))
+    jx, jw = _jacobians(tree, q, c)
     w, spin = _angular(r, r_dot), lambda w: jnp.einsum("bij,bj->bi", inertia, w)
     torque = spin(_angular(r, r_ddot)) + jnp.cross(w, spin(w))
     matrix = jnp.einsum("bni,b,bmi->nm", jx, mass, jx)
@@ -289,7 +288,7 @@ def _system(tree: Tree, params: dict[str, Any], not_imported=(), contacts=None):
 
     def tree_terms(q, qd, t, params):
         frames = functools.partial(centres, params=params)
-        return _kane(tree, frames, params["body_ipos"][1:], *bodies(params), q, qd)
+        return _kane(tree, frames, *bodies(params), q, qd)
 
     # M and f of the bodies by Kane's equations, of the rest by autodiff (`_terms`).
     lagrangian.tree_terms, lagrangian.rest = tree_terms, rest
